@@ -1,0 +1,41 @@
+# xlat: see README.md. Every target installs what it needs (scripts/setup.sh).
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+VENV := $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup build test test-rust test-lint test-python demo bench fuzz clean
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	cargo build --release --workspace
+
+test-lint: setup
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check tests lab
+	$(VENV)/bin/ruff format --check tests lab
+
+test-rust: setup
+	cargo test --workspace
+
+test-python: build
+	@if ls tests/test_*.py >/dev/null 2>&1; then \
+		$(PY) -m pytest -q tests; \
+	else echo "no integration tests yet"; fi
+
+test: test-lint test-rust test-python
+
+demo: build
+	@bash scripts/demo.sh
+
+bench: build
+	@bash scripts/bench.sh
+
+fuzz: setup
+	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+clean:
+	cargo clean

@@ -1,0 +1,2 @@
+// Placeholder until the translation lands; replaced by the criterion benchmark.
+fn main() {}

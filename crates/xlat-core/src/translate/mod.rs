@@ -1,0 +1,237 @@
+//! RFC 7915 stateless IP/ICMP translation.
+//!
+//! The entry point takes a buffer holding one packet at `start..start+len`
+//! with at least [`HEADROOM`] free bytes before it, rewrites it in place and
+//! returns a [`Verdict`]. No allocation, no I/O, no clock.
+//!
+//! Header translation is kept apart from address *decisions*: the functions
+//! in [`v4_to_v6`] and [`v6_to_v4`] take an [`AddressMapper`], so the stateful
+//! NAT64 reuses them with addresses and ports that come from its tables.
+
+pub mod v4_to_v6;
+pub mod v6_to_v4;
+
+use crate::addr::{Pool6791v4, Pool6791v6, SiitAddressing};
+use crate::counters::DropReason;
+use core::net::{Ipv4Addr, Ipv6Addr};
+use core::ops::Range;
+
+/// Bytes the caller must leave free before the packet: an IPv4 packet grows
+/// by 20 bytes (+8 for a Fragment Header), an ICMPv4 error by twice that
+/// (outer and inner header), and a generated ICMPv6 error prepends 48.
+pub const HEADROOM: usize = 128;
+
+/// RFC 1191 §7 table of MTU plateaus (Jool's default `mtu-plateaus`).
+pub const DEFAULT_MTU_PLATEAUS: [u16; 11] = [
+    65535, 32000, 17914, 8166, 4352, 2002, 1492, 1006, 508, 296, 68,
+];
+
+/// What the translator does with the TTL / hop limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TtlPolicy {
+    /// RFC 7915 §4.1/§5.1: decrement by one; a packet that would reach zero
+    /// is answered with ICMP Time Exceeded in its own family.
+    #[default]
+    Decrement,
+    /// For a datapath that sits between two kernel forwarding steps (TUN):
+    /// the kernel already decrements on the way in and will again on the
+    /// way out, so the translator adds one to look like a single hop.
+    CompensateKernel,
+    /// Leave the TTL as it is.
+    Keep,
+}
+
+/// Translator configuration (the stateless part; Jool's names in comments).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// pool6, EAMT, denylist, WKP rule, hairpinning.
+    pub addressing: SiitAddressing,
+    /// `rfc6791v4`: sources for ICMPv4 errors translated from ICMPv6 errors
+    /// whose source cannot be mapped.
+    pub rfc6791v4: Pool6791v4,
+    /// `rfc6791v6`: sources for ICMPv6 errors translated from ICMPv4 errors
+    /// whose source cannot be mapped.
+    pub rfc6791v6: Pool6791v6,
+    /// Source of ICMPv4 errors the translator generates itself (TTL expiry,
+    /// Fragmentation Needed). `None`: fall back to the RFC 6791 v4 pool,
+    /// else 192.0.0.8 (IANA "IPv4 dummy address", RFC 7600).
+    pub own_v4: Option<Ipv4Addr>,
+    /// Source of ICMPv6 errors the translator generates itself.
+    pub own_v6: Option<Ipv6Addr>,
+    /// `lowest-ipv6-mtu`: IPv4 packets without DF are fragmented so the
+    /// IPv6 packets fit this size (RFC 7915 §4). Default 1280.
+    pub lowest_ipv6_mtu: u16,
+    /// `mtu-plateaus`: used when an ICMPv4 Fragmentation Needed carries MTU 0 (RFC 7915 §4.2).
+    pub mtu_plateaus: Vec<u16>,
+    /// `amend-udp-checksum-zero`: compute the checksum of unfragmented IPv4
+    /// UDP packets with checksum 0 instead of dropping them (RFC 7915 §4.5).
+    pub amend_udp_checksum_zero: bool,
+    /// `zeroize-traffic-class`: IPv6 traffic class set to 0 instead of
+    /// copying the IPv4 TOS (RFC 7915 §4.1).
+    pub zeroize_traffic_class: bool,
+    /// `override-tos` / `tos`: IPv4 TOS set to this instead of copying the
+    /// IPv6 traffic class (RFC 7915 §5.1).
+    pub override_tos: Option<u8>,
+    pub ttl: TtlPolicy,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            addressing: SiitAddressing::default(),
+            rfc6791v4: Pool6791v4::default(),
+            rfc6791v6: Pool6791v6::default(),
+            own_v4: None,
+            own_v6: None,
+            lowest_ipv6_mtu: 1280,
+            mtu_plateaus: DEFAULT_MTU_PLATEAUS.to_vec(),
+            amend_udp_checksum_zero: false,
+            zeroize_traffic_class: false,
+            override_tos: None,
+            ttl: TtlPolicy::Decrement,
+        }
+    }
+}
+
+/// Per-packet metadata from the datapath.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PacketMeta {
+    /// The L4 checksum field holds only the pseudo-header sum (Linux
+    /// CHECKSUM_PARTIAL, virtio NEEDS_CSUM, as in GSO super-packets). The
+    /// translator then updates it without complement and never verifies it.
+    pub csum_partial: bool,
+}
+
+/// What to do with the packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The translated packet is `buf[start..start + len]`; send it as the
+    /// other family.
+    Forward { start: usize, len: usize },
+    /// The packet was split into fragments, now in [`FragBuf`]; send each.
+    Fragments,
+    /// The packet was not translated (`reason`); instead an ICMP error is in
+    /// `buf[start..start + len]`, to be sent back in the packet's own family.
+    Reply {
+        start: usize,
+        len: usize,
+        reason: DropReason,
+    },
+    /// Discard the packet.
+    Drop(DropReason),
+}
+
+/// Caller-owned output space for fragmentation. Reused across packets:
+/// `clear()` keeps the capacity, so there is no allocation once warm.
+#[derive(Debug, Default)]
+pub struct FragBuf {
+    pub data: Vec<u8>,
+    pub packets: Vec<Range<usize>>,
+}
+
+impl FragBuf {
+    pub fn new() -> Self {
+        FragBuf {
+            data: Vec::with_capacity(70_000),
+            packets: Vec::with_capacity(64),
+        }
+    }
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.packets.clear();
+    }
+    /// The fragments, each a complete packet.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        self.packets.iter().map(move |r| &self.data[r.clone()])
+    }
+}
+
+/// Address decisions for one packet, so that header translation can be
+/// shared between SIIT (addresses from pool6 / EAMT) and stateful NAT64
+/// (addresses and ports from the BIB and session table).
+pub trait AddressMapper {
+    /// Maps the outer addresses of an IPv4 packet (src, dst) to IPv6.
+    fn outer_4to6(&self, src: Ipv4Addr, dst: Ipv4Addr) -> Result<(Ipv6Addr, Ipv6Addr), DropReason>;
+    /// Maps the outer addresses of an IPv6 packet to IPv4.
+    fn outer_6to4(
+        &self,
+        src: &Ipv6Addr,
+        dst: &Ipv6Addr,
+    ) -> Result<(Ipv4Addr, Ipv4Addr), DropReason>;
+}
+
+impl AddressMapper for SiitAddressing {
+    fn outer_4to6(&self, src: Ipv4Addr, dst: Ipv4Addr) -> Result<(Ipv6Addr, Ipv6Addr), DropReason> {
+        Ok((self.src_4to6(src)?, self.dst_4to6(dst)?))
+    }
+    fn outer_6to4(
+        &self,
+        src: &Ipv6Addr,
+        dst: &Ipv6Addr,
+    ) -> Result<(Ipv4Addr, Ipv4Addr), DropReason> {
+        Ok((self.src_6to4(src)?, self.dst_6to4(dst)?))
+    }
+}
+
+/// A stateless translator (SIIT / CLAT): a validated [`Config`].
+#[derive(Debug, Clone)]
+pub struct Translator {
+    cfg: Config,
+}
+
+impl Translator {
+    pub fn new(cfg: Config) -> Self {
+        Translator { cfg }
+    }
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Translates the packet in `buf[start..start + len]`, IPv4 or IPv6 by
+    /// its version nibble. `start` must be at least [`HEADROOM`].
+    pub fn translate(
+        &self,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+        meta: PacketMeta,
+        frags: &mut FragBuf,
+    ) -> Verdict {
+        match buf.get(start).map(|b| b >> 4) {
+            Some(4) => self.translate_4to6(buf, start, len, meta, frags),
+            Some(6) => self.translate_6to4(buf, start, len, meta),
+            _ => Verdict::Drop(DropReason::UnknownVersion),
+        }
+    }
+
+    /// IPv4 -> IPv6 (RFC 7915 §4).
+    pub fn translate_4to6(
+        &self,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+        meta: PacketMeta,
+        frags: &mut FragBuf,
+    ) -> Verdict {
+        v4_to_v6::translate(
+            &self.cfg,
+            &self.cfg.addressing,
+            buf,
+            start,
+            len,
+            meta,
+            frags,
+        )
+    }
+
+    /// IPv6 -> IPv4 (RFC 7915 §5).
+    pub fn translate_6to4(
+        &self,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+        meta: PacketMeta,
+    ) -> Verdict {
+        v6_to_v4::translate(&self.cfg, &self.cfg.addressing, buf, start, len, meta)
+    }
+}
