@@ -100,6 +100,12 @@ pub struct PacketMeta {
     /// CHECKSUM_PARTIAL, virtio NEEDS_CSUM, as in GSO super-packets). The
     /// translator then updates it without complement and never verifies it.
     pub csum_partial: bool,
+    /// A per-packet value from the datapath (a counter or a random number),
+    /// used where the translator must invent an identifier: the IPv4
+    /// Identification of a translated IPv6 packet (RFC 7915 §5.1) or the
+    /// Identification of a Fragment Header it adds (RFC 7915 §4). Keeps the
+    /// core free of state and randomness.
+    pub ident_seed: u32,
 }
 
 /// What to do with the packet.
