@@ -15,6 +15,8 @@
 pub mod addr;
 pub mod checksum;
 pub mod counters;
+#[doc(hidden)]
+pub mod fuzz_entry;
 pub mod translate;
 pub mod wire;
 
