@@ -64,9 +64,19 @@ impl Ipv4Prefix {
         }
         Ok(Ipv4Prefix { addr, len })
     }
+    /// Infallible: clamps `len` to 32 and clears the bits after it.
+    pub fn truncating(addr: Ipv4Addr, len: u8) -> Self {
+        let len = len.min(32);
+        Ipv4Prefix {
+            addr: Ipv4Addr::from(u32::from(addr) & mask32(len)),
+            len,
+        }
+    }
     pub fn addr(&self) -> Ipv4Addr {
         self.addr
     }
+    /// The prefix length in bits (not a count of elements).
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> u8 {
         self.len
     }
@@ -93,9 +103,19 @@ impl Ipv6Prefix {
         }
         Ok(Ipv6Prefix { addr, len })
     }
+    /// Infallible: clamps `len` to 128 and clears the bits after it.
+    pub fn truncating(addr: Ipv6Addr, len: u8) -> Self {
+        let len = len.min(128);
+        Ipv6Prefix {
+            addr: Ipv6Addr::from(u128::from(addr) & mask128(len)),
+            len,
+        }
+    }
     pub fn addr(&self) -> Ipv6Addr {
         self.addr
     }
+    /// The prefix length in bits (not a count of elements).
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> u8 {
         self.len
     }

@@ -1,11 +1,29 @@
 //! RFC 6791 pools: source addresses for translated ICMP errors whose
 //! original source cannot be mapped.
-//! STUB: the addr helper implements this file.
+//!
+//! RFC 6791 §4 recommends picking the address at random from the pool so
+//! that traceroute output does not show one address for every hop. The
+//! core has no random source, so the caller passes a 32-bit `hash` (random,
+//! or a hash of the packet's addresses) and [`Pool6791v4::pick`] /
+//! [`Pool6791v6::pick`] spread it over *all* addresses of *all* prefixes:
+//! the pool is seen as one range of `total` addresses (the prefixes one
+//! after the other) and `hash` selects index `floor(hash * total / 2^32)`,
+//! so every part of the range is reached in proportion to its size (with
+//! more than 2^32 addresses, only 2^32 evenly spaced ones can be chosen).
+//! An empty pool gives `None`. Picking is O(number of prefixes), does not
+//! allocate and cannot panic.
 
 use super::prefix::{Ipv4Prefix, Ipv6Prefix};
 use core::net::{Ipv4Addr, Ipv6Addr};
 
-#[derive(Debug, Clone, Default)]
+/// floor(hash * total / 2^32) without overflow, for any u128 `total`.
+#[inline]
+fn scale(hash: u32, total: u128) -> u128 {
+    let h = u128::from(hash);
+    (total >> 32) * h + (((total & 0xffff_ffff) * h) >> 32)
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pool6791v4 {
     prefixes: Vec<Ipv4Prefix>,
 }
@@ -17,20 +35,40 @@ impl Pool6791v4 {
     pub fn is_empty(&self) -> bool {
         self.prefixes.is_empty()
     }
+    /// Number of addresses in the pool (prefixes counted one after the other).
+    pub fn size(&self) -> u128 {
+        self.prefixes.iter().map(|p| u128::from(p.size())).sum()
+    }
     /// Picks an address; `hash` (e.g. of the packet's addresses) spreads the
     /// choice over the pool (RFC 6791 §4 recommends random selection).
     pub fn pick(&self, hash: u32) -> Option<Ipv4Addr> {
-        let _ = hash;
-        todo!()
+        let mut idx = scale(hash, self.size());
+        for p in &self.prefixes {
+            let n = u128::from(p.size());
+            if idx < n {
+                // idx < 2^32 here, and the prefix has no host bits.
+                return Some(Ipv4Addr::from(u32::from(p.addr()) | idx as u32));
+            }
+            idx -= n;
+        }
+        None
     }
     pub fn prefixes(&self) -> &[Ipv4Prefix] {
         &self.prefixes
     }
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pool6791v6 {
     prefixes: Vec<Ipv6Prefix>,
+}
+
+/// Addresses in an IPv6 prefix, saturating at u128::MAX for ::/0.
+#[inline]
+fn size6(p: &Ipv6Prefix) -> u128 {
+    1u128
+        .checked_shl(128 - u32::from(p.len().min(128)))
+        .unwrap_or(u128::MAX)
 }
 
 impl Pool6791v6 {
@@ -40,11 +78,88 @@ impl Pool6791v6 {
     pub fn is_empty(&self) -> bool {
         self.prefixes.is_empty()
     }
+    /// Number of addresses in the pool, saturating at u128::MAX.
+    pub fn size(&self) -> u128 {
+        self.prefixes
+            .iter()
+            .fold(0u128, |acc, p| acc.saturating_add(size6(p)))
+    }
+    /// Picks an address; see [`Pool6791v4::pick`] (RFC 6791 §4).
     pub fn pick(&self, hash: u32) -> Option<Ipv6Addr> {
-        let _ = hash;
-        todo!()
+        let mut idx = scale(hash, self.size());
+        for p in &self.prefixes {
+            let n = size6(p);
+            if idx < n {
+                return Some(Ipv6Addr::from(u128::from(p.addr()) | idx));
+            }
+            idx -= n;
+        }
+        // Only reached through saturation (pools larger than 2^128): the
+        // last prefix is a fine answer.
+        self.prefixes.last().map(|p| p.addr())
     }
     pub fn prefixes(&self) -> &[Ipv6Prefix] {
         &self.prefixes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4(list: &[&str]) -> Pool6791v4 {
+        Pool6791v4::new(list.iter().map(|s| s.parse().unwrap()).collect())
+    }
+    fn v6(list: &[&str]) -> Pool6791v6 {
+        Pool6791v6::new(list.iter().map(|s| s.parse().unwrap()).collect())
+    }
+
+    #[test]
+    fn rfc6791_s4_empty_pool() {
+        assert_eq!(Pool6791v4::default().pick(7), None);
+        assert_eq!(Pool6791v6::default().pick(7), None);
+        assert!(Pool6791v4::default().is_empty());
+    }
+
+    #[test]
+    fn rfc6791_s4_v4_spreads_over_all_prefixes() {
+        let p = v4(&["192.0.2.0/30", "198.51.100.7/32"]);
+        assert_eq!(p.size(), 5);
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..1000u32 {
+            let h = i.wrapping_mul(0x9e37_79b9);
+            let a = p.pick(h).unwrap();
+            assert!(p.prefixes().iter().any(|q| q.contains(a)), "{a}");
+            seen.insert(a);
+        }
+        assert_eq!(seen.len(), 5, "{seen:?}");
+        assert_eq!(p.pick(0), Some(Ipv4Addr::new(192, 0, 2, 0)));
+        assert_eq!(p.pick(u32::MAX), Some(Ipv4Addr::new(198, 51, 100, 7)));
+    }
+
+    #[test]
+    fn rfc6791_s4_v4_whole_space() {
+        let p = v4(&["0.0.0.0/0"]);
+        assert_eq!(p.pick(0x1234_5678), Some(Ipv4Addr::from(0x1234_5678)));
+        assert_eq!(p.pick(u32::MAX), Some(Ipv4Addr::BROADCAST));
+    }
+
+    #[test]
+    fn rfc6791_s4_v6_spreads() {
+        let p = v6(&["2001:db8::/126", "2001:db8:1::/64"]);
+        let a = p.pick(0).unwrap();
+        assert_eq!(a, "2001:db8::".parse::<Ipv6Addr>().unwrap());
+        // The /64 is 2^62 times larger: the top half of hashes land in it,
+        // spread over its whole interface-identifier range.
+        let b = p.pick(u32::MAX).unwrap();
+        assert!(p.prefixes()[1].contains(&b));
+        assert_eq!(u128::from(b) >> 64, 0x2001_0db8_0001_0000);
+        assert!((u128::from(b) & u64::MAX as u128) > (1u128 << 63));
+        let c = p.pick(1 << 31).unwrap();
+        assert!(p.prefixes()[1].contains(&c));
+        // The whole IPv6 space still works (size saturates).
+        let all = v6(&["::/0", "2001:db8::/64"]);
+        assert!(all.pick(u32::MAX).is_some());
+        assert_eq!(all.pick(0), Some(Ipv6Addr::UNSPECIFIED));
     }
 }
