@@ -164,6 +164,55 @@ pub trait AddressMapper {
         src: &Ipv6Addr,
         dst: &Ipv6Addr,
     ) -> Result<(Ipv4Addr, Ipv4Addr), DropReason>;
+    /// Maps the addresses of the IPv4 packet quoted in an ICMPv4 error
+    /// (src, dst) to IPv6. The quoted packet travelled the other way, so by
+    /// default its source follows the destination rules and vice versa.
+    fn inner_4to6(&self, src: Ipv4Addr, dst: Ipv4Addr) -> Result<(Ipv6Addr, Ipv6Addr), DropReason> {
+        let (d, s) = self.outer_4to6(dst, src)?;
+        Ok((s, d))
+    }
+    /// Maps the addresses of the IPv6 packet quoted in an ICMPv6 error
+    /// (src, dst) to IPv4 (roles swapped as for `inner_4to6`).
+    fn inner_6to4(
+        &self,
+        src: &Ipv6Addr,
+        dst: &Ipv6Addr,
+    ) -> Result<(Ipv4Addr, Ipv4Addr), DropReason> {
+        let (d, s) = self.outer_6to4(dst, src)?;
+        Ok((s, d))
+    }
+    /// Maps the outer addresses of an ICMPv6 *error*. Its source (often a
+    /// router) may have no IPv4 mapping: `Ok((None, dst))` tells the
+    /// translator to take a source from the RFC 6791 pool (RFC 7915 §5.2).
+    /// The default tries `outer_6to4` and, when only the source failed,
+    /// maps the destination alone.
+    fn outer_6to4_icmp_error(
+        &self,
+        src: &Ipv6Addr,
+        dst: &Ipv6Addr,
+    ) -> Result<(Option<Ipv4Addr>, Ipv4Addr), DropReason> {
+        match self.outer_6to4(src, dst) {
+            Ok((s, d)) => Ok((Some(s), d)),
+            Err(DropReason::Src6Unmappable) => self.outer_6to4(dst, dst).map(|(_, d)| (None, d)),
+            Err(e) => Err(e),
+        }
+    }
+    /// Maps the outer addresses of an ICMPv4 *error* (RFC 7915 §4.2): its
+    /// source (often a router) may have no IPv6 mapping: `Ok((None, dst))`
+    /// tells the translator to take a source from the RFC 6791 pool.
+    /// The default tries `outer_4to6` and, when only the source failed,
+    /// maps the destination alone.
+    fn outer_4to6_icmp_error(
+        &self,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+    ) -> Result<(Option<Ipv6Addr>, Ipv6Addr), DropReason> {
+        match self.outer_4to6(src, dst) {
+            Ok((s, d)) => Ok((Some(s), d)),
+            Err(DropReason::Src4Unmappable) => self.outer_4to6(dst, dst).map(|(_, d)| (None, d)),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 impl AddressMapper for SiitAddressing {
@@ -176,6 +225,22 @@ impl AddressMapper for SiitAddressing {
         dst: &Ipv6Addr,
     ) -> Result<(Ipv4Addr, Ipv4Addr), DropReason> {
         Ok((self.src_6to4(src)?, self.dst_6to4(dst)?))
+    }
+    fn outer_6to4_icmp_error(
+        &self,
+        src: &Ipv6Addr,
+        dst: &Ipv6Addr,
+    ) -> Result<(Option<Ipv4Addr>, Ipv4Addr), DropReason> {
+        let d = self.dst_6to4(dst)?;
+        Ok((self.src_6to4(src).ok(), d))
+    }
+    fn outer_4to6_icmp_error(
+        &self,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+    ) -> Result<(Option<Ipv6Addr>, Ipv6Addr), DropReason> {
+        let d = self.dst_4to6(dst)?;
+        Ok((self.src_4to6(src).ok(), d))
     }
 }
 

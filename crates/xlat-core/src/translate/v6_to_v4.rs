@@ -1,8 +1,53 @@
 //! IPv6 -> IPv4 (RFC 7915 §5).
-//! STUB: the 6to4 helper implements this file.
+//!
+//! The packet is rewritten in place and *shrinks*: the 40-byte IPv6 header
+//! and every extension header that is not translated are replaced by a
+//! 20-byte IPv4 header written right before the upper-layer header, so the
+//! payload never moves (RFC 7915 §5.1). ICMPv6 messages are translated by
+//! [`icmp`] (§5.2), transport checksums are updated incrementally (§5.5,
+//! RFC 1624).
+//!
+//! Address *decisions* come from the [`AddressMapper`]; everything else here
+//! only takes the decided addresses, so the stateful NAT64 can reuse it.
+//! Where NAT64 will also rewrite ports / ICMP identifiers is marked
+//! "NAT64 hook".
 
-use super::{AddressMapper, Config, PacketMeta, Verdict};
+mod icmp;
+#[cfg(test)]
+mod tests;
 
+use super::{AddressMapper, Config, PacketMeta, TtlPolicy, Verdict};
+use crate::checksum;
+use crate::counters::DropReason;
+use crate::wire::icmp::v6 as icmp6;
+use crate::wire::{ipv4, ipv6, proto, put16, put32, Error as WireError, Ipv6Packet, TcpPacket};
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+/// RFC 7915 §5 / §5.1: a translated packet (without Fragment Header) of at
+/// most this many bytes is sent with DF = 0 and a generated Identification;
+/// larger ones get DF = 1.
+pub const DF_THRESHOLD: usize = 1260;
+
+/// RFC 4443 §2.4(c): an ICMPv6 error must not exceed the minimum IPv6 MTU.
+pub const ICMP6_ERROR_MAX: usize = 1280;
+
+/// RFC 1812 §4.3.2.3: an ICMPv4 error is at most 576 bytes.
+pub const ICMP4_ERROR_MAX: usize = 576;
+
+/// Hop limit of the ICMPv6 errors the translator generates itself.
+pub const GENERATED_HOP_LIMIT: u8 = 64;
+
+/// The outer IPv4 header fields decided for a packet.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Outer4 {
+    pub tos: u8,
+    pub ttl: u8,
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+}
+
+/// RFC 7915 §5: translates the IPv6 packet `buf[start..start + len]` to
+/// IPv4. See the module documentation for the layout.
 pub fn translate(
     cfg: &Config,
     map: &dyn AddressMapper,
@@ -11,6 +56,364 @@ pub fn translate(
     len: usize,
     meta: PacketMeta,
 ) -> Verdict {
-    let _ = (cfg, map, buf, start, len, meta);
-    todo!()
+    match translate_impl(cfg, map, buf, start, len, meta) {
+        Ok(v) => v,
+        Err(r) => Verdict::Drop(r),
+    }
+}
+
+fn ip_err(e: WireError) -> DropReason {
+    match e {
+        WireError::Truncated => DropReason::Ipv6Truncated,
+        WireError::Malformed => DropReason::Ipv6Malformed,
+    }
+}
+
+fn ext_err(e: WireError) -> DropReason {
+    match e {
+        WireError::Truncated => DropReason::Ipv6ExtTruncated,
+        WireError::Malformed => DropReason::Ipv6ExtMalformed,
+    }
+}
+
+/// Identification and flags/offset of a translated packet that has no
+/// (non-atomic) Fragment Header (RFC 7915 §5 / §5.1): DF = 0 with an
+/// Identification from the datapath's seed up to [`DF_THRESHOLD`] bytes,
+/// DF = 1 (Identification 0, an atomic datagram per RFC 6864) above.
+pub(crate) fn unfragmented_ident_flags(total_len: usize, ident_seed: u32) -> (u16, u16) {
+    if total_len <= DF_THRESHOLD {
+        (ident_seed as u16, 0)
+    } else {
+        (0, ipv4::FLAG_DF)
+    }
+}
+
+/// RFC 7915 §5.1.1: Identification = low 16 bits of the IPv6 one, MF from
+/// the M flag, offset copied, DF = 0.
+pub(crate) fn fragment_ident_flags(f: &ipv6::FragHeader) -> (u16, u16) {
+    let mf = if f.more { ipv4::FLAG_MF } else { 0 };
+    (f.ident as u16, mf | (f.offset >> 3))
+}
+
+/// Sum of the two addresses (the only pseudo-header words that differ
+/// between the IPv6 and IPv4 pseudo-headers once the length and protocol
+/// are equal: RFC 7915 §5.5).
+pub(crate) fn addr_sum6(s: &Ipv6Addr, d: &Ipv6Addr) -> u64 {
+    checksum::sum(checksum::sum(0, &s.octets()), &d.octets())
+}
+
+pub(crate) fn addr_sum4(s: Ipv4Addr, d: Ipv4Addr) -> u64 {
+    checksum::sum(checksum::sum(0, &s.octets()), &d.octets())
+}
+
+/// Updates a TCP/UDP checksum field stored at `field_off` in `l4` for the
+/// pseudo-header address change (RFC 1624). `udp`: a result of 0 is sent as
+/// 0xffff (RFC 768).
+fn update_l4_csum(l4: &mut [u8], field_off: usize, old: u64, new: u64, partial: bool, udp: bool) {
+    let field = u16::from_be_bytes([l4[field_off], l4[field_off + 1]]);
+    let mut c = if partial {
+        checksum::update_partial(field, old, new)
+    } else {
+        checksum::update(field, old, new)
+    };
+    if udp && c == 0 && !partial {
+        c = 0xffff;
+    }
+    put16(l4, field_off, c);
+}
+
+fn hash6(a: &Ipv6Addr, b: &Ipv6Addr) -> u32 {
+    let x = u128::from(*a) ^ u128::from(*b).rotate_left(17);
+    (x as u32) ^ ((x >> 32) as u32) ^ ((x >> 64) as u32) ^ ((x >> 96) as u32)
+}
+
+fn translate_impl(
+    cfg: &Config,
+    map: &dyn AddressMapper,
+    buf: &mut [u8],
+    start: usize,
+    len: usize,
+    meta: PacketMeta,
+) -> Result<Verdict, DropReason> {
+    let end = start
+        .checked_add(len)
+        .filter(|&e| e <= buf.len())
+        .ok_or(DropReason::Ipv6Truncated)?;
+    let pkt = Ipv6Packet::new_checked(&buf[start..end]).map_err(ip_err)?;
+    // RFC 7915 §5.1: Hop-by-Hop, Destination Options and Routing headers
+    // (segments left 0) are walked over and not translated.
+    let w = pkt.walk().map_err(ext_err)?;
+    let src6 = pkt.src();
+    let dst6 = pkt.dst();
+    let tc = pkt.traffic_class();
+    let hop = pkt.hop_limit();
+    // Bytes after the payload length (link padding) are not part of it.
+    let pkt_len = ipv6::HEADER_LEN + usize::from(pkt.payload_len());
+    let upper_off = w.upper_offset;
+    if upper_off > pkt_len {
+        return Err(DropReason::Ipv6ExtTruncated);
+    }
+    // RFC 6946 / RFC 8021: an atomic fragment is processed as a packet
+    // without Fragment Header.
+    let frag = w.frag.filter(|f| !f.is_atomic());
+    let first = !matches!(frag, Some(f) if f.offset != 0);
+    let upper = &buf[start + upper_off..start + pkt_len];
+
+    // RFC 7915 §5.1 Protocol: ICMPv4 inside IPv6 is not translated.
+    if w.upper_proto == proto::ICMP {
+        return Err(DropReason::Icmpv4InIpv6);
+    }
+    let is_icmp6 = w.upper_proto == proto::ICMPV6;
+    if is_icmp6 && frag.is_some() {
+        // RFC 7915 §5.2 needs the whole ICMPv6 message (checksum).
+        return Err(DropReason::FragmentedIcmp);
+    }
+    let icmp_type = if is_icmp6 {
+        upper.first().copied()
+    } else {
+        None
+    };
+    let is_icmp_error = icmp_type.is_some_and(icmp6::is_error);
+
+    // Addresses (RFC 7915 §5.1; RFC 6791 / §5.2 for ICMPv6 errors whose
+    // source has no IPv4 mapping).
+    let (src4, dst4) = if is_icmp_error {
+        let (s, d) = map.outer_6to4_icmp_error(&src6, &dst6)?;
+        let s = match s {
+            Some(s) => s,
+            None => {
+                if cfg.rfc6791v4.is_empty() {
+                    return Err(DropReason::Icmp6ErrorSrcUnmappable);
+                }
+                cfg.rfc6791v4
+                    .pick(hash6(&src6, &dst6))
+                    .ok_or(DropReason::Icmp6ErrorSrcUnmappable)?
+            }
+        };
+        (s, d)
+    } else {
+        map.outer_6to4(&src6, &dst6)?
+    };
+
+    // Errors the translator answers itself must not be about an ICMPv6
+    // error, a non-first fragment (RFC 4443 §2.4(e), RFC 1812 §4.3.2.7)
+    // or a source that does not name one node.
+    let may_answer = !is_icmp_error && first && !src6.is_unspecified() && !src6.is_multicast();
+
+    // RFC 7915 §5.1: Routing header with Segments Left != 0: not
+    // translated; ICMPv6 Parameter Problem code 0 pointing at Segments Left.
+    if let Some((rh_off, _)) = w.routing_segments_left {
+        let ptr = (rh_off + 3) as u32;
+        return Ok(reply(
+            cfg,
+            buf,
+            start,
+            pkt_len,
+            may_answer,
+            (icmp6::PARAM_PROBLEM, icmp6::ERRONEOUS_HEADER, ptr),
+            &src6,
+            &dst6,
+            DropReason::Ipv6SegmentsLeft,
+        ));
+    }
+
+    // RFC 7915 §5.1 TTL: hop limit - 1; at zero, ICMPv6 Time Exceeded.
+    let ttl = match cfg.ttl {
+        TtlPolicy::Decrement => {
+            if hop <= 1 {
+                return Ok(reply(
+                    cfg,
+                    buf,
+                    start,
+                    pkt_len,
+                    may_answer,
+                    (icmp6::TIME_EXCEEDED, icmp6::HOP_LIMIT_EXCEEDED, 0),
+                    &src6,
+                    &dst6,
+                    DropReason::HopLimit6Expired,
+                ));
+            }
+            hop - 1
+        }
+        TtlPolicy::CompensateKernel => hop.saturating_add(1),
+        TtlPolicy::Keep => hop,
+    };
+    // RFC 7915 §5.1 Type of Service: copied from Traffic Class unless overridden.
+    let outer = Outer4 {
+        tos: cfg.override_tos.unwrap_or(tc),
+        ttl,
+        src: src4,
+        dst: dst4,
+    };
+
+    if is_icmp_error {
+        return icmp::translate_error(
+            map,
+            buf,
+            start,
+            upper_off,
+            pkt_len,
+            &outer,
+            (&src6, &dst6),
+            meta,
+        );
+    }
+
+    // RFC 7915 §5.1 Total Length: upper-layer length + 20.
+    let upper_len = pkt_len - upper_off;
+    let total = upper_len + ipv4::MIN_HEADER_LEN;
+    if total > usize::from(u16::MAX) {
+        return Err(DropReason::Ipv6PacketTooBig);
+    }
+
+    // RFC 7915 §5.5 (and §5.2 for echo): the upper layer of a whole packet
+    // or first fragment.
+    if first {
+        let l4 = &mut buf[start + upper_off..start + pkt_len];
+        let too_short = |r| {
+            if frag.is_some() {
+                DropReason::FragmentTooShort
+            } else {
+                r
+            }
+        };
+        match w.upper_proto {
+            proto::TCP => {
+                TcpPacket::new_checked(&l4[..]).map_err(|_| too_short(DropReason::TcpTruncated))?;
+                // NAT64 hook: port rewrite goes here (fold it into old/new).
+                let old = addr_sum6(&src6, &dst6);
+                let new = addr_sum4(src4, dst4);
+                update_l4_csum(l4, 16, old, new, meta.csum_partial, false);
+            }
+            proto::UDP => {
+                if l4.len() < 8 {
+                    return Err(too_short(DropReason::UdpTruncated));
+                }
+                // RFC 8200 §8.1: a zero UDP checksum is invalid in IPv6.
+                if !meta.csum_partial && l4[6] == 0 && l4[7] == 0 {
+                    return Err(DropReason::Udp6ChecksumZero);
+                }
+                // NAT64 hook: port rewrite goes here.
+                let old = addr_sum6(&src6, &dst6);
+                let new = addr_sum4(src4, dst4);
+                update_l4_csum(l4, 6, old, new, meta.csum_partial, true);
+            }
+            proto::ICMPV6 => {
+                // NAT64 hook: echo identifier rewrite goes here.
+                icmp::translate_info(l4, &src6, &dst6, meta.csum_partial)?;
+            }
+            _ => {}
+        }
+    }
+
+    // RFC 7915 §5.1 / §5.1.1: Identification, flags, offset.
+    let (ident, flags_frag) = match &frag {
+        Some(f) => fragment_ident_flags(f),
+        None => unfragmented_ident_flags(total, meta.ident_seed),
+    };
+    // RFC 7915 §5.1 Protocol: ICMPv6 (58) becomes ICMP (1).
+    let protocol = if is_icmp6 { proto::ICMP } else { w.upper_proto };
+    let out = start + upper_off - ipv4::MIN_HEADER_LEN;
+    ipv4::emit_header(
+        &mut buf[out..out + ipv4::MIN_HEADER_LEN],
+        outer.tos,
+        total as u16,
+        ident,
+        flags_frag,
+        outer.ttl,
+        protocol,
+        outer.src,
+        outer.dst,
+    );
+    Ok(Verdict::Forward {
+        start: out,
+        len: total,
+    })
+}
+
+/// Answers the packet with an ICMPv6 error built in place, or drops it
+/// when an answer is not allowed or no source address is configured.
+#[allow(clippy::too_many_arguments)]
+fn reply(
+    cfg: &Config,
+    buf: &mut [u8],
+    start: usize,
+    pkt_len: usize,
+    may_answer: bool,
+    (msg_type, code, rest): (u8, u8, u32),
+    src6: &Ipv6Addr,
+    dst6: &Ipv6Addr,
+    reason: DropReason,
+) -> Verdict {
+    if !may_answer {
+        return Verdict::Drop(DropReason::IcmpErrorSuppressed);
+    }
+    // Source: own_v6, else an address of the RFC 6791 IPv6 pool.
+    let own = match cfg.own_v6 {
+        Some(a) => a,
+        None if !cfg.rfc6791v6.is_empty() => match cfg.rfc6791v6.pick(hash6(src6, dst6)) {
+            Some(a) => a,
+            None => return Verdict::Drop(reason),
+        },
+        None => return Verdict::Drop(reason),
+    };
+    match build_icmp6_error(buf, start, pkt_len, msg_type, code, rest, &own, src6) {
+        Ok((s, l)) => Verdict::Reply {
+            start: s,
+            len: l,
+            reason,
+        },
+        Err(r) => Verdict::Drop(r),
+    }
+}
+
+/// Builds an ICMPv6 error (RFC 4443) in place in front of the offending
+/// packet `buf[start..start + len]`: a 40-byte IPv6 header and the 8-byte
+/// ICMPv6 header are written in the 48 bytes before `start`, and the quote
+/// is cut so the message does not exceed 1280 bytes (RFC 4443 §2.4(c)).
+/// The checksum covers the pseudo-header (RFC 4443 §2.3). Returns the
+/// (start, len) of the new packet.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn build_icmp6_error(
+    buf: &mut [u8],
+    start: usize,
+    len: usize,
+    msg_type: u8,
+    code: u8,
+    rest: u32,
+    src: &Ipv6Addr,
+    dst: &Ipv6Addr,
+) -> Result<(usize, usize), DropReason> {
+    const HDRS: usize = ipv6::HEADER_LEN + 8;
+    if start < HDRS {
+        return Err(DropReason::NoHeadroom);
+    }
+    match start.checked_add(len) {
+        Some(e) if e <= buf.len() => {}
+        _ => return Err(DropReason::Ipv6Truncated),
+    }
+    let quote = len.min(ICMP6_ERROR_MAX - HDRS);
+    let out = start - HDRS;
+    let icmp_len = 8 + quote;
+    ipv6::emit_header(
+        &mut buf[out..out + ipv6::HEADER_LEN],
+        0,
+        0,
+        icmp_len as u16,
+        proto::ICMPV6,
+        GENERATED_HOP_LIMIT,
+        src,
+        dst,
+    );
+    let ic = out + ipv6::HEADER_LEN;
+    buf[ic] = msg_type;
+    buf[ic + 1] = code;
+    put16(buf, ic + 2, 0);
+    put32(buf, ic + 4, rest);
+    let acc = checksum::sum(
+        checksum::pseudo_v6(src, dst, proto::ICMPV6, icmp_len as u32),
+        &buf[ic..ic + icmp_len],
+    );
+    put16(buf, ic + 2, checksum::finish(acc));
+    Ok((out, ipv6::HEADER_LEN + icmp_len))
 }

@@ -223,6 +223,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
 
 /// Writes a 40-byte IPv6 header into `out[..40]`. Panics if `out` is
 /// shorter (callers size it).
+#[allow(clippy::too_many_arguments)]
 pub fn emit_header(
     out: &mut [u8],
     traffic_class: u8,
