@@ -450,6 +450,14 @@ pub(crate) fn fix_l4(
             if l4.len() < 8 {
                 return Err(DropReason::UdpTruncated);
             }
+            // RFC 768: the length field covers header and data; in a whole
+            // datagram it must fit in the IP payload (a receiver drops the
+            // datagram otherwise, so translating it would only hide the
+            // error from the counters).
+            let ulen = usize::from(be16(l4, 4));
+            if whole && (ulen < 8 || ulen > l4.len()) {
+                return Err(DropReason::UdpTruncated);
+            }
             if !partial && be16(l4, 6) == 0 {
                 // RFC 7915 §4.5: an IPv4 UDP datagram without checksum.
                 if !whole {

@@ -181,14 +181,11 @@ fn translate_impl(
         let (s, d) = map.outer_6to4_icmp_error(&src6, &dst6)?;
         let s = match s {
             Some(s) => s,
-            None => {
-                if cfg.rfc6791v4.is_empty() {
-                    return Err(DropReason::Icmp6ErrorSrcUnmappable);
-                }
-                cfg.rfc6791v4
-                    .pick(hash6(&src6, &dst6))
-                    .ok_or(DropReason::Icmp6ErrorSrcUnmappable)?
-            }
+            // RFC 6791 pool; when it is empty, the translator's own IPv4
+            // source (icmp-source-v4, else the RFC 7600 dummy 192.0.0.8):
+            // dropping the error instead would black-hole path MTU
+            // discovery behind routers that have no IPv4 mapping.
+            None => crate::translate::v4_to_v6::own_source_v4(cfg, hash6(&src6, &dst6)),
         };
         (s, d)
     } else {
@@ -289,6 +286,12 @@ fn translate_impl(
                 if l4.len() < 8 {
                     return Err(too_short(DropReason::UdpTruncated));
                 }
+                // RFC 768 / RFC 8200 §8.1: in a whole datagram the UDP
+                // length must fit in the payload.
+                let ulen = usize::from(u16::from_be_bytes([l4[4], l4[5]]));
+                if frag.is_none() && (ulen < 8 || ulen > l4.len()) {
+                    return Err(DropReason::UdpTruncated);
+                }
                 // RFC 8200 §8.1: a zero UDP checksum is invalid in IPv6.
                 if !meta.csum_partial && l4[6] == 0 && l4[7] == 0 {
                     return Err(DropReason::Udp6ChecksumZero);
@@ -348,14 +351,19 @@ fn reply(
     if !may_answer {
         return Verdict::Drop(DropReason::IcmpErrorSuppressed);
     }
-    // Source: own_v6, else an address of the RFC 6791 IPv6 pool.
+    // Source: own_v6, else an address of the RFC 6791 IPv6 pool, else the
+    // translator's own IPv4 source (icmp-source-v4 or the RFC 7600 dummy
+    // 192.0.0.8) embedded in pool6, so the sender sees the error come from
+    // the translator.
     let own = match cfg.own_v6 {
         Some(a) => a,
-        None if !cfg.rfc6791v6.is_empty() => match cfg.rfc6791v6.pick(hash6(src6, dst6)) {
+        None => match cfg.rfc6791v6.pick(hash6(src6, dst6)) {
             Some(a) => a,
-            None => return Verdict::Drop(reason),
+            None => match cfg.addressing.pool6 {
+                Some(p) => p.embed(cfg.own_v4.unwrap_or(crate::translate::v4_to_v6::DUMMY_V4)),
+                None => return Verdict::Drop(reason),
+            },
         },
-        None => return Verdict::Drop(reason),
     };
     match build_icmp6_error(buf, start, pkt_len, msg_type, code, rest, &own, src6) {
         Ok((s, l)) => Verdict::Reply {

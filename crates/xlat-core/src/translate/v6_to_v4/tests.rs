@@ -720,7 +720,7 @@ fn rfc7915_5_2_time_exceeded_and_param_problem() {
 }
 
 /// RFC 7915 §5.2/§5.3 drops: bad checksum, error in error, unmappable
-/// source without an RFC 6791 pool, unmappable inner.
+/// inner (an unmappable source falls back to 192.0.0.8, RFC 7600).
 #[test]
 fn rfc7915_5_2_error_drops() {
     let inner = inner_tcp();
@@ -740,10 +740,12 @@ fn rfc7915_5_2_error_drops() {
         run(&error6(h6(), 1, 4, 0, &inner_err)).0,
         Verdict::Drop(DropReason::IcmpErrorInError)
     );
-    assert_eq!(
-        run(&error6(a6("2001:db8:99::1"), 1, 4, 0, &inner)).0,
-        Verdict::Drop(DropReason::Icmp6ErrorSrcUnmappable)
-    );
+    // Unmappable error source and no RFC 6791 pool: the translator's own
+    // source, the RFC 7600 dummy 192.0.0.8, instead of a drop that would
+    // black-hole PMTUD.
+    let (v, b) = run(&error6(a6("2001:db8:99::1"), 1, 4, 0, &inner));
+    let out = fwd(v, &b);
+    assert_eq!(Ipv4Packet::new_checked(&out[..]).unwrap().src(), Ipv4Addr::new(192, 0, 0, 8));
     let bad_inner = ip6(
         h4_as6(),
         a6("2001:db8:99::1"),
