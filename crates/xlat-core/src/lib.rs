@@ -10,6 +10,7 @@
 //! - [`checksum`]: RFC 1071 sums and RFC 1624 incremental updates.
 //! - [`addr`]: RFC 6052 (pool6), RFC 7757 (EAMT), RFC 6791 pools, denylist.
 //! - [`translate`]: RFC 7915 in both directions.
+//! - [`nat64`]: RFC 6146 state (BIB, sessions, pool4, TCP states, expiry).
 //! - [`counters`]: the named drop reasons.
 
 pub mod addr;
@@ -17,6 +18,7 @@ pub mod checksum;
 pub mod counters;
 #[doc(hidden)]
 pub mod fuzz_entry;
+pub mod nat64;
 pub mod translate;
 pub mod wire;
 

@@ -1,0 +1,172 @@
+//! The TCP session state machine of RFC 6146 §3.5.2 as a pure function.
+
+/// TCP FIN flag (as in the TCP header's flags byte).
+pub const FIN: u8 = 0x01;
+/// TCP SYN flag.
+pub const SYN: u8 = 0x02;
+/// TCP RST flag.
+pub const RST: u8 = 0x04;
+
+/// RFC 6146 §3.5.2.1 session states. `Closed` is never stored: a session
+/// that reaches it is deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum TcpState {
+    Closed = 0,
+    V4Init = 1,
+    V6Init = 2,
+    Established = 3,
+    V4FinRcv = 4,
+    V6FinRcv = 5,
+    V4FinV6FinRcv = 6,
+    Trans = 7,
+}
+
+impl TcpState {
+    pub(crate) fn from_u8(v: u8) -> TcpState {
+        match v {
+            1 => TcpState::V4Init,
+            2 => TcpState::V6Init,
+            3 => TcpState::Established,
+            4 => TcpState::V4FinRcv,
+            5 => TcpState::V6FinRcv,
+            6 => TcpState::V4FinV6FinRcv,
+            7 => TcpState::Trans,
+            _ => TcpState::Closed,
+        }
+    }
+
+    /// Stable lower-case name (for logs and `xlat session` output).
+    pub fn name(self) -> &'static str {
+        match self {
+            TcpState::Closed => "closed",
+            TcpState::V4Init => "v4_init",
+            TcpState::V6Init => "v6_init",
+            TcpState::Established => "established",
+            TcpState::V4FinRcv => "v4_fin_rcv",
+            TcpState::V6FinRcv => "v6_fin_rcv",
+            TcpState::V4FinV6FinRcv => "v4_fin_v6_fin_rcv",
+            TcpState::Trans => "trans",
+        }
+    }
+}
+
+/// Which side a packet came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Arrived on the IPv6 interface ("V6" in RFC 6146's state names).
+    V6,
+    /// Arrived on the IPv4 interface.
+    V4,
+}
+
+/// What happens to a session's lifetime after a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifetime {
+    /// Unchanged.
+    Keep,
+    /// Set to TCP_EST (RFC 6146 §3.5.2: at least 2 h 4 min).
+    Est,
+    /// Set to TCP_TRANS (at least 4 min).
+    Trans,
+    /// Set to TCP_INCOMING_SYN (6 s).
+    IncomingSyn,
+}
+
+/// One step of RFC 6146 §3.5.2.2 for an existing session (or `Closed`
+/// when there is none). Returns the next state and lifetime rule, or
+/// `None` when the packet must be dropped (only possible from `Closed`:
+/// every packet of an existing session is translated and forwarded).
+pub fn step(state: TcpState, side: Side, flags: u8) -> Option<(TcpState, Lifetime)> {
+    use Lifetime as L;
+    use TcpState::*;
+    let syn = flags & SYN != 0;
+    let fin = flags & FIN != 0;
+    let rst = flags & RST != 0;
+    Some(match state {
+        // CLOSED: only a SYN opens a session. A V6 SYN -> V6 INIT with
+        // TCP_TRANS; a V4 SYN (with a BIB entry and allowed by filtering)
+        // -> V4 INIT with TCP_INCOMING_SYN. Anything else is dropped.
+        Closed => match (side, syn) {
+            (Side::V6, true) => (V6Init, L::Trans),
+            (Side::V4, true) => (V4Init, L::IncomingSyn),
+            _ => return None,
+        },
+        // V4 INIT: a V6 SYN completes the (possibly simultaneous) open.
+        V4Init => match (side, syn) {
+            (Side::V6, true) => (Established, L::Est),
+            _ => (V4Init, L::Keep),
+        },
+        // V6 INIT: a V4 SYN -> ESTABLISHED; a V6 SYN (retransmission)
+        // refreshes TCP_TRANS; other packets pass unchanged.
+        V6Init => match (side, syn) {
+            (Side::V4, true) => (Established, L::Est),
+            (Side::V6, true) => (V6Init, L::Trans),
+            _ => (V6Init, L::Keep),
+        },
+        // ESTABLISHED: RST -> TRANS; FIN from one side -> that side's FIN
+        // RCV; anything else refreshes TCP_EST.
+        Established => {
+            if rst {
+                (Trans, L::Trans)
+            } else if fin {
+                match side {
+                    Side::V4 => (V4FinRcv, L::Est),
+                    Side::V6 => (V6FinRcv, L::Est),
+                }
+            } else {
+                (Established, L::Est)
+            }
+        }
+        // V4 FIN RCV: a V6 FIN -> V4 FIN + V6 FIN RCV with TCP_TRANS;
+        // anything else refreshes TCP_EST.
+        V4FinRcv => match (side, fin) {
+            (Side::V6, true) => (V4FinV6FinRcv, L::Trans),
+            _ => (V4FinRcv, L::Est),
+        },
+        V6FinRcv => match (side, fin) {
+            (Side::V4, true) => (V4FinV6FinRcv, L::Trans),
+            _ => (V6FinRcv, L::Est),
+        },
+        // Both FINs seen: packets pass, the lifetime is not refreshed.
+        V4FinV6FinRcv => (V4FinV6FinRcv, L::Keep),
+        // TRANS: any packet but a RST brings the session back to
+        // ESTABLISHED; a RST leaves it to expire.
+        Trans => {
+            if rst {
+                (Trans, L::Keep)
+            } else {
+                (Established, L::Est)
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 6146 §3.5.2.2: only SYNs leave CLOSED.
+    #[test]
+    fn closed_needs_syn() {
+        assert_eq!(step(TcpState::Closed, Side::V6, 0), None);
+        assert_eq!(step(TcpState::Closed, Side::V4, FIN), None);
+        assert_eq!(step(TcpState::Closed, Side::V4, RST), None);
+        assert_eq!(
+            step(TcpState::Closed, Side::V6, SYN),
+            Some((TcpState::V6Init, Lifetime::Trans))
+        );
+        assert_eq!(
+            step(TcpState::Closed, Side::V4, SYN),
+            Some((TcpState::V4Init, Lifetime::IncomingSyn))
+        );
+    }
+
+    /// RFC 6146 §3.5.2.2: every state name round-trips through u8.
+    #[test]
+    fn state_codes_round_trip() {
+        for v in 0..8u8 {
+            assert_eq!(TcpState::from_u8(v) as u8, v);
+        }
+    }
+}
