@@ -59,6 +59,7 @@ pub fn translate_any(t: &Translator, data: &[u8], frags: &mut FragBuf) {
     let meta = PacketMeta {
         csum_partial: flags & 0x80 != 0,
         ident_seed: 0x1234_5678,
+        gso: flags & 0x40 != 0,
     };
     let in_v4 = pkt[0] >> 4 == 4;
     match t.translate(&mut buf, HEADROOM, pkt.len(), meta, frags) {

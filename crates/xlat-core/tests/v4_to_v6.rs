@@ -1102,7 +1102,7 @@ mod v4_to_v6 {
             let mut c = cfg();
             c.ttl = [TtlPolicy::Decrement, TtlPolicy::CompensateKernel, TtlPolicy::Keep][usize::from(ttl_policy)];
             c.amend_udp_checksum_zero = partial;
-            let meta = PacketMeta { csum_partial: partial, ident_seed: 1 };
+            let meta = PacketMeta { csum_partial: partial, ident_seed: 1, gso: false };
             let o = run_meta(&c, &data, meta);
             if let Verdict::Forward { start, len } | Verdict::Reply { start, len, .. } = o.verdict {
                 prop_assert!(start + len <= o.buf.len());

@@ -76,6 +76,7 @@ fn run(t: &Translator, pkt: &[u8]) -> (Verdict, Vec<u8>) {
         PacketMeta {
             csum_partial: false,
             ident_seed: 77,
+            gso: false,
         },
         &mut frags,
     );

@@ -73,6 +73,12 @@ pub struct Config {
     /// IPv6 traffic class (RFC 7915 §5.1).
     pub override_tos: Option<u8>,
     pub ttl: TtlPolicy,
+    /// The largest IPv6 packet the datapath can send (e.g. the TUN MTU). An
+    /// IPv4 packet with DF whose translation would be larger is answered
+    /// with Fragmentation Needed carrying `ipv6_mtu - 20` (RFC 7915 §4,
+    /// RFC 1191), like a router whose next hop has that MTU. `None`: no
+    /// check (the next hop answers with Packet Too Big instead).
+    pub ipv6_mtu: Option<u16>,
 }
 
 impl Default for Config {
@@ -89,6 +95,7 @@ impl Default for Config {
             zeroize_traffic_class: false,
             override_tos: None,
             ttl: TtlPolicy::Decrement,
+            ipv6_mtu: None,
         }
     }
 }
@@ -106,6 +113,10 @@ pub struct PacketMeta {
     /// Identification of a Fragment Header it adds (RFC 7915 §4). Keeps the
     /// core free of state and randomness.
     pub ident_seed: u32,
+    /// The packet is a GSO super-packet (it stands for several packets of
+    /// the datapath's segment size): it is never fragmented by the
+    /// translator nor checked against [`Config::ipv6_mtu`].
+    pub gso: bool,
 }
 
 /// What to do with the packet.

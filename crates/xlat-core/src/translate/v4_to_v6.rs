@@ -537,7 +537,30 @@ fn translate_simple(
     // (lowest-ipv6-mtu) is fragmented by the translator.
     let mtu = usize::from(cfg.lowest_ipv6_mtu).max(IPV6_MIN_MTU);
     let out_len = V6_HLEN + if is_frag { FRAG_HLEN } else { 0 } + plen;
-    let must_fragment = !f.dont_frag() && out_len > mtu;
+    let must_fragment = !meta.gso && !f.dont_frag() && out_len > mtu;
+
+    // RFC 7915 §4 / RFC 1191: a DF packet that will not fit the IPv6 next
+    // hop is answered with Fragmentation Needed (type 3 code 4) carrying the
+    // IPv4 MTU that would fit, as the router we stand for would do.
+    if let Some(mtu6) = cfg.ipv6_mtu {
+        if !meta.gso && f.dont_frag() && out_len > usize::from(mtu6) {
+            if !may_send_icmp4_error(f, &buf[l4_start..l4_end]) {
+                return Err(DropReason::IcmpErrorSuppressed);
+            }
+            let next_hop_mtu = u32::from(mtu6.saturating_sub(20).max(68));
+            return Ok(build_icmp4_error(
+                cfg,
+                buf,
+                start,
+                f.total_len,
+                icmp4::DEST_UNREACH,
+                icmp4::FRAG_NEEDED,
+                next_hop_mtu,
+                meta.ident_seed as u16,
+                DropReason::Ipv4PacketTooBig,
+            ));
+        }
+    }
 
     if f.offset() == 0 {
         fix_l4(

@@ -95,6 +95,7 @@ fn cfg() -> Config {
         zeroize_traffic_class: false,
         override_tos: None,
         ttl: TtlPolicy::Decrement,
+        ipv6_mtu: None,
     }
 }
 
@@ -102,6 +103,7 @@ fn meta(seed: u32) -> PacketMeta {
     PacketMeta {
         csum_partial: false,
         ident_seed: seed,
+        gso: false,
     }
 }
 
@@ -745,7 +747,10 @@ fn rfc7915_5_2_error_drops() {
     // black-hole PMTUD.
     let (v, b) = run(&error6(a6("2001:db8:99::1"), 1, 4, 0, &inner));
     let out = fwd(v, &b);
-    assert_eq!(Ipv4Packet::new_checked(&out[..]).unwrap().src(), Ipv4Addr::new(192, 0, 0, 8));
+    assert_eq!(
+        Ipv4Packet::new_checked(&out[..]).unwrap().src(),
+        Ipv4Addr::new(192, 0, 0, 8)
+    );
     let bad_inner = ip6(
         h4_as6(),
         a6("2001:db8:99::1"),
@@ -891,6 +896,7 @@ fn partial_checksum_udp() {
     let m = PacketMeta {
         csum_partial: true,
         ident_seed: 0,
+        gso: false,
     };
     let (v, buf) = run_with(&cfg(), &p, m);
     let Verdict::Forward { start, len } = v else {

@@ -1,0 +1,1082 @@
+//! The configuration file: TOML with kebab-case keys (Jool's names), parsed
+//! and validated by hand so that *every* problem is reported at once as
+//! `error: <key>: <value>: <reason>` (`xlat check`).
+//!
+//! [`Settings`] is the validated form; [`Settings::core_config`] turns it into
+//! an `xlat_core::translate::Config`, and [`Settings::to_toml`] prints it back
+//! with every default filled in (`xlat show config`).
+
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use toml::{Table, Value};
+use xlat_core::addr::{
+    Denylist4, EamEntry, Eamt, HairpinMode, Ipv4Prefix, Ipv6Prefix, Pool6, Pool6791v4, Pool6791v6,
+    SiitAddressing,
+};
+use xlat_core::translate::{TtlPolicy, DEFAULT_MTU_PLATEAUS};
+
+/// RFC 6052 §2.2: the only prefix lengths allowed for pool6.
+pub const POOL6_LENGTHS: [u8; 6] = [32, 40, 48, 56, 64, 96];
+/// IFNAMSIZ - 1.
+pub const MAX_IFNAME: usize = 15;
+pub const MAX_QUEUES: u64 = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Siit,
+    Clat,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Siit => "siit",
+            Mode::Clat => "clat",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Error => "error",
+            Level::Warn => "warn",
+            Level::Info => "info",
+            Level::Debug => "debug",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Level> {
+        Some(match s {
+            "error" => Level::Error,
+            "warn" => Level::Warn,
+            "info" => Level::Info,
+            "debug" => Level::Debug,
+            _ => return None,
+        })
+    }
+}
+
+pub fn hairpin_name(h: HairpinMode) -> &'static str {
+    match h {
+        HairpinMode::Off => "off",
+        HairpinMode::Simple => "simple",
+        HairpinMode::Intrinsic => "intrinsic",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TunSettings {
+    pub name: String,
+    pub mtu: u32,
+    pub queues: u32,
+    pub offload: bool,
+    pub routes: bool,
+    pub ipv4_routes: Vec<Ipv4Prefix>,
+    pub ipv6_routes: Vec<Ipv6Prefix>,
+    pub keep_on_exit: bool,
+}
+
+impl Default for TunSettings {
+    fn default() -> Self {
+        TunSettings {
+            name: "xlat0".into(),
+            mtu: 1500,
+            queues: 0,
+            offload: true,
+            routes: true,
+            ipv4_routes: vec![],
+            ipv6_routes: vec![],
+            keep_on_exit: false,
+        }
+    }
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub mode: Mode,
+    pub pool6: Option<Ipv6Prefix>,
+    pub lowest_ipv6_mtu: u16,
+    pub mtu_plateaus: Vec<u16>,
+    pub amend_udp_checksum_zero: bool,
+    pub zeroize_traffic_class: bool,
+    pub override_tos: bool,
+    pub tos: u8,
+    pub eam_hairpin_mode: HairpinMode,
+    pub allow_wkp_non_global: bool,
+    pub denylist4: Vec<Ipv4Prefix>,
+    pub rfc6791v4: Vec<Ipv4Prefix>,
+    pub rfc6791v6: Vec<Ipv6Prefix>,
+    pub icmp_source_v4: Option<Ipv4Addr>,
+    pub icmp_source_v6: Option<Ipv6Addr>,
+    /// `[[eamt]]` entries as configured (run-time changes are kept by the daemon).
+    pub eamt: Vec<EamEntry>,
+    /// `[clat]` ipv4/ipv6 (mode = "clat" only).
+    pub clat: Option<EamEntry>,
+    pub tun: TunSettings,
+    pub control_socket: String,
+    pub metrics_listen: Option<SocketAddr>,
+    pub log_level: Level,
+    pub user: String,
+}
+
+pub fn default_denylist4() -> Vec<Ipv4Prefix> {
+    ["0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/3"]
+        .iter()
+        .map(|s| s.parse().expect("static prefix"))
+        .collect()
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            mode: Mode::Siit,
+            pool6: None,
+            lowest_ipv6_mtu: 1280,
+            mtu_plateaus: DEFAULT_MTU_PLATEAUS.to_vec(),
+            amend_udp_checksum_zero: false,
+            zeroize_traffic_class: false,
+            override_tos: false,
+            tos: 0,
+            eam_hairpin_mode: HairpinMode::Intrinsic,
+            allow_wkp_non_global: false,
+            denylist4: default_denylist4(),
+            rfc6791v4: vec![],
+            rfc6791v6: vec![],
+            icmp_source_v4: None,
+            icmp_source_v6: None,
+            eamt: vec![],
+            clat: None,
+            tun: TunSettings::default(),
+            control_socket: String::new(),
+            metrics_listen: None,
+            log_level: Level::Info,
+            user: "nobody".into(),
+        }
+    }
+}
+
+/// One validation problem: `error: <key>: <value>: <reason>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub key: String,
+    pub value: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "error: {}: {}: {}", self.key, self.value, self.reason)
+    }
+}
+
+struct Ctx {
+    problems: Vec<Problem>,
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Table(_) => "{...}".into(),
+        other => other.to_string(),
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+impl Ctx {
+    fn err(&mut self, key: impl Into<String>, value: impl Into<String>, reason: impl Into<String>) {
+        self.problems.push(Problem {
+            key: key.into(),
+            value: value.into(),
+            reason: reason.into(),
+        });
+    }
+
+    fn unknown_keys(&mut self, t: &Table, path: &str, allowed: &[&str]) {
+        for (k, v) in t {
+            if !allowed.contains(&k.as_str()) {
+                self.err(join(path, k), show(v), "unknown key");
+            }
+        }
+    }
+
+    fn string(&mut self, t: &Table, path: &str, key: &str) -> Option<String> {
+        match t.get(key)? {
+            Value::String(s) => Some(s.clone()),
+            v => {
+                self.err(join(path, key), show(v), "expected a string");
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, t: &Table, path: &str, key: &str) -> Option<bool> {
+        match t.get(key)? {
+            Value::Boolean(b) => Some(*b),
+            v => {
+                self.err(join(path, key), show(v), "expected true or false");
+                None
+            }
+        }
+    }
+
+    fn int(
+        &mut self,
+        t: &Table,
+        path: &str,
+        key: &str,
+        lo: i64,
+        hi: i64,
+        why: &str,
+    ) -> Option<i64> {
+        match t.get(key)? {
+            Value::Integer(i) if (lo..=hi).contains(i) => Some(*i),
+            Value::Integer(i) => {
+                self.err(join(path, key), i.to_string(), why);
+                None
+            }
+            v => {
+                self.err(join(path, key), show(v), "expected an integer");
+                None
+            }
+        }
+    }
+
+    fn table<'a>(&mut self, t: &'a Table, key: &str) -> Option<&'a Table> {
+        match t.get(key)? {
+            Value::Table(s) => Some(s),
+            v => {
+                self.err(key, show(v), "expected a table");
+                None
+            }
+        }
+    }
+
+    fn v4prefix(&mut self, key: &str, s: &str) -> Option<Ipv4Prefix> {
+        match s.parse::<Ipv4Prefix>() {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.err(key, s, format!("not an IPv4 prefix: {e}"));
+                None
+            }
+        }
+    }
+
+    fn v6prefix(&mut self, key: &str, s: &str) -> Option<Ipv6Prefix> {
+        match s.parse::<Ipv6Prefix>() {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.err(key, s, format!("not an IPv6 prefix: {e}"));
+                None
+            }
+        }
+    }
+
+    fn strings(&mut self, t: &Table, path: &str, key: &str) -> Option<Vec<(String, String)>> {
+        let full = join(path, key);
+        match t.get(key)? {
+            Value::Array(a) => {
+                let mut out = Vec::new();
+                for (i, v) in a.iter().enumerate() {
+                    match v {
+                        Value::String(s) => out.push((format!("{full}[{i}]"), s.clone())),
+                        v => self.err(format!("{full}[{i}]"), show(v), "expected a string"),
+                    }
+                }
+                Some(out)
+            }
+            v => {
+                self.err(full, show(v), "expected an array of strings");
+                None
+            }
+        }
+    }
+
+    fn v4list(&mut self, t: &Table, path: &str, key: &str) -> Option<Vec<Ipv4Prefix>> {
+        let items = self.strings(t, path, key)?;
+        Some(
+            items
+                .iter()
+                .filter_map(|(k, s)| self.v4prefix(k, s))
+                .collect(),
+        )
+    }
+
+    fn v6list(&mut self, t: &Table, path: &str, key: &str) -> Option<Vec<Ipv6Prefix>> {
+        let items = self.strings(t, path, key)?;
+        Some(
+            items
+                .iter()
+                .filter_map(|(k, s)| self.v6prefix(k, s))
+                .collect(),
+        )
+    }
+}
+
+/// RFC 6052 §2.2: length 32/40/48/56/64/96 and bits 64..71 (the u-octet) zero.
+pub fn check_pool6(p: &Ipv6Prefix) -> Result<(), String> {
+    if !POOL6_LENGTHS.contains(&p.len()) {
+        return Err(format!(
+            "prefix length must be one of 32, 40, 48, 56, 64, 96 (RFC 6052 section 2.2), not {}",
+            p.len()
+        ));
+    }
+    if p.addr().octets()[8] != 0 {
+        return Err("bits 64-71 (the u-octet) must be zero (RFC 6052 section 2.2)".into());
+    }
+    Ok(())
+}
+
+/// RFC 7757 §3.1: both prefixes of an EAM have suffixes of equal length.
+pub fn check_eam(e: &EamEntry) -> Result<(), String> {
+    let s4 = 32 - u32::from(e.v4.len());
+    let s6 = 128 - u32::from(e.v6.len());
+    if s4 != s6 {
+        return Err(format!(
+            "suffix lengths differ: IPv4 /{} leaves {s4} bits, IPv6 /{} leaves {s6} (RFC 7757 section 3.1)",
+            e.v4.len(),
+            e.v6.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a new EAM entry against existing ones (duplicates, overlaps).
+pub fn check_eam_conflict(e: &EamEntry, existing: &[EamEntry]) -> Result<(), String> {
+    for o in existing {
+        if o.v4 == e.v4 || o.v6 == e.v6 {
+            return Err(format!("duplicate of the entry {} {}", o.v4, o.v6));
+        }
+        if o.v4.overlaps(&e.v4) {
+            return Err(format!("IPv4 prefix overlaps the entry {} {}", o.v4, o.v6));
+        }
+        if o.v6.overlaps(&e.v6) {
+            return Err(format!("IPv6 prefix overlaps the entry {} {}", o.v4, o.v6));
+        }
+    }
+    Ok(())
+}
+
+fn eam_pair(ctx: &mut Ctx, t: &Table, path: &str) -> Option<EamEntry> {
+    let v4s = ctx.string(t, path, "ipv4");
+    let v6s = ctx.string(t, path, "ipv6");
+    if v4s.is_none() && !t.contains_key("ipv4") {
+        ctx.err(join(path, "ipv4"), "", "missing");
+    }
+    if v6s.is_none() && !t.contains_key("ipv6") {
+        ctx.err(join(path, "ipv6"), "", "missing");
+    }
+    let v4 = v4s.and_then(|s| ctx.v4prefix(&join(path, "ipv4"), &s));
+    let v6 = v6s.and_then(|s| ctx.v6prefix(&join(path, "ipv6"), &s));
+    let e = EamEntry { v4: v4?, v6: v6? };
+    if let Err(r) = check_eam(&e) {
+        ctx.err(path, format!("{} {}", e.v4, e.v6), r);
+        return None;
+    }
+    Some(e)
+}
+
+const TOP_KEYS: &[&str] = &[
+    "mode",
+    "pool6",
+    "lowest-ipv6-mtu",
+    "mtu-plateaus",
+    "amend-udp-checksum-zero",
+    "zeroize-traffic-class",
+    "override-tos",
+    "tos",
+    "eam-hairpin-mode",
+    "allow-wkp-non-global",
+    "denylist4",
+    "rfc6791v4",
+    "rfc6791v6",
+    "icmp-source-v4",
+    "icmp-source-v6",
+    "eamt",
+    "clat",
+    "tun",
+    "control",
+    "metrics",
+    "log",
+    "privileges",
+];
+
+/// Parses and validates the text of a configuration file.
+pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
+    let root: Table = match text.parse::<Table>() {
+        Ok(t) => t,
+        Err(e) => {
+            let msg = e.message().to_string();
+            let at = e
+                .span()
+                .map(|s| {
+                    let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+                    format!("line {line}")
+                })
+                .unwrap_or_else(|| "?".into());
+            return Err(vec![Problem {
+                key: "(syntax)".into(),
+                value: at,
+                reason: msg.trim().replace('\n', " "),
+            }]);
+        }
+    };
+    let mut ctx = Ctx { problems: vec![] };
+    let mut s = Settings::default();
+    ctx.unknown_keys(&root, "", TOP_KEYS);
+
+    match ctx.string(&root, "", "mode").as_deref() {
+        None | Some("siit") => s.mode = Mode::Siit,
+        Some("clat") => s.mode = Mode::Clat,
+        Some("nat64") => ctx.err("mode", "nat64", "stateful NAT64 is not supported yet"),
+        Some(m) => ctx.err("mode", m, "unknown mode (expected \"siit\" or \"clat\")"),
+    }
+
+    if let Some(p) = ctx.string(&root, "", "pool6") {
+        if let Some(pfx) = ctx.v6prefix("pool6", &p) {
+            match check_pool6(&pfx) {
+                Ok(()) => s.pool6 = Some(pfx),
+                Err(r) => ctx.err("pool6", p, r),
+            }
+        }
+    }
+    if let Some(v) = ctx.int(
+        &root,
+        "",
+        "lowest-ipv6-mtu",
+        1280,
+        65535,
+        "must be between 1280 (RFC 8200 section 5 minimum) and 65535",
+    ) {
+        s.lowest_ipv6_mtu = v as u16;
+    }
+    if let Some(v) = root.get("mtu-plateaus") {
+        match v {
+            Value::Array(a) if !a.is_empty() => {
+                let mut out = vec![];
+                for (i, x) in a.iter().enumerate() {
+                    match x {
+                        Value::Integer(n) if (68..=65535).contains(n) => out.push(*n as u16),
+                        x => ctx.err(
+                            format!("mtu-plateaus[{i}]"),
+                            show(x),
+                            "must be an integer between 68 and 65535",
+                        ),
+                    }
+                }
+                out.sort_unstable_by(|a, b| b.cmp(a));
+                out.dedup();
+                s.mtu_plateaus = out;
+            }
+            v => ctx.err(
+                "mtu-plateaus",
+                show(v),
+                "expected a non-empty array of integers",
+            ),
+        }
+    }
+    for (key, slot) in [
+        ("amend-udp-checksum-zero", &mut s.amend_udp_checksum_zero),
+        ("zeroize-traffic-class", &mut s.zeroize_traffic_class),
+        ("override-tos", &mut s.override_tos),
+        ("allow-wkp-non-global", &mut s.allow_wkp_non_global),
+    ] {
+        if let Some(b) = ctx.boolean(&root, "", key) {
+            *slot = b;
+        }
+    }
+    if let Some(v) = ctx.int(&root, "", "tos", 0, 255, "must be between 0 and 255") {
+        s.tos = v as u8;
+    }
+    match ctx.string(&root, "", "eam-hairpin-mode").as_deref() {
+        None | Some("intrinsic") => s.eam_hairpin_mode = HairpinMode::Intrinsic,
+        Some("off") => s.eam_hairpin_mode = HairpinMode::Off,
+        Some("simple") => s.eam_hairpin_mode = HairpinMode::Simple,
+        Some(m) => ctx.err(
+            "eam-hairpin-mode",
+            m,
+            "expected \"off\", \"simple\" or \"intrinsic\"",
+        ),
+    }
+    if let Some(l) = ctx.v4list(&root, "", "denylist4") {
+        s.denylist4 = l;
+    }
+    if let Some(l) = ctx.v4list(&root, "", "rfc6791v4") {
+        s.rfc6791v4 = l;
+    }
+    if let Some(l) = ctx.v6list(&root, "", "rfc6791v6") {
+        s.rfc6791v6 = l;
+    }
+    if let Some(a) = ctx.string(&root, "", "icmp-source-v4") {
+        match a.parse::<Ipv4Addr>() {
+            Ok(x) => s.icmp_source_v4 = Some(x),
+            Err(_) => ctx.err("icmp-source-v4", a, "not an IPv4 address"),
+        }
+    }
+    if let Some(a) = ctx.string(&root, "", "icmp-source-v6") {
+        match a.parse::<Ipv6Addr>() {
+            Ok(x) => s.icmp_source_v6 = Some(x),
+            Err(_) => ctx.err("icmp-source-v6", a, "not an IPv6 address"),
+        }
+    }
+
+    // [[eamt]]
+    if let Some(v) = root.get("eamt") {
+        match v {
+            Value::Array(a) => {
+                for (i, e) in a.iter().enumerate() {
+                    let path = format!("eamt[{i}]");
+                    let Value::Table(t) = e else {
+                        ctx.err(path, show(e), "expected a table with ipv4 and ipv6");
+                        continue;
+                    };
+                    ctx.unknown_keys(t, &path, &["ipv4", "ipv6"]);
+                    if let Some(entry) = eam_pair(&mut ctx, t, &path) {
+                        match check_eam_conflict(&entry, &s.eamt) {
+                            Ok(()) => s.eamt.push(entry),
+                            Err(r) => ctx.err(path, format!("{} {}", entry.v4, entry.v6), r),
+                        }
+                    }
+                }
+            }
+            v => ctx.err("eamt", show(v), "expected [[eamt]] tables"),
+        }
+    }
+
+    // [clat]
+    if let Some(t) = ctx.table(&root, "clat") {
+        ctx.unknown_keys(t, "clat", &["ipv4", "ipv6"]);
+        if s.mode != Mode::Clat {
+            ctx.err("clat", "{...}", "only allowed with mode = \"clat\"");
+        } else if let Some(e) = eam_pair(&mut ctx, t, "clat") {
+            match check_eam_conflict(&e, &s.eamt) {
+                Ok(()) => s.clat = Some(e),
+                Err(r) => ctx.err("clat", format!("{} {}", e.v4, e.v6), r),
+            }
+        }
+    } else if s.mode == Mode::Clat && !root.contains_key("clat") {
+        ctx.err("clat", "", "mode = \"clat\" needs [clat] ipv4 and ipv6");
+    }
+    if s.mode == Mode::Siit && s.pool6.is_none() && s.eamt.is_empty() && !root.contains_key("pool6")
+    {
+        let has_bad_eamt = root.contains_key("eamt");
+        if !has_bad_eamt {
+            ctx.err(
+                "pool6",
+                "",
+                "siit needs pool6 or at least one [[eamt]] entry to translate anything",
+            );
+        }
+    }
+
+    // [tun]
+    if let Some(t) = ctx.table(&root, "tun") {
+        ctx.unknown_keys(
+            t,
+            "tun",
+            &[
+                "name",
+                "mtu",
+                "queues",
+                "offload",
+                "routes",
+                "ipv4-routes",
+                "ipv6-routes",
+                "keep-on-exit",
+            ],
+        );
+        if let Some(n) = ctx.string(t, "tun", "name") {
+            if n.is_empty() {
+                ctx.err("tun.name", n, "must not be empty");
+            } else if n.len() > MAX_IFNAME {
+                ctx.err(
+                    "tun.name",
+                    n,
+                    format!("longer than {MAX_IFNAME} bytes (IFNAMSIZ)"),
+                );
+            } else if n == "."
+                || n == ".."
+                || n.chars().any(|c| c == '/' || c.is_whitespace() || c == ':')
+            {
+                ctx.err("tun.name", n, "not a valid interface name");
+            } else {
+                s.tun.name = n;
+            }
+        }
+        if let Some(m) = ctx.int(
+            t,
+            "tun",
+            "mtu",
+            1280,
+            65535,
+            "must be between 1280 (IPv6 minimum, RFC 8200 section 5) and 65535",
+        ) {
+            s.tun.mtu = m as u32;
+        }
+        if let Some(q) = ctx.int(
+            t,
+            "tun",
+            "queues",
+            0,
+            MAX_QUEUES as i64,
+            "must be between 0 (one per CPU) and 64",
+        ) {
+            s.tun.queues = q as u32;
+        }
+        if let Some(b) = ctx.boolean(t, "tun", "offload") {
+            s.tun.offload = b;
+        }
+        if let Some(b) = ctx.boolean(t, "tun", "routes") {
+            s.tun.routes = b;
+        }
+        if let Some(b) = ctx.boolean(t, "tun", "keep-on-exit") {
+            s.tun.keep_on_exit = b;
+        }
+        if let Some(l) = ctx.v4list(t, "tun", "ipv4-routes") {
+            s.tun.ipv4_routes = l;
+        }
+        if let Some(l) = ctx.v6list(t, "tun", "ipv6-routes") {
+            s.tun.ipv6_routes = l;
+        }
+    }
+
+    // [control]
+    if let Some(t) = ctx.table(&root, "control") {
+        ctx.unknown_keys(t, "control", &["socket"]);
+        if let Some(p) = ctx.string(t, "control", "socket") {
+            if !p.starts_with('/') {
+                ctx.err("control.socket", p, "must be an absolute path");
+            } else if p.len() > 107 {
+                ctx.err("control.socket", p, "longer than 107 bytes (sun_path)");
+            } else {
+                s.control_socket = p;
+            }
+        }
+    }
+    if s.control_socket.is_empty() {
+        s.control_socket = format!("/run/xlat/{}.sock", s.tun.name);
+    }
+
+    // [metrics]
+    if let Some(t) = ctx.table(&root, "metrics") {
+        ctx.unknown_keys(t, "metrics", &["listen"]);
+        if let Some(l) = ctx.string(t, "metrics", "listen") {
+            if !l.is_empty() {
+                match l.parse::<SocketAddr>() {
+                    Ok(a) => s.metrics_listen = Some(a),
+                    Err(_) => ctx.err(
+                        "metrics.listen",
+                        l,
+                        "expected ADDRESS:PORT (e.g. \"[::1]:9464\") or \"\"",
+                    ),
+                }
+            }
+        }
+    }
+
+    // [log]
+    if let Some(t) = ctx.table(&root, "log") {
+        ctx.unknown_keys(t, "log", &["level"]);
+        if let Some(l) = ctx.string(t, "log", "level") {
+            match Level::parse(&l) {
+                Some(lv) => s.log_level = lv,
+                None => ctx.err("log.level", l, "expected error, warn, info or debug"),
+            }
+        }
+    }
+
+    // [privileges]
+    if let Some(t) = ctx.table(&root, "privileges") {
+        ctx.unknown_keys(t, "privileges", &["user"]);
+        if let Some(u) = ctx.string(t, "privileges", "user") {
+            if !u.is_empty() && crate::privs::lookup_user(&u).is_none() {
+                ctx.err("privileges.user", u, "no such user");
+            } else {
+                s.user = u;
+            }
+        }
+    }
+
+    // Cross-checks.
+    if let Some(p) = &s.pool6 {
+        for e in s.eamt.iter().chain(s.clat.iter()) {
+            if p.overlaps(&e.v6) {
+                ctx.err(
+                    "pool6",
+                    p.to_string(),
+                    format!("overlaps the EAM entry {} {}", e.v4, e.v6),
+                );
+            }
+        }
+    }
+
+    if ctx.problems.is_empty() {
+        Ok(s)
+    } else {
+        Err(ctx.problems)
+    }
+}
+
+/// Reads and validates a file; an unreadable file is one problem.
+pub fn load(path: &str) -> Result<Settings, Vec<Problem>> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => parse(&t),
+        Err(e) => Err(vec![Problem {
+            key: "(file)".into(),
+            value: path.into(),
+            reason: e.to_string(),
+        }]),
+    }
+}
+
+impl Settings {
+    /// The translation core's configuration. `pool6` overrides the file's
+    /// (RFC 7050 discovery in CLAT mode).
+    // `..Default::default()`: fields the core adds later keep their defaults.
+    #[allow(clippy::needless_update)]
+    pub fn core_config(&self, eams: &[EamEntry]) -> Result<xlat_core::translate::Config, String> {
+        let pool6 = match &self.pool6 {
+            Some(p) => Some(Pool6::new(*p).map_err(|e| format!("pool6: {p}: {e}"))?),
+            None => None,
+        };
+        let mut eamt = Eamt::new();
+        for e in eams {
+            eamt.insert(*e)
+                .map_err(|err| format!("eamt: {} {}: {:?}", e.v4, e.v6, err))?;
+        }
+        let mut denylist = Denylist4::empty();
+        for p in &self.denylist4 {
+            denylist.add(*p);
+        }
+        Ok(xlat_core::translate::Config {
+            addressing: SiitAddressing {
+                pool6,
+                eamt,
+                denylist,
+                allow_wkp_non_global: self.allow_wkp_non_global,
+                hairpin: self.eam_hairpin_mode,
+            },
+            rfc6791v4: Pool6791v4::new(self.rfc6791v4.clone()),
+            rfc6791v6: Pool6791v6::new(self.rfc6791v6.clone()),
+            own_v4: self.icmp_source_v4,
+            own_v6: self.icmp_source_v6,
+            lowest_ipv6_mtu: self.lowest_ipv6_mtu,
+            mtu_plateaus: self.mtu_plateaus.clone(),
+            amend_udp_checksum_zero: self.amend_udp_checksum_zero,
+            zeroize_traffic_class: self.zeroize_traffic_class,
+            override_tos: if self.override_tos {
+                Some(self.tos)
+            } else {
+                None
+            },
+            // The TUN datapath sits between two kernel forwarding steps:
+            // look like exactly one router hop (DESIGN.md, "Datapaths").
+            ttl: TtlPolicy::CompensateKernel,
+            // DF packets whose IPv6 translation exceeds the TUN MTU are
+            // answered with Fragmentation Needed by xlat itself.
+            ipv6_mtu: Some(u16::try_from(self.tun.mtu).unwrap_or(u16::MAX)),
+            ..Default::default()
+        })
+    }
+
+    /// The running configuration as TOML, every key present. `eamt` are the
+    /// current (run-time) `[[eamt]]` entries; `pool6` the one in use.
+    pub fn to_toml(&self, pool6: Option<Ipv6Prefix>, eamt: &[EamEntry]) -> String {
+        fn q(s: &str) -> String {
+            Value::String(s.to_string()).to_string()
+        }
+        fn list<T: std::fmt::Display>(v: &[T]) -> String {
+            let items: Vec<String> = v.iter().map(|x| q(&x.to_string())).collect();
+            format!("[{}]", items.join(", "))
+        }
+        let mut o = String::new();
+        let _ = writeln!(o, "mode = {}", q(self.mode.name()));
+        match pool6 {
+            Some(p) => {
+                let _ = writeln!(o, "pool6 = {}", q(&p.to_string()));
+            }
+            None => {
+                let _ = writeln!(o, "# pool6 not set");
+            }
+        }
+        let _ = writeln!(o, "lowest-ipv6-mtu = {}", self.lowest_ipv6_mtu);
+        let plateaus: Vec<String> = self.mtu_plateaus.iter().map(|x| x.to_string()).collect();
+        let _ = writeln!(o, "mtu-plateaus = [{}]", plateaus.join(", "));
+        let _ = writeln!(
+            o,
+            "amend-udp-checksum-zero = {}",
+            self.amend_udp_checksum_zero
+        );
+        let _ = writeln!(o, "zeroize-traffic-class = {}", self.zeroize_traffic_class);
+        let _ = writeln!(o, "override-tos = {}", self.override_tos);
+        let _ = writeln!(o, "tos = {}", self.tos);
+        let _ = writeln!(
+            o,
+            "eam-hairpin-mode = {}",
+            q(hairpin_name(self.eam_hairpin_mode))
+        );
+        let _ = writeln!(o, "allow-wkp-non-global = {}", self.allow_wkp_non_global);
+        let _ = writeln!(o, "denylist4 = {}", list(&self.denylist4));
+        let _ = writeln!(o, "rfc6791v4 = {}", list(&self.rfc6791v4));
+        let _ = writeln!(o, "rfc6791v6 = {}", list(&self.rfc6791v6));
+        match self.icmp_source_v4 {
+            Some(a) => {
+                let _ = writeln!(o, "icmp-source-v4 = {}", q(&a.to_string()));
+            }
+            None => {
+                let _ = writeln!(o, "# icmp-source-v4 not set (rfc6791v4, else 192.0.0.8)");
+            }
+        }
+        match self.icmp_source_v6 {
+            Some(a) => {
+                let _ = writeln!(o, "icmp-source-v6 = {}", q(&a.to_string()));
+            }
+            None => {
+                let _ = writeln!(o, "# icmp-source-v6 not set");
+            }
+        }
+        if let Some(c) = &self.clat {
+            let _ = writeln!(
+                o,
+                "\n[clat]\nipv4 = {}\nipv6 = {}",
+                q(&c.v4.to_string()),
+                q(&c.v6.to_string())
+            );
+        }
+        let t = &self.tun;
+        let _ = writeln!(o, "\n[tun]");
+        let _ = writeln!(o, "name = {}", q(&t.name));
+        let _ = writeln!(o, "mtu = {}", t.mtu);
+        let _ = writeln!(o, "queues = {}", t.queues);
+        let _ = writeln!(o, "offload = {}", t.offload);
+        let _ = writeln!(o, "routes = {}", t.routes);
+        let _ = writeln!(o, "ipv4-routes = {}", list(&t.ipv4_routes));
+        let _ = writeln!(o, "ipv6-routes = {}", list(&t.ipv6_routes));
+        let _ = writeln!(o, "keep-on-exit = {}", t.keep_on_exit);
+        let _ = writeln!(o, "\n[control]\nsocket = {}", q(&self.control_socket));
+        let listen = self
+            .metrics_listen
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let _ = writeln!(o, "\n[metrics]\nlisten = {}", q(&listen));
+        let _ = writeln!(o, "\n[log]\nlevel = {}", q(self.log_level.name()));
+        let _ = writeln!(o, "\n[privileges]\nuser = {}", q(&self.user));
+        for e in eamt {
+            let _ = writeln!(
+                o,
+                "\n[[eamt]]\nipv4 = {}\nipv6 = {}",
+                q(&e.v4.to_string()),
+                q(&e.v6.to_string())
+            );
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(text: &str) -> Vec<Problem> {
+        parse(text).expect_err("config should be rejected")
+    }
+
+    fn has(ps: &[Problem], key: &str, reason_part: &str) -> bool {
+        ps.iter()
+            .any(|p| p.key == key && p.reason.contains(reason_part))
+    }
+
+    const OK: &str = r#"
+mode = "siit"
+pool6 = "64:ff9b::/96"
+[[eamt]]
+ipv4 = "198.51.100.0/24"
+ipv6 = "2001:db8:6::/120"
+[tun]
+name = "xlat0"
+ipv4-routes = ["192.0.2.0/24"]
+[metrics]
+listen = "[::1]:9464"
+"#;
+
+    #[test]
+    fn valid_config_and_defaults() {
+        let s = parse(OK).unwrap();
+        assert_eq!(s.mode, Mode::Siit);
+        assert_eq!(s.pool6.unwrap().to_string(), "64:ff9b::/96");
+        assert_eq!(s.eamt.len(), 1);
+        assert_eq!(s.lowest_ipv6_mtu, 1280);
+        assert_eq!(s.tun.mtu, 1500);
+        assert_eq!(s.tun.queues, 0);
+        assert!(s.tun.offload);
+        assert_eq!(s.control_socket, "/run/xlat/xlat0.sock");
+        assert_eq!(s.user, "nobody");
+        assert_eq!(s.denylist4.len(), 4);
+        assert_eq!(s.metrics_listen.unwrap().port(), 9464);
+        assert_eq!(s.tun.ipv4_routes[0].to_string(), "192.0.2.0/24");
+    }
+
+    #[test]
+    fn show_config_round_trips() {
+        let s = parse(OK).unwrap();
+        let text = s.to_toml(s.pool6, &s.eamt);
+        let again = parse(&text).unwrap();
+        assert_eq!(s, again);
+    }
+
+    #[test]
+    fn unknown_keys_all_reported() {
+        let ps = problems(
+            "pool6 = \"64:ff9b::/96\"\nfoo = 1\n[tun]\nnmae = \"x\"\n[log]\nlevl = \"info\"\n",
+        );
+        assert!(has(&ps, "foo", "unknown key"));
+        assert!(has(&ps, "tun.nmae", "unknown key"));
+        assert!(has(&ps, "log.levl", "unknown key"));
+        assert_eq!(ps.len(), 3);
+        assert_eq!(ps[0].to_string(), "error: foo: 1: unknown key");
+    }
+
+    #[test]
+    fn prefix_host_bits_and_length() {
+        let ps = problems(
+            "pool6 = \"64:ff9b::1/96\"\ndenylist4 = [\"10.0.0.1/8\", \"10.0.0.0/33\"]\nrfc6791v6 = [\"zz\"]\n",
+        );
+        assert!(has(&ps, "pool6", "bits set beyond"));
+        assert!(has(&ps, "denylist4[0]", "bits set beyond"));
+        assert!(has(&ps, "denylist4[1]", "length out of range"));
+        assert!(has(&ps, "rfc6791v6[0]", "ADDRESS/LENGTH"));
+    }
+
+    /// RFC 6052 §2.2: allowed lengths and the u-octet.
+    #[test]
+    fn pool6_rfc6052_section_2_2() {
+        for len in POOL6_LENGTHS {
+            let p = format!("pool6 = \"2001:db8::/{len}\"\n");
+            assert!(parse(&p).is_ok(), "/{len} must be accepted");
+        }
+        let ps = problems("pool6 = \"2001:db8::/80\"\n");
+        assert!(has(&ps, "pool6", "prefix length must be one of"));
+        let ps = problems("pool6 = \"2001:db8:0:0:ff00::/96\"\n");
+        assert!(has(&ps, "pool6", "u-octet"));
+    }
+
+    /// RFC 7757 §3.1: equal suffix lengths; duplicates and overlaps rejected.
+    #[test]
+    fn eamt_suffix_and_duplicates_rfc7757_section_3_1() {
+        let ps = problems(
+            r#"
+[[eamt]]
+ipv4 = "198.51.100.0/24"
+ipv6 = "2001:db8:6::/112"
+[[eamt]]
+ipv4 = "192.0.2.0/24"
+ipv6 = "2001:db8:7::/120"
+[[eamt]]
+ipv4 = "192.0.2.0/24"
+ipv6 = "2001:db8:8::/120"
+[[eamt]]
+ipv4 = "192.0.2.128/25"
+ipv6 = "2001:db8:9::/121"
+[[eamt]]
+ipv6 = "2001:db8:9::/121"
+"#,
+        );
+        assert!(has(&ps, "eamt[0]", "suffix lengths differ"));
+        assert!(has(&ps, "eamt[2]", "duplicate"));
+        assert!(has(&ps, "eamt[3]", "overlaps"));
+        assert!(has(&ps, "eamt[4].ipv4", "missing"));
+        assert_eq!(ps.len(), 4);
+    }
+
+    #[test]
+    fn siit_needs_pool6_or_eamt() {
+        let ps = problems("mode = \"siit\"\n");
+        assert!(has(&ps, "pool6", "needs pool6"));
+    }
+
+    #[test]
+    fn clat_section_rules() {
+        let ps = problems("mode = \"clat\"\n");
+        assert!(has(&ps, "clat", "needs [clat]"));
+        let ps = problems("mode = \"clat\"\n[clat]\nipv4 = \"192.0.0.1/32\"\n");
+        assert!(has(&ps, "clat.ipv6", "missing"));
+        let ps = problems(
+            "pool6 = \"64:ff9b::/96\"\n[clat]\nipv4 = \"192.0.0.1\"\nipv6 = \"2001:db8::1\"\n",
+        );
+        assert!(has(&ps, "clat", "only allowed with mode"));
+        let s = parse(
+            "mode = \"clat\"\n[clat]\nipv4 = \"192.0.0.1/32\"\nipv6 = \"2001:db8:aaaa::1/128\"\n",
+        )
+        .unwrap();
+        assert!(s.pool6.is_none());
+        assert_eq!(s.clat.unwrap().v4.to_string(), "192.0.0.1/32");
+    }
+
+    #[test]
+    fn mtu_rules() {
+        let ps = problems("pool6 = \"64:ff9b::/96\"\nlowest-ipv6-mtu = 1279\n[tun]\nmtu = 1000\n");
+        assert!(has(&ps, "lowest-ipv6-mtu", "1280"));
+        assert!(has(&ps, "tun.mtu", "1280"));
+        let ps = problems("pool6 = \"64:ff9b::/96\"\nmtu-plateaus = [1500, 20]\n");
+        assert!(has(&ps, "mtu-plateaus[1]", "between 68"));
+    }
+
+    #[test]
+    fn tun_rules() {
+        let ps = problems(
+            "pool6 = \"64:ff9b::/96\"\n[tun]\nname = \"abcdefghijklmnop\"\nqueues = 65\noffload = \"yes\"\n",
+        );
+        assert!(has(&ps, "tun.name", "IFNAMSIZ"));
+        assert!(has(&ps, "tun.queues", "64"));
+        assert!(has(&ps, "tun.offload", "true or false"));
+        assert!(parse(
+            "pool6 = \"64:ff9b::/96\"\n[tun]\nname = \"abcdefghijklmno\"\nqueues = 64\n"
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn metrics_mode_level_hairpin() {
+        let ps = problems(
+            "mode = \"nat46\"\npool6 = \"64:ff9b::/96\"\neam-hairpin-mode = \"x\"\n[metrics]\nlisten = \"localhost\"\n[log]\nlevel = \"trace\"\n[control]\nsocket = \"rel.sock\"\n",
+        );
+        assert!(has(&ps, "mode", "unknown mode"));
+        assert!(has(&ps, "metrics.listen", "ADDRESS:PORT"));
+        assert!(has(&ps, "log.level", "expected error"));
+        assert!(has(&ps, "eam-hairpin-mode", "intrinsic"));
+        assert!(has(&ps, "control.socket", "absolute"));
+        let ps = problems("pool6 = \"64:ff9b::/96\"\n[privileges]\nuser = \"no-such-user-xlat\"\n");
+        assert!(has(&ps, "privileges.user", "no such user"));
+    }
+
+    #[test]
+    fn syntax_error_is_one_problem() {
+        let ps = problems("pool6 = \n");
+        assert_eq!(ps.len(), 1);
+        assert_eq!(ps[0].key, "(syntax)");
+    }
+
+    #[test]
+    fn pool6_overlapping_eam_rejected() {
+        let ps = problems(
+            "pool6 = \"2001:db8::/96\"\n[[eamt]]\nipv4 = \"198.51.100.0/24\"\nipv6 = \"2001:db8::/120\"\n",
+        );
+        assert!(has(&ps, "pool6", "overlaps the EAM entry"));
+    }
+}

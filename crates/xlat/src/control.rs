@@ -1,0 +1,141 @@
+//! The control socket: a unix stream socket, one request line in, the
+//! response until close. Responses start with `ok` or `error: ...` on the
+//! first line; the body follows.
+//!
+//! Requests: `stats`, `show-config`, `eamt-add V4 V6`, `eamt-remove PREFIX`,
+//! `eamt-list`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub type Handler = Arc<dyn Fn(&str) -> Result<String, String> + Send + Sync>;
+
+/// Creates the socket (parent directory 0755, socket 0600), replacing a
+/// stale one. A parent directory created here is given to `owner` (the
+/// unprivileged user), so that the daemon can remove its socket on exit.
+pub fn bind(path: &str, owner: Option<(u32, u32)>) -> std::io::Result<UnixListener> {
+    let p = Path::new(path);
+    if let Some(dir) = p.parent() {
+        if !dir.exists() {
+            std::fs::create_dir_all(dir)?;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
+            if let Some((uid, gid)) = owner {
+                let _ = std::os::unix::fs::chown(dir, Some(uid), Some(gid));
+            }
+        }
+    }
+    if p.exists() {
+        if UnixStream::connect(p).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!("{path}: another xlat is listening there"),
+            ));
+        }
+        std::fs::remove_file(p)?;
+    }
+    // Create with a restrictive umask so that no other user can ever connect.
+    let old = unsafe { libc::umask(0o177) };
+    let l = UnixListener::bind(p);
+    unsafe { libc::umask(old) };
+    let l = l?;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// Serves requests until `stop` is set.
+pub fn serve(l: UnixListener, handler: Handler, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        match l.accept() {
+            Ok((s, _)) => {
+                let _ = s.set_nonblocking(false);
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+                handle(s, &handler);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut p = libc::pollfd {
+                    fd: l.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                unsafe { libc::poll(&mut p, 1, 250) };
+            }
+            Err(e) => {
+                crate::warn!("control socket accept failed", "error" => e);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+fn handle(s: UnixStream, handler: &Handler) {
+    let mut line = String::new();
+    let mut r = BufReader::new(s.take(4096));
+    if r.read_line(&mut line).is_err() {
+        return;
+    }
+    let mut s = r.into_inner().into_inner();
+    let req = line.trim();
+    crate::debug!("control request", "request" => req);
+    let resp = match handler(req) {
+        Ok(body) => format!("ok\n{body}"),
+        Err(e) => format!("error: {e}\n"),
+    };
+    let _ = s.write_all(resp.as_bytes());
+}
+
+/// Client side: sends one request, returns the body or the error.
+pub fn request(path: &str, req: &str) -> Result<String, String> {
+    let mut s = UnixStream::connect(path)
+        .map_err(|e| format!("cannot connect to {path}: {e} (is xlat running?)"))?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    s.write_all(format!("{req}\n").as_bytes())
+        .map_err(|e| format!("{path}: {e}"))?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)
+        .map_err(|e| format!("{path}: {e}"))?;
+    match out.split_once('\n') {
+        Some(("ok", body)) => Ok(body.to_string()),
+        Some((first, _)) => Err(first.strip_prefix("error: ").unwrap_or(first).to_string()),
+        None => Err(format!("{path}: empty response")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_over_a_real_socket() {
+        let dir = std::env::temp_dir().join(format!("xlat-ctl-{}", std::process::id()));
+        let path = dir.join("sub/t.sock");
+        let path = path.to_str().unwrap().to_string();
+        let l = bind(&path, None).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let stop = Arc::new(AtomicBool::new(false));
+        let h: Handler = Arc::new(|r: &str| {
+            if r == "stats" {
+                Ok("a 1\n".into())
+            } else {
+                Err(format!("unknown command {r}"))
+            }
+        });
+        let st = stop.clone();
+        let t = std::thread::spawn(move || serve(l, h, st));
+        assert_eq!(request(&path, "stats").unwrap(), "a 1\n");
+        assert_eq!(request(&path, "nope").unwrap_err(), "unknown command nope");
+        // A second daemon must not steal a live socket.
+        assert!(bind(&path, None).is_err());
+        stop.store(true, Ordering::Relaxed);
+        t.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,544 @@
+//! `xlat run`: setup, the worker threads, signals, reload and shutdown.
+
+use std::net::TcpListener;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use xlat_core::addr::{EamEntry, Ipv4Prefix, Ipv6Prefix};
+use xlat_core::Translator;
+
+use crate::config::{self, check_eam, check_eam_conflict, Mode, Settings};
+use crate::datapath::{Shared, Worker};
+use crate::stats::Registry;
+use crate::tun::{self, Routes, Tun};
+use crate::{error, info, warn};
+
+/// What the control plane may change at run time.
+pub struct State {
+    pub path: String,
+    pub settings: Settings,
+    /// pool6 in use (from the file, or discovered by RFC 7050).
+    pub pool6: Option<Ipv6Prefix>,
+    /// `[[eamt]]` entries in use, run-time changes included (without `[clat]`).
+    pub eamt: Vec<EamEntry>,
+    pub routes: Routes,
+}
+
+pub struct Daemon {
+    pub state: Mutex<State>,
+    pub shared: Arc<Shared>,
+    pub stats: Arc<Registry>,
+}
+
+/// The routes into the TUN for a configuration (see docs/configuration.md):
+/// pool6 (SIIT only), both sides of every EAM entry unless that side is
+/// already routed elsewhere (its hosts live there), the CLAT's IPv6 side,
+/// and `[tun] ipv4-routes` / `ipv6-routes`.
+pub fn desired_routes(s: &Settings, pool6: Option<Ipv6Prefix>, eamt: &[EamEntry]) -> Routes {
+    let mut r = Routes::default();
+    if !s.tun.routes {
+        return r;
+    }
+    let dev = &s.tun.name;
+    if s.mode == Mode::Siit {
+        if let Some(p) = pool6 {
+            r.v6.insert(p);
+        }
+    }
+    if let Some(c) = &s.clat {
+        r.v6.insert(c.v6);
+    }
+    for e in eamt {
+        if !tun::reachable_elsewhere("-4", &e.v4.addr().to_string(), dev) {
+            r.v4.insert(e.v4);
+        }
+        if !tun::reachable_elsewhere("-6", &e.v6.addr().to_string(), dev) {
+            r.v6.insert(e.v6);
+        }
+    }
+    r.v4.extend(s.tun.ipv4_routes.iter().copied());
+    r.v6.extend(s.tun.ipv6_routes.iter().copied());
+    r
+}
+
+fn build_translator(
+    s: &Settings,
+    pool6: Option<Ipv6Prefix>,
+    eamt: &[EamEntry],
+) -> Result<Translator, String> {
+    let mut eff = s.clone();
+    eff.pool6 = pool6;
+    let all: Vec<EamEntry> = s.clat.iter().chain(eamt.iter()).copied().collect();
+    Ok(Translator::new(eff.core_config(&all)?))
+}
+
+impl Daemon {
+    /// Control-socket requests.
+    pub fn handle(&self, req: &str) -> Result<String, String> {
+        let mut words = req.split_whitespace();
+        let cmd = words.next().unwrap_or("");
+        let args: Vec<&str> = words.collect();
+        match (cmd, args.as_slice()) {
+            ("stats", []) => {
+                let mut o = String::new();
+                for (k, v) in self.stats.snapshot().pairs() {
+                    o.push_str(&format!("{k} {v}\n"));
+                }
+                Ok(o)
+            }
+            ("show-config", []) => {
+                let st = self.state.lock().unwrap();
+                Ok(st.settings.to_toml(st.pool6, &st.eamt))
+            }
+            ("eamt-list", []) => {
+                let st = self.state.lock().unwrap();
+                let mut o = String::new();
+                for e in st.settings.clat.iter() {
+                    o.push_str(&format!("{} {} clat\n", e.v4, e.v6));
+                }
+                for e in &st.eamt {
+                    o.push_str(&format!("{} {}\n", e.v4, e.v6));
+                }
+                Ok(o)
+            }
+            ("eamt-add", [v4, v6]) => {
+                let v4: Ipv4Prefix = v4.parse().map_err(|e| format!("{v4}: {e}"))?;
+                let v6: Ipv6Prefix = v6.parse().map_err(|e| format!("{v6}: {e}"))?;
+                let e = EamEntry { v4, v6 };
+                check_eam(&e)?;
+                let mut st = self.state.lock().unwrap();
+                let all: Vec<EamEntry> = st.settings.clat.iter().chain(st.eamt.iter()).copied().collect();
+                check_eam_conflict(&e, &all)?;
+                if let Some(p) = st.pool6 {
+                    if p.overlaps(&e.v6) {
+                        return Err(format!("{v6} overlaps pool6 {p}"));
+                    }
+                }
+                let mut eamt = st.eamt.clone();
+                eamt.push(e);
+                self.apply(&mut st, eamt)?;
+                info!("eamt entry added", "ipv4" => v4, "ipv6" => v6);
+                Ok(String::new())
+            }
+            ("eamt-remove", [p]) => {
+                let mut st = self.state.lock().unwrap();
+                let before = st.eamt.len();
+                let eamt: Vec<EamEntry> = if let Ok(p4) = p.parse::<Ipv4Prefix>() {
+                    st.eamt.iter().filter(|e| e.v4 != p4).copied().collect()
+                } else if let Ok(p6) = p.parse::<Ipv6Prefix>() {
+                    st.eamt.iter().filter(|e| e.v6 != p6).copied().collect()
+                } else {
+                    return Err(format!("{p}: not an IPv4 or IPv6 prefix"));
+                };
+                if eamt.len() == before {
+                    return Err(format!("{p}: no such eamt entry"));
+                }
+                self.apply(&mut st, eamt)?;
+                info!("eamt entry removed", "prefix" => p);
+                Ok(String::new())
+            }
+            _ => Err(format!(
+                "unknown request {req:?} (stats, show-config, eamt-list, eamt-add V4 V6, eamt-remove PREFIX)"
+            )),
+        }
+    }
+
+    /// Swaps in a translator for `eamt` and updates the routes.
+    fn apply(&self, st: &mut State, eamt: Vec<EamEntry>) -> Result<(), String> {
+        let t = build_translator(&st.settings, st.pool6, &eamt)?;
+        self.shared.swap(t);
+        st.eamt = eamt;
+        let new = desired_routes(&st.settings, st.pool6, &st.eamt);
+        for e in tun::apply_routes(&st.settings.tun.name, &st.routes, &new) {
+            warn!("route change failed", "error" => e);
+        }
+        st.routes = new;
+        Ok(())
+    }
+
+    /// SIGHUP: re-read the file; keep the old config if it is invalid.
+    pub fn reload(&self) {
+        let mut st = self.state.lock().unwrap();
+        info!("reloading configuration", "file" => st.path);
+        let new = match config::load(&st.path) {
+            Ok(s) => s,
+            Err(ps) => {
+                for p in &ps {
+                    error!("reload rejected, keeping the running configuration", "key" => p.key, "value" => p.value, "reason" => p.reason);
+                }
+                self.stats.reload_failures.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        let old = &st.settings;
+        let mut new = new;
+        // Things that need a restart keep their running values.
+        let restart_only = [
+            ("mode", old.mode != new.mode),
+            ("tun.name", old.tun.name != new.tun.name),
+            ("tun.queues", old.tun.queues != new.tun.queues),
+            ("tun.offload", old.tun.offload != new.tun.offload),
+            ("tun.mtu", old.tun.mtu != new.tun.mtu),
+            ("control.socket", old.control_socket != new.control_socket),
+            ("metrics.listen", old.metrics_listen != new.metrics_listen),
+            ("privileges.user", old.user != new.user),
+        ];
+        for (k, changed) in restart_only {
+            if changed {
+                warn!("change needs a restart, ignored", "key" => k);
+            }
+        }
+        new.mode = old.mode;
+        new.tun.name = old.tun.name.clone();
+        new.tun.queues = old.tun.queues;
+        new.tun.offload = old.tun.offload;
+        new.tun.mtu = old.tun.mtu;
+        new.control_socket = old.control_socket.clone();
+        new.metrics_listen = old.metrics_listen;
+        new.user = old.user.clone();
+        // CLAT without pool6 keeps the discovered prefix.
+        let pool6 = new.pool6.or(if new.mode == Mode::Clat {
+            st.pool6
+        } else {
+            None
+        });
+        let eamt = new.eamt.clone();
+        let t = match build_translator(&new, pool6, &eamt) {
+            Ok(t) => t,
+            Err(e) => {
+                error!("reload rejected, keeping the running configuration", "reason" => e);
+                self.stats.reload_failures.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        self.shared.swap(t);
+        crate::log::set_level(new.log_level);
+        let routes = desired_routes(&new, pool6, &eamt);
+        for e in tun::apply_routes(&new.tun.name, &st.routes, &routes) {
+            warn!("route change failed", "error" => e);
+        }
+        st.routes = routes;
+        st.settings = new;
+        st.pool6 = pool6;
+        st.eamt = eamt;
+        self.stats.reloads.fetch_add(1, Ordering::Relaxed);
+        info!("configuration reloaded", "eamt_entries" => st.eamt.len());
+    }
+}
+
+fn block_signals() -> libc::sigset_t {
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn wait_signal(set: &libc::sigset_t) -> Option<i32> {
+    let ts = libc::timespec {
+        tv_sec: 1,
+        tv_nsec: 0,
+    };
+    let s = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
+    (s > 0).then_some(s)
+}
+
+/// Removes the control socket if setup fails after it was created.
+struct SocketGuard(Option<std::os::unix::net::UnixListener>, String);
+
+impl SocketGuard {
+    /// Setup succeeded: hand the listener over, keep the socket file.
+    fn take(mut self) -> std::os::unix::net::UnixListener {
+        self.0.take().expect("listener present until taken")
+    }
+}
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            let _ = std::fs::remove_file(&self.1);
+        }
+    }
+}
+
+/// Panics (of the translation core, caught per packet by the workers) are
+/// logged as structured lines: the first ten, then the 16th, 32nd, 64th, ...
+fn install_panic_hook() {
+    static PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    std::panic::set_hook(Box::new(|info| {
+        let n = PANICS.fetch_add(1, Ordering::Relaxed) + 1;
+        if n <= 10 || n.is_power_of_two() {
+            let thread = std::thread::current().name().unwrap_or("?").to_string();
+            let at = info
+                .location()
+                .map(|l| format!("{}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            let msg = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            error!("panic", "thread" => thread, "at" => at, "message" => msg, "count" => n);
+        }
+    }));
+}
+
+/// Runs the daemon; returns the exit code.
+pub fn run(path: &str) -> i32 {
+    let settings = match config::load(path) {
+        Ok(s) => s,
+        Err(ps) => {
+            for p in ps {
+                eprintln!("{p}");
+            }
+            return 2;
+        }
+    };
+    crate::log::set_level(settings.log_level);
+    install_panic_hook();
+    // Before any thread exists, so that every thread inherits the mask and
+    // only the main thread takes the signals (sigtimedwait).
+    let sigset = block_signals();
+
+    let pool6 = match (settings.mode, settings.pool6) {
+        (_, Some(p)) => Some(p),
+        (Mode::Clat, None) => match crate::rfc7050::discover().or_else(|e| {
+            warn!("RFC 7050 discovery failed, trying RFC 8781 (PREF64 in RAs)", "reason" => e);
+            crate::rfc8781::discover(std::time::Duration::from_secs(3))
+                .map_err(|e2| format!("{e}; {e2}"))
+        }) {
+            Ok(p) => match config::check_pool6(&p) {
+                Ok(()) => Some(p),
+                Err(e) => {
+                    error!("discovered pool6 is unusable", "pool6" => p, "reason" => e);
+                    return 1;
+                }
+            },
+            Err(e) => {
+                error!("cannot find pool6", "reason" => e);
+                return 1;
+            }
+        },
+        (Mode::Siit, None) => None,
+    };
+    let eamt = settings.eamt.clone();
+    let translator = match build_translator(&settings, pool6, &eamt) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+
+    // The control socket first: it also tells whether another xlat already
+    // runs with this configuration (a second one must not attach to its TUN).
+    let listener = match crate::control::bind(
+        &settings.control_socket,
+        crate::privs::lookup_user(&settings.user).filter(|_| !settings.user.is_empty()),
+    ) {
+        Ok(l) => SocketGuard(Some(l), settings.control_socket.clone()),
+        Err(e) => {
+            error!("cannot create the control socket", "path" => settings.control_socket, "error" => e);
+            return 1;
+        }
+    };
+    let queues = if settings.tun.queues == 0 {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .min(64)
+    } else {
+        settings.tun.queues as usize
+    };
+    let name = settings.tun.name.clone();
+    let tun = match Tun::create(&name, queues, settings.tun.offload) {
+        Ok(t) => t,
+        Err(e) => {
+            error!("cannot create the TUN device", "dev" => name, "error" => e);
+            return 1;
+        }
+    };
+    if let Err(e) = tun.configure_link(settings.tun.mtu) {
+        error!("cannot configure the TUN device", "dev" => name, "error" => e);
+        return 1;
+    }
+    info!("tun device up", "dev" => name, "queues" => tun.queues.len(), "mtu" => settings.tun.mtu,
+        "vnet_hdr" => tun.vnet_hdr, "offloads" => format!("{:#x}", tun.offloads));
+    for (k, f) in [
+        ("net/ipv4/ip_forward", "1"),
+        ("net/ipv6/conf/all/forwarding", "1"),
+    ] {
+        let v = std::fs::read_to_string(format!("/proc/sys/{k}")).unwrap_or_default();
+        if v.trim() != f {
+            warn!("forwarding is off: translated packets will not be forwarded", "sysctl" => k.replace('/', "."));
+        }
+    }
+    let routes = desired_routes(&settings, pool6, &eamt);
+    let errs = tun::apply_routes(&name, &Routes::default(), &routes);
+    if !errs.is_empty() {
+        for e in errs {
+            error!("cannot install route", "error" => e);
+        }
+        return 1;
+    }
+
+    let metrics = match settings.metrics_listen {
+        None => None,
+        Some(a) => match TcpListener::bind(a) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                error!("cannot listen for metrics", "listen" => a, "error" => e);
+                return 1;
+            }
+        },
+    };
+    if !settings.user.is_empty() {
+        if let Err(e) = crate::privs::drop_to(&settings.user) {
+            error!("cannot drop privileges", "user" => settings.user, "error" => e);
+            return 1;
+        }
+        let caps = crate::privs::effective_caps()
+            .map(|c| format!("{c:#x}"))
+            .unwrap_or_default();
+        info!("privileges dropped", "user" => crate::privs::current_user(), "effective_caps" => caps);
+    }
+
+    let stats = Arc::new(Registry::default());
+    let shared = Arc::new(Shared::new(translator));
+    let socket_path = settings.control_socket.clone();
+    let daemon = Arc::new(Daemon {
+        state: Mutex::new(State {
+            path: path.to_string(),
+            settings,
+            pool6,
+            eamt,
+            routes,
+        }),
+        shared: shared.clone(),
+        stats: stats.clone(),
+    });
+
+    let mut threads: Vec<JoinHandle<()>> = vec![];
+    for (id, fd) in tun.queues.iter().enumerate() {
+        let w = Worker {
+            id,
+            fd: fd.as_raw_fd(),
+            vnet: tun.vnet_hdr,
+            shared: shared.clone(),
+            counters: stats.new_worker(),
+        };
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("xlat-q{id}"))
+                .spawn(move || w.run())
+                .expect("spawn worker"),
+        );
+    }
+    let ctl_stop = Arc::new(AtomicBool::new(false));
+    {
+        let d = daemon.clone();
+        let stop = ctl_stop.clone();
+        let h: crate::control::Handler = Arc::new(move |r: &str| d.handle(r));
+        threads.push(
+            std::thread::Builder::new()
+                .name("xlat-control".into())
+                .spawn(move || crate::control::serve(listener.take(), h, stop))
+                .expect("spawn control"),
+        );
+    }
+    if let Some(l) = metrics {
+        let stop = ctl_stop.clone();
+        let reg = stats.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("xlat-metrics".into())
+                .spawn(move || crate::metrics::serve(l, reg, stop))
+                .expect("spawn metrics"),
+        );
+    }
+    {
+        let st = daemon.state.lock().unwrap();
+        info!("ready", "dev" => name, "mode" => st.settings.mode.name(),
+            "pool6" => st.pool6.map(|p| p.to_string()).unwrap_or_else(|| "none".into()),
+            "eamt_entries" => st.eamt.len() + usize::from(st.settings.clat.is_some()),
+            "socket" => socket_path, "pid" => std::process::id());
+    }
+
+    loop {
+        match wait_signal(&sigset) {
+            Some(libc::SIGHUP) => daemon.reload(),
+            Some(s) if s == libc::SIGTERM || s == libc::SIGINT => {
+                info!("shutting down", "signal" => if s == libc::SIGTERM { "SIGTERM" } else { "SIGINT" });
+                break;
+            }
+            _ => {}
+        }
+    }
+    shared.stop.store(true, Ordering::Relaxed);
+    ctl_stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    let keep = daemon.state.lock().unwrap().settings.tun.keep_on_exit;
+    if let Err(e) = tun.set_persist(keep) {
+        warn!("cannot change persistence of the TUN device", "error" => e);
+    }
+    drop(tun);
+    if let Err(e) = std::fs::remove_file(&socket_path) {
+        crate::debug!("cannot remove the control socket", "path" => socket_path, "error" => e);
+    }
+    if keep {
+        info!("stopped, device and routes kept (keep-on-exit)", "dev" => name);
+    } else {
+        info!("stopped", "dev" => name);
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 6877 §6.3 / docs/configuration.md: pool6 is routed into the TUN
+    /// in SIIT mode only; the CLAT's IPv6 side always; no IPv4 default route
+    /// unless `ipv4-routes` says so.
+    #[test]
+    fn routes_by_mode() {
+        let siit =
+            config::parse("pool6 = \"64:ff9b::/96\"\n[tun]\nipv4-routes = [\"192.0.2.0/24\"]\n")
+                .unwrap();
+        let r = desired_routes(&siit, siit.pool6, &[]);
+        assert_eq!(
+            r.v6.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            ["64:ff9b::/96"]
+        );
+        assert_eq!(
+            r.v4.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            ["192.0.2.0/24"]
+        );
+
+        let clat = config::parse(
+            "mode = \"clat\"\npool6 = \"64:ff9b::/96\"\n[clat]\nipv4 = \"192.0.0.1/32\"\nipv6 = \"2001:db8:aaaa::1/128\"\n",
+        )
+        .unwrap();
+        let r = desired_routes(&clat, clat.pool6, &[]);
+        assert_eq!(
+            r.v6.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            ["2001:db8:aaaa::1/128"]
+        );
+        assert!(
+            r.v4.is_empty(),
+            "no IPv4 route (and no default) unless configured"
+        );
+
+        let off = config::parse("pool6 = \"64:ff9b::/96\"\n[tun]\nroutes = false\n").unwrap();
+        assert_eq!(desired_routes(&off, off.pool6, &[]), Routes::default());
+    }
+}

@@ -1,0 +1,311 @@
+//! TUN workers: one thread per queue. Each reads a packet (after its
+//! virtio_net_hdr) into a preallocated buffer at offset `HEADROOM`, hands
+//! it to the translator, and writes the result back to the same queue. No
+//! allocation and no lock per packet: the translator is an `Arc` swapped by
+//! the control plane, noticed through a generation counter.
+
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use xlat_core::{DropReason, FragBuf, PacketMeta, Translator, Verdict, HEADROOM};
+
+use crate::log::RateLimit;
+use crate::stats::{self, WorkerCounters};
+use crate::vnet::{self, VnetHdr, VNET_HDR_LEN};
+
+/// State shared between the control plane and the workers.
+pub struct Shared {
+    translator: Mutex<Arc<Translator>>,
+    generation: AtomicU64,
+    pub stop: AtomicBool,
+}
+
+impl Shared {
+    pub fn new(t: Translator) -> Self {
+        Shared {
+            translator: Mutex::new(Arc::new(t)),
+            generation: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// Publishes a new translator; workers pick it up on their next packet.
+    pub fn swap(&self, t: Translator) {
+        *self.translator.lock().unwrap() = Arc::new(t);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    pub fn current(&self) -> Arc<Translator> {
+        self.translator.lock().unwrap().clone()
+    }
+}
+
+/// Space before the packet: the vnet header plus the core's headroom.
+const BASE: usize = 16 + HEADROOM;
+/// Largest packet: 64 KiB GSO super-packet plus growth.
+const BUF: usize = BASE + 65_536 + 256;
+
+pub struct Worker {
+    pub id: usize,
+    pub fd: RawFd,
+    pub vnet: bool,
+    pub shared: Arc<Shared>,
+    pub counters: Arc<WorkerCounters>,
+}
+
+fn write_all(fd: RawFd, b: &[u8]) -> bool {
+    for _ in 0..100 {
+        // SAFETY: b is a valid slice.
+        let n = unsafe { libc::write(fd, b.as_ptr().cast(), b.len()) };
+        if n >= 0 {
+            return true;
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) => {
+                let mut p = libc::pollfd {
+                    fd,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                unsafe { libc::poll(&mut p, 1, 10) };
+            }
+            _ => return false,
+        }
+    }
+    false
+}
+
+fn writev2(fd: RawFd, a: &[u8], b: &[u8]) -> bool {
+    let iov = [
+        libc::iovec {
+            iov_base: a.as_ptr() as *mut _,
+            iov_len: a.len(),
+        },
+        libc::iovec {
+            iov_base: b.as_ptr() as *mut _,
+            iov_len: b.len(),
+        },
+    ];
+    let cnt = if a.is_empty() { 1 } else { 2 };
+    let iovp = if a.is_empty() { &iov[1..] } else { &iov[..] };
+    for _ in 0..100 {
+        let n = unsafe { libc::writev(fd, iovp.as_ptr(), cnt) };
+        if n >= 0 {
+            return true;
+        }
+        match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) => {
+                let mut p = libc::pollfd {
+                    fd,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                unsafe { libc::poll(&mut p, 1, 10) };
+            }
+            _ => return false,
+        }
+    }
+    false
+}
+
+impl Worker {
+    pub fn run(self) {
+        let vlen = if self.vnet { VNET_HDR_LEN } else { 0 };
+        let mut buf = vec![0u8; BUF];
+        let mut frags = FragBuf::new();
+        let zero_hdr = [0u8; VNET_HDR_LEN];
+        let mut gen = self.shared.generation.load(Ordering::Acquire);
+        let mut tr = self.shared.current();
+        let mut seq: u32 = (self.id as u32) << 24;
+        let mut limit = RateLimit::new(5.0, 20.0);
+        let mut seen = [false; DropReason::COUNT];
+        let c = &*self.counters;
+        let fd = self.fd;
+        crate::debug!("worker started", "queue" => self.id);
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            let rd = &mut buf[BASE - vlen..];
+            // SAFETY: rd is a valid, writable slice.
+            let n = unsafe { libc::read(fd, rd.as_mut_ptr().cast(), rd.len()) };
+            if n < 0 {
+                match std::io::Error::last_os_error().raw_os_error() {
+                    Some(libc::EAGAIN) => {
+                        let mut p = libc::pollfd {
+                            fd,
+                            events: libc::POLLIN,
+                            revents: 0,
+                        };
+                        unsafe { libc::poll(&mut p, 1, 200) };
+                    }
+                    Some(libc::EINTR) => {}
+                    e => {
+                        c.add(stats::READ_ERRORS, 1);
+                        if limit.allow(Instant::now()) {
+                            crate::warn!("tun read failed", "queue" => self.id, "errno" => e.unwrap_or(0));
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                }
+                continue;
+            }
+            let n = n as usize;
+            if n <= vlen {
+                continue;
+            }
+            let len = n - vlen;
+            let g = self.shared.generation.load(Ordering::Acquire);
+            if g != gen {
+                tr = self.shared.current();
+                gen = g;
+            }
+            let hdr = if vlen > 0 {
+                VnetHdr::parse(&buf[BASE - vlen..BASE])
+            } else {
+                VnetHdr::default()
+            };
+            c.add(stats::RX_PKTS, 1);
+            c.add(stats::RX_BYTES, len as u64);
+            let in_v6 = buf[BASE] >> 4 == 6;
+            // The kernel's own MLD reports on the TUN (sent from ::): not
+            // translated (RFC 7915 §1.3), counted without asking the core.
+            if in_v6 && len >= 40 && buf[BASE + 24] == 0xff {
+                c.drop_reason(DropReason::Ipv6Multicast);
+                c.add(stats::DROPPED, 1);
+                continue;
+            }
+            let in_l4 = if hdr.needs_csum() || hdr.is_gso() {
+                vnet::l4_offset(&buf[BASE..BASE + len])
+            } else {
+                Some(0)
+            };
+            seq = seq.wrapping_add(1);
+            let meta = PacketMeta {
+                csum_partial: hdr.needs_csum(),
+                ident_seed: seq,
+                gso: hdr.is_gso(),
+            };
+            frags.clear();
+            // A bug in the core must cost one packet, not the queue.
+            let verdict = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tr.translate(&mut buf, BASE, len, meta, &mut frags)
+            })) {
+                Ok(v) => v,
+                Err(_) => {
+                    c.add(stats::PANICS, 1);
+                    c.add(stats::DROPPED, 1);
+                    continue;
+                }
+            };
+            let reason = match verdict {
+                Verdict::Forward { start, len: olen } => {
+                    let out_hdr = if vlen == 0 {
+                        Some(hdr)
+                    } else if hdr.needs_csum() || hdr.is_gso() {
+                        match (in_l4, vnet::l4_offset(&buf[start..start + olen])) {
+                            (Some(a), Some(b)) => vnet::translate_hdr(&hdr, a, b, !in_v6),
+                            _ => None,
+                        }
+                    } else {
+                        Some(hdr)
+                    };
+                    match out_hdr {
+                        None => {
+                            c.add(stats::GSO_BAD, 1);
+                            c.add(stats::DROPPED, 1);
+                            None
+                        }
+                        Some(h) if start >= vlen => {
+                            if vlen > 0 {
+                                h.write(&mut buf[start - vlen..start]);
+                            }
+                            if write_all(fd, &buf[start - vlen..start + olen]) {
+                                let (p, b) = if in_v6 {
+                                    (stats::T64_PKTS, stats::T64_BYTES)
+                                } else {
+                                    (stats::T46_PKTS, stats::T46_BYTES)
+                                };
+                                c.add(p, 1);
+                                c.add(b, olen as u64);
+                                if h.is_gso() {
+                                    c.add(stats::GSO_PKTS, 1);
+                                }
+                            } else {
+                                c.add(stats::WRITE_ERRORS, 1);
+                            }
+                            None
+                        }
+                        Some(_) => Some(DropReason::NoHeadroom),
+                    }
+                }
+                Verdict::Fragments => {
+                    let hdr_bytes = &zero_hdr[..vlen];
+                    let mut ok = 0u64;
+                    let mut bytes = 0u64;
+                    for f in frags.iter() {
+                        if writev2(fd, hdr_bytes, f) {
+                            ok += 1;
+                            bytes += f.len() as u64;
+                        } else {
+                            c.add(stats::WRITE_ERRORS, 1);
+                        }
+                    }
+                    c.add(stats::FRAGMENTS, ok);
+                    let (p, b) = if in_v6 {
+                        (stats::T64_PKTS, stats::T64_BYTES)
+                    } else {
+                        (stats::T46_PKTS, stats::T46_BYTES)
+                    };
+                    c.add(p, 1);
+                    c.add(b, bytes);
+                    None
+                }
+                Verdict::Reply {
+                    start,
+                    len: olen,
+                    reason,
+                } => {
+                    // Not translated: counted as dropped, and the error sent.
+                    c.drop_reason(reason);
+                    c.add(stats::DROPPED, 1);
+                    if start >= vlen {
+                        buf[start - vlen..start].fill(0);
+                        if write_all(fd, &buf[start - vlen..start + olen]) {
+                            c.add(stats::ICMP_ERRORS, 1);
+                        } else {
+                            c.add(stats::WRITE_ERRORS, 1);
+                        }
+                    }
+                    if !seen[reason as usize] {
+                        seen[reason as usize] = true;
+                        if limit.allow(Instant::now()) {
+                            crate::info!("answered with an ICMP error (first of this reason)", "reason" => reason.name(), "queue" => self.id);
+                        }
+                    }
+                    None
+                }
+                Verdict::Drop(r) => Some(r),
+            };
+            if let Some(r) = reason {
+                c.drop_reason(r);
+                c.add(stats::DROPPED, 1);
+                let first = !seen[r as usize];
+                if first || crate::log::enabled(crate::config::Level::Debug) {
+                    seen[r as usize] = true;
+                    if limit.allow(Instant::now()) {
+                        let lvl = if first {
+                            crate::config::Level::Info
+                        } else {
+                            crate::config::Level::Debug
+                        };
+                        crate::log_at!(lvl, "packet dropped", "reason" => r.name(), "queue" => self.id, "first" => first, "suppressed" => limit.suppressed);
+                    }
+                }
+            }
+        }
+        crate::debug!("worker stopped", "queue" => self.id);
+    }
+}

@@ -1,0 +1,196 @@
+//! `xlat`: the SIIT / CLAT daemon and its command-line client.
+
+mod config;
+mod control;
+mod daemon;
+mod datapath;
+#[macro_use]
+mod log;
+mod metrics;
+mod privs;
+mod rfc7050;
+mod rfc8781;
+mod stats;
+mod tun;
+mod vnet;
+
+const USAGE: &str = "usage:
+  xlat run -c FILE                 run the translator in the foreground
+  xlat check -c FILE               validate a configuration file
+  xlat stats [--json]              counters of the running daemon
+  xlat show config                 the running configuration (TOML)
+  xlat eamt add IPV4PREFIX IPV6PREFIX
+  xlat eamt remove PREFIX
+  xlat eamt list
+client commands take -s SOCKET or -c FILE (default /run/xlat/xlat0.sock)";
+
+struct Args {
+    pos: Vec<String>,
+    config: Option<String>,
+    socket: Option<String>,
+    json: bool,
+}
+
+fn parse_args(raw: &[String]) -> Result<Args, String> {
+    let mut a = Args {
+        pos: vec![],
+        config: None,
+        socket: None,
+        json: false,
+    };
+    let mut it = raw.iter();
+    while let Some(x) = it.next() {
+        match x.as_str() {
+            "-c" | "--config" => a.config = Some(it.next().ok_or("-c needs a FILE")?.clone()),
+            "-s" | "--socket" => a.socket = Some(it.next().ok_or("-s needs a SOCKET")?.clone()),
+            "--json" => a.json = true,
+            s if s.starts_with("--config=") => a.config = Some(s[9..].to_string()),
+            s if s.starts_with("--socket=") => a.socket = Some(s[9..].to_string()),
+            s if s.starts_with('-') && s.len() > 1 && s.parse::<f64>().is_err() => {
+                return Err(format!("unknown option {s}"))
+            }
+            s => a.pos.push(s.to_string()),
+        }
+    }
+    Ok(a)
+}
+
+fn socket_path(a: &Args) -> Result<String, i32> {
+    if let Some(s) = &a.socket {
+        return Ok(s.clone());
+    }
+    if let Some(c) = &a.config {
+        return match config::load(c) {
+            Ok(s) => Ok(s.control_socket),
+            Err(ps) => {
+                for p in ps {
+                    eprintln!("{p}");
+                }
+                Err(2)
+            }
+        };
+    }
+    Ok("/run/xlat/xlat0.sock".into())
+}
+
+fn client(a: &Args, req: &str) -> Result<String, i32> {
+    let path = socket_path(a)?;
+    control::request(&path, req).map_err(|e| {
+        eprintln!("error: {e}");
+        1
+    })
+}
+
+fn json_stats(body: &str) -> String {
+    let items: Vec<String> = body
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| format!("  \"{k}\": {v}"))
+        .collect();
+    format!("{{\n{}\n}}", items.join(",\n"))
+}
+
+fn check(path: &str) -> i32 {
+    match config::load(path) {
+        Ok(s) => {
+            println!(
+                "ok: {path}: mode={} pool6={} eamt={} tun={} queues={} routes={} socket={}",
+                s.mode.name(),
+                s.pool6
+                    .map(|p| p.to_string())
+                    .unwrap_or_else(|| if s.mode == config::Mode::Clat {
+                        "rfc7050".into()
+                    } else {
+                        "none".into()
+                    }),
+                s.eamt.len() + usize::from(s.clat.is_some()),
+                s.tun.name,
+                if s.tun.queues == 0 {
+                    "auto".to_string()
+                } else {
+                    s.tun.queues.to_string()
+                },
+                s.tun.routes,
+                s.control_socket
+            );
+            0
+        }
+        Err(ps) => {
+            for p in ps {
+                println!("{p}");
+            }
+            2
+        }
+    }
+}
+
+fn real_main() -> i32 {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if raw.iter().any(|a| a == "-h" || a == "--help") || raw.is_empty() {
+        if raw.is_empty() {
+            eprintln!("{USAGE}");
+            return 2;
+        }
+        println!("{USAGE}");
+        return 0;
+    }
+    if raw.iter().any(|a| a == "-V" || a == "--version") {
+        println!("xlat {}", env!("CARGO_PKG_VERSION"));
+        return 0;
+    }
+    let a = match parse_args(&raw) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}\n{USAGE}");
+            return 2;
+        }
+    };
+    let pos: Vec<&str> = a.pos.iter().map(String::as_str).collect();
+    let r = match pos.as_slice() {
+        ["run"] | ["check"] if a.config.is_none() => {
+            eprintln!("error: {} needs -c FILE", pos[0]);
+            return 2;
+        }
+        ["run"] => return daemon::run(a.config.as_deref().unwrap_or_default()),
+        ["check"] => return check(a.config.as_deref().unwrap_or_default()),
+        ["stats"] => client(&a, "stats").map(|b| if a.json { json_stats(&b) + "\n" } else { b }),
+        ["show", "config"] => client(&a, "show-config"),
+        ["eamt", "list"] => client(&a, "eamt-list"),
+        ["eamt", "add", v4, v6] => client(&a, &format!("eamt-add {v4} {v6}")),
+        ["eamt", "remove", p] => client(&a, &format!("eamt-remove {p}")),
+        _ => {
+            eprintln!("error: bad usage: {}\n{USAGE}", raw.join(" "));
+            return 2;
+        }
+    };
+    match r {
+        Ok(body) => {
+            print!("{body}");
+            0
+        }
+        Err(code) => code,
+    }
+}
+
+fn main() {
+    std::process::exit(real_main());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_and_json() {
+        let v: Vec<String> = ["stats", "-s", "/x.sock", "--json"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let a = parse_args(&v).unwrap();
+        assert_eq!(a.socket.as_deref(), Some("/x.sock"));
+        assert!(a.json);
+        assert_eq!(a.pos, vec!["stats"]);
+        assert!(parse_args(&["--bogus".to_string()]).is_err());
+        assert_eq!(json_stats("a 1\nb 2\n"), "{\n  \"a\": 1,\n  \"b\": 2\n}");
+    }
+}

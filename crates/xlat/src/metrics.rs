@@ -1,0 +1,88 @@
+//! A tiny HTTP/1.0 responder for Prometheus (`[metrics] listen`): any GET
+//! of `/metrics` (or `/`) gets the text exposition format.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::stats::Registry;
+
+pub fn serve(l: TcpListener, reg: Arc<Registry>, stop: Arc<AtomicBool>) {
+    let _ = l.set_nonblocking(true);
+    while !stop.load(Ordering::Relaxed) {
+        match l.accept() {
+            Ok((mut s, _)) => {
+                let _ = s.set_nonblocking(false);
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+                let mut req = [0u8; 2048];
+                let mut n = 0;
+                while n < req.len() {
+                    match s.read(&mut req[n..]) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => {
+                            n += k;
+                            if req[..n].windows(4).any(|w| w == b"\r\n\r\n")
+                                || req[..n].windows(2).any(|w| w == b"\n\n")
+                            {
+                                break;
+                            }
+                        }
+                    }
+                }
+                let head = String::from_utf8_lossy(&req[..n]);
+                let path = head.split_whitespace().nth(1).unwrap_or("");
+                let (status, body) = if !head.starts_with("GET ") {
+                    ("405 Method Not Allowed", "only GET\n".to_string())
+                } else if path == "/metrics" || path == "/" {
+                    ("200 OK", reg.snapshot().prometheus())
+                } else {
+                    ("404 Not Found", "try /metrics\n".to_string())
+                };
+                let resp = format!(
+                    "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(resp.as_bytes());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut p = libc::pollfd {
+                    fd: l.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                unsafe { libc::poll(&mut p, 1, 250) };
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpStream;
+
+    #[test]
+    fn serves_prometheus_text_on_loopback() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let reg = Arc::new(Registry::default());
+        reg.new_worker().add(crate::stats::T64_PKTS, 7);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (r2, s2) = (reg.clone(), stop.clone());
+        let t = std::thread::spawn(move || serve(l, r2, s2));
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.0 200 OK"), "{out}");
+        assert!(out.contains("xlat_packets_total{direction=\"6to4\"} 7"));
+        assert!(out.contains("xlat_drops_total{reason=\"ipv4_truncated\"} 0"));
+        stop.store(true, Ordering::Relaxed);
+        t.join().unwrap();
+    }
+}

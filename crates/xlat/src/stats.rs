@@ -1,0 +1,249 @@
+//! Per-worker counters: one cache-line aligned block of `AtomicU64` per
+//! worker, written with Relaxed stores by its owner only, summed on demand
+//! by `xlat stats` and the metrics endpoint.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use xlat_core::DropReason;
+
+/// The datapath's own counters, by index.
+pub const NAMES: [&str; 14] = [
+    "translated_4to6_packets",
+    "translated_4to6_bytes",
+    "translated_6to4_packets",
+    "translated_6to4_bytes",
+    "icmp_errors_sent",
+    "fragments_emitted",
+    "received_packets",
+    "received_bytes",
+    "dropped_packets",
+    "tun_read_errors",
+    "tun_write_errors",
+    "gso_packets",
+    "gso_untranslatable",
+    "translator_panics",
+];
+pub const T46_PKTS: usize = 0;
+pub const T46_BYTES: usize = 1;
+pub const T64_PKTS: usize = 2;
+pub const T64_BYTES: usize = 3;
+pub const ICMP_ERRORS: usize = 4;
+pub const FRAGMENTS: usize = 5;
+pub const RX_PKTS: usize = 6;
+pub const RX_BYTES: usize = 7;
+pub const DROPPED: usize = 8;
+pub const READ_ERRORS: usize = 9;
+pub const WRITE_ERRORS: usize = 10;
+pub const GSO_PKTS: usize = 11;
+pub const GSO_BAD: usize = 12;
+pub const PANICS: usize = 13;
+pub const FIXED: usize = NAMES.len();
+pub const TOTAL: usize = FIXED + DropReason::COUNT;
+
+/// One worker's counters, on their own cache lines.
+#[repr(align(64))]
+pub struct WorkerCounters {
+    v: [AtomicU64; TOTAL],
+}
+
+impl Default for WorkerCounters {
+    fn default() -> Self {
+        WorkerCounters {
+            v: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl WorkerCounters {
+    /// Only the owning worker writes, so load + store is enough (no RMW).
+    #[inline]
+    pub fn add(&self, i: usize, n: u64) {
+        let c = &self.v[i];
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+    #[inline]
+    pub fn drop_reason(&self, r: DropReason) {
+        self.add(FIXED + r as usize, 1);
+    }
+    pub fn get(&self, i: usize) -> u64 {
+        self.v[i].load(Ordering::Relaxed)
+    }
+}
+
+/// All counters of the process.
+#[derive(Default)]
+pub struct Registry {
+    workers: Mutex<Vec<Arc<WorkerCounters>>>,
+    /// Control-plane counters (rare; atomics with fetch_add).
+    pub reloads: AtomicU64,
+    pub reload_failures: AtomicU64,
+}
+
+/// A summed snapshot.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub fixed: [u64; FIXED],
+    pub drops: Vec<(DropReason, u64)>,
+    pub reloads: u64,
+    pub reload_failures: u64,
+}
+
+impl Registry {
+    pub fn new_worker(&self) -> Arc<WorkerCounters> {
+        let w = Arc::new(WorkerCounters::default());
+        self.workers.lock().unwrap().push(w.clone());
+        w
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let ws = self.workers.lock().unwrap();
+        let mut fixed = [0u64; FIXED];
+        for (i, f) in fixed.iter_mut().enumerate() {
+            *f = ws.iter().map(|w| w.get(i)).sum();
+        }
+        let drops = DropReason::ALL
+            .iter()
+            .map(|r| (*r, ws.iter().map(|w| w.get(FIXED + *r as usize)).sum()))
+            .collect();
+        Snapshot {
+            fixed,
+            drops,
+            reloads: self.reloads.load(Ordering::Relaxed),
+            reload_failures: self.reload_failures.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Snapshot {
+    /// `(name, value)` for every counter, drop reasons by `name()`.
+    pub fn pairs(&self) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = NAMES
+            .iter()
+            .zip(self.fixed.iter())
+            .map(|(n, x)| (n.to_string(), *x))
+            .collect();
+        v.push(("config_reloads".into(), self.reloads));
+        v.push(("config_reload_failures".into(), self.reload_failures));
+        v.extend(self.drops.iter().map(|(r, x)| (r.name().to_string(), *x)));
+        v
+    }
+
+    /// Prometheus text exposition format.
+    pub fn prometheus(&self) -> String {
+        use std::fmt::Write as _;
+        let mut o = String::new();
+        let f = &self.fixed;
+        let _ = writeln!(
+            o,
+            "# HELP xlat_packets_total Packets translated, by direction."
+        );
+        let _ = writeln!(o, "# TYPE xlat_packets_total counter");
+        let _ = writeln!(
+            o,
+            "xlat_packets_total{{direction=\"4to6\"}} {}",
+            f[T46_PKTS]
+        );
+        let _ = writeln!(
+            o,
+            "xlat_packets_total{{direction=\"6to4\"}} {}",
+            f[T64_PKTS]
+        );
+        let _ = writeln!(
+            o,
+            "# HELP xlat_bytes_total Bytes of translated packets, by direction."
+        );
+        let _ = writeln!(o, "# TYPE xlat_bytes_total counter");
+        let _ = writeln!(o, "xlat_bytes_total{{direction=\"4to6\"}} {}", f[T46_BYTES]);
+        let _ = writeln!(o, "xlat_bytes_total{{direction=\"6to4\"}} {}", f[T64_BYTES]);
+        let simple = [
+            (
+                "xlat_received_packets_total",
+                RX_PKTS,
+                "Packets read from the TUN device.",
+            ),
+            (
+                "xlat_received_bytes_total",
+                RX_BYTES,
+                "Bytes read from the TUN device.",
+            ),
+            (
+                "xlat_icmp_errors_sent_total",
+                ICMP_ERRORS,
+                "ICMP errors sent instead of a translation.",
+            ),
+            (
+                "xlat_fragments_emitted_total",
+                FRAGMENTS,
+                "Fragments written after fragmenting.",
+            ),
+            (
+                "xlat_dropped_packets_total",
+                DROPPED,
+                "Packets not translated (all reasons, ICMP-answered included).",
+            ),
+            (
+                "xlat_tun_read_errors_total",
+                READ_ERRORS,
+                "Errors reading the TUN device.",
+            ),
+            (
+                "xlat_tun_write_errors_total",
+                WRITE_ERRORS,
+                "Errors writing the TUN device.",
+            ),
+            (
+                "xlat_gso_packets_total",
+                GSO_PKTS,
+                "GSO super-packets translated.",
+            ),
+        ];
+        for (name, i, help) in simple {
+            let _ = writeln!(
+                o,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                f[i]
+            );
+        }
+        let _ = writeln!(
+            o,
+            "# HELP xlat_drops_total Packets not translated, by reason."
+        );
+        let _ = writeln!(o, "# TYPE xlat_drops_total counter");
+        for (r, x) in &self.drops {
+            let _ = writeln!(o, "xlat_drops_total{{reason=\"{}\"}} {x}", r.name());
+        }
+        let _ = writeln!(
+            o,
+            "# HELP xlat_config_reloads_total Successful configuration reloads."
+        );
+        let _ = writeln!(o, "# TYPE xlat_config_reloads_total counter");
+        let _ = writeln!(o, "xlat_config_reloads_total {}", self.reloads);
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_across_workers_and_lists_every_reason() {
+        let r = Registry::default();
+        let a = r.new_worker();
+        let b = r.new_worker();
+        a.add(T46_PKTS, 2);
+        b.add(T46_PKTS, 3);
+        b.drop_reason(DropReason::Src4Denied);
+        let s = r.snapshot();
+        assert_eq!(s.fixed[T46_PKTS], 5);
+        let p = s.pairs();
+        assert_eq!(p.len(), FIXED + 2 + DropReason::COUNT);
+        assert!(p.contains(&("src4_denied".to_string(), 1)));
+        assert!(p.contains(&("ipv4_truncated".to_string(), 0)));
+        let prom = s.prometheus();
+        assert!(prom.contains("xlat_packets_total{direction=\"4to6\"} 5"));
+        assert!(prom.contains("xlat_drops_total{reason=\"src4_denied\"} 1"));
+        assert_eq!(std::mem::align_of::<WorkerCounters>(), 64);
+    }
+}

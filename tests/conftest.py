@@ -1,0 +1,305 @@
+"""Fixtures for the namespace integration tests of xlat.
+
+Every test runs as root, sends traffic only inside namespaces it created
+(prefix ``xlt`` + random suffix), and cleans up in finalizers. Each test has a
+timeout (``@pytest.mark.timeout(S)``, default 60 s) enforced with SIGALRM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from lab import netns
+from lab.topology import siit_single, xlat464
+
+XLAT = Path(os.environ.get("XLAT_BIN", str(ROOT / "target" / "release" / "xlat")))
+NSIO = Path(__file__).resolve().parent / "tools" / "nsio.py"
+PY = sys.executable
+DEFAULT_TIMEOUT = 60
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "timeout(seconds): per-test time limit (SIGALRM)"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _test_timeout(request):
+    m = request.node.get_closest_marker("timeout")
+    secs = int(m.args[0]) if m else DEFAULT_TIMEOUT
+
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"test exceeded its {secs}s timeout")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(secs)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _root_and_leftovers():
+    if os.geteuid() != 0:
+        pytest.exit(
+            "the integration tests need root (network namespaces)", returncode=1
+        )
+    before = set(netns.list_ns("xlt"))
+    yield
+    # Nothing we created may survive the session (other runs' namespaces are left alone).
+    leaked = set(netns.list_ns("xlt")) - before
+    for ns in leaked:
+        netns.run(["ip", "netns", "delete", ns], check=False)
+    assert not leaked, f"namespaces leaked by the test session: {sorted(leaked)}"
+
+
+def need_xlat() -> Path:
+    if not XLAT.exists():
+        pytest.fail(f"xlat binary not found at {XLAT}: run `make build` first")
+    return XLAT
+
+
+def need_tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} is not installed (Debian package missing)")
+    return path
+
+
+def nsio(lab, ns, *args, timeout=20, check=True):
+    """Run tests/tools/nsio.py in ``ns`` and parse its JSON output."""
+    cp = lab.exec(ns, [PY, str(NSIO), *map(str, args)], timeout=timeout, check=check)
+    return json.loads(cp.stdout) if cp.stdout.strip() else None
+
+
+@contextlib.contextmanager
+def nsio_server(lab, ns, *args):
+    """``with nsio_server(...) as p``: nsio.py in the background, stopped (by PID) on exit."""
+    p = nsio_bg(lab, ns, *args)
+    try:
+        yield p
+    finally:
+        lab.stop(p)
+
+
+def nsio_bg(lab, ns, *args):
+    """Start tests/tools/nsio.py in ``ns`` in the background; wait for 'listening'."""
+    p = lab.spawn(
+        ns,
+        [PY, str(NSIO), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = p.stderr.readline()
+    if "listening" not in line:
+        out = ""
+        if p.wait(timeout=5) is not None:
+            out = p.stderr.read()
+        raise RuntimeError(f"nsio {args[0]} did not start: {line!r} {out!r}")
+    return p
+
+
+def flatten(obj, prefix="") -> dict[str, int]:
+    """Flatten nested JSON stats into {name: value} (leaf names win, dotted on clash)."""
+    out: dict[str, int] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(v, dict | list):
+                for kk, vv in flatten(v, f"{prefix}{k}.").items():
+                    out.setdefault(kk.rsplit(".", 1)[-1], vv)
+                    out[kk] = vv
+            else:
+                out[k] = v
+                out[f"{prefix}{k}"] = v
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            if isinstance(v, dict) and "name" in v and "value" in v:
+                out[v["name"]] = v["value"]
+            else:
+                out.update(flatten(v, f"{prefix}{i}."))
+    return out
+
+
+class Xlat:
+    """One ``xlat run`` process in a namespace, with its config file, log and CLI."""
+
+    def __init__(self, lab, ns: str, config: str, workdir: Path, name: str = "xlat0"):
+        self.lab = lab
+        self.ns = ns
+        self.workdir = workdir
+        self.name = name
+        self.conf = workdir / f"{name}.toml"
+        self.logpath = workdir / f"{name}.log"
+        self.sock = f"{workdir}/{name}.sock"
+        self.proc: subprocess.Popen | None = None
+        self.write_config(config)
+
+    def write_config(self, text: str) -> None:
+        self.conf.write_text(text)
+
+    def start(self, wait_ready: bool = True, timeout: float = 15) -> Xlat:
+        self._log = open(self.logpath, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = self.lab.spawn(
+            self.ns, [str(need_xlat()), "run", "-c", str(self.conf)], stderr=self._log
+        )
+        if wait_ready:
+            deadline = time.monotonic() + timeout
+            while "ready" not in self.log():
+                if self.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"xlat exited with {self.proc.returncode} before ready:\n{self.log()}"
+                    )
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"xlat not ready after {timeout}s:\n{self.log()}"
+                    )
+                time.sleep(0.05)
+        return self
+
+    def log(self) -> str:
+        try:
+            return self.logpath.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, sig)
+
+    def stop(self, timeout: float = 10) -> int | None:
+        if self.proc is None:
+            return None
+        rc = self.lab.stop(self.proc, timeout=timeout)
+        self._log.close()
+        return rc
+
+    def cli(self, *args, check: bool = True, timeout: float = 10, sock: bool = True):
+        cmd = [str(need_xlat()), *map(str, args)]
+        if sock:
+            cmd += ["-s", self.sock]
+        return self.lab.exec(self.ns, cmd, check=check, timeout=timeout)
+
+    def stats(self) -> dict[str, int]:
+        cp = self.cli("stats", "--json")
+        return flatten(json.loads(cp.stdout))
+
+
+@pytest.fixture
+def workdir():
+    d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def make_siit(mtu6: int = 1500, extra: str = ""):
+    """(topology, Xlat) for SIIT in the router namespace; caller closes both."""
+    topo = siit_single(mtu6=mtu6)
+    d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+    try:
+        conf = topo.xlat_toml(socket=f"{d}/xlat0.sock", extra=extra)
+        x = Xlat(topo.lab, topo.router, conf, d).start()
+    except BaseException:
+        topo.close()
+        shutil.rmtree(d, ignore_errors=True)
+        raise
+    return topo, x
+
+
+def close_siit(topo, x) -> None:
+    try:
+        x.stop()
+    finally:
+        topo.close()
+        shutil.rmtree(x.workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def siit_mod():
+    """SIIT topology with xlat running in the router, shared by a module's tests."""
+    need_xlat()
+    topo, x = make_siit()
+    yield topo, x
+    close_siit(topo, x)
+
+
+@pytest.fixture
+def siit_fn():
+    """A private SIIT topology + xlat for tests that change its state."""
+    need_xlat()
+    topo, x = make_siit()
+    yield topo, x
+    close_siit(topo, x)
+
+
+@pytest.fixture
+def topo464():
+    t = xlat464()
+    yield t
+    t.close()
+
+
+def ping(lab, ns, dst, size=56, count=3, df=False, interval=0.05, wait=2, check=False):
+    cmd = ["ping", "-n", "-c", count, "-i", interval, "-W", wait, "-s", size]
+    if df:
+        cmd += ["-M", "do"]
+    cmd.append(dst)
+    return lab.exec(ns, [str(c) for c in cmd], check=check, timeout=count * wait + 10)
+
+
+def iperf3(lab, server_ns, client_ns, dst, seconds=3, extra=(), port=5201):
+    """Run one iperf3 test; returns the client's JSON result."""
+    need_tool("iperf3")
+    srv = lab.spawn(server_ns, ["iperf3", "-s", "-1", "-p", str(port)])
+    try:
+        out = None
+        for _ in range(50):  # the server needs a moment to listen
+            cp = lab.exec(
+                client_ns,
+                [
+                    "iperf3",
+                    "-c",
+                    dst,
+                    "-p",
+                    str(port),
+                    "-t",
+                    str(seconds),
+                    "-J",
+                    *extra,
+                ],
+                check=False,
+                timeout=seconds + 20,
+            )
+            out = json.loads(cp.stdout) if cp.stdout.strip() else {"error": cp.stderr}
+            if "unable to connect" not in str(out.get("error", "")):
+                break
+            time.sleep(0.1)
+        return out
+    finally:
+        lab.stop(srv)
+
+
+def mac_of(lab, ns, dev) -> str:
+    cp = lab.ip(ns, "-j", "link", "show", dev)
+    return json.loads(cp.stdout)[0]["address"]

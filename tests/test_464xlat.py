@@ -1,0 +1,194 @@
+"""464XLAT (RFC 6877): IPv4 app -- CLAT (xlat mode=clat) -- IPv6-only core --
+PLAT (xlat siit) -- IPv4 server. See lab.topology.Xlat464 for the addressing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import Xlat, iperf3, nsio, nsio_bg, nsio_server, ping
+
+from lab.topology import xlat464
+
+
+def clat_toml(t, sock: str, pool6: bool = True) -> str:
+    routes = ", ".join(f'"{r}"' for r in t.clat_ipv4_routes)
+    p6 = f'pool6 = "{t.pool6}"\n' if pool6 else ""
+    return (
+        f'mode = "clat"\n{p6}\n[clat]\nipv4 = "{t.clat_v4_prefix}"\n'
+        f'ipv6 = "{t.clat_v6_prefix}"\n\n[tun]\nname = "clat0"\nipv4-routes = [{routes}]\n\n'
+        f'[control]\nsocket = "{sock}"\n\n[privileges]\nuser = ""\n'
+    )
+
+
+def plat_toml(t, sock: str) -> str:
+    eams = "".join(f'[[eamt]]\nipv4 = "{a}"\nipv6 = "{b}"\n\n' for a, b in t.plat_eamt)
+    routes = ", ".join(f'"{r}"' for r in t.plat_ipv4_routes)
+    return (
+        f'mode = "siit"\npool6 = "{t.pool6}"\n\n{eams}'
+        f'[tun]\nname = "plat0"\nipv4-routes = [{routes}]\n\n'
+        f'[control]\nsocket = "{sock}"\n\n[privileges]\nuser = ""\n'
+    )
+
+
+class Env464:
+    def __init__(self, discover: bool = False, extra: str = ""):
+        self.t = xlat464()
+        self.dir = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+        self.etc = None
+        try:
+            t = self.t
+            if discover:
+                self._dns64()
+            self.plat = Xlat(
+                t.lab,
+                t.plat,
+                extra + plat_toml(t, f"{self.dir}/plat.sock"),
+                self.dir,
+                "plat",
+            ).start()
+            self.clat = Xlat(
+                t.lab,
+                t.clat,
+                extra + clat_toml(t, f"{self.dir}/clat.sock", pool6=not discover),
+                self.dir,
+                "clat",
+            ).start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _dns64(self) -> None:
+        """RFC 7050 section 3: a resolver in the core answers AAAA ipv4only.arpa with the
+        well-known IPv4 addresses 192.0.0.170/171 embedded in pool6. ``ip netns exec``
+        bind-mounts /etc/netns/<ns>/resolv.conf over /etc/resolv.conf for the CLAT."""
+        t = self.t
+        self.etc = Path("/etc/netns") / t.clat
+        self.etc.mkdir(parents=True, exist_ok=True)
+        (self.etc / "resolv.conf").write_text(f"nameserver {t.core_v6}\n")
+        self.dns = nsio_bg(
+            t.lab,
+            t.core,
+            "dns64",
+            "--bind",
+            t.core_v6,
+            "--aaaa",
+            "2001:db8:64::c000:aa",
+            "--aaaa",
+            "2001:db8:64::c000:ab",
+            "--lifetime",
+            60,
+        )
+
+    def close(self) -> None:
+        try:
+            self.t.close()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            if self.etc is not None:
+                shutil.rmtree(self.etc, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def env464():
+    e = Env464()
+    yield e
+    e.close()
+
+
+@pytest.mark.timeout(30)
+def test_464_ping(env464):
+    """RFC 6877 section 6.1: IPv4 app -> CLAT (stateless, RFC 7915) -> PLAT -> IPv4 server."""
+    t = env464.t
+    cp = ping(t.lab, t.app, t.srv_v4, count=3)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    # Two translators, each one router hop, plus the core router: 64 - 3 = 61.
+    assert "ttl=61" in cp.stdout, cp.stdout
+    s = env464.clat.stats()
+    assert s["translated_4to6_packets"] >= 3 and s["translated_6to4_packets"] >= 3
+
+
+@pytest.mark.timeout(30)
+def test_464_udp(env464):
+    t = env464.t
+    with nsio_server(t.lab, t.srv, "udp-echo", "--bind", "0.0.0.0", "--port", 7300):
+        res = nsio(
+            t.lab, t.app, "udp-ping", "--dst", t.srv_v4, "--port", 7300, "--size", 1000
+        )
+    assert res["received"] == 3, res
+
+
+@pytest.mark.timeout(30)
+def test_464_udp_source_seen_by_server(env464):
+    """The server sees the app as the PLAT's EAM address (203.0.113.2)."""
+    t = env464.t
+    rx = nsio_bg(
+        t.lab, t.srv, "udp-recv", "--bind", "0.0.0.0", "--port", 7301, "--timeout", 3
+    )
+    res = nsio(
+        t.lab, t.app, "udp-ping", "--dst", t.srv_v4, "--port", 7301, "--count", 1
+    )
+    out, _ = rx.communicate(timeout=10)
+
+    got = json.loads(out)
+    assert res["sent"] == 1
+    assert [g["src"] for g in got] == [t.app_public_v4]
+
+
+@pytest.mark.timeout(40)
+def test_464_tcp(env464):
+    """TCP with default MTUs everywhere: the app's 1500-byte IPv4 segments become 1520-byte
+    IPv6 packets, so PMTUD through the CLAT must work (RFC 7915 sections 4, 5.2)."""
+    t = env464.t
+    res = iperf3(t.lab, t.srv, t.app, t.srv_v4, seconds=3, port=5301)
+    assert "error" not in res, res.get("error")
+    drops = {k: v for k, v in env464.clat.stats().items() if k.startswith("icmp") and v}
+    assert res["end"]["sum_received"]["bytes"] > 0, f"CLAT ICMP counters: {drops}"
+    assert res["end"]["sum_received"]["bits_per_second"] > 0
+
+
+@pytest.mark.timeout(40)
+def test_464_rfc7050_discovery():
+    """RFC 7050 section 3 / RFC 6877 section 6.3: with no pool6 in the CLAT's config the
+    prefix is learnt from AAAA ipv4only.arpa; then traffic flows end to end."""
+    e = Env464(discover=True)
+    try:
+        t = e.t
+        cp = ping(t.lab, t.app, t.srv_v4, count=3)
+        assert cp.returncode == 0, cp.stdout + cp.stderr + e.clat.log()
+        shown = e.clat.cli("show", "config").stdout
+        assert "2001:db8:64::/96" in shown, shown
+    finally:
+        e.close()
+
+
+@pytest.mark.timeout(30)
+def test_464_no_clat_prefix_no_traffic():
+    """Control: without the PLAT the IPv4 app cannot reach the server (the path
+    really goes through both translators)."""
+    t = xlat464()
+    d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+    try:
+        Xlat(t.lab, t.clat, clat_toml(t, f"{d}/clat.sock"), d, "clat").start()
+        assert ping(t.lab, t.app, t.srv_v4, count=1, wait=1).returncode != 0
+    finally:
+        t.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.timeout(40)
+def test_464_tcp_with_rfc6791_pool():
+    """As test_464_tcp with rfc6791v4 set on both translators: ICMPv6 errors from the
+    (unmappable) core routers are translated with a source from the RFC 6791 pool
+    (RFC 7915 section 5.2, RFC 6791 section 2)."""
+    e = Env464(extra='rfc6791v4 = ["192.0.0.8/32"]\n')
+    try:
+        t = e.t
+        res = iperf3(t.lab, t.srv, t.app, t.srv_v4, seconds=3, port=5302)
+        assert "error" not in res, res.get("error")
+        assert res["end"]["sum_received"]["bytes"] > 0
+    finally:
+        e.close()

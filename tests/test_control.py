@@ -1,0 +1,216 @@
+"""The control socket, the metrics endpoint and signals of a running xlat."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, close_siit, make_siit, need_tool, ping
+
+
+def _drop_reason_names() -> list[str]:
+    """Every DropReason name() from crates/xlat-core/src/counters.rs."""
+    src = (ROOT / "crates/xlat-core/src/counters.rs").read_text()
+    body = src.split("reasons! {", 1)[1].split("\n}\n", 1)[0]
+    return re.findall(r'^\s*[A-Z]\w* = "([a-z0-9_]+)",', body, re.MULTILINE)
+
+
+@pytest.mark.timeout(30)
+def test_stats_lists_every_counter(siit_mod):
+    _t, x = siit_mod
+    names = _drop_reason_names()
+    assert len(names) > 30
+    text = x.cli("stats").stdout
+    lines = dict(ln.split()[:2] for ln in text.splitlines() if ln.strip())
+    for n in [
+        "translated_4to6_packets",
+        "translated_4to6_bytes",
+        "translated_6to4_packets",
+        "translated_6to4_bytes",
+        "icmp_errors_sent",
+        "fragments_emitted",
+        "tun_read_errors",
+        *names,
+    ]:
+        assert n in lines, f"{n} missing from `xlat stats`"
+        assert lines[n].isdigit()
+    js = x.stats()
+    for n in names:
+        assert n in js, f"{n} missing from `xlat stats --json`"
+
+
+@pytest.mark.timeout(30)
+def test_stats_via_config_file(siit_mod):
+    """Client commands accept -c FILE instead of -s SOCKET."""
+    _t, x = siit_mod
+    cp = x.cli("stats", "-c", x.conf, sock=False)
+    assert "translated_6to4_packets" in cp.stdout
+
+
+@pytest.mark.timeout(30)
+def test_show_config_fills_defaults(siit_mod):
+    t, x = siit_mod
+    cfg = tomllib.loads(x.cli("show", "config").stdout)
+    assert cfg["mode"] == "siit"
+    assert cfg["pool6"] == t.pool6
+    assert [(e["ipv4"], e["ipv6"]) for e in cfg["eamt"]] == t.eamt
+    assert cfg["lowest-ipv6-mtu"] == 1280
+    assert cfg["amend-udp-checksum-zero"] is False
+    assert cfg["mtu-plateaus"][0] == 65535
+    assert cfg["tun"]["name"] == "xlat0"
+    assert cfg["tun"]["mtu"] == 1500
+    assert cfg["tun"]["ipv4-routes"] == t.ipv4_routes
+    assert cfg["control"]["socket"] == x.sock
+    assert cfg["log"]["level"] == "info"
+
+
+def _ping_from_spare(t, count=2):
+    return t.lab.exec(
+        t.h6,
+        [
+            "ping",
+            "-n",
+            "-c",
+            str(count),
+            "-i",
+            "0.05",
+            "-W",
+            "1",
+            "-I",
+            t.h6_spare,
+            t.h4_v6,
+        ],
+        check=False,
+        timeout=15,
+    )
+
+
+@pytest.mark.timeout(40)
+def test_eamt_add_list_remove(siit_fn):
+    """RFC 7757 section 3: EAM entries added/removed at run time change translation."""
+    t, x = siit_fn
+    v4, v6 = t.spare_eam
+    before = x.stats()["src6_unmappable"]
+    assert _ping_from_spare(t).returncode != 0
+    assert x.stats()["src6_unmappable"] >= before + 2
+    x.cli("eamt", "add", v4, v6)
+    listed = x.cli("eamt", "list").stdout
+    assert v4 in listed and v6 in listed, listed
+    cp = _ping_from_spare(t)
+    assert cp.returncode == 0, cp.stdout + x.log()
+    # And from the IPv4 side to the newly mapped address.
+    assert ping(t.lab, t.h4, t.h6_spare_v4, count=2).returncode == 0
+    x.cli("eamt", "remove", v4)
+    assert v4 not in x.cli("eamt", "list").stdout
+    assert _ping_from_spare(t).returncode != 0
+    # The configured entry is untouched.
+    assert ping(t.lab, t.h6, t.h4_v6, count=1).returncode == 0
+
+
+@pytest.mark.timeout(30)
+def test_eamt_add_rejects_bad_entry(siit_fn):
+    t, x = siit_fn
+    cp = x.cli("eamt", "add", "192.0.2.16/28", "2001:db8:6::10/120", check=False)
+    assert cp.returncode != 0
+    cp = x.cli("eamt", "add", t.eamt[0][0], "2001:db8:7::/124", check=False)
+    assert cp.returncode != 0, "overlapping EAM accepted"
+    assert x.alive()
+
+
+@pytest.mark.timeout(40)
+def test_metrics_endpoint():
+    """[metrics] listen: Prometheus text with the counters that moved."""
+    need_tool("curl")
+    t, x = make_siit(extra='[metrics]\nlisten = "[::1]:9464"\n')
+    try:
+        assert ping(t.lab, t.h6, t.h4_v6, count=4).returncode == 0
+        deadline = time.monotonic() + 5
+        while True:
+            cp = t.lab.exec(
+                t.router,
+                ["curl", "-sS", "--max-time", "3", "http://[::1]:9464/metrics"],
+                check=False,
+            )
+            if cp.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert cp.returncode == 0, cp.stderr
+        m = re.search(
+            r'^xlat_packets_total\{direction="6to4"\} (\d+)$', cp.stdout, re.MULTILINE
+        )
+        assert m and int(m.group(1)) >= 4, cp.stdout[:2000]
+        m = re.search(
+            r'^xlat_packets_total\{direction="4to6"\} (\d+)$', cp.stdout, re.MULTILINE
+        )
+        assert m and int(m.group(1)) >= 4
+        for n in _drop_reason_names():
+            assert f'xlat_drops_total{{reason="{n}"}}' in cp.stdout, n
+        # The endpoint listens only inside the router namespace.
+        other = t.lab.exec(
+            t.h6,
+            ["curl", "-sS", "--max-time", "1", "http://[::1]:9464/metrics"],
+            check=False,
+        )
+        assert other.returncode != 0
+    finally:
+        close_siit(t, x)
+
+
+@pytest.mark.timeout(40)
+def test_sighup_invalid_config_keeps_running(siit_fn):
+    t, x = siit_fn
+    old = x.cli("show", "config").stdout
+    x.write_config("mode = 'bridge'\npool6 = 'nope'\n")
+    x.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while x.stats().get("config_reload_failures", 0) < 1:
+        assert time.monotonic() < deadline, "reload failure not counted:\n" + x.log()
+        time.sleep(0.05)
+    assert x.alive()
+    assert x.cli("show", "config").stdout == old
+    assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0
+
+
+@pytest.mark.timeout(40)
+def test_sighup_valid_config_reloads(siit_fn):
+    """Reload applies a changed EAMT without restarting."""
+    t, x = siit_fn
+    v4, v6 = t.spare_eam
+    assert _ping_from_spare(t, count=1).returncode != 0
+    text = x.conf.read_text().replace(
+        "[tun]", f'[[eamt]]\nipv4 = "{v4}"\nipv6 = "{v6}"\n\n[tun]', 1
+    )
+    x.write_config(text)
+    x.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while x.stats().get("config_reloads", 0) < 1:
+        assert time.monotonic() < deadline, "reload not counted:\n" + x.log()
+        time.sleep(0.05)
+    assert x.alive()
+    cp = _ping_from_spare(t)
+    assert cp.returncode == 0, cp.stdout + x.log()
+
+
+@pytest.mark.timeout(40)
+def test_sigterm_removes_device_routes_and_socket():
+    t, x = make_siit()
+    try:
+        assert "xlat0" in t.lab.links(t.router)
+        x.signal(signal.SIGTERM)
+        rc = x.proc.wait(timeout=10)
+        assert rc == 0, x.log()
+        assert "xlat0" not in t.lab.links(t.router)
+        routes = (
+            t.lab.ip(t.router, "-6", "route").stdout
+            + t.lab.ip(t.router, "route").stdout
+        )
+        assert "xlat0" not in routes
+        assert t.pool6 not in routes
+
+        assert not Path(x.sock).exists()
+    finally:
+        close_siit(t, x)

@@ -1,0 +1,330 @@
+"""SIIT through xlat: IPv6-only host <-> xlat (router ns) <-> IPv4-only host.
+
+Addressing (lab.topology.siit_single): h6 2001:db8:6::2 is 192.0.2.2 to IPv4
+(EAM, RFC 7757), h4 198.51.100.2 is 2001:db8:64::c633:6402 to IPv6 (pool6,
+RFC 6052 section 2.2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import (
+    close_siit,
+    iperf3,
+    mac_of,
+    make_siit,
+    need_tool,
+    nsio,
+    nsio_bg,
+    nsio_server,
+    ping,
+)
+from scapy.layers.inet import IP, UDP
+
+SIZES = [0, 56, 1232, 1452, 1472]
+
+
+def _stat(x, name: str) -> int:
+    s = x.stats()
+    assert name in s, f"counter {name} missing from xlat stats: {sorted(s)[:20]}..."
+    return int(s[name])
+
+
+# --- ping ------------------------------------------------------------------
+
+
+def _ping_cmd(size: int, pmtu: str, count: int = 3) -> list[str]:
+    return [
+        "ping",
+        "-n",
+        "-c",
+        str(count),
+        "-i",
+        "0.05",
+        "-W",
+        "2",
+        "-s",
+        str(size),
+    ] + [
+        "-M",
+        pmtu,
+    ]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("pmtu", ["dont", "do"])
+def test_ping_v4_to_v6(siit_mod, size, pmtu):
+    """RFC 7915 section 4.2: ICMPv4 echo -> ICMPv6 echo and back.
+
+    1472 bytes: a 1500-byte IPv4 packet is 1520 bytes as IPv6 (> 1500). With DF
+    (``-M do``) the sender gets Fragmentation Needed with MTU 1480 (RFC 7915
+    section 4 / RFC 1191); without DF xlat fragments it (RFC 7915 section 4.1),
+    but h6's 1520-byte echo reply comes back as IPv6 fragments, and a fragmented
+    ICMPv6 message cannot be translated statelessly (its checksum covers the
+    whole message): dropped and counted as fragmented_icmp."""
+    t, x = siit_mod
+    before = x.stats()
+    cp = t.lab.exec(t.h4, [*_ping_cmd(size, pmtu), t.h6_v4], check=False, timeout=20)
+    out = cp.stdout + cp.stderr
+    if size == 1472:
+        assert cp.returncode != 0, out
+        after = x.stats()
+        if pmtu == "do":
+            assert re.search(r"mtu\s*=\s*1480", out), out
+        else:
+            assert after["fragments_emitted"] - before["fragments_emitted"] >= 2 * 3
+            assert after["fragmented_icmp"] - before["fragmented_icmp"] >= 3
+        return
+    assert cp.returncode == 0, out
+    assert " 0% packet loss" in cp.stdout
+    if size >= 8:
+        # One router hop end to end (DESIGN.md, TtlPolicy::CompensateKernel): 64 -> 63.
+        assert "ttl=63" in cp.stdout, cp.stdout
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("pmtu", ["dont", "do"])
+def test_ping_v6_to_v4(siit_mod, size, pmtu):
+    """RFC 7915 section 5.2: ICMPv6 echo -> ICMPv4 echo and back.
+
+    1472 bytes: 1520 > the h6 link MTU. With ``-M do`` ping refuses locally (not a
+    translator property); without, h6 sends IPv6 fragments of an ICMPv6 echo,
+    which are dropped as fragmented_icmp (see test_ping_v4_to_v6)."""
+    t, x = siit_mod
+    before = x.stats()
+    cp = t.lab.exec(t.h6, [*_ping_cmd(size, pmtu), t.h4_v6], check=False, timeout=20)
+    out = cp.stdout + cp.stderr
+    if size == 1472:
+        assert cp.returncode != 0, out
+        if pmtu == "dont":
+            after = x.stats()
+            assert after["fragmented_icmp"] - before["fragmented_icmp"] >= 2 * 3
+        return
+    assert cp.returncode == 0, out
+    assert " 0% packet loss" in cp.stdout
+    if size >= 8:
+        assert "ttl=63" in cp.stdout, cp.stdout
+
+
+@pytest.mark.timeout(30)
+def test_counters_move_with_traffic(siit_mod):
+    t, x = siit_mod
+    before = x.stats()
+    assert ping(t.lab, t.h6, t.h4_v6, count=5).returncode == 0
+    after = x.stats()
+    for k in ("translated_6to4_packets", "translated_4to6_packets"):
+        assert after[k] - before[k] >= 5, (k, before[k], after[k])
+    for k in ("translated_6to4_bytes", "translated_4to6_bytes"):
+        assert after[k] - before[k] >= 5 * 64, (k, before[k], after[k])
+
+
+# --- UDP and TCP -------------------------------------------------------------
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("size", [1, 512, 1400, 3000])
+def test_udp_echo_v6_to_v4(siit_mod, size):
+    """RFC 7915 section 5.1 + 4.1 (UDP both ways); 3000 bytes = fragmented (section 5.1.1)."""
+    t, _x = siit_mod
+    with nsio_server(t.lab, t.h4, "udp-echo", "--bind", "0.0.0.0", "--port", 7000):
+        res = nsio(
+            t.lab, t.h6, "udp-ping", "--dst", t.h4_v6, "--port", 7000, "--size", size
+        )
+    assert res["received"] == res["sent"] == 3, res
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("size", [1, 512, 1400, 3000])
+def test_udp_echo_v4_to_v6(siit_mod, size):
+    """RFC 7915 section 4.1 + 5.1; 3000 bytes = IPv4 fragments translated (section 4.1)."""
+    t, _x = siit_mod
+    with nsio_server(t.lab, t.h6, "udp-echo", "--bind", "::", "--port", 7001):
+        res = nsio(
+            t.lab, t.h4, "udp-ping", "--dst", t.h6_v4, "--port", 7001, "--size", size
+        )
+    assert res["received"] == res["sent"] == 3, res
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("direction", ["v6_to_v4", "v4_to_v6"])
+def test_tcp_iperf3(siit_mod, direction):
+    """TCP through the translator (RFC 7915 sections 4.1, 5.1: pseudo-header checksum update)."""
+    t, _x = siit_mod
+    if direction == "v6_to_v4":
+        res = iperf3(t.lab, t.h4, t.h6, t.h4_v6, seconds=3, port=5201)
+    else:
+        res = iperf3(t.lab, t.h6, t.h4, t.h6_v4, seconds=3, port=5202)
+    assert "error" not in res, res.get("error")
+    end = res["end"]
+    assert end["sum_received"]["bytes"] > 0
+    assert end["sum_received"]["bits_per_second"] > 0
+
+
+# --- UDP checksum zero (RFC 7915 section 4.5) ------------------------------
+
+
+def _zero_csum_udp(src: str, dst: str, dport: int, payload: bytes) -> str:
+    p = IP(src=src, dst=dst, ttl=64) / UDP(sport=40000, dport=dport, chksum=0) / payload
+    return bytes(p).hex()
+
+
+@pytest.mark.timeout(30)
+def test_udp_checksum_zero_dropped_by_default(siit_mod):
+    """RFC 7915 section 4.5: IPv4 UDP with checksum 0 is dropped (and counted) unless
+    amend-udp-checksum-zero is on."""
+    t, x = siit_mod
+    mac = mac_of(t.lab, t.router, t.dev4)
+    before = _stat(x, "udp_checksum_zero")
+    rx = nsio_bg(
+        t.lab, t.h6, "udp-recv", "--bind", "::", "--port", 7100, "--timeout", 2
+    )
+    good = IP(src=t.h4_addr, dst=t.h6_v4) / UDP(sport=40000, dport=7100) / b"good"
+    nsio(t.lab, t.h4, "send-l2", "--dev", "eth0", "--mac", mac, bytes(good).hex())
+    nsio(
+        t.lab,
+        t.h4,
+        "send-l2",
+        "--dev",
+        "eth0",
+        "--mac",
+        mac,
+        _zero_csum_udp(t.h4_addr, t.h6_v4, 7100, b"zero"),
+    )
+    out, _ = rx.communicate(timeout=10)
+
+    got = [bytes.fromhex(d["data"]) for d in json.loads(out)]
+    assert got == [b"good"], got
+    assert _stat(x, "udp_checksum_zero") == before + 1
+
+
+@pytest.mark.timeout(40)
+def test_udp_checksum_zero_amended():
+    """RFC 7915 section 4.5: with amend-udp-checksum-zero the checksum is computed; the
+    IPv6 host's kernel accepts the datagram (so the checksum is right)."""
+    t, x = make_siit(extra="amend-udp-checksum-zero = true")
+    try:
+        mac = mac_of(t.lab, t.router, t.dev4)
+        rx = nsio_bg(
+            t.lab, t.h6, "udp-recv", "--bind", "::", "--port", 7101, "--timeout", 3
+        )
+        hexpkt = _zero_csum_udp(t.h4_addr, t.h6_v4, 7101, b"amend me")
+        nsio(t.lab, t.h4, "send-l2", "--dev", "eth0", "--mac", mac, hexpkt)
+        out, _ = rx.communicate(timeout=10)
+
+        got = json.loads(out)
+        assert [bytes.fromhex(d["data"]) for d in got] == [b"amend me"], got
+        assert got[0]["src"] == t.h4_v6
+        assert int(x.stats()["udp_checksum_zero"]) == 0
+    finally:
+        close_siit(t, x)
+
+
+# --- traceroute: xlat is one hop ----------------------------------------------
+
+
+def _hops(out: str) -> list[str]:
+    hops = []
+    for line in out.splitlines()[1:]:
+        m = re.match(r"\s*(\d+)\s+(\S+)", line)
+        if m:
+            hops.append(m.group(2))
+    return hops
+
+
+@pytest.mark.timeout(40)
+def test_traceroute_v4_to_v6_one_hop(siit_mod):
+    """DESIGN.md: xlat looks like exactly one router hop; the Time Exceeded comes back
+    in the sender's family (IPv4 here), the destination answers at hop 2."""
+    need_tool("traceroute")
+    t, _x = siit_mod
+    cp = t.lab.exec(
+        t.h4, ["traceroute", "-n", "-q", "1", "-w", "2", "-m", "5", t.h6_v4], timeout=30
+    )
+    assert _hops(cp.stdout) == [t.router_v4, t.h6_v4], cp.stdout
+
+
+@pytest.mark.timeout(40)
+def test_traceroute_v6_to_v4_one_hop(siit_mod):
+    """As above from the IPv6 side; the port unreachable of the IPv4 host comes back as
+    ICMPv6 from its pool6 address (RFC 7915 section 4.2)."""
+    need_tool("traceroute")
+    t, _x = siit_mod
+    cp = t.lab.exec(
+        t.h6,
+        ["traceroute", "-6", "-n", "-q", "1", "-w", "2", "-m", "5", t.h4_v6],
+        timeout=30,
+    )
+    assert _hops(cp.stdout) == [t.router_v6, t.h4_v6], cp.stdout
+
+
+# --- PMTUD -------------------------------------------------------------------------
+
+
+def _route_mtu(lab, ns, dst) -> int | None:
+    cp = lab.exec(ns, ["ip", "-4", "route", "get", dst], check=False)
+    m = re.search(r"\bmtu (\d+)", cp.stdout)
+    return int(m.group(1)) if m else None
+
+
+@pytest.mark.timeout(60)
+def test_pmtud_ipv6_link_1280():
+    """RFC 7915 section 5.2: an ICMPv6 Packet Too Big (MTU 1280) on the IPv6 side comes
+    back to the IPv4 sender as Fragmentation Needed with MTU 1280 - 20 = 1260; a TCP
+    transfer whose MSS was negotiated for 1500 still completes."""
+    t, x = make_siit(mtu6=1280)
+    try:
+        lab = t.lab
+        # h6 receives up to 1500 and advertises MSS 1440 but sends <= 1280 (route MTU), so the
+        # IPv4 sender's large segments hit the router's 1280-byte link and need PMTUD.
+        lab.set_mtu(t.h6, "eth0", 1500)
+        lab.route(
+            t.h6, "default", via=t.router_v6, extra=["mtu", "1280", "advmss", "1440"]
+        )
+        mtu = None
+        for _ in range(3):
+            ping(lab, t.h4, t.h6_v4, size=1452, count=2, df=True)
+            mtu = _route_mtu(lab, t.h4, t.h6_v4)
+            if mtu == 1260:
+                break
+        assert mtu == 1260, f"h4's path MTU to {t.h6_v4} is {mtu}"
+        # Now 1232-byte payloads (1260 IPv4 bytes) pass with DF.
+        assert ping(lab, t.h4, t.h6_v4, size=1232, count=2, df=True).returncode == 0
+        # TCP from a fresh sender state: flush the cache, send 200 KB with MSS 1440.
+        lab.exec(t.h4, ["ip", "-4", "route", "flush", "cache"], check=False)
+        rx = nsio_bg(
+            lab, t.h6, "tcp-sink", "--bind", "::", "--port", 7200, "--timeout", 20
+        )
+        sent = nsio(
+            lab, t.h4, "tcp-send", "--dst", t.h6_v4, "--port", 7200, "--bytes", 200_000
+        )
+        out, _ = rx.communicate(timeout=25)
+
+        assert json.loads(out)["received"] == 200_000
+        assert sent["sent"] == 200_000
+        assert _route_mtu(lab, t.h4, t.h6_v4) == 1260
+    finally:
+        close_siit(t, x)
+
+
+@pytest.mark.timeout(30)
+def test_df_packet_over_tun_mtu_answered_by_xlat(siit_mod):
+    """Contract `[tun] mtu` (IPv6-side packets up to this size) and RFC 7915 section 4 /
+    RFC 1191: a DF IPv4 packet that would exceed 1500 bytes as IPv6 is not translated;
+    xlat itself answers Fragmentation Needed (MTU 1480), counted as ipv4_packet_too_big."""
+    t, x = siit_mod
+    # Earlier DF pings may have left a learned PMTU (1480) on h4; forget it so
+    # this packet really leaves h4 and reaches the translator.
+    t.lab.exec(t.h4, ["ip", "-4", "route", "flush", "cache"], check=False)
+    before = x.stats()
+    cp = t.lab.exec(t.h4, [*_ping_cmd(1472, "do", count=1), t.h6_v4], check=False)
+    assert re.search(r"mtu\s*=\s*1480", cp.stdout + cp.stderr), cp.stdout
+    after = x.stats()
+    assert after["ipv4_packet_too_big"] == before["ipv4_packet_too_big"] + 1
+    assert after["icmp_errors_sent"] == before["icmp_errors_sent"] + 1
+    # Not translated: nothing 1520 bytes long went to the IPv6 side.
+    assert after["translated_4to6_bytes"] - before["translated_4to6_bytes"] < 1520
