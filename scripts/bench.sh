@@ -1,2 +1,15 @@
 #!/usr/bin/env bash
-echo "make bench: not yet (the daemon, issue 3, brings it)"
+# make bench: xlat vs TAYGA vs kernel forwarding, one run (lab/bench.py,
+# docs/benchmarking.md). BENCH_QUICK=1 for a short run (2 s trials).
+# Results: results/bench-<timestamp>/results.{json,md}.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+export XLAT_BIN="${XLAT_BIN:-$TARGET/release/xlat}"
+export XLAT_PERF_BIN="${XLAT_PERF_BIN:-$TARGET/release/xlat-perf}"
+PY="$ROOT/.venv/bin/python"
+[ -x "$PY" ] || PY=python3
+cd "$ROOT"
+# Bounded: the bench keeps its own time budget (BENCH_BUDGET_MIN, 22 min by
+# default); this is the hard stop. SIGTERM makes it remove its namespaces.
+exec timeout --foreground -k 15 2100 "$PY" -m lab.bench "$@"

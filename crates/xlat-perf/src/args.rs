@@ -1,0 +1,94 @@
+//! A tiny `--key value` / `--flag` parser (the tester has few options).
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+pub struct Args {
+    values: HashMap<String, String>,
+    flags: Vec<String>,
+}
+
+/// Options that take no value.
+const FLAGS: &[&str] = &["ipv4", "ipv6"];
+
+impl Args {
+    pub fn parse(argv: &[String]) -> Result<Args, String> {
+        let mut values = HashMap::new();
+        let mut flags = Vec::new();
+        let mut it = argv.iter();
+        while let Some(a) = it.next() {
+            let Some(key) = a.strip_prefix("--") else {
+                return Err(format!("unexpected argument {a:?}"));
+            };
+            let (key, inline) = match key.split_once('=') {
+                Some((k, v)) => (k, Some(v.to_string())),
+                None => (key, None),
+            };
+            if FLAGS.contains(&key) {
+                flags.push(key.to_string());
+                continue;
+            }
+            let v = match inline {
+                Some(v) => v,
+                None => it
+                    .next()
+                    .cloned()
+                    .ok_or_else(|| format!("--{key} needs a value"))?,
+            };
+            if values.insert(key.to_string(), v).is_some() {
+                return Err(format!("--{key} given twice"));
+            }
+        }
+        Ok(Args { values, flags })
+    }
+
+    pub fn check_known(&self, known: &[&str]) -> Result<(), String> {
+        for k in self.values.keys().chain(self.flags.iter()) {
+            if !known.contains(&k.as_str()) {
+                return Err(format!("unknown option --{k}"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn flag(&self, key: &str) -> bool {
+        self.flags.iter().any(|f| f == key)
+    }
+
+    pub fn opt<T: FromStr>(&self, key: &str) -> Result<Option<T>, String> {
+        match self.values.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("--{key}: {v:?}: not a valid value")),
+        }
+    }
+
+    pub fn req<T: FromStr>(&self, key: &str) -> Result<T, String> {
+        self.opt(key)?.ok_or_else(|| format!("--{key} is required"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_values_flags_and_rejects_garbage() {
+        let a = Args::parse(&s(&["--rate", "1000", "--ipv6", "--dst=[::1]:9"])).unwrap();
+        assert_eq!(a.req::<u64>("rate").unwrap(), 1000);
+        assert_eq!(a.req::<String>("dst").unwrap(), "[::1]:9");
+        assert!(a.flag("ipv6"));
+        assert!(a.req::<u64>("dst").is_err());
+        assert!(a.check_known(&["rate", "dst"]).is_err());
+        assert!(a.check_known(&["rate", "dst", "ipv6"]).is_ok());
+        assert!(Args::parse(&s(&["--rate"])).is_err());
+        assert!(Args::parse(&s(&["rate"])).is_err());
+        assert!(Args::parse(&s(&["--a", "1", "--a", "2"])).is_err());
+    }
+}

@@ -1,0 +1,249 @@
+//! `udp-flood`: paced UDP sender (sendmmsg, batches on a fixed schedule).
+//!
+//! Packet `i` of a trial is due at `t0 + i / rate`. The sender sleeps until a
+//! whole batch is due, then sends it with one `sendmmsg`; if it is late it sends
+//! up to a batch at once to catch up. The trial is invalid if sending the last
+//! packet happened more than 0.1% after the scheduled end (siitperf's rule: a
+//! tester that cannot keep the rate must not report the rate).
+
+use crate::args::Args;
+use crate::payload;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// The largest tolerated overrun of the sending schedule (RFC 8219 gives no
+/// number; siitperf uses a similar fraction).
+pub const BEHIND_TOLERANCE: f64 = 0.001;
+const MAX_BATCH: usize = 256;
+
+pub struct Config {
+    pub dst: SocketAddr,
+    pub src: Option<SocketAddr>,
+    pub payload: usize,
+    pub frame: Option<usize>,
+    pub rate: u64,
+    pub duration: f64,
+    pub max_count: u64,
+    pub batch: usize,
+    pub stream: u32,
+}
+
+impl Config {
+    pub fn from_args(a: &Args) -> Result<Config, String> {
+        a.check_known(&[
+            "dst",
+            "src",
+            "frame-size",
+            "payload",
+            "rate",
+            "duration",
+            "max-count",
+            "batch",
+            "stream",
+        ])?;
+        let dst: SocketAddr = a.req("dst")?;
+        let src: Option<SocketAddr> = match a.opt::<String>("src")? {
+            None => None,
+            Some(s) => Some(parse_src(&s)?),
+        };
+        if let Some(s) = src {
+            if s.is_ipv6() != dst.is_ipv6() {
+                return Err("--src and --dst are of different families".into());
+            }
+        }
+        let frame: Option<usize> = a.opt("frame-size")?;
+        let payload = match (frame, a.opt::<usize>("payload")?) {
+            (Some(f), None) => payload::payload_for_frame(f, dst.is_ipv6())?,
+            (None, Some(p)) if (payload::HEADER_LEN..=65507).contains(&p) => p,
+            (None, Some(p)) => return Err(format!("--payload {p}: must be 16..=65507")),
+            _ => return Err("give exactly one of --frame-size, --payload".into()),
+        };
+        let rate: u64 = a.req("rate")?;
+        let duration: f64 = a.req("duration")?;
+        if rate == 0 || rate > 100_000_000 {
+            return Err(format!("--rate {rate}: must be 1..=100000000 packets/s"));
+        }
+        if !(duration > 0.0 && duration <= 3600.0) {
+            return Err(format!(
+                "--duration {duration}: must be in (0, 3600] seconds"
+            ));
+        }
+        let max_count = a.opt("max-count")?.unwrap_or(200_000_000u64);
+        let batch = a.opt("batch")?.unwrap_or(32usize);
+        if batch == 0 || batch > MAX_BATCH {
+            return Err(format!("--batch {batch}: must be 1..={MAX_BATCH}"));
+        }
+        Ok(Config {
+            dst,
+            src,
+            payload,
+            frame,
+            rate,
+            duration,
+            max_count,
+            batch,
+            stream: a.opt("stream")?.unwrap_or(1),
+        })
+    }
+}
+
+fn parse_src(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(sa) = s.parse::<SocketAddr>() {
+        return Ok(sa);
+    }
+    let ip: std::net::IpAddr = s
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .map_err(|_| format!("--src {s:?}: not an address or address:port"))?;
+    Ok(SocketAddr::new(ip, 0))
+}
+
+fn set_sockopt_int(fd: i32, level: i32, name: i32, val: i32) -> bool {
+    // SAFETY: valid fd, pointer to a live i32 of the given length.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &val as *const i32 as *const libc::c_void,
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+pub fn run(c: &Config) -> Result<String, String> {
+    let local = c.src.unwrap_or_else(|| {
+        if c.dst.is_ipv6() {
+            "[::]:0".parse().unwrap()
+        } else {
+            "0.0.0.0:0".parse().unwrap()
+        }
+    });
+    let sock = UdpSocket::bind(local).map_err(|e| format!("bind {local}: {e}"))?;
+    sock.connect(c.dst)
+        .map_err(|e| format!("connect {}: {e}", c.dst))?;
+    let fd = sock.as_raw_fd();
+    let sndbuf = 4 << 20;
+    if !set_sockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, sndbuf) {
+        set_sockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, sndbuf);
+    }
+    // Sleep precisely: the default 50 us timer slack would blur the pacing.
+    // SAFETY: plain prctl with integer arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+
+    let total = ((c.rate as f64 * c.duration).round() as u64).clamp(1, c.max_count.max(1));
+    let batch = c.batch;
+    let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| vec![0u8; c.payload]).collect();
+    let mut iovs: Vec<libc::iovec> = bufs
+        .iter_mut()
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        })
+        .collect();
+    // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
+    let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
+    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+        m.msg_hdr.msg_iov = iov as *mut libc::iovec;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+
+    let rate = c.rate as u128;
+    let due_at = |idx: u64| Duration::from_nanos(((idx as u128) * 1_000_000_000 / rate) as u64);
+    // Once the clock passes the tolerated end of the schedule with packets still
+    // unsent, the trial is invalid whatever happens next: stop at once.
+    let scheduled = total as f64 / c.rate as f64;
+    let hard_stop = Duration::from_secs_f64(scheduled * (1.0 + BEHIND_TOLERANCE));
+    let mut sent: u64 = 0;
+    let mut send_errors: u64 = 0;
+    let mut syscalls: u64 = 0;
+    let mut max_lag = Duration::ZERO;
+    let mut aborted = false;
+    let start = Instant::now();
+    while sent < total {
+        let now = start.elapsed();
+        if now > hard_stop {
+            aborted = true;
+            break;
+        }
+        let due = ((now.as_nanos() * rate / 1_000_000_000) as u64 + 1).min(total);
+        if due <= sent {
+            // Nothing due yet: sleep until a whole batch (or the rest) is due.
+            let last = sent + (batch as u64).min(total - sent) - 1;
+            let wake = due_at(last);
+            if wake > now {
+                std::thread::sleep(wake - now);
+            }
+            continue;
+        }
+        let n = ((due - sent) as usize).min(batch);
+        let last_sched = due_at(sent + n as u64 - 1);
+        if now > last_sched {
+            max_lag = max_lag.max(now - last_sched);
+        }
+        for (i, b) in bufs.iter_mut().take(n).enumerate() {
+            payload::write(b, c.stream, sent + i as u64);
+        }
+        let mut done = 0usize;
+        while done < n {
+            // SAFETY: msgs[done..n] point at live iovecs/buffers owned above.
+            let r =
+                unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr().add(done), (n - done) as u32, 0) };
+            syscalls += 1;
+            if r > 0 {
+                done += r as usize;
+                continue;
+            }
+            let err = std::io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => {}
+                Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::ECONNREFUSED) => {
+                    // Local queue full or an ICMP error reported on the socket:
+                    // retry the same packet (lateness shows in the schedule check).
+                    send_errors += 1;
+                    std::thread::yield_now();
+                }
+                _ => return Err(format!("sendmmsg: {err}")),
+            }
+            if start.elapsed() > hard_stop {
+                aborted = true;
+                break;
+            }
+        }
+        sent += done as u64;
+        if aborted {
+            break;
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let behind = aborted || sent < total || elapsed > scheduled * (1.0 + BEHIND_TOLERANCE);
+    Ok(format!(
+        concat!(
+            "{{\"mode\": \"udp-flood\", \"dst\": \"{}\", \"frame_size\": {}, \"udp_payload\": {}, ",
+            "\"stream\": {}, \"target_rate\": {}, \"planned\": {}, \"sent\": {}, ",
+            "\"elapsed\": {:.6}, \"scheduled\": {:.6}, \"achieved_rate\": {:.1}, ",
+            "\"max_lag_us\": {}, \"send_errors\": {}, \"syscalls\": {}, ",
+            "\"aborted\": {}, \"behind\": {}, \"valid\": {}}}"
+        ),
+        c.dst,
+        c.frame.map_or("null".to_string(), |f| f.to_string()),
+        c.payload,
+        c.stream,
+        c.rate,
+        total,
+        sent,
+        elapsed,
+        scheduled,
+        sent as f64 / elapsed.max(1e-9),
+        max_lag.as_micros(),
+        send_errors,
+        syscalls,
+        aborted,
+        behind,
+        !behind,
+    ))
+}

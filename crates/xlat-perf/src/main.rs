@@ -1,0 +1,191 @@
+//! xlat-perf: the lab's traffic generator.
+//!
+//! For now this is a small, honest UDP generator and sink (the full RFC 8219 /
+//! RFC 9693 tester is a later step):
+//!
+//! - `xlat-perf udp-flood`: paced UDP from one bound socket with `sendmmsg`,
+//!   sequence number and signature in every payload; reports whether it kept to
+//!   its schedule (a sender that fell behind by more than 0.1% makes the trial
+//!   invalid, as in siitperf).
+//! - `xlat-perf udp-sink`: counts valid, unique test packets with `recvmmsg`
+//!   until it has seen the expected count or its timeout passes.
+//!
+//! Both print one JSON object on stdout. The binary search over trials lives in
+//! `lab/bench.py`, which places the two ends in different network namespaces.
+
+mod args;
+mod flood;
+mod payload;
+mod sink;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "usage:
+  xlat-perf udp-flood --dst ADDR:PORT [--src ADDR[:PORT]] (--frame-size BYTES | --payload BYTES)
+                      --rate PPS --duration SECS [--max-count N] [--batch N] [--stream ID]
+  xlat-perf udp-sink  --bind ADDR:PORT --timeout SECS [--expect N] [--idle SECS] [--stream ID]
+  xlat-perf frame-payload --frame-size BYTES (--ipv4 | --ipv6)
+
+Frames are Ethernet frames incl. FCS (RFC 8219 section 5): UDP payload =
+frame - 18 - L3 header (20 or 40) - 8. 84-byte IPv6 frames => 18-byte payload
+=> 64-byte IPv4 frames after translation.
+Output: one JSON object on stdout. Exit: 0 ok, 1 runtime error, 2 usage.";
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let Some(cmd) = argv.first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let rest = &argv[1..];
+    let parsed = match args::Args::parse(rest) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("xlat-perf: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cmd.as_str() {
+        "udp-flood" => flood::Config::from_args(&parsed).map(|c| flood::run(&c)),
+        "udp-sink" => sink::Config::from_args(&parsed).map(|c| sink::run(&c)),
+        "frame-payload" => frame_payload(&parsed).map(Ok),
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        other => Err(format!("unknown command {other:?}")),
+    };
+    match result {
+        Ok(Ok(json)) => {
+            println!("{json}");
+            ExitCode::SUCCESS
+        }
+        Ok(Err(e)) => {
+            eprintln!("xlat-perf: {cmd}: {e}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("xlat-perf: {cmd}: {e}\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn frame_payload(a: &args::Args) -> Result<String, String> {
+    a.check_known(&["frame-size", "ipv4", "ipv6"])?;
+    let frame: usize = a.req("frame-size")?;
+    let ipv6 = match (a.flag("ipv6"), a.flag("ipv4")) {
+        (true, false) => true,
+        (false, true) => false,
+        _ => return Err("give exactly one of --ipv4, --ipv6".into()),
+    };
+    let p = payload::payload_for_frame(frame, ipv6)?;
+    Ok(format!(
+        "{{\"frame_size\": {frame}, \"family\": \"{}\", \"udp_payload\": {p}}}",
+        if ipv6 { "ipv6" } else { "ipv4" }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::UdpSocket;
+
+    fn field(json: &str, key: &str) -> String {
+        let pat = format!("\"{key}\": ");
+        let start = json.find(&pat).unwrap_or_else(|| panic!("{key} in {json}")) + pat.len();
+        json[start..]
+            .split([',', '}'])
+            .next()
+            .unwrap()
+            .trim()
+            .trim_matches('"')
+            .to_string()
+    }
+
+    // RFC 8219 section 7.3 needs exact counts: a paced flood over loopback must
+    // arrive complete, in order, without duplicates, and on schedule.
+    #[test]
+    fn rfc8219_s7_3_flood_to_sink_counts_every_packet() {
+        // Find a free port, then let the sink bind it.
+        let port = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let sink_cfg = crate::sink::Config {
+            bind: addr,
+            timeout: 5.0,
+            expect: Some(1000),
+            idle: None,
+            stream: 42,
+        };
+        let sink = std::thread::spawn(move || crate::sink::run(&sink_cfg).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let flood_cfg = crate::flood::Config {
+            dst: addr,
+            src: None,
+            payload: crate::payload::payload_for_frame(64, false).unwrap(),
+            frame: Some(64),
+            rate: 5000,
+            duration: 0.2,
+            max_count: 1_000_000,
+            batch: 16,
+            stream: 42,
+        };
+        let f = crate::flood::run(&flood_cfg).unwrap();
+        let s = sink.join().unwrap();
+        assert_eq!(field(&f, "udp_payload"), "18");
+        let elapsed: f64 = field(&f, "elapsed").parse().unwrap();
+        assert!(elapsed >= 0.19, "paced, not blasted: {elapsed} s");
+        // On a loaded machine the sender may fall behind (and then stops at once,
+        // marking the trial invalid); whatever it sent must all arrive.
+        let sent: u64 = field(&f, "sent").parse().unwrap();
+        assert!(sent > 0);
+        assert_eq!(field(&s, "received"), sent.to_string(), "{f}\n{s}");
+        assert_eq!(field(&s, "duplicates"), "0");
+        assert_eq!(field(&s, "max_seq"), (sent - 1).to_string());
+        if field(&f, "valid") == "true" {
+            assert_eq!(sent, 1000, "{f}");
+            assert_eq!(field(&s, "lost"), "0");
+            assert_eq!(field(&s, "stop"), "expected");
+        } else {
+            assert_eq!(field(&f, "behind"), "true");
+        }
+    }
+
+    // A sink must not count packets of another stream (stale trials).
+    #[test]
+    fn sink_ignores_other_streams() {
+        let port = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let sink_cfg = crate::sink::Config {
+            bind: addr,
+            timeout: 1.0,
+            expect: Some(10),
+            idle: None,
+            stream: 7,
+        };
+        let sink = std::thread::spawn(move || crate::sink::run(&sink_cfg).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut buf = [0u8; 18];
+        for seq in 0..5u64 {
+            crate::payload::write(&mut buf, 8, seq);
+            tx.send_to(&buf, addr).unwrap();
+        }
+        crate::payload::write(&mut buf, 7, 3);
+        tx.send_to(&buf, addr).unwrap();
+        tx.send_to(&buf, addr).unwrap();
+        let s = sink.join().unwrap();
+        assert_eq!(field(&s, "received"), "1", "{s}");
+        assert_eq!(field(&s, "duplicates"), "1");
+        assert_eq!(field(&s, "invalid"), "5");
+        assert_eq!(field(&s, "lost"), "9");
+        assert_eq!(field(&s, "stop"), "timeout");
+    }
+}

@@ -1,0 +1,91 @@
+//! Test payload and frame-size arithmetic.
+//!
+//! Every UDP payload starts with a 16-byte header:
+//!
+//! ```text
+//! 0..4   signature  b"XLPF"
+//! 4..8   stream id  u32, big endian (lets a sink ignore stray traffic)
+//! 8..16  sequence   u64, big endian (0, 1, 2, ... within one trial)
+//! 16..   padding    zero bytes up to the requested size
+//! ```
+//!
+//! Frame sizes follow RFC 8219 section 5 / RFC 2544 section 9: a "frame" is the
+//! Ethernet frame including the 14-byte header and the 4-byte FCS, so the UDP
+//! payload is `frame - 14 - 4 - L3 header - 8`. With the 20-byte difference
+//! between IPv4 and IPv6 headers, an 84-byte IPv6 frame becomes a 64-byte IPv4
+//! frame after translation, and both carry `84 - 14 - 4 - 40 - 8 = 18` bytes of
+//! UDP payload (`64 - 14 - 4 - 20 - 8 = 18` on the IPv4 side).
+
+pub const SIGNATURE: [u8; 4] = *b"XLPF";
+pub const HEADER_LEN: usize = 16;
+pub const ETHERNET_OVERHEAD: usize = 14 + 4; // header + FCS
+pub const UDP_HEADER: usize = 8;
+
+/// L3 header length of a plain (option-free) packet of this family.
+pub fn l3_header(ipv6: bool) -> usize {
+    if ipv6 {
+        40
+    } else {
+        20
+    }
+}
+
+/// UDP payload length for an Ethernet frame of `frame` bytes (incl. FCS).
+pub fn payload_for_frame(frame: usize, ipv6: bool) -> Result<usize, String> {
+    let overhead = ETHERNET_OVERHEAD + l3_header(ipv6) + UDP_HEADER;
+    let min = overhead + HEADER_LEN;
+    if frame < min {
+        return Err(format!(
+            "frame size {frame} is below the minimum {min} for {} (headers {overhead} + {HEADER_LEN} bytes of test header)",
+            if ipv6 { "IPv6" } else { "IPv4" }
+        ));
+    }
+    Ok(frame - overhead)
+}
+
+/// Writes the header for `seq` into `buf` (which is at least HEADER_LEN long).
+#[inline]
+pub fn write(buf: &mut [u8], stream: u32, seq: u64) {
+    buf[0..4].copy_from_slice(&SIGNATURE);
+    buf[4..8].copy_from_slice(&stream.to_be_bytes());
+    buf[8..16].copy_from_slice(&seq.to_be_bytes());
+}
+
+/// Sequence number of a valid test payload of `stream`, or None.
+#[inline]
+pub fn parse(buf: &[u8], stream: u32) -> Option<u64> {
+    if buf.len() < HEADER_LEN || buf[0..4] != SIGNATURE {
+        return None;
+    }
+    if u32::from_be_bytes(buf[4..8].try_into().ok()?) != stream {
+        return None;
+    }
+    Some(u64::from_be_bytes(buf[8..16].try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // RFC 8219 section 5: 84-byte IPv6 frames translate to 64-byte IPv4 frames.
+    #[test]
+    fn rfc8219_s5_frame_sizes_give_equal_payloads() {
+        assert_eq!(payload_for_frame(84, true).unwrap(), 18);
+        assert_eq!(payload_for_frame(64, false).unwrap(), 18);
+        assert_eq!(payload_for_frame(1518, false).unwrap(), 1472);
+        assert_eq!(payload_for_frame(1538, true).unwrap(), 1472);
+        assert!(payload_for_frame(81, true).is_err());
+        assert_eq!(payload_for_frame(82, true).unwrap(), HEADER_LEN);
+    }
+
+    #[test]
+    fn payload_roundtrip_and_rejects_foreign_data() {
+        let mut b = [0u8; 18];
+        write(&mut b, 7, 0x0102_0304_0506_0708);
+        assert_eq!(parse(&b, 7), Some(0x0102_0304_0506_0708));
+        assert_eq!(parse(&b, 8), None, "other stream id");
+        assert_eq!(parse(&b[..15], 7), None, "too short");
+        b[0] = b'Y';
+        assert_eq!(parse(&b, 7), None, "bad signature");
+    }
+}
