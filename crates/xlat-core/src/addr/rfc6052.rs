@@ -85,23 +85,21 @@ impl Pool6 {
 
     /// §2.2: embeds `v4` (u-octet zero, suffix zero).
     pub fn embed(&self, v4: Ipv4Addr) -> Ipv6Addr {
-        let mut b = self.prefix.addr().octets();
-        // The prefix ends on an octet boundary (§2.2 lengths); the four IPv4
-        // octets follow it, skipping octet 8 (bits 64-71, the u-octet).
-        let mut pos = usize::from(self.prefix.len() / 8);
-        for o in v4.octets() {
-            if pos == 8 {
-                b[8] = 0;
-                pos = 9;
-            }
-            if let Some(slot) = b.get_mut(pos) {
-                *slot = o;
-            }
-            pos += 1;
-        }
-        // Suffix (everything after the IPv4 bits) is zero: the prefix has no
-        // host bits, so b[pos..] is already zero.
-        Ipv6Addr::from(b)
+        // The prefix ends on an octet boundary (§2.2 lengths); the 32 IPv4
+        // bits follow it, skipping octet 8 (bits 64-71, the u-octet), and
+        // the suffix stays zero. Done with shifts on the 128-bit value.
+        let p = u128::from(self.prefix.addr());
+        let v = u128::from(u32::from(v4));
+        let len = u32::from(self.prefix.len());
+        let a = if len >= 96 {
+            p | v
+        } else {
+            // `hi` IPv4 bits end at bit 64, the `lo` rest start at octet 9.
+            let hi = 64 - len;
+            let lo = 32 - hi;
+            p | ((v >> lo) << 64) | ((v & ((1u128 << lo) - 1)) << (56 - lo))
+        };
+        Ipv6Addr::from(a)
     }
 
     /// §2.2: extracts the IPv4 address if `v6` is inside the prefix and its
@@ -124,17 +122,15 @@ impl Pool6 {
         if a & U_OCTET != 0 {
             return Err(Pool6Miss::UOctetNonZero);
         }
-        let b = v6.octets();
-        let mut out = [0u8; 4];
-        let mut pos = usize::from(self.prefix.len() / 8);
-        for o in out.iter_mut() {
-            if pos == 8 {
-                pos = 9;
-            }
-            *o = b.get(pos).copied().unwrap_or(0);
-            pos += 1;
-        }
-        Ok(Ipv4Addr::from(out))
+        let len = u32::from(self.prefix.len());
+        let v = if len >= 96 {
+            a & 0xffff_ffff
+        } else {
+            let hi = 64 - len;
+            let lo = 32 - hi;
+            (((a >> 64) & ((1u128 << hi) - 1)) << lo) | ((a >> (56 - lo)) & ((1u128 << lo) - 1))
+        };
+        Ok(Ipv4Addr::from(v as u32))
     }
 
     /// True if `v6` is inside the prefix (u-octet and suffix not checked).
