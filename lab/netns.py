@@ -230,6 +230,11 @@ def cleanup_prefix(prefix: str, kill_leftover_pids: bool = True) -> list[str]:
     return gone
 
 
+# Prefixes of every Lab made in this process, so a test session can check
+# that what *it* created is gone without blaming concurrent runs.
+CREATED_PREFIXES: set[str] = set()
+
+
 class Lab:
     """A set of namespaces and background processes that are always cleaned up.
 
@@ -239,6 +244,7 @@ class Lab:
 
     def __init__(self, prefix: str | None = None):
         self.prefix = prefix or random_prefix()
+        CREATED_PREFIXES.add(self.prefix)
         self.namespaces: list[str] = []
         self.procs: list[subprocess.Popen] = []
         self._closed = False

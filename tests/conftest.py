@@ -65,7 +65,11 @@ def _root_and_leftovers():
     before = set(netns.list_ns("xlt"))
     yield
     # Nothing we created may survive the session (other runs' namespaces are left alone).
-    leaked = set(netns.list_ns("xlt")) - before
+    leaked = {
+        ns
+        for ns in set(netns.list_ns("xlt")) - before
+        if any(ns.startswith(p + "-") for p in netns.CREATED_PREFIXES)
+    }
     for ns in leaked:
         netns.run(["ip", "netns", "delete", ns], check=False)
     assert not leaked, f"namespaces leaked by the test session: {sorted(leaked)}"

@@ -150,19 +150,22 @@ def test_udp_echo_v4_to_v6(siit_mod, size):
     assert res["received"] == res["sent"] == 3, res
 
 
-@pytest.mark.timeout(40)
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("direction", ["v6_to_v4", "v4_to_v6"])
 def test_tcp_iperf3(siit_mod, direction):
     """TCP through the translator (RFC 7915 sections 4.1, 5.1: pseudo-header checksum update)."""
     t, _x = siit_mod
     if direction == "v6_to_v4":
-        res = iperf3(t.lab, t.h4, t.h6, t.h4_v6, seconds=3, port=5201)
+        # The issue's 10-second run, IPv6 client to IPv4 server.
+        res = iperf3(t.lab, t.h4, t.h6, t.h4_v6, seconds=10, port=5201)
     else:
         res = iperf3(t.lab, t.h6, t.h4, t.h6_v4, seconds=3, port=5202)
     assert "error" not in res, res.get("error")
     end = res["end"]
     assert end["sum_received"]["bytes"] > 0
-    assert end["sum_received"]["bits_per_second"] > 0
+    # GSO super-packets are translated once: far above what one translation
+    # per 1500-byte segment would allow even on a loaded 2-core machine.
+    assert end["sum_received"]["bits_per_second"] > 100e6, end["sum_received"]
 
 
 # --- UDP checksum zero (RFC 7915 section 4.5) ------------------------------
