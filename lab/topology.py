@@ -18,6 +18,10 @@ Addressing (documentation prefixes only; RFC 3849, RFC 5737):
   ``192.0.2.0/28 <-> 2001:db8:aaaa::/124``, IPv6-only core
   ``2001:db8:c1::/64`` and ``2001:db8:c2::/64``, PLAT's public IPv4 range for
   the customer ``203.0.113.0/28`` (EAM ``<-> 2001:db8:aaaa::/124``).
+* Stateful NAT64 (``nat64_single``): clients ``2001:db8:6::2`` and
+  ``2001:db8:7::2``, IPv4 server ``198.51.100.2`` reached as
+  ``64:ff9b::c633:6402`` (pool6 is the Well-Known Prefix there), pool4
+  ``203.0.113.0/28``.
 
 Protective routes: a translator may install its EAM prefixes in *both*
 families into its TUN. Where an EAM prefix covers hosts that sit on a link of
@@ -35,10 +39,12 @@ from lab.netns import Lab
 __all__ = [
     "POOL6",
     "DualStack",
+    "Nat64Single",
     "SiitSingle",
     "Topology",
     "Xlat464",
     "dual_stack",
+    "nat64_single",
     "pool6_embed",
     "siit_single",
     "xlat464",
@@ -343,6 +349,97 @@ def xlat464(prefix: str | None = None) -> Xlat464:
         lab.forwarding(t.plat)
         lab.addr(t.srv, "eth0", f"{t.srv_v4}/24")
         lab.route(t.srv, "default", via=t.plat_v4)
+
+    _guard(lab, build)
+    return t
+
+
+@dataclass
+class Nat64Single(Topology):
+    """Stateful NAT64 (RFC 6146): two IPv6-only clients -- DUT -- IPv4-only server.
+
+    ::
+
+        c1 [eth0] 2001:db8:6::2/64 ----+
+                                      [eth6a] 2001:db8:6::1/64
+                                       router (DUT ns: forwarding on; xlat mode=nat64)
+        c2 [eth0] 2001:db8:7::2/64 ----[eth6b] 2001:db8:7::1/64
+                                      [eth4]  198.51.100.1/24
+                                            |
+        h4 [eth0] 198.51.100.2/24 (IPv6 disabled), default via 198.51.100.1
+
+    Clients default-route via the router. Seen from the clients, h4 is
+    ``64:ff9b::c633:6402`` (``pool6`` is the Well-Known Prefix here, so the
+    translator needs ``allow-wkp-non-global = true`` for these documentation
+    addresses, RFC 6052 section 3.1). ``pool4`` (203.0.113.0/28) is what the
+    translator hands out as the clients' IPv4 transport addresses; the DUT
+    routes pool6 and pool4 into its TUN itself, and h4 reaches pool4 through
+    its default route. Nothing is routed towards a translator by the builder.
+    """
+
+    c1: str = ""
+    c2: str = ""
+    router: str = ""
+    h4: str = ""
+    pool6: str = "64:ff9b::/96"
+    pool4: str = "203.0.113.0/28"
+    c1_addr: str = "2001:db8:6::2"
+    c2_addr: str = "2001:db8:7::2"
+    h4_addr: str = "198.51.100.2"
+    h4_v6: str = "64:ff9b::c633:6402"
+    router_c1_v6: str = "2001:db8:6::1"
+    router_c2_v6: str = "2001:db8:7::1"
+    router_v4: str = "198.51.100.1"
+
+    def xlat_toml(
+        self,
+        tun: str = "nat64",
+        socket: str | None = None,
+        extra: str = "",
+        nat64: str = "",
+        pool4: str | None = None,
+    ) -> str:
+        """A baseline NAT64 config for xlat in the router namespace. ``extra`` goes in
+        the top level, ``nat64`` inside ``[nat64]``; ``pool4`` replaces the default
+        ``[[nat64.pool4]]`` table(s)."""
+        sock = socket or f"/run/xlat/{self.prefix}-{tun}.sock"
+        p4 = (
+            pool4
+            if pool4 is not None
+            else f'[[nat64.pool4]]\nprefix = "{self.pool4}"\n'
+        )
+        return (
+            f'mode = "nat64"\npool6 = "{self.pool6}"\nallow-wkp-non-global = true\n{extra}\n'
+            f"[nat64]\n{nat64}\n{p4}\n"
+            f'[tun]\nname = "{tun}"\n\n'
+            f'[control]\nsocket = "{sock}"\n\n[privileges]\nuser = ""\n'
+        )
+
+
+def nat64_single(prefix: str | None = None) -> Nat64Single:
+    """Build the :class:`Nat64Single` topology."""
+    lab = Lab(prefix)
+    t = Nat64Single(lab=lab, kind="nat64_single")
+
+    def build():
+        t.c1 = lab.add_ns("c1")
+        t.c2 = lab.add_ns("c2")
+        t.router = lab.add_ns("rt")
+        t.h4 = lab.add_ns("h4", ipv6=False)
+        t.ns = {"c1": t.c1, "c2": t.c2, "router": t.router, "h4": t.h4}
+        lab.veth(t.c1, "eth0", t.router, "eth6a")
+        lab.veth(t.c2, "eth0", t.router, "eth6b")
+        lab.veth(t.h4, "eth0", t.router, "eth4")
+        lab.addr(t.c1, "eth0", f"{t.c1_addr}/64")
+        lab.addr(t.c2, "eth0", f"{t.c2_addr}/64")
+        lab.route(t.c1, "default", via=t.router_c1_v6)
+        lab.route(t.c2, "default", via=t.router_c2_v6)
+        lab.addr(t.router, "eth6a", f"{t.router_c1_v6}/64")
+        lab.addr(t.router, "eth6b", f"{t.router_c2_v6}/64")
+        lab.addr(t.router, "eth4", f"{t.router_v4}/24")
+        lab.addr(t.h4, "eth0", f"{t.h4_addr}/24")
+        lab.route(t.h4, "default", via=t.router_v4)
+        lab.forwarding(t.router)
 
     _guard(lab, build)
     return t

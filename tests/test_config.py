@@ -20,7 +20,7 @@ POOL6 = 'pool6 = "2001:db8:64::/96"\n'
 BAD = [
     ("syntax", "pool6 = \n", None),
     ("mode_unknown", 'mode = "bridge"\n' + POOL6, "mode"),
-    ("mode_nat64_not_yet", 'mode = "nat64"\n' + POOL6, "mode"),
+    ("mode_nat64_needs_pool4_rfc6146_3_5", 'mode = "nat64"\n' + POOL6, "nat64.pool4"),
     ("pool6_not_prefix", 'pool6 = "not-a-prefix"\n', "pool6"),
     ("pool6_length_rfc6052_2_2", 'pool6 = "2001:db8:64::/33"\n', "pool6"),
     ("pool6_u_octet_rfc6052_2_2", 'pool6 = "2001:db8:64:0:ff00::/96"\n', "pool6"),

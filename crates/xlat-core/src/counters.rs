@@ -155,6 +155,9 @@ reasons! {
     Nat64UnsupportedProto = "nat64_unsupported_proto",
     /// TCP packet not allowed in the session's state.
     Nat64TcpState = "nat64_tcp_state",
+    /// An IPv4 or IPv6 fragment through stateful NAT64 (no reassembly: a
+    /// non-first fragment carries no port to look the session up by).
+    Nat64Fragment = "nat64_fragment",
 }
 
 impl core::fmt::Display for DropReason {

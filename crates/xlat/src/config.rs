@@ -16,6 +16,10 @@ use xlat_core::addr::{
 };
 use xlat_core::translate::{TtlPolicy, DEFAULT_MTU_PLATEAUS};
 
+#[path = "config_nat64.rs"]
+mod nat64;
+pub use nat64::{proto_parse, ta4_parse, ta6_parse, Nat64Settings, StaticBib};
+
 /// RFC 6052 §2.2: the only prefix lengths allowed for pool6.
 pub const POOL6_LENGTHS: [u8; 6] = [32, 40, 48, 56, 64, 96];
 /// IFNAMSIZ - 1.
@@ -26,6 +30,7 @@ pub const MAX_QUEUES: u64 = 64;
 pub enum Mode {
     Siit,
     Clat,
+    Nat64,
 }
 
 impl Mode {
@@ -33,6 +38,7 @@ impl Mode {
         match self {
             Mode::Siit => "siit",
             Mode::Clat => "clat",
+            Mode::Nat64 => "nat64",
         }
     }
 }
@@ -122,6 +128,8 @@ pub struct Settings {
     pub eamt: Vec<EamEntry>,
     /// `[clat]` ipv4/ipv6 (mode = "clat" only).
     pub clat: Option<EamEntry>,
+    /// `[nat64]` (mode = "nat64" only; defaults otherwise).
+    pub nat64: Nat64Settings,
     pub tun: TunSettings,
     pub control_socket: String,
     pub metrics_listen: Option<SocketAddr>,
@@ -156,6 +164,7 @@ impl Default for Settings {
             icmp_source_v6: None,
             eamt: vec![],
             clat: None,
+            nat64: Nat64Settings::default(),
             tun: TunSettings::default(),
             control_socket: String::new(),
             metrics_listen: None,
@@ -410,6 +419,7 @@ const TOP_KEYS: &[&str] = &[
     "icmp-source-v6",
     "eamt",
     "clat",
+    "nat64",
     "tun",
     "control",
     "metrics",
@@ -444,8 +454,12 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
     match ctx.string(&root, "", "mode").as_deref() {
         None | Some("siit") => s.mode = Mode::Siit,
         Some("clat") => s.mode = Mode::Clat,
-        Some("nat64") => ctx.err("mode", "nat64", "stateful NAT64 is not supported yet"),
-        Some(m) => ctx.err("mode", m, "unknown mode (expected \"siit\" or \"clat\")"),
+        Some("nat64") => s.mode = Mode::Nat64,
+        Some(m) => ctx.err(
+            "mode",
+            m,
+            "unknown mode (expected \"siit\", \"clat\" or \"nat64\")",
+        ),
     }
 
     if let Some(p) = ctx.string(&root, "", "pool6") {
@@ -582,6 +596,18 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                 "",
                 "siit needs pool6 or at least one [[eamt]] entry to translate anything",
             );
+        }
+    }
+
+    // [nat64]; RFC 6146 §2 / RFC 6052 §2.1: pool6 defaults to the
+    // Well-Known Prefix.
+    nat64::parse_nat64(&mut ctx, &root, &mut s);
+    if s.mode == Mode::Nat64 {
+        if s.pool6.is_none() && !root.contains_key("pool6") {
+            s.pool6 = Some("64:ff9b::/96".parse().expect("static prefix"));
+        }
+        if !s.eamt.is_empty() {
+            ctx.err("eamt", "[...]", "not used with mode = \"nat64\"");
         }
     }
 
@@ -877,6 +903,9 @@ impl Settings {
         let _ = writeln!(o, "\n[metrics]\nlisten = {}", q(&listen));
         let _ = writeln!(o, "\n[log]\nlevel = {}", q(self.log_level.name()));
         let _ = writeln!(o, "\n[privileges]\nuser = {}", q(&self.user));
+        if self.mode == Mode::Nat64 {
+            self.nat64.write_toml(&mut o);
+        }
         for e in eamt {
             let _ = writeln!(
                 o,

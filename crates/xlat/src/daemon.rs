@@ -7,10 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use xlat_core::addr::{EamEntry, Ipv4Prefix, Ipv6Prefix};
+use xlat_core::nat64::Nat64State;
+use xlat_core::translate::nat64::Nat64Translator;
 use xlat_core::Translator;
 
 use crate::config::{self, check_eam, check_eam_conflict, Mode, Settings};
-use crate::datapath::{Shared, Worker};
+use crate::datapath::{Engine, Shared, Worker};
 use crate::stats::Registry;
 use crate::tun::{self, Routes, Tun};
 use crate::{error, info, warn};
@@ -24,6 +26,9 @@ pub struct State {
     /// `[[eamt]]` entries in use, run-time changes included (without `[clat]`).
     pub eamt: Vec<EamEntry>,
     pub routes: Routes,
+    /// The NAT64 state (mode = "nat64"): kept across reloads and control
+    /// changes, so sessions survive them.
+    pub nat64: Option<Arc<Nat64State>>,
 }
 
 pub struct Daemon {
@@ -42,10 +47,14 @@ pub fn desired_routes(s: &Settings, pool6: Option<Ipv6Prefix>, eamt: &[EamEntry]
         return r;
     }
     let dev = &s.tun.name;
-    if s.mode == Mode::Siit {
+    if s.mode == Mode::Siit || s.mode == Mode::Nat64 {
         if let Some(p) = pool6 {
             r.v6.insert(p);
         }
+    }
+    if s.mode == Mode::Nat64 {
+        // RFC 6146 §3.5: packets to pool4 come back through the TUN.
+        r.v4.extend(s.nat64.pool4.iter().map(|e| e.prefix));
     }
     if let Some(c) = &s.clat {
         r.v6.insert(c.v6);
@@ -67,11 +76,19 @@ fn build_translator(
     s: &Settings,
     pool6: Option<Ipv6Prefix>,
     eamt: &[EamEntry],
-) -> Result<Translator, String> {
+    nat64: Option<&Arc<Nat64State>>,
+) -> Result<Engine, String> {
     let mut eff = s.clone();
     eff.pool6 = pool6;
     let all: Vec<EamEntry> = s.clat.iter().chain(eamt.iter()).copied().collect();
-    Ok(Translator::new(eff.core_config(&all)?))
+    let cfg = eff.core_config(&all)?;
+    match (s.mode, nat64) {
+        (Mode::Nat64, Some(st)) => Ok(Engine::Nat64(
+            Nat64Translator::new(cfg, st.clone()).map_err(|e| format!("pool6: {e}"))?,
+        )),
+        (Mode::Nat64, None) => Err("nat64: no state".into()),
+        _ => Ok(Engine::Stateless(Translator::new(cfg))),
+    }
 }
 
 impl Daemon {
@@ -80,6 +97,11 @@ impl Daemon {
         let mut words = req.split_whitespace();
         let cmd = words.next().unwrap_or("");
         let args: Vec<&str> = words.collect();
+        if let Some(st) = self.state.lock().unwrap().nat64.clone() {
+            if let Some(r) = crate::nat64d::handle(&st, self.shared.now_ms(), cmd, &args) {
+                return r;
+            }
+        }
         match (cmd, args.as_slice()) {
             ("stats", []) => {
                 let mut o = String::new();
@@ -140,14 +162,17 @@ impl Daemon {
                 Ok(String::new())
             }
             _ => Err(format!(
-                "unknown request {req:?} (stats, show-config, eamt-list, eamt-add V4 V6, eamt-remove PREFIX)"
+                "unknown request {req:?} (stats, show-config, eamt-list, eamt-add V4 V6, eamt-remove PREFIX, bib-show [PROTO], bib-add PROTO V6#PORT V4#PORT, bib-remove PROTO V4#PORT, session-show [ADDR]; bib and session requests need mode = \"nat64\")"
             )),
         }
     }
 
     /// Swaps in a translator for `eamt` and updates the routes.
     fn apply(&self, st: &mut State, eamt: Vec<EamEntry>) -> Result<(), String> {
-        let t = build_translator(&st.settings, st.pool6, &eamt)?;
+        if st.settings.mode == Mode::Nat64 {
+            return Err("the EAMT is not used with mode = \"nat64\"".into());
+        }
+        let t = build_translator(&st.settings, st.pool6, &eamt, st.nat64.as_ref())?;
         self.shared.swap(t);
         st.eamt = eamt;
         let new = desired_routes(&st.settings, st.pool6, &st.eamt);
@@ -198,6 +223,20 @@ impl Daemon {
         new.control_socket = old.control_socket.clone();
         new.metrics_listen = old.metrics_listen;
         new.user = old.user.clone();
+        // The NAT64 state (pool4, static BIB, limits) is kept as it runs,
+        // so that sessions survive the reload (RFC 6146 state is not
+        // rebuilt); changes to [nat64] need a restart.
+        // Static BIB entries ([[nat64.bib]]) are applied by difference.
+        let mut bib_wanted = None;
+        if old.mode == Mode::Nat64 {
+            let mut rest = new.nat64.clone();
+            rest.bib = old.nat64.bib.clone();
+            if rest != old.nat64 {
+                warn!("change needs a restart, ignored (sessions are kept)", "key" => "nat64");
+            }
+            bib_wanted = Some(std::mem::take(&mut new.nat64.bib));
+            new.nat64 = old.nat64.clone();
+        }
         // CLAT without pool6 keeps the discovered prefix.
         let pool6 = new.pool6.or(if new.mode == Mode::Clat {
             st.pool6
@@ -205,7 +244,7 @@ impl Daemon {
             None
         });
         let eamt = new.eamt.clone();
-        let t = match build_translator(&new, pool6, &eamt) {
+        let t = match build_translator(&new, pool6, &eamt, st.nat64.as_ref()) {
             Ok(t) => t,
             Err(e) => {
                 error!("reload rejected, keeping the running configuration", "reason" => e);
@@ -214,6 +253,14 @@ impl Daemon {
             }
         };
         self.shared.swap(t);
+        if let (Some(wanted), Some(nat)) = (bib_wanted, st.nat64.clone()) {
+            new.nat64.bib = crate::nat64d::apply_static_bib(
+                &nat,
+                &new.nat64.bib,
+                &wanted,
+                self.shared.now_ms(),
+            );
+        }
         crate::log::set_level(new.log_level);
         let routes = desired_routes(&new, pool6, &eamt);
         for e in tun::apply_routes(&new.tun.name, &st.routes, &routes) {
@@ -326,10 +373,21 @@ pub fn run(path: &str) -> i32 {
                 return 1;
             }
         },
-        (Mode::Siit, None) => None,
+        (Mode::Siit | Mode::Nat64, None) => None,
     };
     let eamt = settings.eamt.clone();
-    let translator = match build_translator(&settings, pool6, &eamt) {
+    let nat64 = if settings.mode == Mode::Nat64 {
+        match crate::nat64d::build_state(&settings.nat64) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 2;
+            }
+        }
+    } else {
+        None
+    };
+    let translator = match build_translator(&settings, pool6, &eamt, nat64.as_ref()) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e}");
@@ -389,6 +447,23 @@ pub fn run(path: &str) -> i32 {
         return 1;
     }
 
+    // Opened before privileges are dropped (the file may be root-owned).
+    let mapping_log = if settings.mode == Mode::Nat64 && !settings.nat64.mapping_log.is_empty() {
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&settings.nat64.mapping_log)
+        {
+            Ok(f) => Some(f),
+            Err(e) => {
+                error!("cannot open the mapping log", "path" => settings.nat64.mapping_log, "error" => e);
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
+
     let metrics = match settings.metrics_listen {
         None => None,
         Some(a) => match TcpListener::bind(a) {
@@ -411,6 +486,9 @@ pub fn run(path: &str) -> i32 {
     }
 
     let stats = Arc::new(Registry::default());
+    if let Some(n) = &nat64 {
+        let _ = stats.nat64.set(n.clone());
+    }
     let shared = Arc::new(Shared::new(translator));
     let socket_path = settings.control_socket.clone();
     let daemon = Arc::new(Daemon {
@@ -420,6 +498,7 @@ pub fn run(path: &str) -> i32 {
             pool6,
             eamt,
             routes,
+            nat64: nat64.clone(),
         }),
         shared: shared.clone(),
         stats: stats.clone(),
@@ -439,6 +518,17 @@ pub fn run(path: &str) -> i32 {
                 .name(format!("xlat-q{id}"))
                 .spawn(move || w.run())
                 .expect("spawn worker"),
+        );
+    }
+    if let Some(n) = &nat64 {
+        let (sh, n) = (shared.clone(), n.clone());
+        let fd = tun.queues[0].as_raw_fd();
+        let vnet = tun.vnet_hdr;
+        threads.push(
+            std::thread::Builder::new()
+                .name("xlat-nat64".into())
+                .spawn(move || crate::nat64d::housekeeping(sh, n, fd, vnet, mapping_log))
+                .expect("spawn nat64 housekeeping"),
         );
     }
     let ctl_stop = Arc::new(AtomicBool::new(false));
@@ -536,6 +626,21 @@ mod tests {
         assert!(
             r.v4.is_empty(),
             "no IPv4 route (and no default) unless configured"
+        );
+
+        // RFC 6146 §3.5: NAT64 routes pool6 and every pool4 prefix into the TUN.
+        let nat = config::parse(
+            "mode = \"nat64\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n",
+        )
+        .unwrap();
+        let r = desired_routes(&nat, nat.pool6, &[]);
+        assert_eq!(
+            r.v6.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            ["64:ff9b::/96"]
+        );
+        assert_eq!(
+            r.v4.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            ["203.0.113.0/28"]
         );
 
         let off = config::parse("pool6 = \"64:ff9b::/96\"\n[tun]\nroutes = false\n").unwrap();

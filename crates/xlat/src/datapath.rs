@@ -4,40 +4,74 @@
 //! allocation and no lock per packet: the translator is an `Arc` swapped by
 //! the control plane, noticed through a generation counter.
 
+use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use xlat_core::nat64::StoredSyn;
+use xlat_core::translate::nat64::Nat64Translator;
 use xlat_core::{DropReason, FragBuf, PacketMeta, Translator, Verdict, HEADROOM};
 
 use crate::log::RateLimit;
 use crate::stats::{self, WorkerCounters};
 use crate::vnet::{self, VnetHdr, VNET_HDR_LEN};
 
+/// What translates: the stateless SIIT/CLAT translator or the stateful
+/// NAT64 (whose session state is shared by every worker, and kept across
+/// swaps by the control plane).
+pub enum Engine {
+    Stateless(Translator),
+    Nat64(Nat64Translator),
+}
+
+impl From<Translator> for Engine {
+    fn from(t: Translator) -> Self {
+        Engine::Stateless(t)
+    }
+}
+
+/// Most bytes of a stored IPv4 SYN kept to quote in the ICMP error sent
+/// when it expires (RFC 6146 §3.5.2.2; RFC 1812 §4.3.2.3: 576 - 28).
+pub const STORED_SYN_QUOTE: usize = 548;
+
 /// State shared between the control plane and the workers.
 pub struct Shared {
-    translator: Mutex<Arc<Translator>>,
+    translator: Mutex<Arc<Engine>>,
     generation: AtomicU64,
     pub stop: AtomicBool,
+    /// Monotonic clock origin for the NAT64 state (`now` in ms).
+    pub epoch: Instant,
+    /// Copies of stored IPv4 SYNs (NAT64), by key (bounded by the core's
+    /// max-stored-syns).
+    pub syns: Mutex<HashMap<StoredSyn, Vec<u8>>>,
 }
 
 impl Shared {
-    pub fn new(t: Translator) -> Self {
+    pub fn new(t: impl Into<Engine>) -> Self {
         Shared {
-            translator: Mutex::new(Arc::new(t)),
+            translator: Mutex::new(Arc::new(t.into())),
             generation: AtomicU64::new(0),
             stop: AtomicBool::new(false),
+            epoch: Instant::now(),
+            syns: Mutex::new(HashMap::new()),
         }
     }
 
+    /// Milliseconds since the daemon started (the NAT64 state's clock).
+    pub fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
     /// Publishes a new translator; workers pick it up on their next packet.
-    pub fn swap(&self, t: Translator) {
+    pub fn swap(&self, t: impl Into<Engine>) {
+        let t = t.into();
         *self.translator.lock().unwrap() = Arc::new(t);
         self.generation.fetch_add(1, Ordering::Release);
     }
 
-    pub fn current(&self) -> Arc<Translator> {
+    pub fn current(&self) -> Arc<Engine> {
         self.translator.lock().unwrap().clone()
     }
 }
@@ -189,24 +223,39 @@ impl Worker {
                 gso: hdr.is_gso(),
             };
             frags.clear();
+            let mut stored: Option<StoredSyn> = None;
             // A bug in the core must cost one packet, not the queue.
-            let verdict = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                tr.translate(&mut buf, BASE, len, meta, &mut frags)
-            })) {
-                Ok(v) => v,
-                Err(_) => {
-                    c.add(stats::PANICS, 1);
-                    c.add(stats::DROPPED, 1);
-                    continue;
-                }
-            };
+            let verdict =
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &*tr {
+                    Engine::Stateless(t) => t.translate(&mut buf, BASE, len, meta, &mut frags),
+                    Engine::Nat64(t) => {
+                        let now = self.shared.now_ms();
+                        t.translate(&mut buf, BASE, len, meta, &mut frags, now, &mut stored)
+                    }
+                })) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        c.add(stats::PANICS, 1);
+                        c.add(stats::DROPPED, 1);
+                        continue;
+                    }
+                };
+            if let Some(k) = stored {
+                // RFC 6146 §3.5.2.2: keep the SYN to quote it in the ICMP
+                // error sent if it expires (rare: one small copy).
+                let keep = len.min(STORED_SYN_QUOTE);
+                let copy = buf[BASE..BASE + keep].to_vec();
+                self.shared.syns.lock().unwrap().insert(k, copy);
+            }
             let reason = match verdict {
                 Verdict::Forward { start, len: olen } => {
+                    // A hairpinned NAT64 packet (RFC 6146 §3.8) leaves as IPv6.
+                    let out_v6 = buf[start] >> 4 == 6;
                     let out_hdr = if vlen == 0 {
                         Some(hdr)
                     } else if hdr.needs_csum() || hdr.is_gso() {
                         match (in_l4, vnet::l4_offset(&buf[start..start + olen])) {
-                            (Some(a), Some(b)) => vnet::translate_hdr(&hdr, a, b, !in_v6),
+                            (Some(a), Some(b)) => vnet::translate_hdr(&hdr, a, b, out_v6),
                             _ => None,
                         }
                     } else {

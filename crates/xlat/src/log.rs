@@ -34,9 +34,12 @@ fn civil(days: i64) -> (i64, u32, u32) {
 }
 
 pub fn timestamp() -> String {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    timestamp_at(SystemTime::now())
+}
+
+/// RFC 3339 UTC timestamp of `t` with milliseconds.
+pub fn timestamp_at(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as i64;
     let (y, mo, da) = civil(secs.div_euclid(86_400));
     let s = secs.rem_euclid(86_400);

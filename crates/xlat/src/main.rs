@@ -7,6 +7,7 @@ mod datapath;
 #[macro_use]
 mod log;
 mod metrics;
+mod nat64d;
 mod privs;
 mod rfc7050;
 mod rfc8781;
@@ -22,6 +23,10 @@ const USAGE: &str = "usage:
   xlat eamt add IPV4PREFIX IPV6PREFIX
   xlat eamt remove PREFIX
   xlat eamt list
+  xlat bib show [tcp|udp|icmp]     NAT64 BIB entries (mode = \"nat64\")
+  xlat bib add PROTO IPV6#PORT IPV4#PORT    static BIB entry
+  xlat bib remove PROTO IPV4#PORT
+  xlat session show [--address A]  NAT64 sessions (of an IPv6 or IPv4 address)
 client commands take -s SOCKET or -c FILE (default /run/xlat/xlat0.sock)";
 
 struct Args {
@@ -29,6 +34,7 @@ struct Args {
     config: Option<String>,
     socket: Option<String>,
     json: bool,
+    address: Option<String>,
 }
 
 fn parse_args(raw: &[String]) -> Result<Args, String> {
@@ -37,6 +43,7 @@ fn parse_args(raw: &[String]) -> Result<Args, String> {
         config: None,
         socket: None,
         json: false,
+        address: None,
     };
     let mut it = raw.iter();
     while let Some(x) = it.next() {
@@ -44,6 +51,9 @@ fn parse_args(raw: &[String]) -> Result<Args, String> {
             "-c" | "--config" => a.config = Some(it.next().ok_or("-c needs a FILE")?.clone()),
             "-s" | "--socket" => a.socket = Some(it.next().ok_or("-s needs a SOCKET")?.clone()),
             "--json" => a.json = true,
+            "-a" | "--address" => {
+                a.address = Some(it.next().ok_or("--address needs an ADDRESS")?.clone())
+            }
             s if s.starts_with("--config=") => a.config = Some(s[9..].to_string()),
             s if s.starts_with("--socket=") => a.socket = Some(s[9..].to_string()),
             s if s.starts_with('-') && s.len() > 1 && s.parse::<f64>().is_err() => {
@@ -93,8 +103,17 @@ fn json_stats(body: &str) -> String {
 fn check(path: &str) -> i32 {
     match config::load(path) {
         Ok(s) => {
+            let nat = if s.mode == config::Mode::Nat64 {
+                format!(
+                    " pool4={} static-bib={}",
+                    s.nat64.pool4.len(),
+                    s.nat64.bib.len()
+                )
+            } else {
+                String::new()
+            };
             println!(
-                "ok: {path}: mode={} pool6={} eamt={} tun={} queues={} routes={} socket={}",
+                "ok: {path}: mode={} pool6={} eamt={} tun={} queues={} routes={} socket={}{nat}",
                 s.mode.name(),
                 s.pool6
                     .map(|p| p.to_string())
@@ -158,6 +177,14 @@ fn real_main() -> i32 {
         ["eamt", "list"] => client(&a, "eamt-list"),
         ["eamt", "add", v4, v6] => client(&a, &format!("eamt-add {v4} {v6}")),
         ["eamt", "remove", p] => client(&a, &format!("eamt-remove {p}")),
+        ["bib", "show"] => client(&a, "bib-show"),
+        ["bib", "show", p] => client(&a, &format!("bib-show {p}")),
+        ["bib", "add", p, v6, v4] => client(&a, &format!("bib-add {p} {v6} {v4}")),
+        ["bib", "remove", p, v4] => client(&a, &format!("bib-remove {p} {v4}")),
+        ["session", "show"] | ["session", "list"] => match &a.address {
+            Some(x) => client(&a, &format!("session-show {x}")),
+            None => client(&a, "session-show"),
+        },
         _ => {
             eprintln!("error: bad usage: {}\n{USAGE}", raw.join(" "));
             return 2;

@@ -3,8 +3,9 @@
 //! by `xlat stats` and the metrics endpoint.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use xlat_core::nat64::{Counts, Nat64State, Proto};
 use xlat_core::DropReason;
 
 /// The datapath's own counters, by index.
@@ -78,6 +79,8 @@ pub struct Registry {
     /// Control-plane counters (rare; atomics with fetch_add).
     pub reloads: AtomicU64,
     pub reload_failures: AtomicU64,
+    /// The NAT64 state (mode = "nat64"): table sizes are reported with the counters.
+    pub nat64: OnceLock<Arc<Nat64State>>,
 }
 
 /// A summed snapshot.
@@ -87,6 +90,7 @@ pub struct Snapshot {
     pub drops: Vec<(DropReason, u64)>,
     pub reloads: u64,
     pub reload_failures: u64,
+    pub nat64: Option<Counts>,
 }
 
 impl Registry {
@@ -111,6 +115,7 @@ impl Registry {
             drops,
             reloads: self.reloads.load(Ordering::Relaxed),
             reload_failures: self.reload_failures.load(Ordering::Relaxed),
+            nat64: self.nat64.get().map(|n| n.counts()),
         }
     }
 }
@@ -126,6 +131,18 @@ impl Snapshot {
         v.push(("config_reloads".into(), self.reloads));
         v.push(("config_reload_failures".into(), self.reload_failures));
         v.extend(self.drops.iter().map(|(r, x)| (r.name().to_string(), *x)));
+        if let Some(c) = &self.nat64 {
+            for p in Proto::ALL {
+                v.push((
+                    format!("nat64_sessions_{}", p.name()),
+                    c.sessions[p as usize] as u64,
+                ));
+            }
+            for p in Proto::ALL {
+                v.push((format!("nat64_bib_{}", p.name()), c.bib[p as usize] as u64));
+            }
+            v.push(("nat64_stored_syns".into(), c.stored_syns as u64));
+        }
         v
     }
 
@@ -219,6 +236,37 @@ impl Snapshot {
         );
         let _ = writeln!(o, "# TYPE xlat_config_reloads_total counter");
         let _ = writeln!(o, "xlat_config_reloads_total {}", self.reloads);
+        if let Some(c) = &self.nat64 {
+            let _ = writeln!(
+                o,
+                "# HELP xlat_nat64_sessions NAT64 sessions (RFC 6146 3.2), by protocol.\n# TYPE xlat_nat64_sessions gauge"
+            );
+            for p in Proto::ALL {
+                let _ = writeln!(
+                    o,
+                    "xlat_nat64_sessions{{protocol=\"{}\"}} {}",
+                    p.name(),
+                    c.sessions[p as usize]
+                );
+            }
+            let _ = writeln!(
+                o,
+                "# HELP xlat_nat64_bib_entries NAT64 BIB entries (RFC 6146 3.1), by protocol.\n# TYPE xlat_nat64_bib_entries gauge"
+            );
+            for p in Proto::ALL {
+                let _ = writeln!(
+                    o,
+                    "xlat_nat64_bib_entries{{protocol=\"{}\"}} {}",
+                    p.name(),
+                    c.bib[p as usize]
+                );
+            }
+            let _ = writeln!(
+                o,
+                "# TYPE xlat_nat64_stored_syns gauge\nxlat_nat64_stored_syns {}",
+                c.stored_syns
+            );
+        }
         o
     }
 }
@@ -245,5 +293,40 @@ mod tests {
         assert!(prom.contains("xlat_packets_total{direction=\"4to6\"} 5"));
         assert!(prom.contains("xlat_drops_total{reason=\"src4_denied\"} 1"));
         assert_eq!(std::mem::align_of::<WorkerCounters>(), 64);
+    }
+
+    /// NAT64 table sizes (RFC 6146 §3.1/§3.2) in `xlat stats` and the metrics.
+    #[test]
+    fn nat64_table_sizes_listed() {
+        use xlat_core::nat64::{Nat64Config, Pool4Entry, Ta4, Ta6};
+        let r = Registry::default();
+        let cfg = Nat64Config {
+            pool4: Pool4Entry::all_protocols("203.0.113.0/28".parse().unwrap()).to_vec(),
+            ..Nat64Config::default()
+        };
+        let st = Arc::new(Nat64State::new(cfg, [1; 16]).unwrap());
+        st.lookup_or_create_6to4(
+            Proto::Udp,
+            Ta6::new("2001:db8::1".parse().unwrap(), 1000),
+            Ta4::new("198.51.100.2".parse().unwrap(), 53),
+            None,
+            0,
+        )
+        .unwrap();
+        assert!(!r
+            .snapshot()
+            .pairs()
+            .iter()
+            .any(|(k, _)| k.starts_with("nat64_sessions")));
+        let _ = r.nat64.set(st);
+        let s = r.snapshot();
+        let p = s.pairs();
+        assert!(p.contains(&("nat64_sessions_udp".to_string(), 1)));
+        assert!(p.contains(&("nat64_sessions_tcp".to_string(), 0)));
+        assert!(p.contains(&("nat64_bib_udp".to_string(), 1)));
+        assert!(p.contains(&("nat64_stored_syns".to_string(), 0)));
+        let prom = s.prometheus();
+        assert!(prom.contains("xlat_nat64_sessions{protocol=\"udp\"} 1"));
+        assert!(prom.contains("xlat_nat64_bib_entries{protocol=\"icmp\"} 0"));
     }
 }

@@ -11,6 +11,9 @@
 //!
 //! # Wiring it (for the datapath)
 //!
+//! [`crate::translate::nat64::Nat64Translator`] does all of the following
+//! for a packet buffer; the sketch shows the calls it makes.
+//!
 //! ```text
 //! let nat = Nat64State::new(cfg, secret)?;              // once; Sync, share by Arc
 //!

@@ -8,6 +8,7 @@
 //! in [`v4_to_v6`] and [`v6_to_v4`] take an [`AddressMapper`], so the stateful
 //! NAT64 reuses them with addresses and ports that come from its tables.
 
+pub mod nat64;
 pub mod v4_to_v6;
 pub mod v6_to_v4;
 

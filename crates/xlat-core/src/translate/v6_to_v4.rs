@@ -337,7 +337,7 @@ fn translate_impl(
 /// Answers the packet with an ICMPv6 error built in place, or drops it
 /// when an answer is not allowed or no source address is configured.
 #[allow(clippy::too_many_arguments)]
-fn reply(
+pub(crate) fn reply(
     cfg: &Config,
     buf: &mut [u8],
     start: usize,

@@ -1,0 +1,641 @@
+//! Stateful NAT64 datapath (RFC 6146 §3.4-§3.8): the session lookup of
+//! [`crate::nat64::Nat64State`] glued to the RFC 7915 header translation.
+//!
+//! How the "NAT64 hook" of [`super::v6_to_v4`] / [`super::v4_to_v6`] is
+//! filled: the stateless translators only decide *addresses* through an
+//! [`AddressMapper`]; the ports and ICMP identifiers that RFC 6146 rewrites
+//! are rewritten here, in the packet *before* it is handed to the header
+//! translation, with an RFC 1624 incremental update of the transport
+//! checksum (the checksum then still covers the original pseudo-header,
+//! which the translator swaps for the new one as for any packet). ICMP
+//! errors get their inner packet's port / identifier rewritten the same
+//! way and their ICMP checksum recomputed (after it has been verified), so
+//! the stateless code paths are untouched and shared.
+//!
+//! Fragments are not reassembled: a packet with a (non-atomic) fragment
+//! header or IPv4 MF/offset is dropped with [`DropReason::Nat64Fragment`].
+
+use super::{v4_to_v6, v6_to_v4, AddressMapper, Config, FragBuf, PacketMeta, TtlPolicy, Verdict};
+use crate::addr::Pool6;
+use crate::checksum;
+use crate::counters::DropReason;
+use crate::nat64::{Nat64State, Proto, StoredSyn, Ta4, Ta6, Verdict4to6};
+use crate::wire::icmp::{v4 as icmp4, v6 as icmp6};
+use crate::wire::{be16, ipv4, ipv6, proto, put16, Ipv4Packet, Ipv6Packet};
+use core::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+/// Addresses decided for one IPv6 -> IPv4 packet.
+struct Map64 {
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+}
+
+impl AddressMapper for Map64 {
+    fn outer_4to6(&self, _: Ipv4Addr, _: Ipv4Addr) -> Result<(Ipv6Addr, Ipv6Addr), DropReason> {
+        Err(DropReason::Dst4Unmappable)
+    }
+    fn outer_6to4(&self, _: &Ipv6Addr, _: &Ipv6Addr) -> Result<(Ipv4Addr, Ipv4Addr), DropReason> {
+        Ok((self.src, self.dst))
+    }
+    // inner_6to4 (default): the quoted packet went the other way, so it
+    // gets (dst, src) = (remote, pool4 address).
+}
+
+/// Addresses decided for one IPv4 -> IPv6 packet.
+struct Map46 {
+    /// Outer source; `None` for an ICMP error whose source has no IPv6
+    /// mapping (the translator then uses RFC 6791 / its own address).
+    src: Option<Ipv6Addr>,
+    dst: Ipv6Addr,
+    /// The quoted packet of an ICMP error: (client, pool6 ⊕ remote).
+    inner: (Ipv6Addr, Ipv6Addr),
+}
+
+impl AddressMapper for Map46 {
+    fn outer_4to6(&self, _: Ipv4Addr, _: Ipv4Addr) -> Result<(Ipv6Addr, Ipv6Addr), DropReason> {
+        Ok((self.src.ok_or(DropReason::Src4Unmappable)?, self.dst))
+    }
+    fn outer_6to4(&self, _: &Ipv6Addr, _: &Ipv6Addr) -> Result<(Ipv4Addr, Ipv4Addr), DropReason> {
+        Err(DropReason::Dst6Unmappable)
+    }
+    fn inner_4to6(&self, _: Ipv4Addr, _: Ipv4Addr) -> Result<(Ipv6Addr, Ipv6Addr), DropReason> {
+        Ok(self.inner)
+    }
+    fn outer_4to6_icmp_error(
+        &self,
+        _: Ipv4Addr,
+        _: Ipv4Addr,
+    ) -> Result<(Option<Ipv6Addr>, Ipv6Addr), DropReason> {
+        Ok((self.src, self.dst))
+    }
+}
+
+/// Rewrites the 16-bit port / identifier at `l4[port_off]` to `new` and
+/// updates the checksum at `l4[csum_off]` incrementally (RFC 1624). A UDP
+/// checksum of zero ("none", IPv4 only) stays zero. A partial checksum
+/// (CHECKSUM_PARTIAL) covers only the pseudo-header, which holds no port:
+/// it is left alone.
+fn rewrite_port(
+    l4: &mut [u8],
+    port_off: usize,
+    csum_off: usize,
+    new: u16,
+    partial: bool,
+    udp: bool,
+) {
+    if l4.len() < port_off + 2 {
+        return;
+    }
+    let old = be16(l4, port_off);
+    if old == new {
+        return;
+    }
+    put16(l4, port_off, new);
+    if partial || l4.len() < csum_off + 2 {
+        return;
+    }
+    let field = be16(l4, csum_off);
+    if udp && field == 0 {
+        return;
+    }
+    let mut c = checksum::update(field, u64::from(old), u64::from(new));
+    if udp && c == 0 {
+        c = 0xffff;
+    }
+    put16(l4, csum_off, c);
+}
+
+/// Where the port (or ICMP identifier) to rewrite and the checksum are, by
+/// protocol: (source port offset, destination port offset, checksum offset).
+fn port_layout(p: Proto) -> (usize, usize, usize) {
+    match p {
+        Proto::Tcp => (0, 2, 16),
+        Proto::Udp => (0, 2, 6),
+        // ICMP echo: the identifier plays both roles (RFC 6146 §3.5.3).
+        Proto::Icmp => (4, 4, 2),
+    }
+}
+
+/// The transport addresses of a TCP/UDP segment or ICMP echo message.
+/// Returns (proto, source port, destination port, TCP flags).
+fn l4_ports(
+    ip_proto: u8,
+    l4: &[u8],
+    echo: (u8, u8),
+) -> Result<(Proto, u16, u16, Option<u8>), DropReason> {
+    match ip_proto {
+        proto::TCP => {
+            if l4.len() < 20 {
+                return Err(DropReason::TcpTruncated);
+            }
+            Ok((Proto::Tcp, be16(l4, 0), be16(l4, 2), Some(l4[13])))
+        }
+        proto::UDP => {
+            if l4.len() < 8 {
+                return Err(DropReason::UdpTruncated);
+            }
+            Ok((Proto::Udp, be16(l4, 0), be16(l4, 2), None))
+        }
+        proto::ICMP | proto::ICMPV6 => {
+            if l4.len() < 8 {
+                return Err(DropReason::IcmpTruncated);
+            }
+            if l4[0] != echo.0 && l4[0] != echo.1 {
+                // RFC 6146 §3.5.3: only echo queries have an identifier
+                // the NAT64 can bind; other informational messages are
+                // not translated.
+                return Err(if ip_proto == proto::ICMP {
+                    DropReason::Icmp4Untranslatable
+                } else {
+                    DropReason::Icmp6Untranslatable
+                });
+            }
+            let id = be16(l4, 4);
+            Ok((Proto::Icmp, id, id, None))
+        }
+        _ => Err(DropReason::Nat64UnsupportedProto),
+    }
+}
+
+/// The transport addresses of the packet quoted in an ICMP error: only the
+/// first 8 bytes of its transport header are guaranteed (RFC 792), enough
+/// for the ports or the echo identifier. Returns (proto, source port,
+/// destination port).
+fn quoted_ports(ip_proto: u8, l4: &[u8], echo: (u8, u8)) -> Result<(Proto, u16, u16), DropReason> {
+    match ip_proto {
+        proto::TCP | proto::UDP if l4.len() >= 4 => {
+            let p = if ip_proto == proto::TCP {
+                Proto::Tcp
+            } else {
+                Proto::Udp
+            };
+            Ok((p, be16(l4, 0), be16(l4, 2)))
+        }
+        proto::ICMP | proto::ICMPV6 if l4.len() >= 6 && (l4[0] == echo.0 || l4[0] == echo.1) => {
+            let id = be16(l4, 4);
+            Ok((Proto::Icmp, id, id))
+        }
+        _ => Err(DropReason::IcmpInnerMalformed),
+    }
+}
+
+/// Builds an ICMPv4 error about the IPv4 packet `buf[start..start + len]`
+/// in front of it (RFC 792 / RFC 1812 §4.3.2.3: header + as much of the
+/// packet as fits in 576 bytes), sent *from the packet's destination* (a
+/// pool4 address: the NAT64 answers for it, RFC 6146 §3.5.1/§3.5.2.2).
+/// Returns the (start, len) of the new packet.
+pub fn icmp4_error_from_dst(
+    buf: &mut [u8],
+    start: usize,
+    len: usize,
+    icmp_type: u8,
+    code: u8,
+) -> Option<(usize, usize)> {
+    const HDRS: usize = ipv4::MIN_HEADER_LEN + 8;
+    let end = start.checked_add(len)?;
+    if len < ipv4::MIN_HEADER_LEN || end > buf.len() || start < HDRS {
+        return None;
+    }
+    let src = Ipv4Addr::from(<[u8; 4]>::try_from(&buf[start + 16..start + 20]).ok()?);
+    let dst = Ipv4Addr::from(<[u8; 4]>::try_from(&buf[start + 12..start + 16]).ok()?);
+    let quote = len.min(v6_to_v4::ICMP4_ERROR_MAX - HDRS);
+    let total = HDRS + quote;
+    let out = start - HDRS;
+    let ic = out + ipv4::MIN_HEADER_LEN;
+    buf[ic] = icmp_type;
+    buf[ic + 1] = code;
+    buf[ic + 2..ic + 8].fill(0);
+    let c = checksum::checksum(&buf[ic..out + total]);
+    put16(buf, ic + 2, c);
+    ipv4::emit_header(
+        &mut buf[out..ic],
+        0,
+        total as u16,
+        0,
+        ipv4::FLAG_DF,
+        64,
+        proto::ICMP,
+        src,
+        dst,
+    );
+    Some((out, total))
+}
+
+/// The stateful NAT64 translator (RFC 6146): the RFC 7915 [`Config`] (its
+/// `addressing.pool6` is the NAT64 prefix) and the shared session state.
+#[derive(Debug, Clone)]
+pub struct Nat64Translator {
+    cfg: Config,
+    pool6: Pool6,
+    state: Arc<Nat64State>,
+}
+
+impl Nat64Translator {
+    /// `cfg.addressing.pool6` must be set (RFC 6146 §2: Pref64::/n).
+    pub fn new(cfg: Config, state: Arc<Nat64State>) -> Result<Self, &'static str> {
+        let pool6 = cfg.addressing.pool6.ok_or("nat64 needs pool6")?;
+        Ok(Nat64Translator { cfg, pool6, state })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn state(&self) -> &Arc<Nat64State> {
+        &self.state
+    }
+
+    pub fn pool6(&self) -> Pool6 {
+        self.pool6
+    }
+
+    /// Translates the packet in `buf[start..start + len]` (IPv4 or IPv6 by
+    /// its version nibble) through the session table at time `now` (ms,
+    /// monotonic). A hairpinned packet (RFC 6146 §3.8) comes out as IPv6.
+    /// When an IPv4 SYN without BIB entry is stored (RFC 6146 §3.5.2.2),
+    /// the verdict is a drop and `stored` receives its key: the caller may
+    /// keep a copy of the packet to quote in the ICMP error it sends when
+    /// [`Nat64State::expire`] reports the SYN expired.
+    #[allow(clippy::too_many_arguments)]
+    pub fn translate(
+        &self,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+        meta: PacketMeta,
+        frags: &mut FragBuf,
+        now: u64,
+        stored: &mut Option<StoredSyn>,
+    ) -> Verdict {
+        let r = match buf.get(start).map(|b| b >> 4) {
+            Some(6) => self.t64(buf, start, len, meta, now),
+            Some(4) => self.t46(buf, start, len, meta, frags, now, stored),
+            _ => Err(DropReason::UnknownVersion),
+        };
+        r.unwrap_or_else(Verdict::Drop)
+    }
+
+    // --- IPv6 -> IPv4 -----------------------------------------------------------
+
+    fn t64(
+        &self,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+        meta: PacketMeta,
+        now: u64,
+    ) -> Result<Verdict, DropReason> {
+        let end = start
+            .checked_add(len)
+            .filter(|&e| e <= buf.len())
+            .ok_or(DropReason::Ipv6Truncated)?;
+        let pkt =
+            Ipv6Packet::new_checked(&buf[start..end]).map_err(|_| DropReason::Ipv6Malformed)?;
+        let w = pkt.walk().map_err(|_| DropReason::Ipv6ExtMalformed)?;
+        let src6 = pkt.src();
+        let dst6 = pkt.dst();
+        let pkt_len = ipv6::HEADER_LEN + usize::from(pkt.payload_len());
+        if w.upper_offset > pkt_len {
+            return Err(DropReason::Ipv6ExtTruncated);
+        }
+        if w.frag.is_some_and(|f| !f.is_atomic()) {
+            return Err(DropReason::Nat64Fragment);
+        }
+        // RFC 6146 §3.5: the destination is Pref64 ⊕ IPv4 (RFC 6052).
+        let dst4 = self.cfg.addressing.dst_6to4(&dst6)?;
+        let l4s = start + w.upper_offset;
+        let l4e = start + pkt_len;
+        if w.upper_proto == proto::ICMPV6 && buf.get(l4s).is_some_and(|&t| icmp6::is_error(t)) {
+            return self.err64(buf, start, len, l4s, l4e, (&src6, &dst6), meta);
+        }
+        let (p, sport, dport, flags) = l4_ports(
+            w.upper_proto,
+            &buf[l4s..l4e],
+            (icmp6::ECHO_REQUEST, icmp6::ECHO_REPLY),
+        )?;
+        let src_ta = Ta6::new(src6, sport);
+        let dst_ta = Ta4::new(dst4, dport);
+        let may_answer = !src6.is_unspecified() && !src6.is_multicast();
+        let refuse = |buf: &mut [u8], r: DropReason| -> Result<Verdict, DropReason> {
+            match r {
+                // RFC 6146 §3.5.1 / §3.5.2.1: no IPv4 transport address or
+                // no room for the BIB entry / session: discard and send
+                // ICMPv6 Destination Unreachable, Address Unreachable.
+                DropReason::Nat64PoolExhausted
+                | DropReason::Nat64SessionLimit
+                | DropReason::Nat64SourceQuota => Ok(v6_to_v4::reply(
+                    &self.cfg,
+                    buf,
+                    start,
+                    pkt_len,
+                    may_answer,
+                    (icmp6::DEST_UNREACH, 3, 0),
+                    &src6,
+                    &dst6,
+                    r,
+                )),
+                r => Err(r),
+            }
+        };
+        let (sp, dp, cs) = port_layout(p);
+        let partial = meta.csum_partial;
+        let udp = p == Proto::Udp;
+
+        // RFC 6146 §3.8: destination is one of our pool4 addresses.
+        if self.state.is_pool4(Some(p), dst4) {
+            let h = match self.state.hairpin(0, p, src_ta, dst_ta, flags, now) {
+                Ok(h) => h,
+                Err(r) => return refuse(buf, r),
+            };
+            let m = match h.verdict {
+                Verdict4to6::Forward(m) => m,
+                Verdict4to6::SynStored { .. } => return Err(DropReason::Nat64NoBib),
+            };
+            let nsrc6 = self.pool6.embed(h.src4.addr);
+            let l4 = &mut buf[l4s..l4e];
+            rewrite_port(l4, sp, cs, h.src4.port, partial, udp);
+            rewrite_port(l4, dp, cs, m.dst6.port, partial, udp);
+            let old = v6_to_v4::addr_sum6(&src6, &dst6);
+            let new = v6_to_v4::addr_sum6(&nsrc6, &m.dst6.addr);
+            if l4.len() >= cs + 2 {
+                let f = be16(l4, cs);
+                let c = if partial {
+                    checksum::update_partial(f, old, new)
+                } else {
+                    checksum::update(f, old, new)
+                };
+                put16(l4, cs, if udp && c == 0 && !partial { 0xffff } else { c });
+            }
+            let hop = &mut buf[start + 7];
+            *hop = match self.cfg.ttl {
+                TtlPolicy::Decrement => {
+                    if *hop <= 1 {
+                        return Err(DropReason::HopLimit6Expired);
+                    }
+                    *hop - 1
+                }
+                TtlPolicy::CompensateKernel => hop.saturating_add(1),
+                TtlPolicy::Keep => *hop,
+            };
+            buf[start + 8..start + 24].copy_from_slice(&nsrc6.octets());
+            buf[start + 24..start + 40].copy_from_slice(&m.dst6.addr.octets());
+            return Ok(Verdict::Forward {
+                start,
+                len: pkt_len,
+            });
+        }
+
+        // RFC 6146 §3.5.1 (UDP), §3.5.2 (TCP), §3.5.3 (ICMP query).
+        let m = match self
+            .state
+            .lookup_or_create_6to4(p, src_ta, dst_ta, flags, now)
+        {
+            Ok(m) => m,
+            Err(r) => return refuse(buf, r),
+        };
+        // RFC 6146 §3.7: the source transport address becomes the BIB
+        // entry's IPv4 side (for ICMP the identifier, §3.5.3).
+        rewrite_port(&mut buf[l4s..l4e], sp, cs, m.src4.port, partial, udp);
+        let map = Map64 {
+            src: m.src4.addr,
+            dst: m.dst4.addr,
+        };
+        Ok(v6_to_v4::translate(&self.cfg, &map, buf, start, len, meta))
+    }
+
+    /// RFC 6146 §3.4/§3.5 for an ICMPv6 error: the quoted packet went from
+    /// Pref64 ⊕ remote to the client; its destination transport address is
+    /// looked up in the BIB (read-only) and replaced by the IPv4 one.
+    #[allow(clippy::too_many_arguments)]
+    fn err64(
+        &self,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+        l4s: usize,
+        l4e: usize,
+        (src6, dst6): (&Ipv6Addr, &Ipv6Addr),
+        meta: PacketMeta,
+    ) -> Result<Verdict, DropReason> {
+        if l4e - l4s < 8 + ipv6::HEADER_LEN {
+            return Err(DropReason::IcmpTruncated);
+        }
+        let pseudo = checksum::pseudo_v6(src6, dst6, proto::ICMPV6, (l4e - l4s) as u32);
+        if !meta.csum_partial && !checksum::verify(checksum::sum(pseudo, &buf[l4s..l4e])) {
+            return Err(DropReason::IcmpBadChecksum);
+        }
+        let q = l4s + 8;
+        let inner =
+            Ipv6Packet::new_quoted(&buf[q..l4e]).map_err(|_| DropReason::IcmpInnerMalformed)?;
+        let iw = inner.walk().map_err(|_| DropReason::IcmpInnerMalformed)?;
+        let isrc = inner.src();
+        let idst = inner.dst();
+        let il4 = q + iw.upper_offset;
+        if il4 > l4e || iw.frag.is_some_and(|f| f.offset != 0) {
+            return Err(DropReason::IcmpInnerMalformed);
+        }
+        // The quoted packet went remote -> client: the client's transport
+        // address is its destination (for an echo, the identifier).
+        let (p, _, dport) = quoted_ports(
+            iw.upper_proto,
+            &buf[il4..l4e],
+            (icmp6::ECHO_REQUEST, icmp6::ECHO_REPLY),
+        )?;
+        let remote4 = self
+            .pool6
+            .extract(&isrc)
+            .ok_or(DropReason::IcmpInnerUnmappable)?;
+        let v4 = self
+            .state
+            .bib_by_v6(p, Ta6::new(idst, dport))
+            .ok_or(DropReason::IcmpInnerUnmappable)?;
+        let (_, dp, cs) = port_layout(p);
+        // The quoted checksum is complete (never CHECKSUM_PARTIAL).
+        rewrite_port(&mut buf[il4..l4e], dp, cs, v4.port, false, p == Proto::Udp);
+        put16(buf, l4s + 2, 0);
+        let c = checksum::finish(checksum::sum(pseudo, &buf[l4s..l4e]));
+        put16(buf, l4s + 2, c);
+        let map = Map64 {
+            src: v4.addr,
+            dst: remote4,
+        };
+        let meta = PacketMeta {
+            csum_partial: false,
+            ..meta
+        };
+        Ok(v6_to_v4::translate(&self.cfg, &map, buf, start, len, meta))
+    }
+
+    // --- IPv4 -> IPv6 -----------------------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    fn t46(
+        &self,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+        meta: PacketMeta,
+        frags: &mut FragBuf,
+        now: u64,
+        stored: &mut Option<StoredSyn>,
+    ) -> Result<Verdict, DropReason> {
+        let end = start
+            .checked_add(len)
+            .filter(|&e| e <= buf.len())
+            .ok_or(DropReason::Ipv4Truncated)?;
+        let pkt =
+            Ipv4Packet::new_checked(&buf[start..end]).map_err(|_| DropReason::Ipv4Malformed)?;
+        if pkt.is_fragment() {
+            return Err(DropReason::Nat64Fragment);
+        }
+        let hl = pkt.header_len();
+        let total = usize::from(pkt.total_len());
+        let (src4, dst4, ip_proto) = (pkt.src(), pkt.dst(), pkt.protocol());
+        if hl > total || total > len {
+            return Err(DropReason::Ipv4Truncated);
+        }
+        // RFC 6146 §3.5: only packets to pool4 are ours.
+        if !self.state.is_pool4(None, dst4) {
+            return Err(DropReason::Dst4Unmappable);
+        }
+        let l4s = start + hl;
+        let l4e = start + total;
+        if ip_proto == proto::ICMP && buf.get(l4s).is_some_and(|&t| icmp4::is_error(t)) {
+            return self.err46(buf, start, len, l4s, l4e, (src4, dst4), meta, frags);
+        }
+        let (p, sport, dport, flags) = l4_ports(
+            ip_proto,
+            &buf[l4s..l4e],
+            (icmp4::ECHO_REQUEST, icmp4::ECHO_REPLY),
+        )?;
+        let src6 = self.cfg.addressing.src_4to6(src4)?;
+        let m = match self.state.lookup_4to6(
+            p,
+            Ta4::new(src4, sport),
+            Ta4::new(dst4, dport),
+            flags,
+            now,
+        ) {
+            Ok(Verdict4to6::Forward(m)) => m,
+            Ok(Verdict4to6::SynStored { syn, first }) => {
+                // RFC 6146 §3.5.2.2: held for TCP_INCOMING_SYN; the ICMP
+                // error (if no IPv6 SYN comes) is the caller's job.
+                if first {
+                    *stored = Some(syn);
+                }
+                return Err(DropReason::Nat64NoBib);
+            }
+            Err(r) => {
+                // RFC 6146 §3.5.1: UDP to a transport address without BIB
+                // entry: ICMP Destination Unreachable, Port Unreachable;
+                // §3.5.1.1 / §3.5.2.2 (filtering): Communication
+                // Administratively Prohibited. TCP and ICMP: silent drop.
+                let code = match (r, p) {
+                    (DropReason::Nat64NoBib, Proto::Udp) => icmp4::PORT_UNREACH,
+                    (DropReason::Nat64Filtered, Proto::Udp | Proto::Tcp) => icmp4::ADMIN_PROHIBITED,
+                    _ => return Err(r),
+                };
+                return Ok(
+                    match icmp4_error_from_dst(buf, start, total, icmp4::DEST_UNREACH, code) {
+                        Some((s, l)) => Verdict::Reply {
+                            start: s,
+                            len: l,
+                            reason: r,
+                        },
+                        None => Verdict::Drop(r),
+                    },
+                );
+            }
+        };
+        let (_, dp, cs) = port_layout(p);
+        rewrite_port(
+            &mut buf[l4s..l4e],
+            dp,
+            cs,
+            m.dst6.port,
+            meta.csum_partial,
+            p == Proto::Udp,
+        );
+        let map = Map46 {
+            src: Some(src6),
+            dst: m.dst6.addr,
+            inner: (m.dst6.addr, src6),
+        };
+        Ok(v4_to_v6::translate(
+            &self.cfg, &map, buf, start, len, meta, frags,
+        ))
+    }
+
+    /// RFC 6146 §3.4/§3.5 for an ICMPv4 error: the quoted packet went from
+    /// the pool4 transport address to the remote; its source is looked up
+    /// in the BIB (read-only) and replaced by the client's.
+    #[allow(clippy::too_many_arguments)]
+    fn err46(
+        &self,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+        l4s: usize,
+        l4e: usize,
+        (src4, _dst4): (Ipv4Addr, Ipv4Addr),
+        meta: PacketMeta,
+        frags: &mut FragBuf,
+    ) -> Result<Verdict, DropReason> {
+        if l4e - l4s < 8 + ipv4::MIN_HEADER_LEN {
+            return Err(DropReason::IcmpTruncated);
+        }
+        if !meta.csum_partial && !checksum::verify(checksum::sum(0, &buf[l4s..l4e])) {
+            return Err(DropReason::IcmpBadChecksum);
+        }
+        let q = l4s + 8;
+        let inner =
+            Ipv4Packet::new_quoted(&buf[q..l4e]).map_err(|_| DropReason::IcmpInnerMalformed)?;
+        if inner.frag_offset() != 0 {
+            return Err(DropReason::IcmpInnerMalformed);
+        }
+        let (isrc, idst, ipr) = (inner.src(), inner.dst(), inner.protocol());
+        let il4 = q + inner.header_len();
+        if il4 > l4e {
+            return Err(DropReason::IcmpInnerMalformed);
+        }
+        let (p, sport, _) = quoted_ports(
+            ipr,
+            &buf[il4..l4e],
+            (icmp4::ECHO_REQUEST, icmp4::ECHO_REPLY),
+        )?;
+        let client = self
+            .state
+            .bib_by_v4(p, Ta4::new(isrc, sport))
+            .ok_or(DropReason::IcmpInnerUnmappable)?;
+        let remote6 = self.pool6.embed(idst);
+        let (sp, _, cs) = port_layout(p);
+        rewrite_port(
+            &mut buf[il4..l4e],
+            sp,
+            cs,
+            client.port,
+            false,
+            p == Proto::Udp,
+        );
+        put16(buf, l4s + 2, 0);
+        let c = checksum::checksum(&buf[l4s..l4e]);
+        put16(buf, l4s + 2, c);
+        let map = Map46 {
+            src: self.cfg.addressing.src_4to6(src4).ok(),
+            dst: client.addr,
+            inner: (client.addr, remote6),
+        };
+        let meta = PacketMeta {
+            csum_partial: false,
+            ..meta
+        };
+        Ok(v4_to_v6::translate(
+            &self.cfg, &map, buf, start, len, meta, frags,
+        ))
+    }
+}
+
+#[cfg(test)]
+#[path = "nat64_tests.rs"]
+mod tests;

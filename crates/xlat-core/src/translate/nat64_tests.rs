@@ -1,0 +1,664 @@
+//! Packet vectors for the stateful NAT64 datapath, by RFC 6146 section.
+//! Every translated packet is checked by recomputing its IP header and
+//! transport / ICMP checksums from scratch.
+
+use super::*;
+use crate::addr::SiitAddressing;
+use crate::nat64::{Nat64Config, Pool4Entry, SourceQuota, Timeouts, SYN};
+use crate::translate::HEADROOM;
+
+const CLIENT: &str = "2001:db8:1::10";
+const CLIENT2: &str = "2001:db8:1::20";
+const SERVER4: &str = "198.51.100.7";
+const POOL4: &str = "203.0.113.0/30";
+
+fn a6(s: &str) -> Ipv6Addr {
+    s.parse().unwrap()
+}
+fn a4(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+fn pool6() -> Pool6 {
+    Pool6::new("64:ff9b::/96".parse().unwrap()).unwrap()
+}
+fn server6() -> Ipv6Addr {
+    pool6().embed(a4(SERVER4))
+}
+
+fn state_with(f: impl FnOnce(&mut Nat64Config)) -> Arc<Nat64State> {
+    let mut c = Nat64Config {
+        pool4: Pool4Entry::all_protocols(POOL4.parse().unwrap()).to_vec(),
+        shards: 1,
+        ..Nat64Config::default()
+    };
+    f(&mut c);
+    Arc::new(Nat64State::new(c, [7; 16]).unwrap())
+}
+
+fn xlat(state: Arc<Nat64State>) -> Nat64Translator {
+    let cfg = Config {
+        addressing: SiitAddressing {
+            pool6: Some(pool6()),
+            allow_wkp_non_global: true,
+            ..SiitAddressing::default()
+        },
+        ..Config::default()
+    };
+    Nat64Translator::new(cfg, state).unwrap()
+}
+
+fn ip6(src: Ipv6Addr, dst: Ipv6Addr, nh: u8, l4: &[u8]) -> Vec<u8> {
+    let mut p = vec![0u8; 40];
+    p[0] = 0x60;
+    p[4..6].copy_from_slice(&(l4.len() as u16).to_be_bytes());
+    p[6] = nh;
+    p[7] = 64;
+    p[8..24].copy_from_slice(&src.octets());
+    p[24..40].copy_from_slice(&dst.octets());
+    p.extend_from_slice(l4);
+    p
+}
+
+fn ip4(src: Ipv4Addr, dst: Ipv4Addr, pr: u8, l4: &[u8]) -> Vec<u8> {
+    let mut p = vec![0u8; 20];
+    ipv4::emit_header(
+        &mut p,
+        0,
+        (20 + l4.len()) as u16,
+        1,
+        ipv4::FLAG_DF,
+        64,
+        pr,
+        src,
+        dst,
+    );
+    p.extend_from_slice(l4);
+    p
+}
+
+fn csum_at(l4: &mut [u8], off: usize, pseudo: u64) {
+    put16(l4, off, 0);
+    let c = checksum::finish(checksum::sum(pseudo, l4));
+    put16(l4, off, c);
+}
+
+/// TCP/UDP/ICMP L4 with correct checksum for the given pseudo-header.
+fn l4_v6(pr: u8, src: &Ipv6Addr, dst: &Ipv6Addr, mut l4: Vec<u8>) -> Vec<u8> {
+    let off = match pr {
+        proto::TCP => 16,
+        proto::UDP => 6,
+        _ => 2,
+    };
+    let pseudo = checksum::pseudo_v6(src, dst, pr, l4.len() as u32);
+    csum_at(&mut l4, off, pseudo);
+    l4
+}
+fn l4_v4(pr: u8, src: Ipv4Addr, dst: Ipv4Addr, mut l4: Vec<u8>) -> Vec<u8> {
+    let (off, pseudo) = match pr {
+        proto::TCP => (16, checksum::pseudo_v4(src, dst, pr, l4.len() as u16)),
+        proto::UDP => (6, checksum::pseudo_v4(src, dst, pr, l4.len() as u16)),
+        _ => (2, 0),
+    };
+    csum_at(&mut l4, off, pseudo);
+    l4
+}
+
+fn udp_raw(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut u = vec![0u8; 8];
+    put16(&mut u, 0, sport);
+    put16(&mut u, 2, dport);
+    put16(&mut u, 4, (8 + payload.len()) as u16);
+    u.extend_from_slice(payload);
+    u
+}
+fn tcp_raw(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
+    let mut t = vec![0u8; 20];
+    put16(&mut t, 0, sport);
+    put16(&mut t, 2, dport);
+    t[12] = 0x50;
+    t[13] = flags;
+    put16(&mut t, 14, 65535);
+    t
+}
+fn echo_raw(t: u8, id: u16, seq: u16) -> Vec<u8> {
+    let mut e = vec![t, 0, 0, 0, 0, 0, 0, 0, b'p', b'i', b'n', b'g'];
+    put16(&mut e, 4, id);
+    put16(&mut e, 6, seq);
+    e
+}
+
+fn udp6(src: &str, sport: u16, dport: u16) -> Vec<u8> {
+    let (s, d) = (a6(src), server6());
+    ip6(
+        s,
+        d,
+        proto::UDP,
+        &l4_v6(proto::UDP, &s, &d, udp_raw(sport, dport, b"hello")),
+    )
+}
+fn udp4(src: Ipv4Addr, sport: u16, dst: Ta4) -> Vec<u8> {
+    ip4(
+        src,
+        dst.addr,
+        proto::UDP,
+        &l4_v4(
+            proto::UDP,
+            src,
+            dst.addr,
+            udp_raw(sport, dst.port, b"world"),
+        ),
+    )
+}
+fn tcp6(src: &str, sport: u16, dport: u16, flags: u8) -> Vec<u8> {
+    let (s, d) = (a6(src), server6());
+    ip6(
+        s,
+        d,
+        proto::TCP,
+        &l4_v6(proto::TCP, &s, &d, tcp_raw(sport, dport, flags)),
+    )
+}
+fn tcp4(src: Ipv4Addr, sport: u16, dst: Ta4, flags: u8) -> Vec<u8> {
+    ip4(
+        src,
+        dst.addr,
+        proto::TCP,
+        &l4_v4(proto::TCP, src, dst.addr, tcp_raw(sport, dst.port, flags)),
+    )
+}
+
+struct Out {
+    v: Verdict,
+    pkt: Vec<u8>,
+    stored: Option<StoredSyn>,
+}
+
+fn run(t: &Nat64Translator, pkt: &[u8], now: u64) -> Out {
+    let mut buf = vec![0u8; HEADROOM + pkt.len() + 64];
+    buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
+    let mut frags = FragBuf::new();
+    let mut stored = None;
+    let v = t.translate(
+        &mut buf,
+        HEADROOM,
+        pkt.len(),
+        PacketMeta::default(),
+        &mut frags,
+        now,
+        &mut stored,
+    );
+    let pkt = match v {
+        Verdict::Forward { start, len } | Verdict::Reply { start, len, .. } => {
+            buf[start..start + len].to_vec()
+        }
+        _ => Vec::new(),
+    };
+    Out { v, pkt, stored }
+}
+
+fn fwd(o: &Out) -> &[u8] {
+    assert!(matches!(o.v, Verdict::Forward { .. }), "verdict {:?}", o.v);
+    verify(&o.pkt);
+    &o.pkt
+}
+
+/// Recomputes every checksum of a packet (and of an ICMP error's quote
+/// where complete) and asserts it verifies.
+fn verify(p: &[u8]) {
+    match p[0] >> 4 {
+        4 => {
+            assert!(
+                checksum::verify(checksum::sum(0, &p[..20])),
+                "ipv4 header checksum"
+            );
+            let (s, d) = (v4src(p), v4dst(p));
+            let l4 = &p[20..];
+            let acc = match p[9] {
+                proto::ICMP => checksum::sum(0, l4),
+                pr => checksum::sum(checksum::pseudo_v4(s, d, pr, l4.len() as u16), l4),
+            };
+            assert!(checksum::verify(acc), "ipv4 l4 checksum");
+        }
+        6 => {
+            let (s, d) = (v6src(p), v6dst(p));
+            let l4 = &p[40..];
+            let acc = checksum::sum(checksum::pseudo_v6(&s, &d, p[6], l4.len() as u32), l4);
+            assert!(checksum::verify(acc), "ipv6 l4 checksum");
+        }
+        _ => panic!("bad version"),
+    }
+}
+
+fn v4src(p: &[u8]) -> Ipv4Addr {
+    Ipv4Addr::from(<[u8; 4]>::try_from(&p[12..16]).unwrap())
+}
+fn v4dst(p: &[u8]) -> Ipv4Addr {
+    Ipv4Addr::from(<[u8; 4]>::try_from(&p[16..20]).unwrap())
+}
+fn v6src(p: &[u8]) -> Ipv6Addr {
+    Ipv6Addr::from(<[u8; 16]>::try_from(&p[8..24]).unwrap())
+}
+fn v6dst(p: &[u8]) -> Ipv6Addr {
+    Ipv6Addr::from(<[u8; 16]>::try_from(&p[24..40]).unwrap())
+}
+
+fn in_pool4(a: Ipv4Addr) -> bool {
+    u32::from(a) >> 2 == u32::from(a4("203.0.113.0")) >> 2
+}
+
+#[test]
+fn rfc6146_3_5_1_udp_outbound_and_reply() {
+    let t = xlat(state_with(|_| {}));
+    let o = run(&t, &udp6(CLIENT, 40000, 53), 1000);
+    let p = fwd(&o);
+    assert_eq!(p[0] >> 4, 4);
+    assert!(in_pool4(v4src(p)));
+    assert_eq!(v4dst(p), a4(SERVER4));
+    let sport = be16(p, 20);
+    assert!(sport >= 1024, "pool4 port {sport}");
+    assert_eq!(be16(p, 22), 53);
+    assert_eq!(&p[28..], b"hello");
+    // The reply to the pool4 transport address reaches the client's port.
+    let pool = Ta4::new(v4src(p), sport);
+    let o = run(&t, &udp4(a4(SERVER4), 53, pool), 2000);
+    let r = fwd(&o);
+    assert_eq!(r[0] >> 4, 6);
+    assert_eq!(v6src(r), server6());
+    assert_eq!(v6dst(r), a6(CLIENT));
+    assert_eq!(be16(r, 40), 53);
+    assert_eq!(be16(r, 42), 40000);
+    assert_eq!(&r[48..], b"world");
+    // §3.5.1 endpoint-independent mapping: same source, other remote port,
+    // same pool4 transport address.
+    let o = run(&t, &udp6(CLIENT, 40000, 5353), 3000);
+    let p2 = fwd(&o);
+    assert_eq!((v4src(p2), be16(p2, 20)), (pool.addr, pool.port));
+}
+
+#[test]
+fn rfc6146_3_5_1_two_clients_distinct_ports() {
+    let t = xlat(state_with(|c| {
+        c.pool4 = Pool4Entry::all_protocols("203.0.113.1/32".parse().unwrap()).to_vec();
+    }));
+    let o1 = run(&t, &udp6(CLIENT, 5000, 53), 0);
+    let o2 = run(&t, &udp6(CLIENT2, 5000, 53), 0);
+    let (p1, p2) = (fwd(&o1), fwd(&o2));
+    assert_eq!(v4src(p1), a4("203.0.113.1"));
+    assert_eq!(v4src(p2), a4("203.0.113.1"));
+    assert_ne!(be16(p1, 20), be16(p2, 20));
+}
+
+#[test]
+fn rfc6146_3_5_1_udp_without_bib_port_unreachable() {
+    let t = xlat(state_with(|_| {}));
+    let o = run(
+        &t,
+        &udp4(a4(SERVER4), 53, Ta4::new(a4("203.0.113.1"), 61000)),
+        0,
+    );
+    match o.v {
+        Verdict::Reply { reason, .. } => assert_eq!(reason, DropReason::Nat64NoBib),
+        v => panic!("{v:?}"),
+    }
+    let p = &o.pkt;
+    verify(p);
+    assert_eq!(p[9], proto::ICMP);
+    assert_eq!((p[20], p[21]), (icmp4::DEST_UNREACH, icmp4::PORT_UNREACH));
+    assert_eq!(v4src(p), a4("203.0.113.1"));
+    assert_eq!(v4dst(p), a4(SERVER4));
+    // The quote is the offending packet.
+    assert_eq!(v4dst(&p[28..]), a4("203.0.113.1"));
+}
+
+#[test]
+fn rfc6146_3_5_2_tcp_handshake() {
+    let t = xlat(state_with(|_| {}));
+    let o = run(&t, &tcp6(CLIENT, 33000, 80, SYN), 0);
+    let p = fwd(&o);
+    let pool = Ta4::new(v4src(p), be16(p, 20));
+    assert_eq!(p[20 + 13], SYN);
+    let o = run(&t, &tcp4(a4(SERVER4), 80, pool, SYN | 0x10), 10);
+    let r = fwd(&o);
+    assert_eq!((v6dst(r), be16(r, 42)), (a6(CLIENT), 33000));
+    let o = run(&t, &tcp6(CLIENT, 33000, 80, 0x10), 20);
+    fwd(&o);
+    let s = t.state().sessions(&Default::default());
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].tcp_state, Some(crate::nat64::TcpState::Established));
+    // §3.5.2.2: a non-SYN from a client without session is dropped.
+    let o = run(&t, &tcp6(CLIENT2, 1, 80, 0x10), 30);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64TcpState));
+}
+
+#[test]
+fn rfc6146_3_5_2_2_v4_syn_without_bib_stored() {
+    let t = xlat(state_with(|_| {}));
+    let dst = Ta4::new(a4("203.0.113.2"), 8080);
+    let o = run(&t, &tcp4(a4(SERVER4), 4444, dst, SYN), 0);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64NoBib));
+    let syn = o.stored.expect("stored");
+    assert_eq!((syn.pool4, syn.remote), (dst, Ta4::new(a4(SERVER4), 4444)));
+    // A retransmission is not stored twice.
+    let o = run(&t, &tcp4(a4(SERVER4), 4444, dst, SYN), 100);
+    assert!(o.stored.is_none());
+    // After TCP_INCOMING_SYN (6 s) the state reports it expired: the
+    // caller answers with ICMP port unreachable built by this helper.
+    let out = t.state().expire(8_000, 100);
+    assert_eq!(out.stored_syn_expired, vec![syn]);
+    let pkt = tcp4(a4(SERVER4), 4444, dst, SYN);
+    let mut buf = vec![0u8; 64 + pkt.len()];
+    buf[64..].copy_from_slice(&pkt);
+    let (s, l) = icmp4_error_from_dst(&mut buf, 64, pkt.len(), 3, 3).unwrap();
+    let e = &buf[s..s + l];
+    verify(e);
+    assert_eq!(
+        (v4src(e), v4dst(e), e[20], e[21]),
+        (dst.addr, a4(SERVER4), 3, 3)
+    );
+    // A non-SYN without BIB entry: silently dropped.
+    let o = run(&t, &tcp4(a4(SERVER4), 4444, dst, 0x10), 9000);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64NoBib));
+}
+
+#[test]
+fn rfc6146_3_5_3_icmp_echo() {
+    let t = xlat(state_with(|_| {}));
+    let (s, d) = (a6(CLIENT), server6());
+    let req = ip6(
+        s,
+        d,
+        proto::ICMPV6,
+        &l4_v6(proto::ICMPV6, &s, &d, echo_raw(128, 0x1234, 1)),
+    );
+    let o = run(&t, &req, 0);
+    let p = fwd(&o);
+    assert_eq!((p[20], p[9]), (icmp4::ECHO_REQUEST, proto::ICMP));
+    let id = be16(p, 24);
+    let pool = v4src(p);
+    assert!(in_pool4(pool));
+    let rep = ip4(
+        a4(SERVER4),
+        pool,
+        proto::ICMP,
+        &l4_v4(proto::ICMP, a4(SERVER4), pool, echo_raw(0, id, 1)),
+    );
+    let o = run(&t, &rep, 10);
+    let r = fwd(&o);
+    assert_eq!(
+        (r[40], be16(r, 44), be16(r, 46)),
+        (icmp6::ECHO_REPLY, 0x1234, 1)
+    );
+    assert_eq!(v6dst(r), s);
+}
+
+#[test]
+fn rfc6146_3_4_icmpv4_error_inner_mapped() {
+    let t = xlat(state_with(|_| {}));
+    let o = run(&t, &udp6(CLIENT, 40000, 53), 0);
+    let out = fwd(&o).to_vec();
+    let pool = Ta4::new(v4src(&out), be16(&out, 20));
+    // A router 192.0.2.1 answers the translated datagram: port unreachable.
+    let router = a4("192.0.2.1");
+    let mut body = vec![icmp4::DEST_UNREACH, icmp4::PORT_UNREACH, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&out[..28]);
+    let err = ip4(
+        router,
+        pool.addr,
+        proto::ICMP,
+        &l4_v4(proto::ICMP, router, pool.addr, body),
+    );
+    let o = run(&t, &err, 5);
+    let r = fwd(&o);
+    assert_eq!((r[40], r[41]), (icmp6::DEST_UNREACH, 4));
+    assert_eq!(v6src(r), pool6().embed(router));
+    assert_eq!(v6dst(r), a6(CLIENT));
+    let inner = &r[48..];
+    assert_eq!(v6src(inner), a6(CLIENT));
+    assert_eq!(v6dst(inner), server6());
+    assert_eq!((be16(inner, 40), be16(inner, 42)), (40000, 53));
+}
+
+#[test]
+fn rfc6146_3_4_icmpv6_error_inner_mapped() {
+    let t = xlat(state_with(|_| {}));
+    let o = run(&t, &udp6(CLIENT, 40000, 53), 0);
+    let out = fwd(&o).to_vec();
+    let pool = Ta4::new(v4src(&out), be16(&out, 20));
+    let o = run(&t, &udp4(a4(SERVER4), 53, pool), 1);
+    let back = fwd(&o).to_vec();
+    // The client answers the reply with ICMPv6 port unreachable.
+    let (s, d) = (a6(CLIENT), server6());
+    let mut body = vec![icmp6::DEST_UNREACH, 4, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&back);
+    let err = ip6(s, d, proto::ICMPV6, &l4_v6(proto::ICMPV6, &s, &d, body));
+    let o = run(&t, &err, 2);
+    let r = fwd(&o);
+    assert_eq!((r[20], r[21]), (icmp4::DEST_UNREACH, icmp4::PORT_UNREACH));
+    assert_eq!((v4src(r), v4dst(r)), (pool.addr, a4(SERVER4)));
+    let inner = &r[28..];
+    assert_eq!((v4src(inner), v4dst(inner)), (a4(SERVER4), pool.addr));
+    assert_eq!((be16(inner, 20), be16(inner, 22)), (53, pool.port));
+}
+
+#[test]
+fn rfc6146_3_5_static_bib_inbound() {
+    let state = state_with(|_| {});
+    let server = Ta6::new(a6("2001:db8:2::80"), 80);
+    let public = Ta4::new(a4("203.0.113.3"), 8080);
+    state.add_static(Proto::Tcp, server, public, 0).unwrap();
+    let t = xlat(state);
+    let client4 = a4("192.0.2.50");
+    let o = run(&t, &tcp4(client4, 5555, public, SYN), 0);
+    let r = fwd(&o);
+    assert_eq!((v6src(r), v6dst(r)), (pool6().embed(client4), server.addr));
+    assert_eq!((be16(r, 40), be16(r, 42)), (5555, 80));
+    // The server's SYN-ACK goes out from the static address.
+    let (s, d) = (server.addr, pool6().embed(client4));
+    let synack = ip6(
+        s,
+        d,
+        proto::TCP,
+        &l4_v6(proto::TCP, &s, &d, tcp_raw(80, 5555, SYN | 0x10)),
+    );
+    let o = run(&t, &synack, 1);
+    let p = fwd(&o);
+    assert_eq!(
+        (v4src(p), be16(p, 20), v4dst(p)),
+        (public.addr, 8080, client4)
+    );
+}
+
+#[test]
+fn rfc6146_3_5_1_pool_exhausted_and_quota_refuse_new_flows() {
+    let t = xlat(state_with(|c| {
+        c.pool4 = vec![Pool4Entry {
+            ports: (2000, 2001),
+            ..Pool4Entry::new(Proto::Udp, "203.0.113.1/32".parse().unwrap())
+        }];
+        c.source_quota = Some(SourceQuota {
+            prefix_len: 128,
+            max_sessions: 3,
+        });
+    }));
+    assert!(matches!(
+        run(&t, &udp6(CLIENT, 1, 53), 0).v,
+        Verdict::Forward { .. }
+    ));
+    assert!(matches!(
+        run(&t, &udp6(CLIENT2, 1, 53), 0).v,
+        Verdict::Forward { .. }
+    ));
+    // Third source: no port left -> ICMPv6 Address Unreachable.
+    let o = run(&t, &udp6("2001:db8:1::30", 1, 53), 0);
+    match o.v {
+        Verdict::Reply { reason, .. } => assert_eq!(reason, DropReason::Nat64PoolExhausted),
+        v => panic!("{v:?}"),
+    }
+    verify(&o.pkt);
+    assert_eq!((o.pkt[40], o.pkt[41]), (icmp6::DEST_UNREACH, 3));
+    assert_eq!(v6dst(&o.pkt), a6("2001:db8:1::30"));
+    // Existing flows keep working; quota: 3 sessions per /128.
+    assert!(matches!(
+        run(&t, &udp6(CLIENT, 1, 54), 0).v,
+        Verdict::Forward { .. }
+    ));
+    assert!(matches!(
+        run(&t, &udp6(CLIENT, 1, 55), 0).v,
+        Verdict::Forward { .. }
+    ));
+    let o = run(&t, &udp6(CLIENT, 1, 56), 0);
+    assert!(
+        matches!(
+            o.v,
+            Verdict::Reply {
+                reason: DropReason::Nat64SourceQuota,
+                ..
+            }
+        ),
+        "{:?}",
+        o.v
+    );
+    assert!(matches!(
+        run(&t, &udp6(CLIENT, 1, 53), 0).v,
+        Verdict::Forward { .. }
+    ));
+}
+
+#[test]
+fn rfc6146_3_5_1_session_expires() {
+    let t = xlat(state_with(|c| {
+        c.timeouts = Timeouts {
+            udp_ms: 2_000,
+            ..Timeouts::default()
+        };
+    }));
+    let o = run(&t, &udp6(CLIENT, 7, 53), 0);
+    let p = fwd(&o);
+    let pool = Ta4::new(v4src(p), be16(p, 20));
+    let out = t.state().expire(10_000, 100);
+    assert_eq!(out.sessions_removed, 1);
+    assert_eq!(out.bib_removed.len(), 1);
+    let o = run(&t, &udp4(a4(SERVER4), 53, pool), 10_001);
+    assert!(matches!(
+        o.v,
+        Verdict::Reply {
+            reason: DropReason::Nat64NoBib,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn rfc6146_3_8_hairpin_udp() {
+    let t = xlat(state_with(|_| {}));
+    // Client 2 has a mapping (talks to the server first).
+    let o = run(&t, &udp6(CLIENT2, 6000, 53), 0);
+    let p = fwd(&o);
+    let c2 = Ta4::new(v4src(p), be16(p, 20));
+    // Client 1 sends to client 2's pool4 transport address.
+    let (s, d) = (a6(CLIENT), pool6().embed(c2.addr));
+    let pkt = ip6(
+        s,
+        d,
+        proto::UDP,
+        &l4_v6(proto::UDP, &s, &d, udp_raw(7000, c2.port, b"hi")),
+    );
+    let o = run(&t, &pkt, 1);
+    let r = fwd(&o);
+    assert_eq!(r[0] >> 4, 6);
+    assert_eq!(v6dst(r), a6(CLIENT2));
+    assert_eq!(be16(r, 42), 6000);
+    let src4 = pool6().extract(&v6src(r)).unwrap();
+    assert!(in_pool4(src4));
+    assert_ne!(be16(r, 40), 0);
+}
+
+#[test]
+fn rfc6146_3_fragments_and_unknown_protocols_dropped() {
+    let t = xlat(state_with(|_| {}));
+    let mut f = udp4(a4(SERVER4), 53, Ta4::new(a4("203.0.113.1"), 2000));
+    f[6] = 0x20; // MF
+    f[10] = 0;
+    f[11] = 0;
+    let c = checksum::checksum(&f[..20]);
+    put16(&mut f, 10, c);
+    assert_eq!(run(&t, &f, 0).v, Verdict::Drop(DropReason::Nat64Fragment));
+    let (s, d) = (a6(CLIENT), server6());
+    let gre = ip6(s, d, 47, &[0u8; 8]);
+    assert_eq!(
+        run(&t, &gre, 0).v,
+        Verdict::Drop(DropReason::Nat64UnsupportedProto)
+    );
+    // IPv4 to an address outside pool4 is not ours.
+    let o = run(
+        &t,
+        &udp4(a4(SERVER4), 53, Ta4::new(a4("192.0.2.9"), 2000)),
+        0,
+    );
+    assert_eq!(o.v, Verdict::Drop(DropReason::Dst4Unmappable));
+}
+
+#[test]
+fn rfc6146_3_4_icmpv4_error_with_8_byte_quote() {
+    // RFC 792: an old router quotes only the IP header + 8 bytes of TCP.
+    let t = xlat(state_with(|_| {}));
+    let o = run(&t, &tcp6(CLIENT, 33001, 80, SYN), 0);
+    let out = fwd(&o).to_vec();
+    let pool = Ta4::new(v4src(&out), be16(&out, 20));
+    let router = a4("192.0.2.1");
+    let mut body = vec![
+        icmp4::DEST_UNREACH,
+        icmp4::FRAG_NEEDED,
+        0,
+        0,
+        0,
+        0,
+        0x05,
+        0xdc,
+    ];
+    body.extend_from_slice(&out[..28]);
+    let err = ip4(
+        router,
+        pool.addr,
+        proto::ICMP,
+        &l4_v4(proto::ICMP, router, pool.addr, body),
+    );
+    let o = run(&t, &err, 5);
+    let r = fwd(&o);
+    assert_eq!(r[40], icmp6::PACKET_TOO_BIG);
+    assert_eq!(v6dst(r), a6(CLIENT));
+    let inner = &r[48..];
+    assert_eq!(
+        (v6src(inner), be16(inner, 40), be16(inner, 42)),
+        (a6(CLIENT), 33001, 80)
+    );
+}
+
+proptest::proptest! {
+    /// Arbitrary bytes behind valid-looking headers never panic the NAT64
+    /// datapath (RFC 6146 §3.4: malformed packets are dropped).
+    #[test]
+    fn nat64_arbitrary_packets_never_panic(
+        v6 in proptest::bool::ANY,
+        nh in proptest::sample::select(vec![6u8, 17, 58, 1, 47]),
+        body in proptest::collection::vec(proptest::num::u8::ANY, 0..120),
+        to_pool in proptest::bool::ANY,
+    ) {
+        let t = xlat(state_with(|_| {}));
+        // Seed a mapping so that 4->6 packets may hit one.
+        let _ = run(&t, &udp6(CLIENT, 1000, 53), 0);
+        let pkt = if v6 {
+            let d = if to_pool { pool6().embed(a4("203.0.113.1")) } else { server6() };
+            ip6(a6(CLIENT), d, nh, &body)
+        } else {
+            let d = if to_pool { a4("203.0.113.1") } else { a4("192.0.2.1") };
+            ip4(a4(SERVER4), d, if nh == 58 { 1 } else { nh }, &body)
+        };
+        let o = run(&t, &pkt, 1);
+        // (Checksums of random bodies are random: only the shape is checked.)
+        if let Verdict::Forward { .. } = o.v {
+            proptest::prop_assert!(o.pkt.len() >= 20);
+            proptest::prop_assert!(matches!(o.pkt[0] >> 4, 4 | 6));
+        }
+    }
+}

@@ -1,0 +1,602 @@
+//! The `[nat64]` section (mode = "nat64", stateful NAT64, RFC 6146):
+//! pool4, static BIB entries, timeouts, filtering, limits, mapping log.
+//! Key names follow Jool where it has one. See docs/configuration.md.
+
+use super::*;
+use xlat_core::nat64::{
+    Filtering, Nat64Config, Pool4Entry, Proto, SourceQuota, Ta4, Ta6, Timeouts, DEFAULT_ICMP_IDS,
+    DEFAULT_PORTS,
+};
+
+/// A static BIB entry (RFC 6146 §3.1: manually configured binding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaticBib {
+    pub proto: Proto,
+    pub v6: Ta6,
+    pub v4: Ta4,
+}
+
+/// Validated `[nat64]` settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Nat64Settings {
+    pub pool4: Vec<Pool4Entry>,
+    pub bib: Vec<StaticBib>,
+    /// Seconds (Jool's defaults: 300, 7440, 240, 60).
+    pub udp_timeout: u64,
+    pub tcp_est_timeout: u64,
+    pub tcp_trans_timeout: u64,
+    pub icmp_timeout: u64,
+    pub filtering: Filtering,
+    pub drop_externally_initiated_tcp: bool,
+    /// 0 = unlimited.
+    pub max_sessions: u64,
+    /// Sessions per IPv6 source prefix, 0 = off.
+    pub source_quota: u32,
+    pub source_quota_prefix: u8,
+    /// Mapping-log file ("" = structured log only).
+    pub mapping_log: String,
+}
+
+impl Default for Nat64Settings {
+    fn default() -> Self {
+        Nat64Settings {
+            pool4: vec![],
+            bib: vec![],
+            udp_timeout: 300,
+            tcp_est_timeout: 7440,
+            tcp_trans_timeout: 240,
+            icmp_timeout: 60,
+            filtering: Filtering::EndpointIndependent,
+            drop_externally_initiated_tcp: false,
+            max_sessions: 0,
+            source_quota: 0,
+            source_quota_prefix: 128,
+            mapping_log: String::new(),
+        }
+    }
+}
+
+pub fn proto_parse(s: &str) -> Option<Proto> {
+    match s.to_ascii_lowercase().as_str() {
+        "tcp" => Some(Proto::Tcp),
+        "udp" => Some(Proto::Udp),
+        "icmp" => Some(Proto::Icmp),
+        _ => None,
+    }
+}
+
+/// `ADDR#PORT` (Jool's notation; `[ADDR]:PORT` is accepted for IPv6 too).
+pub fn ta6_parse(s: &str) -> Option<Ta6> {
+    let (a, p) = if let Some(rest) = s.strip_prefix('[') {
+        let (a, p) = rest.split_once("]:")?;
+        (a, p)
+    } else {
+        s.rsplit_once('#')?
+    };
+    Some(Ta6::new(a.parse().ok()?, p.parse().ok()?))
+}
+
+pub fn ta4_parse(s: &str) -> Option<Ta4> {
+    let (a, p) = s.rsplit_once('#').or_else(|| s.rsplit_once(':'))?;
+    Some(Ta4::new(a.parse().ok()?, p.parse().ok()?))
+}
+
+fn filtering_name(f: Filtering) -> &'static str {
+    match f {
+        Filtering::EndpointIndependent => "endpoint-independent",
+        Filtering::AddressDependent => "address-dependent",
+    }
+}
+
+const NAT64_KEYS: &[&str] = &[
+    "pool4",
+    "bib",
+    "timeouts",
+    "filtering",
+    "drop-externally-initiated-tcp",
+    "max-sessions",
+    "source-quota",
+    "source-quota-prefix",
+    "mapping-log",
+];
+
+fn parse_ports(ctx: &mut Ctx, key: &str, v: &Value, icmp: bool) -> Option<(u16, u16)> {
+    let lo = if icmp { 0 } else { 1 };
+    let range = match v {
+        Value::String(s) => s.split_once('-').and_then(|(a, b)| {
+            Some((a.trim().parse::<i64>().ok()?, b.trim().parse::<i64>().ok()?))
+        }),
+        Value::Array(a) if a.len() == 2 => match (&a[0], &a[1]) {
+            (Value::Integer(x), Value::Integer(y)) => Some((*x, *y)),
+            _ => None,
+        },
+        Value::Integer(x) => Some((*x, *x)),
+        _ => None,
+    };
+    let Some((a, b)) = range else {
+        ctx.err(
+            key,
+            show(v),
+            "expected \"FIRST-LAST\" (e.g. \"61001-65535\")",
+        );
+        return None;
+    };
+    if a < lo || b > 65535 || a > b {
+        ctx.err(
+            key,
+            show(v),
+            format!("ports must satisfy {lo} <= first <= last <= 65535"),
+        );
+        return None;
+    }
+    Some((a as u16, b as u16))
+}
+
+/// Parses `[nat64]` into `s.nat64` (called for every mode: outside
+/// mode = "nat64" the section is an error).
+pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
+    let Some(t) = ctx.table(root, "nat64") else {
+        if s.mode == Mode::Nat64 && !root.contains_key("nat64") {
+            ctx.err(
+                "nat64.pool4",
+                "",
+                "mode = \"nat64\" needs at least one [[nat64.pool4]] entry",
+            );
+        }
+        return;
+    };
+    if s.mode != Mode::Nat64 {
+        ctx.err("nat64", "{...}", "only allowed with mode = \"nat64\"");
+        return;
+    }
+    ctx.unknown_keys(t, "nat64", NAT64_KEYS);
+    let n = &mut s.nat64;
+
+    match t.get("pool4") {
+        None => ctx.err(
+            "nat64.pool4",
+            "",
+            "at least one [[nat64.pool4]] entry is needed",
+        ),
+        Some(Value::Array(a)) => {
+            for (i, e) in a.iter().enumerate() {
+                let path = format!("nat64.pool4[{i}]");
+                let Value::Table(e) = e else {
+                    ctx.err(
+                        path,
+                        show(e),
+                        "expected a table with prefix, protocol, ports, mark",
+                    );
+                    continue;
+                };
+                ctx.unknown_keys(e, &path, &["prefix", "protocol", "ports", "mark"]);
+                let prefix = match ctx.string(e, &path, "prefix") {
+                    Some(p) => ctx.v4prefix(&join(&path, "prefix"), &p),
+                    None => {
+                        ctx.err(join(&path, "prefix"), "", "missing");
+                        None
+                    }
+                };
+                if let Some(p) = prefix {
+                    if p.len() < 16 {
+                        ctx.err(
+                            join(&path, "prefix"),
+                            p.to_string(),
+                            "prefix shorter than /16",
+                        );
+                        continue;
+                    }
+                }
+                let protos: Vec<Proto> = match ctx.string(e, &path, "protocol").as_deref() {
+                    None | Some("all") => Proto::ALL.to_vec(),
+                    Some(x) => match proto_parse(x) {
+                        Some(p) => vec![p],
+                        None => {
+                            ctx.err(join(&path, "protocol"), x, "expected tcp, udp, icmp or all");
+                            continue;
+                        }
+                    },
+                };
+                let mark = ctx
+                    .int(
+                        e,
+                        &path,
+                        "mark",
+                        0,
+                        u32::MAX as i64,
+                        "must be between 0 and 4294967295",
+                    )
+                    .unwrap_or(0) as u32;
+                let Some(prefix) = prefix else { continue };
+                for p in protos {
+                    let ports = match e.get("ports") {
+                        None => Some(if p == Proto::Icmp {
+                            DEFAULT_ICMP_IDS
+                        } else {
+                            DEFAULT_PORTS
+                        }),
+                        Some(v) => parse_ports(ctx, &join(&path, "ports"), v, p == Proto::Icmp),
+                    };
+                    let Some(ports) = ports else { break };
+                    let entry = Pool4Entry {
+                        mark,
+                        proto: p,
+                        prefix,
+                        ports,
+                    };
+                    if let Some(o) = n.pool4.iter().find(|o| {
+                        o.proto == p
+                            && o.prefix.overlaps(&prefix)
+                            && o.ports.0 <= ports.1
+                            && ports.0 <= o.ports.1
+                    }) {
+                        ctx.err(
+                            join(&path, "prefix"),
+                            prefix.to_string(),
+                            format!(
+                                "{} ports {}-{} overlap the pool4 entry {} {}-{}",
+                                p.name(),
+                                ports.0,
+                                ports.1,
+                                o.prefix,
+                                o.ports.0,
+                                o.ports.1
+                            ),
+                        );
+                        break;
+                    }
+                    n.pool4.push(entry);
+                }
+            }
+        }
+        Some(v) => ctx.err("nat64.pool4", show(v), "expected [[nat64.pool4]] tables"),
+    }
+
+    if let Some(v) = t.get("bib") {
+        match v {
+            Value::Array(a) => {
+                for (i, e) in a.iter().enumerate() {
+                    let path = format!("nat64.bib[{i}]");
+                    let Value::Table(e) = e else {
+                        ctx.err(path, show(e), "expected a table with protocol, ipv6, ipv4");
+                        continue;
+                    };
+                    ctx.unknown_keys(e, &path, &["protocol", "ipv6", "ipv4"]);
+                    let proto = match ctx.string(e, &path, "protocol") {
+                        Some(x) => match proto_parse(&x) {
+                            Some(p) => Some(p),
+                            None => {
+                                ctx.err(join(&path, "protocol"), x, "expected tcp, udp or icmp");
+                                None
+                            }
+                        },
+                        None => {
+                            ctx.err(join(&path, "protocol"), "", "missing");
+                            None
+                        }
+                    };
+                    let v6 = ctx.string(e, &path, "ipv6").and_then(|x| {
+                        let r = ta6_parse(&x);
+                        if r.is_none() {
+                            ctx.err(join(&path, "ipv6"), x, "expected IPV6#PORT");
+                        }
+                        r
+                    });
+                    let v4 = ctx.string(e, &path, "ipv4").and_then(|x| {
+                        let r = ta4_parse(&x);
+                        if r.is_none() {
+                            ctx.err(join(&path, "ipv4"), x, "expected IPV4#PORT");
+                        }
+                        r
+                    });
+                    let (Some(proto), Some(v6), Some(v4)) = (proto, v6, v4) else {
+                        if !e.contains_key("ipv6") || !e.contains_key("ipv4") {
+                            ctx.err(path, "", "needs protocol, ipv6 and ipv4");
+                        }
+                        continue;
+                    };
+                    if !n
+                        .pool4
+                        .iter()
+                        .any(|p| p.proto == proto && p.prefix.contains(v4.addr))
+                    {
+                        ctx.err(
+                            join(&path, "ipv4"),
+                            v4.to_string(),
+                            format!("not a {} pool4 address", proto.name()),
+                        );
+                        continue;
+                    }
+                    if n.bib
+                        .iter()
+                        .any(|b| b.proto == proto && (b.v4 == v4 || b.v6 == v6))
+                    {
+                        ctx.err(path, format!("{v6} {v4}"), "duplicate static BIB entry");
+                        continue;
+                    }
+                    n.bib.push(StaticBib { proto, v6, v4 });
+                }
+            }
+            v => ctx.err("nat64.bib", show(v), "expected [[nat64.bib]] tables"),
+        }
+    }
+
+    if let Some(tt) = ctx.table(t, "timeouts") {
+        ctx.unknown_keys(
+            tt,
+            "nat64.timeouts",
+            &["udp", "tcp-est", "tcp-trans", "icmp"],
+        );
+        let day = 7 * 24 * 3600;
+        // RFC 6146 §4 gives minimums (UDP 2 min, TCP_EST 2 h 4 min, TCP_TRANS
+        // 4 min); shorter values are allowed (tests, labs) but unusual.
+        if let Some(v) = ctx.int(tt, "nat64.timeouts", "udp", 1, day, "seconds, 1 to 604800") {
+            n.udp_timeout = v as u64;
+        }
+        if let Some(v) = ctx.int(
+            tt,
+            "nat64.timeouts",
+            "tcp-est",
+            1,
+            day,
+            "seconds, 1 to 604800",
+        ) {
+            n.tcp_est_timeout = v as u64;
+        }
+        if let Some(v) = ctx.int(
+            tt,
+            "nat64.timeouts",
+            "tcp-trans",
+            1,
+            day,
+            "seconds, 1 to 604800",
+        ) {
+            n.tcp_trans_timeout = v as u64;
+        }
+        if let Some(v) = ctx.int(tt, "nat64.timeouts", "icmp", 1, day, "seconds, 1 to 604800") {
+            n.icmp_timeout = v as u64;
+        }
+    }
+    match ctx.string(t, "nat64", "filtering").as_deref() {
+        None | Some("endpoint-independent") => n.filtering = Filtering::EndpointIndependent,
+        Some("address-dependent") => n.filtering = Filtering::AddressDependent,
+        Some(x) => ctx.err(
+            "nat64.filtering",
+            x,
+            "expected \"endpoint-independent\" or \"address-dependent\"",
+        ),
+    }
+    if let Some(b) = ctx.boolean(t, "nat64", "drop-externally-initiated-tcp") {
+        n.drop_externally_initiated_tcp = b;
+    }
+    if let Some(v) = ctx.int(
+        t,
+        "nat64",
+        "max-sessions",
+        0,
+        1 << 40,
+        "must be >= 0 (0 = unlimited)",
+    ) {
+        n.max_sessions = v as u64;
+    }
+    if let Some(v) = ctx.int(
+        t,
+        "nat64",
+        "source-quota",
+        0,
+        u32::MAX as i64,
+        "must be >= 0 (0 = off)",
+    ) {
+        n.source_quota = v as u32;
+    }
+    if let Some(v) = ctx.int(t, "nat64", "source-quota-prefix", 0, 128, "must be 0..128") {
+        if v != 64 && v != 128 {
+            ctx.err(
+                "nat64.source-quota-prefix",
+                v.to_string(),
+                "expected 64 or 128",
+            );
+        } else {
+            n.source_quota_prefix = v as u8;
+        }
+    }
+    if let Some(p) = ctx.string(t, "nat64", "mapping-log") {
+        if !p.is_empty() && !p.starts_with('/') {
+            ctx.err("nat64.mapping-log", p, "must be an absolute path (or \"\")");
+        } else {
+            n.mapping_log = p;
+        }
+    }
+}
+
+impl Nat64Settings {
+    /// The core's NAT64 state configuration.
+    pub fn core(&self) -> Nat64Config {
+        Nat64Config {
+            pool4: self.pool4.clone(),
+            timeouts: Timeouts {
+                udp_ms: self.udp_timeout * 1000,
+                tcp_est_ms: self.tcp_est_timeout * 1000,
+                tcp_trans_ms: self.tcp_trans_timeout * 1000,
+                icmp_ms: self.icmp_timeout * 1000,
+                ..Timeouts::default()
+            },
+            filtering: self.filtering,
+            drop_externally_initiated_tcp: self.drop_externally_initiated_tcp,
+            max_sessions: (self.max_sessions > 0).then_some(self.max_sessions as usize),
+            source_quota: (self.source_quota > 0).then_some(SourceQuota {
+                prefix_len: self.source_quota_prefix,
+                max_sessions: self.source_quota,
+            }),
+            ..Nat64Config::default()
+        }
+    }
+
+    pub fn write_toml(&self, o: &mut String) {
+        let q = |s: &str| Value::String(s.to_string()).to_string();
+        let _ = writeln!(o, "\n[nat64]");
+        let _ = writeln!(o, "filtering = {}", q(filtering_name(self.filtering)));
+        let _ = writeln!(
+            o,
+            "drop-externally-initiated-tcp = {}",
+            self.drop_externally_initiated_tcp
+        );
+        let _ = writeln!(o, "max-sessions = {}", self.max_sessions);
+        let _ = writeln!(o, "source-quota = {}", self.source_quota);
+        let _ = writeln!(o, "source-quota-prefix = {}", self.source_quota_prefix);
+        let _ = writeln!(o, "mapping-log = {}", q(&self.mapping_log));
+        let _ = writeln!(
+            o,
+            "\n[nat64.timeouts]\nudp = {}\ntcp-est = {}\ntcp-trans = {}\nicmp = {}",
+            self.udp_timeout, self.tcp_est_timeout, self.tcp_trans_timeout, self.icmp_timeout
+        );
+        for p in &self.pool4 {
+            let _ = writeln!(
+                o,
+                "\n[[nat64.pool4]]\nprefix = {}\nprotocol = {}\nports = \"{}-{}\"\nmark = {}",
+                q(&p.prefix.to_string()),
+                q(p.proto.name()),
+                p.ports.0,
+                p.ports.1,
+                p.mark
+            );
+        }
+        for b in &self.bib {
+            let _ = writeln!(
+                o,
+                "\n[[nat64.bib]]\nprotocol = {}\nipv6 = {}\nipv4 = {}",
+                q(b.proto.name()),
+                q(&b.v6.to_string()),
+                q(&b.v4.to_string())
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parse, Mode, Problem};
+    use xlat_core::nat64::{Filtering, Proto};
+
+    const OK: &str = r#"
+mode = "nat64"
+[nat64]
+filtering = "address-dependent"
+source-quota = 100
+source-quota-prefix = 64
+max-sessions = 1000
+mapping-log = "/var/log/xlat-bib.log"
+[nat64.timeouts]
+udp = 30
+[[nat64.pool4]]
+prefix = "203.0.113.0/28"
+[[nat64.pool4]]
+prefix = "203.0.113.16/28"
+protocol = "udp"
+ports = "1024-2047"
+mark = 7
+[[nat64.bib]]
+protocol = "tcp"
+ipv6 = "2001:db8::80#80"
+ipv4 = "203.0.113.1#8080"
+"#;
+
+    fn problems(text: &str) -> Vec<Problem> {
+        parse(text).expect_err("config should be rejected")
+    }
+
+    fn has(ps: &[Problem], key: &str, reason_part: &str) -> bool {
+        ps.iter()
+            .any(|p| p.key == key && p.reason.contains(reason_part))
+    }
+
+    /// RFC 6146 §3 configuration: pool4 per protocol, static BIB (§3.1),
+    /// timeouts (§4, Jool's defaults), filtering (§3.5.1), limits.
+    #[test]
+    fn rfc6146_nat64_section_parsed_with_defaults() {
+        let s = parse(OK).unwrap();
+        assert_eq!(s.mode, Mode::Nat64);
+        assert_eq!(s.pool6.unwrap().to_string(), "64:ff9b::/96");
+        let n = &s.nat64;
+        assert_eq!(n.pool4.len(), 4, "all three protocols + one udp entry");
+        assert_eq!(n.pool4[0].ports, (61001, 65535));
+        assert_eq!(n.pool4[2].proto, Proto::Icmp);
+        assert_eq!(n.pool4[2].ports, (0, 65535));
+        assert_eq!(n.pool4[3].ports, (1024, 2047));
+        assert_eq!(n.pool4[3].mark, 7);
+        assert_eq!(n.bib.len(), 1);
+        assert_eq!(n.bib[0].v4.port, 8080);
+        assert_eq!(n.udp_timeout, 30);
+        assert_eq!(n.tcp_est_timeout, 7440);
+        assert_eq!(n.tcp_trans_timeout, 240);
+        assert_eq!(n.icmp_timeout, 60);
+        assert_eq!(n.filtering, Filtering::AddressDependent);
+        let c = n.core();
+        assert_eq!(c.timeouts.udp_ms, 30_000);
+        assert_eq!(c.source_quota.unwrap().prefix_len, 64);
+        assert_eq!(c.max_sessions, Some(1000));
+    }
+
+    #[test]
+    fn nat64_show_config_round_trips() {
+        let s = parse(OK).unwrap();
+        let again = parse(&s.to_toml(s.pool6, &[])).unwrap();
+        assert_eq!(s, again);
+    }
+
+    #[test]
+    fn rfc6146_nat64_errors_name_their_key() {
+        let ps = problems("mode = \"nat64\"\n");
+        assert!(has(&ps, "nat64.pool4", "needs at least one"));
+        let ps = problems(
+            r#"
+mode = "nat64"
+[nat64]
+filtering = "sometimes"
+source-quota-prefix = 96
+mapping-log = "relative.log"
+bogus = 1
+[nat64.timeouts]
+udp = 0
+[[nat64.pool4]]
+prefix = "203.0.113.0/28"
+[[nat64.pool4]]
+prefix = "203.0.113.0/24"
+protocol = "tcp"
+ports = "61000-61001"
+[[nat64.pool4]]
+prefix = "10.0.0.0/8"
+[[nat64.pool4]]
+prefix = "203.0.114.0/24"
+protocol = "sctp"
+[[nat64.pool4]]
+prefix = "198.51.100.0/24"
+ports = "0-100"
+[[nat64.bib]]
+protocol = "tcp"
+ipv6 = "2001:db8::1#80"
+ipv4 = "192.0.2.1#80"
+[[nat64.bib]]
+protocol = "udp"
+ipv6 = "2001:db8::1"
+ipv4 = "203.0.113.1#80"
+"#,
+        );
+        assert!(
+            has(&ps, "nat64.filtering", "endpoint-independent"),
+            "{ps:?}"
+        );
+        assert!(has(&ps, "nat64.source-quota-prefix", "64 or 128"));
+        assert!(has(&ps, "nat64.mapping-log", "absolute"));
+        assert!(has(&ps, "nat64.bogus", "unknown key"));
+        assert!(has(&ps, "nat64.timeouts.udp", "seconds"));
+        assert!(has(&ps, "nat64.pool4[4].ports", "1 <= first"));
+        assert!(has(&ps, "nat64.pool4[1].prefix", "overlap"));
+        assert!(has(&ps, "nat64.pool4[2].prefix", "shorter than /16"));
+        assert!(has(&ps, "nat64.pool4[3].protocol", "tcp, udp, icmp"));
+        assert!(has(&ps, "nat64.bib[0].ipv4", "pool4"));
+        assert!(has(&ps, "nat64.bib[1].ipv6", "IPV6#PORT"));
+        let ps = problems("pool6 = \"64:ff9b::/96\"\n[nat64]\n");
+        assert!(has(&ps, "nat64", "only allowed with mode"));
+    }
+}

@@ -1,0 +1,268 @@
+//! Stateful NAT64 in the daemon: the shared state's construction, the
+//! housekeeping thread (expiry, stored SYNs, mapping log) and the control
+//! requests (`bib-*`, `session-show`).
+
+use std::fs::File;
+use std::io::Write as _;
+use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use xlat_core::nat64::{BibError, MapEvent, MapEventKind, Nat64State, SessionFilter, TcpState};
+use xlat_core::translate::nat64::icmp4_error_from_dst;
+
+use crate::config::{proto_parse, ta4_parse, ta6_parse, Nat64Settings, StaticBib};
+use crate::datapath::Shared;
+use crate::vnet::VNET_HDR_LEN;
+
+/// 16 random bytes from the kernel (keys the table hashes and the RFC 6056
+/// port function).
+fn secret() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    // SAFETY: b is a valid writable buffer of 16 bytes.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != 16 {
+        // Fall back on the clock and pid: weaker, but never fails.
+        let t = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        b = (t ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
+    }
+    b
+}
+
+/// Builds the state and installs the static BIB entries (RFC 6146 §3.1).
+pub fn build_state(n: &Nat64Settings) -> Result<Arc<Nat64State>, String> {
+    let st = Nat64State::new(n.core(), secret()).map_err(|e| format!("nat64.pool4: {e}"))?;
+    for b in &n.bib {
+        st.add_static(b.proto, b.v6, b.v4, 0)
+            .map_err(|e| format!("nat64.bib: {} {}: {e:?}", b.v6, b.v4))?;
+    }
+    Ok(Arc::new(st))
+}
+
+/// SIGHUP: makes the configured static BIB entries `wanted` instead of
+/// `current` (entries added at run time with `xlat bib add` are left
+/// alone). Returns the entries now in force; failures are logged.
+pub fn apply_static_bib(
+    st: &Nat64State,
+    current: &[StaticBib],
+    wanted: &[StaticBib],
+    now: u64,
+) -> Vec<StaticBib> {
+    let mut out: Vec<StaticBib> = Vec::with_capacity(wanted.len());
+    for b in current {
+        if wanted.contains(b) {
+            out.push(*b);
+        } else {
+            match st.remove_bib(b.proto, b.v4, now) {
+                Ok(_) => {
+                    info!("static bib entry removed", "proto" => b.proto.name(), "ipv6" => b.v6, "ipv4" => b.v4)
+                }
+                Err(e) => {
+                    warn!("static bib entry already gone", "ipv4" => b.v4, "error" => format!("{e:?}"))
+                }
+            }
+        }
+    }
+    for b in wanted {
+        if current.contains(b) {
+            continue;
+        }
+        match st.add_static(b.proto, b.v6, b.v4, now) {
+            Ok(()) => {
+                info!("static bib entry added", "proto" => b.proto.name(), "ipv6" => b.v6, "ipv4" => b.v4);
+                out.push(*b);
+            }
+            Err(e) => {
+                warn!("cannot add static bib entry", "proto" => b.proto.name(), "ipv6" => b.v6, "ipv4" => b.v4, "error" => format!("{e:?}"))
+            }
+        }
+    }
+    out
+}
+
+fn tcp_state_name(s: TcpState) -> String {
+    format!("{s:?}").to_ascii_lowercase()
+}
+
+/// Control requests of mode = "nat64".
+pub fn handle(
+    st: &Nat64State,
+    now: u64,
+    cmd: &str,
+    args: &[&str],
+) -> Option<Result<String, String>> {
+    let r = match (cmd, args) {
+        ("bib-show", rest) if rest.len() <= 1 => {
+            let proto = match rest.first() {
+                None => None,
+                Some(p) => match proto_parse(p) {
+                    Some(p) => Some(p),
+                    None => return Some(Err(format!("{p}: expected tcp, udp or icmp"))),
+                },
+            };
+            let mut o = String::new();
+            let mut v = st.bib_entries(proto);
+            v.sort_by_key(|b| (b.proto, b.v4));
+            for b in v {
+                o.push_str(&format!(
+                    "{} {} {} {} sessions={}\n",
+                    b.proto.name(),
+                    b.v6,
+                    b.v4,
+                    if b.is_static { "static" } else { "dynamic" },
+                    b.sessions
+                ));
+            }
+            Ok(o)
+        }
+        ("bib-add", [p, v6, v4]) => (|| {
+            let proto = proto_parse(p).ok_or(format!("{p}: expected tcp, udp or icmp"))?;
+            let v6 = ta6_parse(v6).ok_or(format!("{v6}: expected IPV6#PORT"))?;
+            let v4 = ta4_parse(v4).ok_or(format!("{v4}: expected IPV4#PORT"))?;
+            st.add_static(proto, v6, v4, now).map_err(|e| match e {
+                BibError::Conflict => format!("{v6} or {v4}: already in a BIB entry"),
+                BibError::NotInPool4 => format!("{v4}: not a {} pool4 address", proto.name()),
+                BibError::NotFound => "not found".into(),
+            })?;
+            info!("static bib entry added", "proto" => proto.name(), "ipv6" => v6, "ipv4" => v4);
+            Ok(String::new())
+        })(),
+        ("bib-remove", [p, v4]) => (|| {
+            let proto = proto_parse(p).ok_or(format!("{p}: expected tcp, udp or icmp"))?;
+            let v4 = ta4_parse(v4).ok_or(format!("{v4}: expected IPV4#PORT"))?;
+            let b = st
+                .remove_bib(proto, v4, now)
+                .map_err(|_| format!("{v4}: no such {} BIB entry", proto.name()))?;
+            info!("bib entry removed", "proto" => proto.name(), "ipv6" => b.v6, "ipv4" => b.v4);
+            Ok(String::new())
+        })(),
+        ("session-show", rest) if rest.len() <= 1 => {
+            let mut f = SessionFilter::default();
+            if let Some(a) = rest.first() {
+                if let Ok(a6) = a.parse() {
+                    f.v6_addr = Some(a6);
+                } else if let Ok(a4) = a.parse::<std::net::Ipv4Addr>() {
+                    // An IPv4 address: pool4 side or remote.
+                    let mut g = f;
+                    f.v4_addr = Some(a4);
+                    g.remote_addr = Some(a4);
+                    let mut v = st.sessions(&f);
+                    for s in st.sessions(&g) {
+                        if !v.contains(&s) {
+                            v.push(s);
+                        }
+                    }
+                    return Some(Ok(format_sessions(v, now)));
+                } else {
+                    return Some(Err(format!("{a}: not an IPv4 or IPv6 address")));
+                }
+            }
+            Ok(format_sessions(st.sessions(&f), now))
+        }
+        _ => return None,
+    };
+    Some(r)
+}
+
+fn format_sessions(mut v: Vec<xlat_core::nat64::SessionInfo>, now: u64) -> String {
+    v.sort_by_key(|s| (s.proto, s.v4, s.remote));
+    let mut o = String::new();
+    for s in v {
+        o.push_str(&format!(
+            "{} {} {} {} state={} expires_in={}s\n",
+            s.proto.name(),
+            s.v6,
+            s.v4,
+            s.remote,
+            s.tcp_state
+                .map(tcp_state_name)
+                .unwrap_or_else(|| "-".into()),
+            s.expires_ms.saturating_sub(now).div_ceil(1000)
+        ));
+    }
+    o
+}
+
+fn kind_name(k: MapEventKind) -> &'static str {
+    match k {
+        MapEventKind::BibCreated => "created",
+        MapEventKind::BibRemoved => "removed",
+    }
+}
+
+/// The housekeeping thread: every 100 ms expires what is due (bounded
+/// work per call, RFC 6146 §3.5 lifetimes), answers expired stored SYNs
+/// with ICMP port unreachable (RFC 6146 §3.5.2.2) and writes the mapping
+/// log (BIB entries created / removed) to the structured log and the
+/// optional file. The datapath never waits for it: events sit in bounded
+/// per-shard rings until drained here.
+pub fn housekeeping(
+    shared: Arc<Shared>,
+    state: Arc<Nat64State>,
+    fd: RawFd,
+    vnet: bool,
+    mut file: Option<File>,
+) {
+    let wall0 = SystemTime::now() - shared.epoch.elapsed();
+    let mut events: Vec<MapEvent> = Vec::with_capacity(1024);
+    let mut buf = vec![0u8; 64 + crate::datapath::STORED_SYN_QUOTE + VNET_HDR_LEN];
+    while !shared.stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = shared.now_ms();
+        for _ in 0..16 {
+            let out = state.expire(now, 20_000);
+            if !out.stored_syn_expired.is_empty() || !out.stored_syn_discarded.is_empty() {
+                let mut syns = shared.syns.lock().unwrap();
+                for k in &out.stored_syn_discarded {
+                    syns.remove(k);
+                }
+                for k in &out.stored_syn_expired {
+                    let Some(pkt) = syns.remove(k) else { continue };
+                    let start = 64;
+                    buf[start..start + pkt.len()].copy_from_slice(&pkt);
+                    if let Some((s, l)) = icmp4_error_from_dst(&mut buf, start, pkt.len(), 3, 3) {
+                        let (s, l) = if vnet {
+                            buf[s - VNET_HDR_LEN..s].fill(0);
+                            (s - VNET_HDR_LEN, l + VNET_HDR_LEN)
+                        } else {
+                            (s, l)
+                        };
+                        // SAFETY: the slice is valid; a failed write is only counted out.
+                        let _ = unsafe { libc::write(fd, buf[s..].as_ptr().cast(), l) };
+                    }
+                }
+            }
+            if !out.more {
+                break;
+            }
+        }
+        events.clear();
+        let lost = state.drain_events(&mut events);
+        if lost > 0 {
+            warn!("mapping log events lost (ring full)", "lost" => lost);
+        }
+        for e in &events {
+            let ts = crate::log::timestamp_at(wall0 + Duration::from_millis(e.time_ms));
+            info!("bib entry", "event" => kind_name(e.kind), "proto" => e.proto.name(),
+                "ipv6" => e.v6, "ipv4" => e.v4, "static" => e.is_static, "at" => ts);
+            if let Some(f) = file.as_mut() {
+                let line = format!(
+                    "{ts} {} {} {} {}{}\n",
+                    kind_name(e.kind),
+                    e.proto.name(),
+                    e.v6,
+                    e.v4,
+                    if e.is_static { " static" } else { "" }
+                );
+                if f.write_all(line.as_bytes()).is_err() {
+                    warn!("cannot write the mapping log; file logging stops");
+                    file = None;
+                }
+            }
+        }
+    }
+}

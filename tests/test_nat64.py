@@ -1,0 +1,526 @@
+"""Stateful NAT64 (RFC 6146) end to end: xlat mode = "nat64" in the router of
+lab.topology.Nat64Single (two IPv6-only clients, one IPv4-only server), real kernel
+endpoints on both sides. pool6 is 64:ff9b::/96, pool4 one address (203.0.113.1)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from conftest import PY, Xlat, iperf3, need_tool, need_xlat, nsio, nsio_bg, ping
+
+from lab.topology import nat64_single, xlat464
+
+POOL4_ADDR = "203.0.113.1"
+
+# One datagram from a fixed source port, wait for the echo. Prints "ok", "timeout" or
+# "error <errno name>" (ICMP errors surface on a connected UDP socket).
+UDP_TRY = textwrap.dedent(
+    """
+    import errno, socket, sys
+    dst, dport, sport, wait = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    fam = socket.AF_INET6 if ":" in dst else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if fam == socket.AF_INET6:
+        # Address unreachable is a "soft" ICMPv6 error: reported with IPV6_RECVERR only.
+        s.setsockopt(socket.IPPROTO_IPV6, getattr(socket, "IPV6_RECVERR", 25), 1)
+    s.bind(("", sport))
+    s.connect((dst, dport))
+    s.settimeout(wait)
+    try:
+        s.send(b"nat64-probe")
+        d = s.recv(2048)
+        print("ok" if d == b"nat64-probe" else "bad")
+    except TimeoutError:
+        print("timeout")
+    except OSError as e:
+        print("error", errno.errorcode.get(e.errno, e.errno))
+    """
+)
+
+# TCP connect + read everything; prints the data or "error <errno name>".
+TCP_GET = textwrap.dedent(
+    """
+    import errno, socket, sys
+    dst, port, wait = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    try:
+        s = socket.create_connection((dst, port), timeout=wait)
+        print(s.recv(100).decode())
+    except TimeoutError:
+        print("timeout")
+    except OSError as e:
+        print("error", errno.errorcode.get(e.errno, e.errno))
+    """
+)
+
+# A one-shot TCP server: accept one connection, send a greeting, exit.
+TCP_SERVE = textwrap.dedent(
+    """
+    import socket, sys
+    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("::", int(sys.argv[1])))
+    s.listen(4)
+    s.settimeout(15)
+    print("listening", file=sys.stderr, flush=True)
+    c, peer = s.accept()
+    c.sendall(("hello " + peer[0]).encode())
+    c.close()
+    """
+)
+
+
+def udp_try(lab, ns, dst, dport, sport, wait=1.0) -> str:
+    cp = lab.exec(ns, [PY, "-c", UDP_TRY, dst, str(dport), str(sport), str(wait)])
+    return cp.stdout.strip()
+
+
+def tcp_get(lab, ns, dst, port, wait=10.0) -> str:
+    cp = lab.exec(ns, [PY, "-c", TCP_GET, dst, str(port), str(wait)], timeout=wait + 5)
+    return cp.stdout.strip()
+
+
+def sessions(x: Xlat, address: str | None = None) -> list[list[str]]:
+    args = ["session", "show"] + (["--address", address] if address else [])
+    return [ln.split() for ln in x.cli(*args).stdout.splitlines() if ln.strip()]
+
+
+class Env:
+    """Nat64Single + xlat (nat64) in its router."""
+
+    def __init__(self, nat64: str = "", pool4: str | None = None, extra: str = ""):
+        need_xlat()
+        self.t = nat64_single()
+        self.dir = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+        self.maplog = self.dir / "mapping.log"
+        try:
+            conf = self.t.xlat_toml(
+                socket=f"{self.dir}/nat64.sock",
+                extra=extra,
+                nat64=f'mapping-log = "{self.maplog}"\n' + nat64,
+                pool4=pool4,
+            )
+            self.x = Xlat(self.t.lab, self.t.router, conf, self.dir, "nat64").start()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            self.t.close()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+MAIN_POOL4 = (
+    f'[[nat64.pool4]]\nprefix = "{POOL4_ADDR}/32"\n\n'
+    f'[[nat64.bib]]\nprotocol = "tcp"\nipv6 = "2001:db8:6::2#8080"\nipv4 = "{POOL4_ADDR}#8080"\n'
+)
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = Env(nat64="[nat64.timeouts]\nudp = 3\n", pool4=MAIN_POOL4)
+    yield e
+    e.close()
+
+
+@pytest.mark.timeout(20)
+def test_rfc6146_3_5_3_ping(env):
+    """ICMP echo through the NAT64: the identifier is mapped (RFC 6146 section 3.5.3)."""
+    t = env.t
+    cp = ping(t.lab, t.c1, t.h4_v6, count=3)
+    assert cp.returncode == 0, cp.stdout + cp.stderr + env.x.log()
+    icmp = [s for s in sessions(env.x, t.c1_addr) if s[0] == "icmp"]
+    assert icmp and icmp[0][2].startswith(POOL4_ADDR + "#"), icmp
+    assert env.x.stats()["nat64_sessions_icmp"] >= 1
+
+
+@pytest.mark.timeout(30)
+def test_rfc6146_3_5_2_curl_http(env):
+    """An IPv6-only client fetches a page from an IPv4-only web server by
+    64:ff9b::<IPv4> (RFC 6146 section 3.5.2 TCP, RFC 6052 WKP)."""
+    need_tool("curl")
+    t = env.t
+    www = env.dir / "www"
+    www.mkdir()
+    (www / "index.html").write_text("nat64 works\n")
+    srv = t.lab.spawn(
+        t.h4,
+        [PY, "-m", "http.server", "-b", t.h4_addr, "-d", str(www), "8000"],
+    )
+    try:
+        out = ""
+        for _ in range(40):
+            cp = t.lab.exec(
+                t.c1,
+                ["curl", "-sS", "-m", "5", f"http://[{t.h4_v6}]:8000/index.html"],
+                check=False,
+                timeout=10,
+            )
+            out = cp.stdout
+            if cp.returncode == 0:
+                break
+            time.sleep(0.1)
+        assert out == "nat64 works\n", out + env.x.log()
+    finally:
+        t.lab.stop(srv)
+    tcp = [s for s in sessions(env.x, t.c1_addr) if s[0] == "tcp"]
+    assert any(s[3] == f"{t.h4_addr}#8000" for s in tcp), tcp
+
+
+@pytest.mark.timeout(20)
+def test_rfc6146_3_5_1_udp(env):
+    t = env.t
+    srv = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7300)
+    try:
+        res = nsio(
+            t.lab, t.c1, "udp-ping", "--dst", t.h4_v6, "--port", 7300, "--size", 1000
+        )
+    finally:
+        t.lab.stop(srv)
+    assert res["received"] == 3, res
+    assert env.x.stats()["nat64_sessions_udp"] >= 1
+
+
+@pytest.mark.timeout(40)
+def test_rfc6146_3_5_2_iperf3_both_directions(env):
+    """TCP bulk data client->server and (-R) server->client through the NAT64."""
+    t = env.t
+    up = iperf3(t.lab, t.h4, t.c1, t.h4_v6, seconds=3, port=5401)
+    assert "error" not in up, up.get("error")
+    assert up["end"]["sum_received"]["bytes"] > 1_000_000
+    down = iperf3(t.lab, t.h4, t.c1, t.h4_v6, seconds=3, port=5402, extra=("-R",))
+    assert "error" not in down, down.get("error")
+    assert down["end"]["sum_received"]["bytes"] > 1_000_000
+
+
+@pytest.mark.timeout(20)
+def test_rfc6146_3_5_1_two_clients_share_pool4_address(env):
+    """Two clients with the same source port share the one pool4 address with distinct
+    ports (RFC 6146 section 3.5.1.1: endpoint-independent mapping per client)."""
+    t = env.t
+    srv = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7301)
+    try:
+        assert udp_try(t.lab, t.c1, t.h4_v6, 7301, 5555) == "ok"
+        assert udp_try(t.lab, t.c2, t.h4_v6, 7301, 5555) == "ok"
+    finally:
+        t.lab.stop(srv)
+    s1 = [
+        s
+        for s in sessions(env.x, t.c1_addr)
+        if s[0] == "udp" and s[1].endswith("#5555")
+    ]
+    s2 = [
+        s
+        for s in sessions(env.x, t.c2_addr)
+        if s[0] == "udp" and s[1].endswith("#5555")
+    ]
+    assert len(s1) == 1 and len(s2) == 1, (s1, s2)
+    a1, p1 = s1[0][2].split("#")
+    a2, p2 = s2[0][2].split("#")
+    assert a1 == a2 == POOL4_ADDR
+    assert p1 != p2
+    # --address filters: c1's view does not contain c2's session.
+    assert all(s[1].startswith(t.c1_addr) for s in sessions(env.x, t.c1_addr))
+
+
+@pytest.mark.timeout(30)
+def test_rfc6146_static_bib_ipv4_client_reaches_ipv6_server(env):
+    """A static BIB entry (config) lets an IPv4 client open a TCP connection to an
+    IPv6 server (RFC 6146 section 3.5.2.2, V4 SYN with a BIB entry); the client
+    shows up as pool6 + its IPv4 address. `xlat bib add/remove` manage entries."""
+    t = env.t
+    bib = env.x.cli("bib", "show", "tcp").stdout
+    assert f"2001:db8:6::2#8080 {POOL4_ADDR}#8080 static" in bib, bib
+    srv = t.lab.spawn(t.c1, [PY, "-c", TCP_SERVE, "8080"], stderr=-1, text=True)
+    try:
+        assert "listening" in srv.stderr.readline()
+        got = tcp_get(t.lab, t.h4, POOL4_ADDR, 8080)
+    finally:
+        t.lab.stop(srv)
+    assert got == "hello 64:ff9b::c633:6402", got + env.x.log()
+    # Run-time static entries.
+    env.x.cli("bib", "add", "udp", "2001:db8:6::2#9000", f"{POOL4_ADDR}#9000")
+    assert f"{POOL4_ADDR}#9000 static" in env.x.cli("bib", "show", "udp").stdout
+    bad = env.x.cli(
+        "bib", "add", "udp", "2001:db8:6::2#9001", "192.0.2.1#9001", check=False
+    )
+    assert bad.returncode != 0 and "pool4" in bad.stderr, bad.stderr
+    env.x.cli("bib", "remove", "udp", f"{POOL4_ADDR}#9000")
+    assert f"{POOL4_ADDR}#9000" not in env.x.cli("bib", "show", "udp").stdout
+
+
+# Bind a port, get one echo from the server (creating the BIB entry), then wait for
+# one datagram from anyone and print its source.
+UDP_HAIRPIN_PEER = textwrap.dedent(
+    """
+    import socket, sys
+    dst, dport, sport = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.bind(("", sport))
+    s.settimeout(5)
+    s.sendto(b"hello", (dst, dport))
+    s.recvfrom(100)
+    print("listening", file=sys.stderr, flush=True)
+    data, peer = s.recvfrom(100)
+    print(data.decode(), peer[0], peer[1])
+    """
+)
+
+
+@pytest.mark.timeout(20)
+def test_rfc6146_3_8_hairpinning(env):
+    """Client 2 sends to client 1's pool4 transport address (pool6 + pool4 address): the
+    packet is turned around inside the NAT64 and reaches client 1 from client 2's pool4
+    transport address (RFC 6146 section 3.8)."""
+    t = env.t
+    srv = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7304)
+    peer = t.lab.spawn(
+        t.c1,
+        [PY, "-c", UDP_HAIRPIN_PEER, t.h4_v6, "7304", "6200"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert "listening" in peer.stderr.readline()
+        mine = [s for s in sessions(env.x, t.c1_addr) if s[1] == f"{t.c1_addr}#6200"]
+        assert len(mine) == 1, mine
+        pool_addr, pool_port = mine[0][2].split("#")
+        c1_public6 = "64:ff9b::" + "{:02x}{:02x}:{:02x}{:02x}".format(
+            *map(int, pool_addr.split("."))
+        )
+        assert (
+            udp_try(t.lab, t.c2, c1_public6, int(pool_port), 6201, wait=0.5)
+            == "timeout"
+        )
+        out, _ = peer.communicate(timeout=10)
+    finally:
+        t.lab.stop(peer)
+        t.lab.stop(srv)
+    data, src, sport = out.split()
+    assert data == "nat64-probe"
+    assert src == c1_public6, out
+    c2 = [s for s in sessions(env.x, t.c2_addr) if s[1] == f"{t.c2_addr}#6201"]
+    assert len(c2) == 1 and c2[0][2] == f"{pool_addr}#{sport}", (c2, out)
+
+
+@pytest.mark.timeout(30)
+def test_rfc6146_ipv4_initiated_without_bib_refused(env):
+    """No BIB entry: a UDP datagram is answered with ICMP port unreachable (RFC 6146
+    section 3.5.1); a TCP SYN is held TCP_INCOMING_SYN (6 s) and then answered with
+    ICMP port unreachable (section 3.5.2.2). Nothing reaches the IPv6 side."""
+    t = env.t
+    before = env.x.stats()["nat64_no_bib"]
+    assert udp_try(t.lab, t.h4, POOL4_ADDR, 9999, 4000, wait=2) == "error ECONNREFUSED"
+    t0 = time.monotonic()
+    got = tcp_get(t.lab, t.h4, POOL4_ADDR, 9998, wait=12)
+    took = time.monotonic() - t0
+    assert got == "error ECONNREFUSED", got
+    assert 5.0 <= took <= 10.0, took
+    assert env.x.stats()["nat64_no_bib"] >= before + 2
+
+
+@pytest.mark.timeout(30)
+def test_rfc6146_3_5_1_udp_session_expires_and_mapping_log(env):
+    """The UDP session (timeout 3 s here) and its BIB entry expire; the mapping log
+    records creation and removal with both transport addresses."""
+    t = env.t
+    srv = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7302)
+    try:
+        assert udp_try(t.lab, t.c1, t.h4_v6, 7302, 6000) == "ok"
+    finally:
+        t.lab.stop(srv)
+    mine = [s for s in sessions(env.x, t.c1_addr) if s[1] == f"{t.c1_addr}#6000"]
+    assert len(mine) == 1, mine
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if not [s for s in sessions(env.x, t.c1_addr) if s[1] == f"{t.c1_addr}#6000"]:
+            break
+        time.sleep(0.25)
+    else:
+        pytest.fail("UDP session did not expire")
+    pool = mine[0][2]
+    log = env.maplog.read_text()
+    assert f"created udp {t.c1_addr}#6000 {pool}" in log, log
+    assert f"removed udp {t.c1_addr}#6000 {pool}" in log, log
+    assert 'msg="bib entry" event=created proto=udp' in env.x.log()
+
+
+@pytest.mark.timeout(20)
+def test_nat64_sighup_keeps_sessions(env):
+    """A configuration reload (SIGHUP) keeps the NAT64 state: sessions survive; static
+    BIB entries of the file are applied by difference."""
+    t = env.t
+    srv = t.lab.spawn(t.c1, [PY, "-c", TCP_SERVE, "8080"], stderr=-1, text=True)
+    try:
+        assert "listening" in srv.stderr.readline()
+        # The reload also adds a static BIB entry (applied by difference).
+        conf = env.x.conf.read_text()
+        env.x.write_config(
+            conf
+            + f'\n[[nat64.bib]]\nprotocol = "udp"\nipv6 = "{t.c1_addr}#9100"\n'
+            + f'ipv4 = "{POOL4_ADDR}#9100"\n'
+        )
+        env.x.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while (
+            "configuration reloaded" not in env.x.log() and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        assert "configuration reloaded" in env.x.log()
+        # The static entry and the ICMP/TCP sessions of earlier tests are still there,
+        # and the static entry still works.
+        assert f"{POOL4_ADDR}#8080 static" in env.x.cli("bib", "show", "tcp").stdout
+        assert tcp_get(t.lab, t.h4, POOL4_ADDR, 8080).startswith("hello")
+        assert f"{POOL4_ADDR}#9100 static" in env.x.cli("bib", "show", "udp").stdout
+        env.x.write_config(conf)
+    finally:
+        t.lab.stop(srv)
+    st = env.x.stats()
+    assert st["config_reloads"] >= 1
+    assert st["nat64_sessions_tcp"] >= 1
+
+
+@pytest.mark.timeout(40)
+def test_rfc6146_limits_pool_exhaustion_and_source_quota():
+    """Tiny UDP pool4 (2 ports) and a quota of 2 sessions per /128: a third flow of
+    c1 is refused by the quota, c2's first flow by pool exhaustion (both with ICMPv6
+    address unreachable, RFC 6146 section 3.5.1); established flows keep working."""
+    pool4 = f'[[nat64.pool4]]\nprefix = "{POOL4_ADDR}/32"\nprotocol = "udp"\nports = "61001-61002"\n'
+    e = Env(nat64="source-quota = 2\nsource-quota-prefix = 128\n", pool4=pool4)
+    try:
+        t = e.t
+        srvs = [
+            nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", p)
+            for p in (7401, 7402)
+        ]
+        try:
+            assert udp_try(t.lab, t.c1, t.h4_v6, 7401, 5001) == "ok"
+            assert udp_try(t.lab, t.c1, t.h4_v6, 7401, 5002) == "ok"
+            # Same BIB entry (sport 5001), new remote: a third session -> quota.
+            assert udp_try(t.lab, t.c1, t.h4_v6, 7402, 5001) == "error EHOSTUNREACH"
+            # Another client: pool4 has no port left.
+            assert udp_try(t.lab, t.c2, t.h4_v6, 7401, 5001) == "error EHOSTUNREACH"
+            # Existing flows are unaffected.
+            assert udp_try(t.lab, t.c1, t.h4_v6, 7401, 5001) == "ok"
+            assert udp_try(t.lab, t.c1, t.h4_v6, 7401, 5002) == "ok"
+        finally:
+            for s in srvs:
+                t.lab.stop(s)
+        st = e.x.stats()
+        assert st["nat64_source_quota"] >= 1, st
+        assert st["nat64_pool_exhausted"] >= 1, st
+        assert st["nat64_sessions_udp"] == 2
+    finally:
+        e.close()
+
+
+@pytest.mark.timeout(20)
+def test_rfc6146_nat64_config_check_names_keys(tmp_path):
+    """`xlat check` validates the [nat64] section; every error names its key."""
+    conf = tmp_path / "bad.toml"
+    conf.write_text(
+        'mode = "nat64"\n[nat64]\nfiltering = "maybe"\nsource-quota-prefix = 48\n'
+        "[nat64.timeouts]\nudp = 0\n"
+        '[[nat64.pool4]]\nprefix = "203.0.113.0/28"\n'
+        '[[nat64.pool4]]\nprefix = "203.0.113.8/29"\nprotocol = "udp"\nports = "61000-61100"\n'
+        '[[nat64.pool4]]\nprefix = "198.51.100.0/24"\nprotocol = "tcp"\nports = "0-70000"\n'
+        '[[nat64.bib]]\nprotocol = "tcp"\nipv6 = "2001:db8::1#80"\nipv4 = "192.0.2.1#80"\n'
+    )
+    cp = subprocess.run(
+        [str(need_xlat()), "check", "-c", str(conf)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert cp.returncode == 2, cp.stdout
+    keys = {
+        ln.split(": ")[1] for ln in cp.stdout.splitlines() if ln.startswith("error: ")
+    }
+    assert keys == {
+        "nat64.filtering",
+        "nat64.source-quota-prefix",
+        "nat64.timeouts.udp",
+        "nat64.pool4[1].prefix",
+        "nat64.pool4[2].ports",
+        "nat64.bib[0].ipv4",
+    }, cp.stdout
+    good = tmp_path / "good.toml"
+    good.write_text(
+        'mode = "nat64"\n[nat64]\n[[nat64.pool4]]\nprefix = "203.0.113.0/28"\n'
+    )
+    cp = subprocess.run(
+        [str(need_xlat()), "check", "-c", str(good)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert cp.returncode == 0 and "mode=nat64 pool6=64:ff9b::/96" in cp.stdout, (
+        cp.stdout
+    )
+
+
+def _clat_toml(t, sock: str) -> str:
+    routes = ", ".join(f'"{r}"' for r in t.clat_ipv4_routes)
+    return (
+        f'mode = "clat"\npool6 = "{t.pool6}"\n\n[clat]\nipv4 = "{t.clat_v4_prefix}"\n'
+        f'ipv6 = "{t.clat_v6_prefix}"\n\n[tun]\nname = "clat0"\nipv4-routes = [{routes}]\n\n'
+        f'[control]\nsocket = "{sock}"\n\n[privileges]\nuser = ""\n'
+    )
+
+
+def _plat_nat64_toml(t, sock: str) -> str:
+    return (
+        f'mode = "nat64"\npool6 = "{t.pool6}"\n\n[nat64]\n'
+        f'[[nat64.pool4]]\nprefix = "203.0.113.0/28"\n\n'
+        f'[tun]\nname = "plat0"\n\n[control]\nsocket = "{sock}"\n\n[privileges]\nuser = ""\n'
+    )
+
+
+@pytest.mark.timeout(40)
+def test_rfc6877_464xlat_clat_and_stateful_plat():
+    """464XLAT (RFC 6877) with xlat as both the CLAT (stateless) and the PLAT (stateful
+    NAT64): ping and UDP from the IPv4 app; the server sees a pool4 address."""
+    need_xlat()
+    t = xlat464()
+    d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+    try:
+        plat = Xlat(
+            t.lab, t.plat, _plat_nat64_toml(t, f"{d}/plat.sock"), d, "plat"
+        ).start()
+        Xlat(t.lab, t.clat, _clat_toml(t, f"{d}/clat.sock"), d, "clat").start()
+        cp = ping(t.lab, t.app, t.srv_v4, count=3)
+        assert cp.returncode == 0, cp.stdout + cp.stderr + plat.log()
+        rx = nsio_bg(
+            t.lab,
+            t.srv,
+            "udp-recv",
+            "--bind",
+            "0.0.0.0",
+            "--port",
+            7303,
+            "--timeout",
+            3,
+        )
+        res = nsio(
+            t.lab, t.app, "udp-ping", "--dst", t.srv_v4, "--port", 7303, "--count", 1
+        )
+        out, _ = rx.communicate(timeout=10)
+        got = json.loads(out)
+        assert res["sent"] == 1 and len(got) == 1, got
+        assert got[0]["src"].startswith("203.0.113."), got
+        shown = plat.cli("session", "show", "--address", t.app_v6).stdout
+        assert "udp " + t.app_v6 in shown, shown
+    finally:
+        t.close()
+        shutil.rmtree(d, ignore_errors=True)
