@@ -12,8 +12,9 @@ pub mod nat64;
 pub mod v4_to_v6;
 pub mod v6_to_v4;
 
-use crate::addr::{Pool6791v4, Pool6791v6, SiitAddressing};
+use crate::addr::{HairpinMode, Pool6791v4, Pool6791v6, SiitAddressing};
 use crate::counters::DropReason;
+use crate::wire::Ipv4Packet;
 use core::net::{Ipv4Addr, Ipv6Addr};
 use core::ops::Range;
 
@@ -315,6 +316,72 @@ impl Translator {
         len: usize,
         meta: PacketMeta,
     ) -> Verdict {
-        v6_to_v4::translate(&self.cfg, &self.cfg.addressing, buf, start, len, meta)
+        let v = v6_to_v4::translate(&self.cfg, &self.cfg.addressing, buf, start, len, meta);
+        match v {
+            Verdict::Forward { start, len }
+                if self.cfg.addressing.hairpin == HairpinMode::Intrinsic =>
+            {
+                self.intrinsic_hairpin(buf, start, len, meta).unwrap_or(v)
+            }
+            _ => v,
+        }
+    }
+
+    /// RFC 7757 §4.2.2 (`eam-hairpin-mode = intrinsic`): an IPv6 packet
+    /// whose IPv4 translation is addressed to an EAM'd IPv4 address (another
+    /// IPv6 node) is translated straight back to IPv6, its source mapped
+    /// with pool6 only, so the peer answers through the translator and not
+    /// natively from an address the initiator never talked to. `None`: not
+    /// a hairpin, emit the IPv4 packet.
+    fn intrinsic_hairpin(
+        &self,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+        meta: PacketMeta,
+    ) -> Option<Verdict> {
+        let a = &self.cfg.addressing;
+        let mut ip = Ipv4Packet::new_checked(buf.get_mut(start..start + len)?).ok()?;
+        if !a.is_hairpin_6to4(ip.dst()) {
+            return None;
+        }
+        // The packet crosses the translator once: undo the second pass's TTL
+        // step so the hop limit changes exactly as for one translation.
+        let ttl = ip.ttl();
+        match self.cfg.ttl {
+            TtlPolicy::Decrement => ip.set_ttl(ttl.saturating_add(1)),
+            TtlPolicy::CompensateKernel => ip.set_ttl(ttl.saturating_sub(1).max(1)),
+            TtlPolicy::Keep => {}
+        }
+        ip.fill_checksum();
+        // A hairpinned packet never needs fragmenting (it came in as IPv6
+        // of the same size); an empty FragBuf costs no allocation.
+        let mut frags = FragBuf::default();
+        let v = v4_to_v6::translate(&self.cfg, &Hairpin(a), buf, start, len, meta, &mut frags);
+        Some(match v {
+            Verdict::Fragments => Verdict::Drop(DropReason::HairpinDenied),
+            v => v,
+        })
+    }
+}
+
+/// The IPv4 -> IPv6 mapping of a hairpinned packet (RFC 7757 §4.2): the
+/// hairpinned address (outer source, inner destination of an ICMP error) is
+/// mapped with pool6 only, never with the EAMT.
+struct Hairpin<'a>(&'a SiitAddressing);
+
+impl AddressMapper for Hairpin<'_> {
+    fn outer_4to6(&self, src: Ipv4Addr, dst: Ipv4Addr) -> Result<(Ipv6Addr, Ipv6Addr), DropReason> {
+        Ok((self.0.hairpin_src_4to6(src)?, self.0.dst_4to6(dst)?))
+    }
+    fn outer_6to4(
+        &self,
+        src: &Ipv6Addr,
+        dst: &Ipv6Addr,
+    ) -> Result<(Ipv4Addr, Ipv4Addr), DropReason> {
+        self.0.outer_6to4(src, dst)
+    }
+    fn inner_4to6(&self, src: Ipv4Addr, dst: Ipv4Addr) -> Result<(Ipv6Addr, Ipv6Addr), DropReason> {
+        Ok((self.0.inner_src_4to6(src)?, self.0.hairpin_src_4to6(dst)?))
     }
 }

@@ -1,0 +1,109 @@
+//! RFC 7757 §4.2.2: intrinsic EAM hairpinning. IPv6 node A (EAM
+//! 2001:db8:a::1 <-> 192.0.2.1) reaches IPv6 node B (EAM 2001:db8:b::1 <->
+//! 192.0.2.2) through B's IPv4 address embedded in pool6. The translator
+//! sends the packet straight back as IPv6 with A's source mapped by pool6,
+//! so B answers through the translator too.
+
+use core::net::Ipv6Addr;
+use xlat_core::addr::{EamEntry, Eamt, HairpinMode, Pool6, SiitAddressing};
+use xlat_core::wire::{ipv6, proto, Ipv6Packet};
+use xlat_core::{checksum, Config, FragBuf, PacketMeta, Translator, Verdict, HEADROOM};
+
+fn a6(s: &str) -> Ipv6Addr {
+    s.parse().unwrap()
+}
+
+fn translator(mode: HairpinMode) -> Translator {
+    let mut eamt = Eamt::new();
+    for (v4, v6) in [
+        ("192.0.2.1/32", "2001:db8:a::1/128"),
+        ("192.0.2.2/32", "2001:db8:b::1/128"),
+    ] {
+        eamt.insert(EamEntry {
+            v4: v4.parse().unwrap(),
+            v6: v6.parse().unwrap(),
+        })
+        .unwrap();
+    }
+    Translator::new(Config {
+        addressing: SiitAddressing {
+            pool6: Some(Pool6::new("2001:db8:64::/96".parse().unwrap()).unwrap()),
+            eamt,
+            hairpin: mode,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+}
+
+/// UDP from A to pool6(192.0.2.2) with a valid checksum.
+fn packet() -> Vec<u8> {
+    let (s, d) = (a6("2001:db8:a::1"), a6("2001:db8:64::c000:202"));
+    let mut u = vec![0u8; 8 + 5];
+    u[0..2].copy_from_slice(&4000u16.to_be_bytes());
+    u[2..4].copy_from_slice(&53u16.to_be_bytes());
+    u[4..6].copy_from_slice(&13u16.to_be_bytes());
+    u[8..].copy_from_slice(b"hello");
+    let c = checksum::finish(checksum::sum(
+        checksum::pseudo_v6(&s, &d, proto::UDP, 13),
+        &u,
+    ));
+    u[6..8].copy_from_slice(&c.to_be_bytes());
+    let mut p = vec![0u8; 40];
+    ipv6::emit_header(&mut p, 0, 0, 13, proto::UDP, 64, &s, &d);
+    p.extend_from_slice(&u);
+    p
+}
+
+fn run(t: &Translator) -> (Verdict, Vec<u8>) {
+    let p = packet();
+    let mut buf = vec![0u8; HEADROOM + 256];
+    buf[HEADROOM..HEADROOM + p.len()].copy_from_slice(&p);
+    let v = t.translate(
+        &mut buf,
+        HEADROOM,
+        p.len(),
+        PacketMeta::default(),
+        &mut FragBuf::new(),
+    );
+    (v, buf)
+}
+
+#[test]
+fn rfc7757_4_2_2_intrinsic_hairpin_returns_ipv6() {
+    let (v, buf) = run(&translator(HairpinMode::Intrinsic));
+    let Verdict::Forward { start, len } = v else {
+        panic!("{v:?}")
+    };
+    let out = &buf[start..start + len];
+    let ip = Ipv6Packet::new_checked(out).expect("hairpinned packet is IPv6");
+    // Source: A's IPv4 address through pool6, not the EAMT (RFC 7757 §4.2).
+    assert_eq!(ip.src(), a6("2001:db8:64::c000:201"));
+    // Destination: B through its EAM.
+    assert_eq!(ip.dst(), a6("2001:db8:b::1"));
+    // One translator hop: the hop limit is lowered once (RFC 7915 §5.1).
+    assert_eq!(ip.hop_limit(), 63);
+    let l4 = &out[40..];
+    let acc = checksum::pseudo_v6(&ip.src(), &ip.dst(), proto::UDP, l4.len() as u32);
+    assert!(
+        checksum::verify(checksum::sum(acc, l4)),
+        "UDP checksum verifies"
+    );
+    assert_eq!(&l4[8..], b"hello");
+}
+
+#[test]
+fn rfc7757_4_2_off_and_simple_emit_ipv4() {
+    for mode in [HairpinMode::Off, HairpinMode::Simple] {
+        let (v, buf) = run(&translator(mode));
+        let Verdict::Forward { start, .. } = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(
+            buf[start] >> 4,
+            4,
+            "{mode:?}: emitted as IPv4 for the network to route back"
+        );
+        assert_eq!(&buf[start + 12..start + 20], &[192, 0, 2, 1, 192, 0, 2, 2]);
+    }
+}
