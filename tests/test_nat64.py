@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PY, Xlat, iperf3, need_tool, need_xlat, nsio, nsio_bg, ping
+from conftest import PY, Xlat, iperf3, mac_of, need_tool, need_xlat, nsio, nsio_bg, ping
+from scapy.layers.inet import UDP
+from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment, fragment6
 
 from lab.topology import nat64_single, xlat464
 
@@ -189,6 +191,69 @@ def test_rfc6146_3_5_1_udp(env):
         t.lab.stop(srv)
     assert res["received"] == 3, res
     assert env.x.stats()["nat64_sessions_udp"] >= 1
+
+
+@pytest.mark.timeout(30)
+def test_rfc6146_3_4_fragmented_udp_both_ways(env):
+    """RFC 6146 section 3.4: a 3000-byte UDP datagram (IPv6 fragments, the first carrying
+    the ports) reaches the IPv4 server intact, and its 3000-byte echo (IPv4 fragments)
+    comes back through the fragment table to the client intact (RFC 7915 sections 4.1,
+    5.1.1 translate the fragments themselves)."""
+    t = env.t
+    before = env.x.stats()
+    srv = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7310)
+    try:
+        res = nsio(
+            t.lab, t.c1, "udp-ping", "--dst", t.h4_v6, "--port", 7310, "--size", 3000
+        )
+    finally:
+        t.lab.stop(srv)
+    assert res["received"] == res["sent"] == 3, res
+    assert res["sizes"] == [3000, 3000, 3000], res
+    after = env.x.stats()
+    for reason in (
+        "nat64_fragment",
+        "nat64_fragment_table_full",
+        "nat64_fragment_queue_full",
+        "nat64_fragment_timeout",
+    ):
+        assert after[reason] == before[reason], (reason, after[reason])
+
+
+@pytest.mark.timeout(30)
+def test_rfc6146_3_4_out_of_order_fragments_held(env):
+    """RFC 6146 section 3.4 (SHOULD queue out-of-order fragments): a 3000-byte UDP
+    datagram whose IPv6 fragments are sent last first; the NAT64 holds the non-first
+    ones until the first arrives, and the IPv4 server receives the datagram intact."""
+    t = env.t
+    mac = mac_of(t.lab, t.router, "eth6a")
+    before = env.x.stats()
+    payload = bytes((i * 7 + 1) & 0xFF for i in range(3000))
+    pkt = (
+        IPv6(src=t.c1_addr, dst=t.h4_v6, hlim=64)
+        / IPv6ExtHdrFragment(id=0x5A5A0001)
+        / UDP(sport=41000, dport=7320)
+        / payload
+    )
+    frags = [bytes(f).hex() for f in reversed(fragment6(pkt, 1280))]
+    assert len(frags) == 3
+    rx = nsio_bg(
+        t.lab, t.h4, "udp-recv", "--bind", t.h4_addr, "--port", 7320, "--timeout", 5
+    )
+    try:
+        nsio(
+            t.lab, t.c1, "send-l2", "--dev", "eth0", "--mac", mac,
+            "--ethertype", "0x86dd", *frags,
+        )  # fmt: skip
+        out, _ = rx.communicate(timeout=10)
+    finally:
+        if rx.poll() is None:
+            t.lab.stop(rx)
+    got = [bytes.fromhex(g["data"]) for g in json.loads(out)]
+    assert got == [payload], [len(g) for g in got]
+    after = env.x.stats()
+    assert after["nat64_fragment_timeout"] == before["nat64_fragment_timeout"]
+    assert after["nat64_fragment_queue_full"] == before["nat64_fragment_queue_full"]
 
 
 @pytest.mark.timeout(40)

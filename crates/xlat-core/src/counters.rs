@@ -155,9 +155,19 @@ reasons! {
     Nat64UnsupportedProto = "nat64_unsupported_proto",
     /// TCP packet not allowed in the session's state.
     Nat64TcpState = "nat64_tcp_state",
-    /// An IPv4 or IPv6 fragment through stateful NAT64 (no reassembly: a
-    /// non-first fragment carries no port to look the session up by).
+    /// A fragment through stateful NAT64 that cannot be handled: a
+    /// hairpinned fragment (RFC 6146 §3.8), or a fragment of a protocol
+    /// other than TCP/UDP (ICMP fragments count as `fragmented_icmp`).
     Nat64Fragment = "nat64_fragment",
+    /// The NAT64 fragment table (RFC 6146 §3.4) is full: a fragment that
+    /// would need a new entry is dropped.
+    Nat64FragmentTableFull = "nat64_fragment_table_full",
+    /// An out-of-order NAT64 fragment cannot be held: the global byte
+    /// bound or the per-datagram bound of the queue is reached (RFC 6146 §3.4).
+    Nat64FragmentQueueFull = "nat64_fragment_queue_full",
+    /// Held out-of-order NAT64 fragments whose first fragment did not come
+    /// within FRAGMENT_MIN (RFC 6146 §3.4); counted by the housekeeping.
+    Nat64FragmentTimeout = "nat64_fragment_timeout",
 }
 
 impl core::fmt::Display for DropReason {

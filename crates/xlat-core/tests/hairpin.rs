@@ -107,3 +107,38 @@ fn rfc7757_4_2_off_and_simple_emit_ipv4() {
         assert_eq!(&buf[start + 12..start + 20], &[192, 0, 2, 1, 192, 0, 2, 2]);
     }
 }
+
+/// A destination that matches the EAMT directly (a CLAT's IPv4 LAN host,
+/// RFC 6877) is an IPv4-side host: never hairpinned, even in intrinsic mode.
+#[test]
+fn rfc7757_4_2_2_direct_eam_destination_is_not_a_hairpin() {
+    let t = translator(HairpinMode::Intrinsic);
+    let (s, d) = (a6("2001:db8:64::c633:6402"), a6("2001:db8:b::1"));
+    let mut u = vec![0u8; 8];
+    u[4..6].copy_from_slice(&8u16.to_be_bytes());
+    let c = checksum::finish(checksum::sum(
+        checksum::pseudo_v6(&s, &d, proto::UDP, 8),
+        &u,
+    ));
+    u[6..8].copy_from_slice(&c.to_be_bytes());
+    let mut p = vec![0u8; 40];
+    ipv6::emit_header(&mut p, 0, 0, 8, proto::UDP, 64, &s, &d);
+    p.extend_from_slice(&u);
+    let mut buf = vec![0u8; HEADROOM + 128];
+    buf[HEADROOM..HEADROOM + p.len()].copy_from_slice(&p);
+    let v = t.translate(
+        &mut buf,
+        HEADROOM,
+        p.len(),
+        PacketMeta::default(),
+        &mut FragBuf::new(),
+    );
+    let Verdict::Forward { start, .. } = v else {
+        panic!("{v:?}")
+    };
+    assert_eq!(buf[start] >> 4, 4, "leaves as IPv4");
+    assert_eq!(
+        &buf[start + 12..start + 20],
+        &[198, 51, 100, 2, 192, 0, 2, 2]
+    );
+}

@@ -108,7 +108,15 @@ impl Registry {
         }
         let drops = DropReason::ALL
             .iter()
-            .map(|r| (*r, ws.iter().map(|w| w.get(FIXED + *r as usize)).sum()))
+            .map(|r| {
+                let mut n: u64 = ws.iter().map(|w| w.get(FIXED + *r as usize)).sum();
+                // Held NAT64 fragments time out in the housekeeping thread,
+                // which has no worker counters: the state counts them.
+                if *r == DropReason::Nat64FragmentTimeout {
+                    n += self.nat64.get().map_or(0, |s| s.frag_timeouts());
+                }
+                (*r, n)
+            })
             .collect();
         Snapshot {
             fixed,

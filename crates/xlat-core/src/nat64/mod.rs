@@ -121,6 +121,7 @@
 //! one more index, (BIB entry, remote address) -> count, about 36 bytes
 //! per session: 216 at 1 M, above the 200-byte budget.
 
+pub mod frag;
 mod hash;
 pub mod pool4;
 pub mod tcp;
@@ -135,7 +136,7 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use pool4::Plan;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 // ---------------------------------------------------------------------------
@@ -482,6 +483,11 @@ pub struct ExpireOutput {
     pub probes: Vec<SessionInfo>,
     /// The budget ran out with due entries left: call again.
     pub more: bool,
+    /// Fragment table entries (RFC 6146 §3.4) removed.
+    pub fragments_expired: usize,
+    /// Held out-of-order fragments dropped with them (their first
+    /// fragment never came): also added to [`Nat64State::frag_timeouts`].
+    pub fragments_timed_out: usize,
 }
 
 /// Table sizes.
@@ -884,6 +890,11 @@ pub struct Nat64State {
     sessions_total: AtomicUsize,
     stored_total: AtomicUsize,
     expire_cursor: AtomicUsize,
+    /// RFC 6146 §3.4 fragment table (one Mutex: the uncommon path; never
+    /// locked while a shard lock is held).
+    frags: Mutex<frag::FragTable>,
+    /// Held fragments dropped on timeout, since start (`nat64_fragment_timeout`).
+    frag_timeouts: AtomicU64,
 }
 
 impl core::fmt::Debug for Nat64State {
@@ -945,6 +956,12 @@ impl Nat64State {
             sessions_total: AtomicUsize::new(0),
             stored_total: AtomicUsize::new(0),
             expire_cursor: AtomicUsize::new(0),
+            frags: Mutex::new(frag::FragTable::new(
+                frag::FRAG_MAX_ENTRIES,
+                frag::FRAG_TIMEOUT_MS,
+                SipBuild::derive(&secret, 3),
+            )),
+            frag_timeouts: AtomicU64::new(0),
         })
     }
 
@@ -1474,6 +1491,12 @@ impl Nat64State {
     /// SYNs and ESTABLISHED probes). Call periodically; again if `more`.
     pub fn expire(&self, now: u64, budget: usize) -> ExpireOutput {
         let mut out = ExpireOutput::default();
+        // RFC 6146 §3.4: fragment state lives FRAGMENT_MIN.
+        let fx = lock(&self.frags).expire(now);
+        out.fragments_expired = fx.entries;
+        out.fragments_timed_out = fx.held_dropped;
+        self.frag_timeouts
+            .fetch_add(fx.held_dropped as u64, Ordering::Relaxed);
         let n = self.shards.len();
         let start = self.expire_cursor.fetch_add(1, Ordering::Relaxed) % n;
         let mut left = budget;
@@ -1549,6 +1572,43 @@ impl Nat64State {
             self.remove_session(sh, k, now, Some(out));
             out.sessions_removed += 1;
         }
+    }
+
+    // --- fragments (RFC 6146 §3.4) -----------------------------------------------
+
+    /// Records the addresses a first fragment was translated with, for the
+    /// non-first fragments of the same datagram, and returns the
+    /// out-of-order fragments held for it. A full table refuses
+    /// (`Nat64FragmentTableFull`) and keeps its entries.
+    pub fn frag_insert(
+        &self,
+        key: frag::FragKey,
+        map: frag::FragMap,
+        now: u64,
+    ) -> Result<Vec<Vec<u8>>, DropReason> {
+        lock(&self.frags).insert(key, map, now)
+    }
+
+    /// The addresses recorded for a non-first fragment's datagram, or
+    /// (first fragment not seen yet) a copy of `pkt` is held.
+    pub fn frag_lookup_or_hold(
+        &self,
+        key: frag::FragKey,
+        pkt: &[u8],
+        now: u64,
+    ) -> Result<frag::Lookup, DropReason> {
+        lock(&self.frags).lookup_or_hold(key, pkt, now)
+    }
+
+    /// Held fragments dropped because their first fragment did not come in
+    /// time, since start (the `nat64_fragment_timeout` drop reason).
+    pub fn frag_timeouts(&self) -> u64 {
+        self.frag_timeouts.load(Ordering::Relaxed)
+    }
+
+    /// Entries in the fragment table.
+    pub fn frag_entries(&self) -> usize {
+        lock(&self.frags).len()
     }
 
     // --- administration -------------------------------------------------------------

@@ -316,13 +316,18 @@ impl Translator {
         len: usize,
         meta: PacketMeta,
     ) -> Verdict {
+        // The IPv6 destination is overwritten by the translation: keep it
+        // for the hairpin test (16 bytes, only in intrinsic mode).
+        let intrinsic = self.cfg.addressing.hairpin == HairpinMode::Intrinsic;
+        let dst6 = match buf.get(start + 24..start + 40) {
+            Some(b) if intrinsic => <[u8; 16]>::try_from(b).ok().map(Ipv6Addr::from),
+            _ => None,
+        };
         let v = v6_to_v4::translate(&self.cfg, &self.cfg.addressing, buf, start, len, meta);
-        match v {
-            Verdict::Forward { start, len }
-                if self.cfg.addressing.hairpin == HairpinMode::Intrinsic =>
-            {
-                self.intrinsic_hairpin(buf, start, len, meta).unwrap_or(v)
-            }
+        match (v, dst6) {
+            (Verdict::Forward { start, len }, Some(dst6)) => self
+                .intrinsic_hairpin(buf, start, len, &dst6, meta)
+                .unwrap_or(v),
             _ => v,
         }
     }
@@ -338,11 +343,16 @@ impl Translator {
         buf: &mut [u8],
         start: usize,
         len: usize,
+        dst6: &Ipv6Addr,
         meta: PacketMeta,
     ) -> Option<Verdict> {
         let a = &self.cfg.addressing;
         let mut ip = Ipv4Packet::new_checked(buf.get_mut(start..start + len)?).ok()?;
-        if !a.is_hairpin_6to4(ip.dst()) {
+        // A hairpin is a packet addressed through pool6 to an IPv4 address
+        // that an EAM gives to an IPv6 node. A destination that matched the
+        // EAMT directly names a host on the IPv4 side (a CLAT's LAN, RFC 7757
+        // Appendix B's IPv4 servers): that packet leaves as IPv4.
+        if !a.is_hairpin_6to4(ip.dst()) || a.eamt.contains6(dst6) {
             return None;
         }
         // The packet crosses the translator once: undo the second pass's TTL

@@ -12,13 +12,29 @@
 //! way and their ICMP checksum recomputed (after it has been verified), so
 //! the stateless code paths are untouched and shared.
 //!
-//! Fragments are not reassembled: a packet with a (non-atomic) fragment
-//! header or IPv4 MF/offset is dropped with [`DropReason::Nat64Fragment`].
+//! Fragments (RFC 6146 §3.4) are not reassembled. A first fragment
+//! (offset 0) carries the ports: it goes through the session table like a
+//! whole packet (its transport checksum covers the whole datagram, so the
+//! incremental port and address update stays exact) and the addresses it
+//! was translated with are recorded in the fragment table of
+//! [`crate::nat64::frag`] under (source, destination, Identification,
+//! protocol). A non-first fragment is translated with the recorded
+//! addresses (RFC 7915 §4.1/§5.1 keep the fragmentation fields). One that
+//! arrives before its first fragment is held (a copy, bounded, at most
+//! FRAGMENT_MIN = 2 s; the verdict is then [`Verdict::Fragments`] with an
+//! empty [`FragBuf`]: nothing to send now) and translated when the first
+//! fragment comes: that verdict is [`Verdict::Fragments`] holding the
+//! first fragment followed by the held ones. ICMP fragments stay dropped
+//! (`fragmented_icmp`: the ICMPv6 checksum needs the whole message), and
+//! so do hairpinned fragments (`nat64_fragment`).
 
-use super::{v4_to_v6, v6_to_v4, AddressMapper, Config, FragBuf, PacketMeta, TtlPolicy, Verdict};
+use super::{
+    v4_to_v6, v6_to_v4, AddressMapper, Config, FragBuf, PacketMeta, TtlPolicy, Verdict, HEADROOM,
+};
 use crate::addr::Pool6;
 use crate::checksum;
 use crate::counters::DropReason;
+use crate::nat64::frag::{FragKey, FragMap, Lookup};
 use crate::nat64::{Nat64State, Proto, StoredSyn, Ta4, Ta6, Verdict4to6};
 use crate::wire::icmp::{v4 as icmp4, v6 as icmp6};
 use crate::wire::{be16, ipv4, ipv6, proto, put16, Ipv4Packet, Ipv6Packet};
@@ -68,6 +84,23 @@ impl AddressMapper for Map46 {
         _: Ipv4Addr,
     ) -> Result<(Option<Ipv6Addr>, Ipv6Addr), DropReason> {
         Ok((self.src, self.dst))
+    }
+}
+
+/// Appends one complete packet to `frags`.
+fn push_frag(frags: &mut FragBuf, pkt: &[u8]) {
+    let at = frags.data.len();
+    frags.data.extend_from_slice(pkt);
+    frags.packets.push(at..frags.data.len());
+}
+
+/// Metadata for a held fragment translated later: the kernel completes
+/// checksums before it fragments, and a fragment is never a GSO packet.
+fn released_meta(meta: PacketMeta) -> PacketMeta {
+    PacketMeta {
+        csum_partial: false,
+        gso: false,
+        ..meta
     }
 }
 
@@ -257,6 +290,11 @@ impl Nat64Translator {
     /// the verdict is a drop and `stored` receives its key: the caller may
     /// keep a copy of the packet to quote in the ICMP error it sends when
     /// [`Nat64State::expire`] reports the SYN expired.
+    ///
+    /// Fragments (RFC 6146 §3.4, see the module doc): an out-of-order
+    /// fragment that is held gives [`Verdict::Fragments`] with `frags`
+    /// empty; a first fragment that releases held ones gives
+    /// [`Verdict::Fragments`] with all of them, first fragment first.
     #[allow(clippy::too_many_arguments)]
     pub fn translate(
         &self,
@@ -269,7 +307,7 @@ impl Nat64Translator {
         stored: &mut Option<StoredSyn>,
     ) -> Verdict {
         let r = match buf.get(start).map(|b| b >> 4) {
-            Some(6) => self.t64(buf, start, len, meta, now),
+            Some(6) => self.t64(buf, start, len, meta, frags, now),
             Some(4) => self.t46(buf, start, len, meta, frags, now, stored),
             _ => Err(DropReason::UnknownVersion),
         };
@@ -284,6 +322,7 @@ impl Nat64Translator {
         start: usize,
         len: usize,
         meta: PacketMeta,
+        frags: &mut FragBuf,
         now: u64,
     ) -> Result<Verdict, DropReason> {
         let end = start
@@ -299,11 +338,51 @@ impl Nat64Translator {
         if w.upper_offset > pkt_len {
             return Err(DropReason::Ipv6ExtTruncated);
         }
-        if w.frag.is_some_and(|f| !f.is_atomic()) {
-            return Err(DropReason::Nat64Fragment);
+        // RFC 6946: an atomic fragment is handled as a whole packet.
+        let frag = w.frag.filter(|f| !f.is_atomic());
+        if frag.is_some() {
+            // RFC 6146 §3.4. (For a non-first fragment `upper_proto` is the
+            // Fragment Header's Next Header.)
+            match w.upper_proto {
+                proto::TCP | proto::UDP => {}
+                // RFC 7915 §5.2: the ICMPv6 checksum covers the whole
+                // message, so an ICMPv6 fragment cannot be translated.
+                proto::ICMPV6 => return Err(DropReason::FragmentedIcmp),
+                _ => return Err(DropReason::Nat64UnsupportedProto),
+            }
         }
         // RFC 6146 §3.5: the destination is Pref64 ⊕ IPv4 (RFC 6052).
         let dst4 = self.cfg.addressing.dst_6to4(&dst6)?;
+        let fkey = frag.map(|f| FragKey::V6 {
+            src: src6,
+            dst: dst6,
+            ident: f.ident,
+            proto: w.upper_proto,
+        });
+        if let (Some(f), Some(key)) = (frag, fkey) {
+            if self.state.is_pool4(None, dst4) {
+                // RFC 6146 §3.8 hairpinning of fragments: not supported.
+                return Err(DropReason::Nat64Fragment);
+            }
+            if f.offset != 0 {
+                // RFC 6146 §3.4: a non-first fragment has no ports; it
+                // takes the addresses its first fragment was given, or
+                // waits for it.
+                let raw = &buf[start..start + pkt_len];
+                return match self.state.frag_lookup_or_hold(key, raw, now)? {
+                    Lookup::Map(FragMap::To4 { src, dst }) => {
+                        let map = Map64 { src, dst };
+                        Ok(v6_to_v4::translate(&self.cfg, &map, buf, start, len, meta))
+                    }
+                    // (An IPv6 key always holds IPv4 addresses.)
+                    Lookup::Map(FragMap::To6 { .. }) => Err(DropReason::Nat64Fragment),
+                    Lookup::Held => {
+                        frags.clear();
+                        Ok(Verdict::Fragments)
+                    }
+                };
+            }
+        }
         let l4s = start + w.upper_offset;
         let l4e = start + pkt_len;
         if w.upper_proto == proto::ICMPV6 && buf.get(l4s).is_some_and(|&t| icmp6::is_error(t)) {
@@ -394,14 +473,49 @@ impl Nat64Translator {
             Ok(m) => m,
             Err(r) => return refuse(buf, r),
         };
+        let held = match fkey {
+            // RFC 6146 §3.4: first fragment; remember its addresses.
+            Some(key) => {
+                let map = FragMap::To4 {
+                    src: m.src4.addr,
+                    dst: m.dst4.addr,
+                };
+                self.state.frag_insert(key, map, now)?
+            }
+            None => Vec::new(),
+        };
         // RFC 6146 §3.7: the source transport address becomes the BIB
-        // entry's IPv4 side (for ICMP the identifier, §3.5.3).
+        // entry's IPv4 side (for ICMP the identifier, §3.5.3). In a first
+        // fragment the checksum covers the whole datagram: the incremental
+        // update is exact.
         rewrite_port(&mut buf[l4s..l4e], sp, cs, m.src4.port, partial, udp);
         let map = Map64 {
             src: m.src4.addr,
             dst: m.dst4.addr,
         };
-        Ok(v6_to_v4::translate(&self.cfg, &map, buf, start, len, meta))
+        let v = v6_to_v4::translate(&self.cfg, &map, buf, start, len, meta);
+        if held.is_empty() {
+            return Ok(v);
+        }
+        // Release the out-of-order fragments held for this datagram.
+        let Verdict::Forward { start, len } = v else {
+            return Ok(v);
+        };
+        frags.clear();
+        push_frag(frags, &buf[start..start + len]);
+        let meta = released_meta(meta);
+        let mut scratch = Vec::new();
+        for p in &held {
+            scratch.clear();
+            scratch.resize(HEADROOM + p.len(), 0);
+            scratch[HEADROOM..].copy_from_slice(p);
+            if let Verdict::Forward { start, len } =
+                v6_to_v4::translate(&self.cfg, &map, &mut scratch, HEADROOM, p.len(), meta)
+            {
+                push_frag(frags, &scratch[start..start + len]);
+            }
+        }
+        Ok(Verdict::Fragments)
     }
 
     /// RFC 6146 §3.4/§3.5 for an ICMPv6 error: the quoted packet went from
@@ -486,18 +600,55 @@ impl Nat64Translator {
             .ok_or(DropReason::Ipv4Truncated)?;
         let pkt =
             Ipv4Packet::new_checked(&buf[start..end]).map_err(|_| DropReason::Ipv4Malformed)?;
-        if pkt.is_fragment() {
-            return Err(DropReason::Nat64Fragment);
-        }
         let hl = pkt.header_len();
         let total = usize::from(pkt.total_len());
         let (src4, dst4, ip_proto) = (pkt.src(), pkt.dst(), pkt.protocol());
+        let fkey = pkt.is_fragment().then(|| FragKey::V4 {
+            src: src4,
+            dst: dst4,
+            ident: pkt.ident(),
+            proto: ip_proto,
+        });
+        let first = pkt.frag_offset() == 0;
         if hl > total || total > len {
             return Err(DropReason::Ipv4Truncated);
         }
         // RFC 6146 §3.5: only packets to pool4 are ours.
         if !self.state.is_pool4(None, dst4) {
             return Err(DropReason::Dst4Unmappable);
+        }
+        if let Some(key) = fkey {
+            // RFC 6146 §3.4.
+            match ip_proto {
+                proto::TCP | proto::UDP => {}
+                // RFC 7915 §4.2: ICMP fragments are not translated (the
+                // ICMPv6 checksum needs the whole message).
+                proto::ICMP => return Err(DropReason::FragmentedIcmp),
+                _ => return Err(DropReason::Nat64UnsupportedProto),
+            }
+            if !first {
+                // A non-first fragment has no ports: it takes the
+                // addresses its first fragment was given, or waits for it.
+                let raw = &buf[start..start + total];
+                return match self.state.frag_lookup_or_hold(key, raw, now)? {
+                    Lookup::Map(FragMap::To6 { src, dst }) => {
+                        let map = Map46 {
+                            src: Some(src),
+                            dst,
+                            inner: (dst, src),
+                        };
+                        Ok(v4_to_v6::translate(
+                            &self.cfg, &map, buf, start, len, meta, frags,
+                        ))
+                    }
+                    // (An IPv4 key always holds IPv6 addresses.)
+                    Lookup::Map(FragMap::To4 { .. }) => Err(DropReason::Nat64Fragment),
+                    Lookup::Held => {
+                        frags.clear();
+                        Ok(Verdict::Fragments)
+                    }
+                };
+            }
         }
         let l4s = start + hl;
         let l4e = start + total;
@@ -548,6 +699,17 @@ impl Nat64Translator {
                 );
             }
         };
+        let held = match fkey {
+            // RFC 6146 §3.4: first fragment; remember its addresses.
+            Some(key) => {
+                let map = FragMap::To6 {
+                    src: src6,
+                    dst: m.dst6.addr,
+                };
+                self.state.frag_insert(key, map, now)?
+            }
+            None => Vec::new(),
+        };
         let (_, dp, cs) = port_layout(p);
         rewrite_port(
             &mut buf[l4s..l4e],
@@ -562,9 +724,49 @@ impl Nat64Translator {
             dst: m.dst6.addr,
             inner: (m.dst6.addr, src6),
         };
-        Ok(v4_to_v6::translate(
-            &self.cfg, &map, buf, start, len, meta, frags,
-        ))
+        let v = v4_to_v6::translate(&self.cfg, &map, buf, start, len, meta, frags);
+        if held.is_empty() {
+            return Ok(v);
+        }
+        // Release the out-of-order fragments held for this datagram (each
+        // may itself be split for lowest-ipv6-mtu, RFC 7915 §4).
+        match v {
+            Verdict::Forward { start, len } => {
+                frags.clear();
+                push_frag(frags, &buf[start..start + len]);
+            }
+            Verdict::Fragments => {}
+            v => return Ok(v),
+        }
+        let meta = released_meta(meta);
+        let mut scratch = Vec::new();
+        let mut sfrags = FragBuf::default();
+        for p in &held {
+            scratch.clear();
+            scratch.resize(HEADROOM + p.len(), 0);
+            scratch[HEADROOM..].copy_from_slice(p);
+            sfrags.clear();
+            match v4_to_v6::translate(
+                &self.cfg,
+                &map,
+                &mut scratch,
+                HEADROOM,
+                p.len(),
+                meta,
+                &mut sfrags,
+            ) {
+                Verdict::Forward { start, len } => {
+                    push_frag(frags, &scratch[start..start + len]);
+                }
+                Verdict::Fragments => {
+                    for f in sfrags.iter() {
+                        push_frag(frags, f);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(Verdict::Fragments)
     }
 
     /// RFC 6146 §3.4/§3.5 for an ICMPv4 error: the quoted packet went from

@@ -576,13 +576,21 @@ fn rfc6146_3_8_hairpin_udp() {
 #[test]
 fn rfc6146_3_fragments_and_unknown_protocols_dropped() {
     let t = xlat(state_with(|_| {}));
+    // RFC 6146 §3.4: a first fragment without BIB entry is handled like a
+    // whole UDP packet (§3.5.1: port unreachable).
     let mut f = udp4(a4(SERVER4), 53, Ta4::new(a4("203.0.113.1"), 2000));
     f[6] = 0x20; // MF
     f[10] = 0;
     f[11] = 0;
     let c = checksum::checksum(&f[..20]);
     put16(&mut f, 10, c);
-    assert_eq!(run(&t, &f, 0).v, Verdict::Drop(DropReason::Nat64Fragment));
+    assert!(matches!(
+        run(&t, &f, 0).v,
+        Verdict::Reply {
+            reason: DropReason::Nat64NoBib,
+            ..
+        }
+    ));
     let (s, d) = (a6(CLIENT), server6());
     let gre = ip6(s, d, 47, &[0u8; 8]);
     assert_eq!(
@@ -661,4 +669,308 @@ proptest::proptest! {
             proptest::prop_assert!(matches!(o.pkt[0] >> 4, 4 | 6));
         }
     }
+}
+
+// --- RFC 6146 §3.4: fragments -----------------------------------------------
+
+/// An IPv6 fragment: Fragment Header (next header `nh`, byte offset `off`,
+/// M flag, Identification) + `data`.
+fn frag6(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    id: u32,
+    off: u16,
+    more: bool,
+    nh: u8,
+    data: &[u8],
+) -> Vec<u8> {
+    let mut fh = vec![nh, 0, 0, 0, 0, 0, 0, 0];
+    put16(&mut fh, 2, off | u16::from(more));
+    fh[4..8].copy_from_slice(&id.to_be_bytes());
+    fh.extend_from_slice(data);
+    ip6(src, dst, proto::IPV6_FRAG, &fh)
+}
+
+/// An IPv4 fragment (no DF) of `data` at byte offset `off`.
+fn frag4(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    id: u16,
+    off: u16,
+    more: bool,
+    pr: u8,
+    data: &[u8],
+) -> Vec<u8> {
+    let mut p = vec![0u8; 20];
+    let ff = (off >> 3) | if more { ipv4::FLAG_MF } else { 0 };
+    ipv4::emit_header(
+        &mut p,
+        0,
+        (20 + data.len()) as u16,
+        id,
+        ff,
+        64,
+        pr,
+        src,
+        dst,
+    );
+    p.extend_from_slice(data);
+    p
+}
+
+/// A 200-byte UDP payload (distinct bytes, so a misplaced piece shows).
+fn big_payload() -> Vec<u8> {
+    (0..200u32).map(|i| (i * 7 + 3) as u8).collect()
+}
+
+/// The IPv6 client's datagram split at byte 104 of the UDP datagram.
+fn client_frags(id: u32, sport: u16) -> (Vec<u8>, Vec<u8>) {
+    let (s, d) = (a6(CLIENT), server6());
+    let u = l4_v6(proto::UDP, &s, &d, udp_raw(sport, 7000, &big_payload()));
+    (
+        frag6(s, d, id, 0, true, proto::UDP, &u[..104]),
+        frag6(s, d, id, 104, false, proto::UDP, &u[104..]),
+    )
+}
+
+/// RFC 6146 §3.4 with RFC 7915 §5.1: the first IPv6 fragment is looked up
+/// by its ports and its source port rewritten; the second takes the same
+/// addresses; both keep Identification/offset/MF; the reassembled IPv4
+/// datagram has a correct UDP checksum. Then the server's fragmented reply
+/// (RFC 7915 §4.1) reaches the client the same way.
+#[test]
+fn rfc6146_3_4_udp_fragments_both_ways() {
+    let st = state_with(|_| {});
+    let t = xlat(st.clone());
+    let (f1, f2) = client_frags(0x1234_5678, 40000);
+    let o1 = run(&t, &f1, 100);
+    assert!(matches!(o1.v, Verdict::Forward { .. }), "{:?}", o1.v);
+    let o2 = run(&t, &f2, 101);
+    assert!(matches!(o2.v, Verdict::Forward { .. }), "{:?}", o2.v);
+    let (p1, p2) = (&o1.pkt, &o2.pkt);
+    for p in [p1, p2] {
+        assert!(checksum::verify(checksum::sum(0, &p[..20])));
+        assert!(in_pool4(v4src(p)));
+        assert_eq!(v4dst(p), a4(SERVER4));
+        assert_eq!(p[9], proto::UDP);
+        assert_eq!(
+            be16(p, 4),
+            0x5678,
+            "RFC 7915 §5.1: low 16 bits of the ident"
+        );
+    }
+    assert_eq!(v4src(p1), v4src(p2));
+    assert_eq!(be16(p1, 6), ipv4::FLAG_MF);
+    assert_eq!(be16(p2, 6), 104 >> 3);
+    assert_eq!(p1.len(), 20 + 104);
+    assert_eq!(p2.len(), 20 + 104);
+    // Reassemble and check the whole datagram.
+    let mut u = p1[20..].to_vec();
+    u.extend_from_slice(&p2[20..]);
+    assert_eq!(be16(&u, 4) as usize, u.len());
+    let pool = v4src(p1);
+    let pseudo = checksum::pseudo_v4(pool, a4(SERVER4), proto::UDP, u.len() as u16);
+    assert!(checksum::verify(checksum::sum(pseudo, &u)), "udp checksum");
+    assert_eq!(&u[8..], &big_payload()[..]);
+    assert_eq!(be16(&u, 2), 7000);
+    let mapped = be16(&u, 0);
+    assert_eq!(
+        st.bib_by_v4(Proto::Udp, Ta4::new(pool, mapped)),
+        Some(Ta6::new(a6(CLIENT), 40000))
+    );
+
+    // The reply: IPv4 server -> pool4 transport address, fragmented at 96.
+    let r = l4_v4(
+        proto::UDP,
+        a4(SERVER4),
+        pool,
+        udp_raw(7000, mapped, &big_payload()),
+    );
+    let g1 = frag4(a4(SERVER4), pool, 0xbeef, 0, true, proto::UDP, &r[..96]);
+    let g2 = frag4(a4(SERVER4), pool, 0xbeef, 96, false, proto::UDP, &r[96..]);
+    let q1 = run(&t, &g1, 200);
+    let q2 = run(&t, &g2, 201);
+    assert!(matches!(q1.v, Verdict::Forward { .. }), "{:?}", q1.v);
+    assert!(matches!(q2.v, Verdict::Forward { .. }), "{:?}", q2.v);
+    let mut u6 = Vec::new();
+    for (q, off, more) in [(&q1.pkt, 0u16, true), (&q2.pkt, 96, false)] {
+        assert_eq!(q[6], proto::IPV6_FRAG);
+        assert_eq!(v6src(q), server6());
+        assert_eq!(v6dst(q), a6(CLIENT));
+        assert_eq!(q[40], proto::UDP);
+        assert_eq!(be16(q, 42), off | u16::from(more));
+        assert_eq!(&q[44..48], &0xbeefu32.to_be_bytes(), "RFC 7915 §4.1 ident");
+        u6.extend_from_slice(&q[48..]);
+    }
+    assert_eq!(u6.len(), r.len());
+    let pseudo = checksum::pseudo_v6(&server6(), &a6(CLIENT), proto::UDP, u6.len() as u32);
+    assert!(checksum::verify(checksum::sum(pseudo, &u6)), "udp checksum");
+    assert_eq!(be16(&u6, 0), 7000);
+    assert_eq!(be16(&u6, 2), 40000);
+    assert_eq!(&u6[8..], &big_payload()[..]);
+    assert_eq!(st.frag_entries(), 2);
+}
+
+/// Like `run`, returning the packets of a `Verdict::Fragments`.
+fn run_frags(t: &Nat64Translator, pkt: &[u8], now: u64) -> (Verdict, Vec<Vec<u8>>) {
+    let mut buf = vec![0u8; HEADROOM + pkt.len() + 64];
+    buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
+    let mut frags = FragBuf::new();
+    let mut stored = None;
+    let v = t.translate(
+        &mut buf,
+        HEADROOM,
+        pkt.len(),
+        PacketMeta::default(),
+        &mut frags,
+        now,
+        &mut stored,
+    );
+    (v, frags.iter().map(<[u8]>::to_vec).collect())
+}
+
+/// RFC 6146 §3.4 (the NAT64 SHOULD queue out-of-order fragments): a
+/// non-first fragment that arrives before its first fragment is held
+/// (nothing to send) and comes out, translated, right after the first
+/// fragment; both ways. The released datagram reassembles with a correct
+/// checksum.
+#[test]
+fn rfc6146_3_4_out_of_order_fragment_held_then_released() {
+    let st = state_with(|_| {});
+    let t = xlat(st.clone());
+    let (f1, f2) = client_frags(77, 40001);
+    assert_eq!(run_frags(&t, &f2, 0), (Verdict::Fragments, vec![]));
+    let (v, out) = run_frags(&t, &f1, 1);
+    assert_eq!(v, Verdict::Fragments);
+    assert_eq!(out.len(), 2);
+    let (p1, p2) = (&out[0], &out[1]);
+    assert_eq!(be16(p1, 6), ipv4::FLAG_MF);
+    assert_eq!(be16(p2, 6), 104 >> 3);
+    let pool = v4src(p1);
+    assert_eq!(v4src(p2), pool);
+    assert_eq!(v4dst(p2), a4(SERVER4));
+    assert!(checksum::verify(checksum::sum(0, &p2[..20])));
+    let mut u = p1[20..].to_vec();
+    u.extend_from_slice(&p2[20..]);
+    let pseudo = checksum::pseudo_v4(pool, a4(SERVER4), proto::UDP, u.len() as u16);
+    assert!(checksum::verify(checksum::sum(pseudo, &u)), "udp checksum");
+    assert_eq!(&u[8..], &big_payload()[..]);
+    // A later copy of the second fragment now passes directly.
+    assert!(matches!(run(&t, &f2, 2).v, Verdict::Forward { .. }));
+
+    // IPv4 -> IPv6: the server's second fragment first.
+    let mapped = be16(&u, 0);
+    let r = l4_v4(
+        proto::UDP,
+        a4(SERVER4),
+        pool,
+        udp_raw(7000, mapped, &big_payload()),
+    );
+    let g1 = frag4(a4(SERVER4), pool, 0x77, 0, true, proto::UDP, &r[..96]);
+    let g2 = frag4(a4(SERVER4), pool, 0x77, 96, false, proto::UDP, &r[96..]);
+    assert_eq!(run_frags(&t, &g2, 10), (Verdict::Fragments, vec![]));
+    let (v, out) = run_frags(&t, &g1, 11);
+    assert_eq!(v, Verdict::Fragments);
+    assert_eq!(out.len(), 2);
+    let mut u6 = Vec::new();
+    for (q, off, more) in [(&out[0], 0u16, true), (&out[1], 96, false)] {
+        assert_eq!(v6src(q), server6());
+        assert_eq!(v6dst(q), a6(CLIENT));
+        assert_eq!(be16(q, 42), off | u16::from(more));
+        u6.extend_from_slice(&q[48..]);
+    }
+    let pseudo = checksum::pseudo_v6(&server6(), &a6(CLIENT), proto::UDP, u6.len() as u32);
+    assert!(checksum::verify(checksum::sum(pseudo, &u6)), "udp checksum");
+    assert_eq!(be16(&u6, 2), 40001);
+    assert_eq!(st.expire(5_000, 100).fragments_timed_out, 0);
+}
+
+/// RFC 6146 §3.4: held fragments whose first fragment never comes are
+/// dropped after FRAGMENT_MIN and counted (`nat64_fragment_timeout`).
+#[test]
+fn rfc6146_3_4_held_fragment_times_out() {
+    let st = state_with(|_| {});
+    let t = xlat(st.clone());
+    let (_, f2) = client_frags(91, 40005);
+    assert_eq!(run_frags(&t, &f2, 0), (Verdict::Fragments, vec![]));
+    assert_eq!(st.expire(1_999, 100).fragments_timed_out, 0);
+    let out = st.expire(2_000, 100);
+    assert_eq!((out.fragments_expired, out.fragments_timed_out), (1, 1));
+    assert_eq!(st.frag_timeouts(), 1);
+    assert_eq!(st.frag_entries(), 0);
+}
+
+/// RFC 6146 §3.4 (FRAGMENT_MIN, 2 s): the fragment state expires; expiry
+/// runs from `Nat64State::expire` and is also honoured by lookups.
+#[test]
+fn rfc6146_3_4_fragment_state_expires() {
+    let st = state_with(|_| {});
+    let t = xlat(st.clone());
+    let (f1, f2) = client_frags(9, 40002);
+    assert!(matches!(run(&t, &f1, 1_000).v, Verdict::Forward { .. }));
+    assert_eq!(st.frag_entries(), 1);
+    assert!(matches!(run(&t, &f2, 2_999).v, Verdict::Forward { .. }));
+    assert_eq!(st.expire(2_999, 100).fragments_expired, 0);
+    assert_eq!(st.frag_entries(), 1);
+    assert_eq!(st.expire(3_000, 100).fragments_expired, 1);
+    assert_eq!(st.frag_entries(), 0);
+    // Past the deadline the fragment is not translated with the old
+    // addresses: it waits for a first fragment again.
+    assert_eq!(run_frags(&t, &f2, 3_001), (Verdict::Fragments, vec![]));
+    assert_eq!(st.frag_entries(), 1);
+}
+
+/// RFC 6146 §3.4 (bounded state): a full fragment table refuses the first
+/// fragment of a new datagram and keeps serving the old ones.
+#[test]
+fn rfc6146_3_4_fragment_table_full() {
+    use crate::nat64::frag::FRAG_MAX_ENTRIES;
+    let st = state_with(|_| {});
+    let t = xlat(st.clone());
+    for id in 0..FRAG_MAX_ENTRIES as u32 {
+        let (f1, _) = client_frags(id, 40003);
+        assert!(matches!(run(&t, &f1, 10).v, Verdict::Forward { .. }));
+    }
+    assert_eq!(st.frag_entries(), FRAG_MAX_ENTRIES);
+    let (n1, n2) = client_frags(FRAG_MAX_ENTRIES as u32, 40003);
+    assert_eq!(
+        run(&t, &n1, 20).v,
+        Verdict::Drop(DropReason::Nat64FragmentTableFull)
+    );
+    assert_eq!(
+        run(&t, &n2, 21).v,
+        Verdict::Drop(DropReason::Nat64FragmentTableFull)
+    );
+    let (_, old2) = client_frags(0, 40003);
+    assert!(matches!(run(&t, &old2, 22).v, Verdict::Forward { .. }));
+    // After expiry there is room again.
+    st.expire(2_010, 100);
+    assert_eq!(st.frag_entries(), 0);
+    assert!(matches!(run(&t, &n1, 2_020).v, Verdict::Forward { .. }));
+}
+
+/// RFC 7915 §4.2/§5.2: ICMP fragments stay untranslated through NAT64
+/// (the ICMPv6 checksum covers the whole message); RFC 6146 §3.8:
+/// hairpinned fragments are not supported.
+#[test]
+fn rfc6146_3_4_icmp_and_hairpin_fragments_dropped() {
+    let t = xlat(state_with(|_| {}));
+    let (s, d) = (a6(CLIENT), server6());
+    let e = l4_v6(proto::ICMPV6, &s, &d, echo_raw(128, 1, 1));
+    let f = frag6(s, d, 1, 0, true, proto::ICMPV6, &e[..8]);
+    assert_eq!(run(&t, &f, 0).v, Verdict::Drop(DropReason::FragmentedIcmp));
+    let g = frag4(
+        a4(SERVER4),
+        a4("203.0.113.1"),
+        1,
+        0,
+        true,
+        proto::ICMP,
+        &[8u8; 16],
+    );
+    assert_eq!(run(&t, &g, 0).v, Verdict::Drop(DropReason::FragmentedIcmp));
+    let hp = pool6().embed(a4("203.0.113.2"));
+    let u = l4_v6(proto::UDP, &s, &hp, udp_raw(1000, 2000, &big_payload()));
+    let h = frag6(s, hp, 3, 0, true, proto::UDP, &u[..104]);
+    assert_eq!(run(&t, &h, 0).v, Verdict::Drop(DropReason::Nat64Fragment));
 }

@@ -1,0 +1,423 @@
+//! Fragment table of the stateful NAT64 (RFC 6146 §3.4, "Fragment
+//! Handling"): fragments are not reassembled. The first fragment (offset 0)
+//! carries the transport header, so it is looked up in the session table
+//! like a whole packet; the addresses it was translated with are recorded
+//! here under the fragment's identity, and the non-first fragments of the
+//! same datagram (which carry no ports) are translated with that address
+//! pair.
+//!
+//! - Key, IPv6 -> IPv4: (IPv6 source, IPv6 destination, Fragment Header
+//!   Identification, protocol) -> (pool4 source, IPv4 destination).
+//! - Key, IPv4 -> IPv6: (IPv4 source, IPv4 destination = pool4 address,
+//!   IPv4 Identification, protocol) -> (IPv6 source = pool6 ⊕ IPv4 source,
+//!   IPv6 destination = the client).
+//!
+//! The table is pure (time comes in as `now`, monotonic ms), bounded (a full
+//! table refuses new entries and keeps the old ones; the caller counts the
+//! refusal) and every entry lives [`FRAG_TIMEOUT_MS`] from its creation.
+//! Entries are created in time order, so expiry pops a FIFO of
+//! (deadline, key) from the front: no scan, amortised O(1) per entry.
+//!
+//! Out-of-order fragments (RFC 6146 §3.4: the NAT64 SHOULD queue a
+//! non-first fragment that arrives before its first fragment, for a limited
+//! time, at least FRAGMENT_MIN): such a fragment is *held* (a copy, in an
+//! entry without addresses yet) until the first fragment arrives, which
+//! takes the held copies out to be translated after it; or until the
+//! entry's deadline, when they are dropped and counted
+//! (`nat64_fragment_timeout`). Held bytes are bounded globally
+//! ([`FRAG_MAX_HELD_BYTES`]) and per datagram ([`FRAG_MAX_HELD_PER_DATAGRAM`]);
+//! beyond, the fragment is dropped (`nat64_fragment_queue_full`).
+//! Holding allocates (one copy per held fragment): it is the rare path.
+//!
+//! Concurrency: the table sits behind one `Mutex` in
+//! [`super::Nat64State`]. Fragments are the uncommon path (most traffic is
+//! PMTU-sized or TCP with MSS clamping), so a single lock is acceptable; it
+//! is never taken while a shard lock is held.
+
+use super::hash::SipBuild;
+use crate::counters::DropReason;
+use core::net::{Ipv4Addr, Ipv6Addr};
+use std::collections::{HashMap, VecDeque};
+
+/// Lifetime of a fragment table entry (RFC 6146 §3.4: FRAGMENT_MIN, 2 s,
+/// is the minimum time the NAT64 keeps fragment state).
+pub const FRAG_TIMEOUT_MS: u64 = 2_000;
+
+/// Default bound on the number of entries (datagrams in flight).
+pub const FRAG_MAX_ENTRIES: usize = 4096;
+
+/// Global bound on the bytes of held (out-of-order) fragments.
+pub const FRAG_MAX_HELD_BYTES: usize = 256 * 1024;
+
+/// Most fragments held for one datagram (a 64 KiB datagram in 1280-byte
+/// IPv6 fragments has 52).
+pub const FRAG_MAX_HELD_PER_DATAGRAM: usize = 64;
+
+/// Identity of one fragmented datagram as it reaches the NAT64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FragKey {
+    /// IPv6 -> IPv4 (RFC 8200 §4.5: source, destination, Identification).
+    V6 {
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        ident: u32,
+        proto: u8,
+    },
+    /// IPv4 -> IPv6 (RFC 791: source, destination, protocol, Identification).
+    V4 {
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        ident: u16,
+        proto: u8,
+    },
+}
+
+/// Addresses the datagram's first fragment was translated with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FragMap {
+    /// IPv6 -> IPv4: (pool4 source, IPv4 destination).
+    To4 { src: Ipv4Addr, dst: Ipv4Addr },
+    /// IPv4 -> IPv6: (pool6 ⊕ IPv4 source, the client's IPv6 address).
+    To6 { src: Ipv6Addr, dst: Ipv6Addr },
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    /// `None` while only out-of-order fragments have been seen.
+    map: Option<FragMap>,
+    deadline: u64,
+    /// Copies of the out-of-order fragments (raw, untranslated).
+    held: Vec<Vec<u8>>,
+}
+
+/// Answer of [`FragTable::lookup_or_hold`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// Translate the fragment with these addresses.
+    Map(FragMap),
+    /// The first fragment has not been seen: a copy is held.
+    Held,
+}
+
+/// Work done by [`FragTable::expire`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FragExpired {
+    /// Entries removed.
+    pub entries: usize,
+    /// Held fragments dropped with them (their first fragment never came).
+    pub held_dropped: usize,
+}
+
+/// The fragment table (see the module doc).
+#[derive(Debug)]
+pub struct FragTable {
+    map: HashMap<FragKey, Entry, SipBuild>,
+    /// (deadline, key) in creation order: one item per entry, two for an
+    /// entry that held fragments before its first fragment came (its
+    /// deadline is then moved; the stale item is skipped).
+    order: VecDeque<(u64, FragKey)>,
+    max_entries: usize,
+    timeout_ms: u64,
+    held_bytes: usize,
+    max_held_bytes: usize,
+}
+
+impl FragTable {
+    /// An empty table of at most `max_entries` entries, each living
+    /// `timeout_ms`. `hasher` is keyed (the remote side controls keys).
+    pub fn new(max_entries: usize, timeout_ms: u64, hasher: SipBuild) -> FragTable {
+        FragTable {
+            map: HashMap::with_hasher(hasher),
+            order: VecDeque::new(),
+            max_entries,
+            timeout_ms,
+            held_bytes: 0,
+            max_held_bytes: FRAG_MAX_HELD_BYTES,
+        }
+    }
+
+    /// Sets the global bound on held bytes.
+    pub fn with_max_held_bytes(mut self, n: usize) -> FragTable {
+        self.max_held_bytes = n;
+        self
+    }
+
+    /// Records the first fragment of a datagram (RFC 6146 §3.4) and
+    /// returns the fragments held for it (to translate after it, in
+    /// arrival order). A key already present with addresses (Identification
+    /// reused, or the first fragment sent twice) gets the new addresses
+    /// and keeps its deadline; an entry that only held fragments gets its
+    /// addresses and a fresh deadline. A full table refuses a new entry
+    /// and keeps the old ones.
+    pub fn insert(
+        &mut self,
+        key: FragKey,
+        map: FragMap,
+        now: u64,
+    ) -> Result<Vec<Vec<u8>>, DropReason> {
+        self.expire(now);
+        let deadline = now.saturating_add(self.timeout_ms);
+        if let Some(e) = self.map.get_mut(&key) {
+            if e.map.is_none() {
+                e.deadline = deadline;
+                self.order.push_back((deadline, key));
+            }
+            e.map = Some(map);
+            let held = core::mem::take(&mut e.held);
+            self.held_bytes -= held.iter().map(Vec::len).sum::<usize>();
+            return Ok(held);
+        }
+        if self.map.len() >= self.max_entries {
+            return Err(DropReason::Nat64FragmentTableFull);
+        }
+        self.map.insert(
+            key,
+            Entry {
+                map: Some(map),
+                deadline,
+                held: Vec::new(),
+            },
+        );
+        self.order.push_back((deadline, key));
+        Ok(Vec::new())
+    }
+
+    /// The addresses for a non-first fragment of `key`, if its first
+    /// fragment was seen less than the timeout ago.
+    pub fn lookup(&self, key: &FragKey, now: u64) -> Option<FragMap> {
+        self.map
+            .get(key)
+            .filter(|e| e.deadline > now)
+            .and_then(|e| e.map)
+    }
+
+    /// For a non-first fragment `pkt` of `key`: the addresses of its first
+    /// fragment, or (RFC 6146 §3.4, first fragment not seen yet) a copy of
+    /// it is held until the first fragment comes or the deadline passes.
+    pub fn lookup_or_hold(
+        &mut self,
+        key: FragKey,
+        pkt: &[u8],
+        now: u64,
+    ) -> Result<Lookup, DropReason> {
+        self.expire(now);
+        let room = self.held_bytes + pkt.len() <= self.max_held_bytes;
+        if let Some(e) = self.map.get_mut(&key) {
+            if let Some(m) = e.map {
+                return Ok(Lookup::Map(m));
+            }
+            if !room || e.held.len() >= FRAG_MAX_HELD_PER_DATAGRAM {
+                return Err(DropReason::Nat64FragmentQueueFull);
+            }
+            e.held.push(pkt.to_vec());
+            self.held_bytes += pkt.len();
+            return Ok(Lookup::Held);
+        }
+        if !room {
+            return Err(DropReason::Nat64FragmentQueueFull);
+        }
+        if self.map.len() >= self.max_entries {
+            return Err(DropReason::Nat64FragmentTableFull);
+        }
+        let deadline = now.saturating_add(self.timeout_ms);
+        self.map.insert(
+            key,
+            Entry {
+                map: None,
+                deadline,
+                held: vec![pkt.to_vec()],
+            },
+        );
+        self.held_bytes += pkt.len();
+        self.order.push_back((deadline, key));
+        Ok(Lookup::Held)
+    }
+
+    /// Removes the entries whose deadline is at or before `now`, dropping
+    /// the fragments they still hold. Cost proportional to what expires.
+    pub fn expire(&mut self, now: u64) -> FragExpired {
+        let mut out = FragExpired::default();
+        while let Some(&(d, k)) = self.order.front() {
+            if d > now {
+                break;
+            }
+            self.order.pop_front();
+            if self.map.get(&k).is_some_and(|e| e.deadline == d) {
+                if let Some(e) = self.map.remove(&k) {
+                    out.entries += 1;
+                    out.held_dropped += e.held.len();
+                    self.held_bytes -= e.held.iter().map(Vec::len).sum::<usize>();
+                }
+            }
+        }
+        out
+    }
+
+    /// Bytes of held fragments.
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(max: usize) -> FragTable {
+        FragTable::new(max, FRAG_TIMEOUT_MS, SipBuild::new(1, 2))
+    }
+
+    fn k4(ident: u16) -> FragKey {
+        FragKey::V4 {
+            src: Ipv4Addr::new(198, 51, 100, 7),
+            dst: Ipv4Addr::new(192, 0, 2, 1),
+            ident,
+            proto: 17,
+        }
+    }
+
+    fn m4() -> FragMap {
+        FragMap::To6 {
+            src: "64:ff9b::c633:6407".parse().unwrap(),
+            dst: "2001:db8::5".parse().unwrap(),
+        }
+    }
+
+    /// RFC 6146 §3.4: the first fragment's addresses serve the later ones
+    /// until the entry expires (FRAGMENT_MIN).
+    #[test]
+    fn insert_lookup_expire_rfc6146_3_4() {
+        let mut f = t(8);
+        assert_eq!(f.lookup(&k4(1), 0), None);
+        f.insert(k4(1), m4(), 1000).unwrap();
+        assert_eq!(f.lookup(&k4(1), 1000), Some(m4()));
+        assert_eq!(f.lookup(&k4(2), 1000), None);
+        assert_eq!(f.lookup(&k4(1), 2999), Some(m4()));
+        // Expired entries are not used even before housekeeping runs.
+        assert_eq!(f.lookup(&k4(1), 3000), None);
+        assert_eq!(f.expire(2999).entries, 0);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f.expire(3000).entries, 1);
+        assert!(f.is_empty());
+        assert!(f.order.is_empty());
+    }
+
+    /// RFC 6146 §3.4 (bounded state): a full table refuses new entries and
+    /// keeps the old ones; room comes back when they expire.
+    #[test]
+    fn full_table_refuses_new_keeps_old_rfc6146_3_4() {
+        let mut f = t(2);
+        f.insert(k4(1), m4(), 0).unwrap();
+        f.insert(k4(2), m4(), 10).unwrap();
+        assert_eq!(
+            f.insert(k4(3), m4(), 20),
+            Err(DropReason::Nat64FragmentTableFull)
+        );
+        assert_eq!(f.lookup(&k4(1), 20), Some(m4()));
+        assert_eq!(f.lookup(&k4(2), 20), Some(m4()));
+        assert_eq!(f.lookup(&k4(3), 20), None);
+        // A key already present is updated even when full.
+        let other = FragMap::To6 {
+            src: "64:ff9b::1".parse().unwrap(),
+            dst: "2001:db8::9".parse().unwrap(),
+        };
+        assert!(f.insert(k4(2), other, 30).unwrap().is_empty());
+        assert_eq!(f.lookup(&k4(2), 30), Some(other));
+        assert_eq!(f.len(), 2);
+        assert_eq!(f.order.len(), 2);
+        // The insert itself expires what is due: k4(1) at 2000.
+        f.insert(k4(3), m4(), 2000).unwrap();
+        assert_eq!(f.lookup(&k4(1), 2000), None);
+        assert_eq!(f.lookup(&k4(3), 2000), Some(m4()));
+        assert_eq!(f.len(), 2);
+    }
+
+    /// RFC 6146 §3.4 (SHOULD queue out-of-order fragments): held copies
+    /// come out, in order, when the first fragment is recorded; later
+    /// fragments then see the addresses.
+    #[test]
+    fn out_of_order_held_then_released_rfc6146_3_4() {
+        let mut f = t(8);
+        assert_eq!(f.lookup_or_hold(k4(1), b"second", 100), Ok(Lookup::Held));
+        assert_eq!(f.lookup_or_hold(k4(1), b"third", 110), Ok(Lookup::Held));
+        assert_eq!(f.held_bytes(), 11);
+        assert_eq!(f.lookup(&k4(1), 110), None);
+        let held = f.insert(k4(1), m4(), 1_900).unwrap();
+        assert_eq!(held, vec![b"second".to_vec(), b"third".to_vec()]);
+        assert_eq!(f.held_bytes(), 0);
+        assert_eq!(f.lookup_or_hold(k4(1), b"x", 1_950), Ok(Lookup::Map(m4())));
+        // The deadline restarted with the first fragment (1900 + 2000).
+        assert_eq!(f.expire(2_100), FragExpired::default());
+        assert_eq!(f.lookup(&k4(1), 3_899), Some(m4()));
+        assert_eq!(
+            f.expire(3_900),
+            FragExpired {
+                entries: 1,
+                held_dropped: 0
+            }
+        );
+        assert!(f.is_empty() && f.order.is_empty());
+    }
+
+    /// RFC 6146 §3.4: held fragments whose first fragment never comes are
+    /// dropped (and reported) after FRAGMENT_MIN.
+    #[test]
+    fn held_fragments_time_out_rfc6146_3_4() {
+        let mut f = t(8);
+        f.lookup_or_hold(k4(1), &[0u8; 100], 0).unwrap();
+        f.lookup_or_hold(k4(1), &[0u8; 100], 5).unwrap();
+        f.lookup_or_hold(k4(2), &[0u8; 50], 10).unwrap();
+        assert_eq!(
+            f.expire(2_005),
+            FragExpired {
+                entries: 1,
+                held_dropped: 2
+            }
+        );
+        assert_eq!(f.held_bytes(), 50);
+        assert_eq!(f.expire(2_010).held_dropped, 1);
+        assert_eq!(f.held_bytes(), 0);
+        assert!(f.is_empty());
+    }
+
+    /// RFC 6146 §3.4 ("limited" queueing): a global byte bound and a per-
+    /// datagram count bound; beyond, the fragment is refused.
+    #[test]
+    fn held_bytes_bounded_rfc6146_3_4() {
+        let mut f = t(8).with_max_held_bytes(250);
+        f.lookup_or_hold(k4(1), &[0u8; 100], 0).unwrap();
+        f.lookup_or_hold(k4(2), &[0u8; 100], 0).unwrap();
+        assert_eq!(
+            f.lookup_or_hold(k4(1), &[0u8; 100], 0),
+            Err(DropReason::Nat64FragmentQueueFull)
+        );
+        assert_eq!(
+            f.lookup_or_hold(k4(3), &[0u8; 100], 0),
+            Err(DropReason::Nat64FragmentQueueFull)
+        );
+        assert_eq!(f.held_bytes(), 200);
+        let mut g = t(8);
+        for _ in 0..FRAG_MAX_HELD_PER_DATAGRAM {
+            g.lookup_or_hold(k4(1), &[1u8; 8], 0).unwrap();
+        }
+        assert_eq!(
+            g.lookup_or_hold(k4(1), &[1u8; 8], 0),
+            Err(DropReason::Nat64FragmentQueueFull)
+        );
+        // An entry that only holds fragments counts against the table size.
+        let mut h = t(1);
+        h.lookup_or_hold(k4(1), b"a", 0).unwrap();
+        assert_eq!(
+            h.lookup_or_hold(k4(2), b"b", 0),
+            Err(DropReason::Nat64FragmentTableFull)
+        );
+    }
+}
