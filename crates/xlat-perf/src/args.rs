@@ -9,7 +9,7 @@ pub struct Args {
 }
 
 /// Options that take no value.
-const FLAGS: &[&str] = &["ipv4", "ipv6"];
+const FLAGS: &[&str] = &["ipv4", "ipv6", "json", "csv", "random-ports"];
 
 impl Args {
     pub fn parse(argv: &[String]) -> Result<Args, String> {

@@ -1,7 +1,7 @@
-//! xlat-perf: the lab's traffic generator.
+//! xlat-perf: the lab's traffic generator and RFC 8219 tester.
 //!
-//! For now this is a small, honest UDP generator and sink (the full RFC 8219 /
-//! RFC 9693 tester is a later step):
+//! Generator commands, used by `lab/bench.py` (which runs its own binary
+//! search and places the two ends in different network namespaces):
 //!
 //! - `xlat-perf udp-flood`: paced UDP from one bound socket with `sendmmsg`,
 //!   sequence number and signature in every payload; reports whether it kept to
@@ -9,14 +9,21 @@
 //!   invalid, as in siitperf).
 //! - `xlat-perf udp-sink`: counts valid, unique test packets with `recvmmsg`
 //!   until it has seen the expected count or its timeout passes.
+//! - `xlat-perf frame-payload`: RFC 8219 section 5.1.1 frame-size arithmetic.
 //!
-//! Both print one JSON object on stdout. The binary search over trials lives in
-//! `lab/bench.py`, which places the two ends in different network namespaces.
+//! Measurement commands (RFC 8219 section 7; `measure`, `engine`): each runs
+//! its own sender and receiver threads, each in its own network namespace:
+//! `throughput`, `frame-loss`, `latency`, `pdv`, `ipdv`. See docs/xlat-perf.md.
 
 mod args;
+mod engine;
 mod flood;
+mod json;
+mod measure;
 mod payload;
+mod search;
 mod sink;
+mod stats;
 
 use std::process::ExitCode;
 
@@ -26,10 +33,23 @@ const USAGE: &str = "usage:
   xlat-perf udp-sink  --bind ADDR:PORT --timeout SECS [--expect N] [--idle SECS] [--stream ID]
   xlat-perf frame-payload --frame-size BYTES (--ipv4 | --ipv6)
 
+RFC 8219 measurements (sender and receiver run in this process, each thread in
+its own network namespace; see docs/xlat-perf.md):
+  xlat-perf throughput --dst ADDR:PORT [--max-rate FPS] [--error E] [--max-trials N]
+                       [--ceiling FPS] COMMON
+  xlat-perf frame-loss --dst ADDR:PORT [--max-rate FPS] [--rates LIST] COMMON
+  xlat-perf latency    --dst ADDR:PORT --rate FPS [--warmup SECS] [--tagged N] COMMON
+  xlat-perf pdv        --dst ADDR:PORT --rate FPS COMMON
+  xlat-perf ipdv       --dst ADDR:PORT --rate FPS COMMON
+COMMON: [--src ADDR] [--recv-bind ADDR:PORT] [--send-netns NAME] [--recv-netns NAME]
+        [--frame-size BYTES] [--link-gbps G] [--duration SECS] [--wait SECS]
+        [--repeat N] [--retries N] [--batch N] [--random-ports [--src-ports LO-HI]]
+        [--json | --csv]
+
 Frames are Ethernet frames incl. FCS (RFC 8219 section 5): UDP payload =
 frame - 18 - L3 header (20 or 40) - 8. 84-byte IPv6 frames => 18-byte payload
 => 64-byte IPv4 frames after translation.
-Output: one JSON object on stdout. Exit: 0 ok, 1 runtime error, 2 usage.";
+Output (udp-flood, udp-sink, frame-payload): one JSON object on stdout. Exit: 0 ok, 1 runtime error, 2 usage.";
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -49,6 +69,11 @@ fn main() -> ExitCode {
         "udp-flood" => flood::Config::from_args(&parsed).map(|c| flood::run(&c)),
         "udp-sink" => sink::Config::from_args(&parsed).map(|c| sink::run(&c)),
         "frame-payload" => frame_payload(&parsed).map(Ok),
+        "throughput" => measured(measure::Test::Throughput, &parsed),
+        "frame-loss" => measured(measure::Test::FrameLoss, &parsed),
+        "latency" => measured(measure::Test::Latency, &parsed),
+        "pdv" => measured(measure::Test::Pdv, &parsed),
+        "ipdv" => measured(measure::Test::Ipdv, &parsed),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -69,6 +94,12 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Parameters are checked completely (exit 2 on a bad one) before any frame
+/// is sent.
+fn measured(test: measure::Test, a: &args::Args) -> Result<Result<String, String>, String> {
+    measure::Params::from_args(test, a).map(|p| measure::run(&p))
 }
 
 fn frame_payload(a: &args::Args) -> Result<String, String> {

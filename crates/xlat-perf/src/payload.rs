@@ -63,6 +63,43 @@ pub fn parse(buf: &[u8], stream: u32) -> Option<u64> {
     Some(u64::from_be_bytes(buf[8..16].try_into().ok()?))
 }
 
+/// Timed test payload of the RFC 8219 measurement subcommands (`throughput`,
+/// `frame-loss`, `latency`, `pdv`, `ipdv`). It fits the 18 bytes of UDP payload
+/// of the smallest frames (64-byte IPv4, 84-byte IPv6; RFC 8219 section 5.1.1),
+/// and never relies on IPv4-ID or the flow label, which a translator rewrites:
+///
+/// ```text
+/// 0..4   signature  b"XLPT"
+/// 4..6   stream id  u16, big endian (one per trial: stale frames never count)
+/// 6..10  sequence   u32, big endian
+/// 10..18 send time  u64, big endian, CLOCK_MONOTONIC nanoseconds
+/// ```
+pub const TIMED_SIGNATURE: [u8; 4] = *b"XLPT";
+pub const TIMED_LEN: usize = 18;
+
+/// Writes a timed header into `buf` (at least TIMED_LEN long).
+#[inline]
+pub fn write_timed(buf: &mut [u8], stream: u16, seq: u32, tx_ns: u64) {
+    buf[0..4].copy_from_slice(&TIMED_SIGNATURE);
+    buf[4..6].copy_from_slice(&stream.to_be_bytes());
+    buf[6..10].copy_from_slice(&seq.to_be_bytes());
+    buf[10..18].copy_from_slice(&tx_ns.to_be_bytes());
+}
+
+/// (sequence, send time) of a valid timed payload of `stream`, or None.
+#[inline]
+pub fn parse_timed(buf: &[u8], stream: u16) -> Option<(u32, u64)> {
+    if buf.len() < TIMED_LEN || buf[0..4] != TIMED_SIGNATURE {
+        return None;
+    }
+    if u16::from_be_bytes([buf[4], buf[5]]) != stream {
+        return None;
+    }
+    let seq = u32::from_be_bytes(buf[6..10].try_into().ok()?);
+    let ts = u64::from_be_bytes(buf[10..18].try_into().ok()?);
+    Some((seq, ts))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +124,23 @@ mod tests {
         assert_eq!(parse(&b[..15], 7), None, "too short");
         b[0] = b'Y';
         assert_eq!(parse(&b, 7), None, "bad signature");
+    }
+
+    // RFC 8219 section 5.1.1: the timed header fits the 18-byte payload of the
+    // minimum frames of both families.
+    #[test]
+    fn rfc8219_s5_1_1_timed_header_fits_minimum_frames() {
+        assert_eq!(payload_for_frame(64, false).unwrap(), TIMED_LEN);
+        assert_eq!(payload_for_frame(84, true).unwrap(), TIMED_LEN);
+        let mut b = [0u8; TIMED_LEN];
+        write_timed(&mut b, 0xbeef, 0xdead_cafe, 0x0102_0304_0506_0708);
+        assert_eq!(
+            parse_timed(&b, 0xbeef),
+            Some((0xdead_cafe, 0x0102_0304_0506_0708))
+        );
+        assert_eq!(parse_timed(&b, 0xbeee), None, "other stream");
+        assert_eq!(parse_timed(&b[..17], 0xbeef), None, "too short");
+        b[1] = 0;
+        assert_eq!(parse_timed(&b, 0xbeef), None, "bad signature");
     }
 }

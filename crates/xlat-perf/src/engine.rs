@@ -1,0 +1,688 @@
+//! One RFC 8219 trial: a paced sender thread and a receiver thread, each in
+//! its own network namespace (setns(2) per thread, before its socket exists).
+//!
+//! I/O is ordinary sockets (UDP `sendmmsg`/`recvmmsg`, or a raw IPPROTO_UDP
+//! socket when source ports are pseudorandom): AF_PACKET / AF_XDP rings are a
+//! later step. Sender and receiver run in the same process, so both read the
+//! same CLOCK_MONOTONIC and one-way delay is `rx time - send time in payload`.
+//!
+//! Strict counting (RFC 8219 section 7.1 / RFC 2544 section 26.1): the
+//! receiver listens until the sender finished plus the post-trial wait; a frame
+//! that arrives later is never seen and counts as lost, a duplicate counts
+//! against zero loss.
+
+use crate::payload;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+/// Largest tolerated overrun of the sending schedule: 0.1% (issue 5, as in
+/// siitperf); a trial beyond it is invalid.
+pub const BEHIND_TOLERANCE: f64 = 0.001;
+/// Most frames one trial may plan (the duplicate bitmap: 125 MB at most).
+pub const MAX_FRAMES: u64 = 1_000_000_000;
+/// Most frames of a trial that records every delay (16 bytes per frame).
+pub const MAX_DELAY_FRAMES: u64 = 10_000_000;
+const RX_BATCH: usize = 64;
+const RX_BUF: usize = 2048;
+
+#[derive(Clone, Debug)]
+pub struct Endpoints {
+    pub send_netns: Option<String>,
+    pub recv_netns: Option<String>,
+    pub dst: SocketAddr,
+    pub src: Option<IpAddr>,
+    /// Where the receiver binds (the translated destination for a DUT).
+    pub recv_bind: SocketAddr,
+    pub payload: usize,
+    pub batch: usize,
+    /// RFC 4814 section 4.5 pseudorandom source ports from this range (raw
+    /// socket sender); None: one fixed (ephemeral) source port.
+    pub src_ports: Option<(u16, u16)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct TrialSpec {
+    pub rate: u64,
+    pub duration: f64,
+    pub wait: f64,
+    pub stream: u16,
+    /// Record the one-way delay of every frame (latency, PDV, IPDV).
+    pub delays: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct TrialOut {
+    pub rate: u64,
+    pub planned: u64,
+    pub sent: u64,
+    pub received: u64,
+    pub duplicates: u64,
+    pub foreign: u64,
+    pub send_errors: u64,
+    pub elapsed: f64,
+    pub max_lag_us: u64,
+    pub behind: bool,
+    /// One entry per planned frame: delay in ns, None if it never arrived.
+    pub delays: Vec<Option<u64>>,
+}
+
+impl TrialOut {
+    pub fn lost(&self) -> u64 {
+        self.planned.saturating_sub(self.received)
+    }
+    pub fn valid(&self) -> bool {
+        !self.behind
+    }
+    /// Zero loss in the strict sense: every planned frame arrived exactly once.
+    pub fn zero_loss(&self) -> bool {
+        self.sent == self.planned && self.received == self.planned && self.duplicates == 0
+    }
+    /// Frame loss rate, RFC 8219 section 7.4 / RFC 2544 section 26.3:
+    /// (sent - received) / sent, with the planned count as "sent" and
+    /// duplicates counted as losses.
+    pub fn loss_rate(&self) -> f64 {
+        if self.planned == 0 {
+            return 0.0;
+        }
+        ((self.lost() + self.duplicates) as f64 / self.planned as f64).min(1.0)
+    }
+}
+
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Path of a named network namespace (as made by `ip netns add`).
+pub fn netns_path(name: &str) -> String {
+    format!("/run/netns/{name}")
+}
+
+/// Moves the calling thread into network namespace `name`.
+pub fn enter_netns(name: &str) -> Result<(), String> {
+    let path = netns_path(name);
+    let f = std::fs::File::open(&path).map_err(|e| format!("netns {name:?}: {path}: {e}"))?;
+    // SAFETY: valid fd; CLONE_NEWNET only affects this thread.
+    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    if r != 0 {
+        return Err(format!(
+            "setns({name}): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+fn set_int(fd: i32, level: i32, name: i32, val: i32) -> bool {
+    // SAFETY: valid fd, pointer to a live i32 of the given length.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &val as *const i32 as *const libc::c_void,
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+fn sockaddr(sa: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero sockaddr_storage is valid.
+    let mut st: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match sa {
+        SocketAddr::V4(a) => {
+            let p = &mut st as *mut _ as *mut libc::sockaddr_in;
+            // SAFETY: sockaddr_storage is large enough for sockaddr_in.
+            unsafe {
+                (*p).sin_family = libc::AF_INET as libc::sa_family_t;
+                (*p).sin_port = a.port().to_be();
+                (*p).sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
+            }
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let p = &mut st as *mut _ as *mut libc::sockaddr_in6;
+            // SAFETY: sockaddr_storage is large enough for sockaddr_in6.
+            unsafe {
+                (*p).sin6_family = libc::AF_INET6 as libc::sa_family_t;
+                (*p).sin6_port = a.port().to_be();
+                (*p).sin6_addr.s6_addr = a.ip().octets();
+                (*p).sin6_scope_id = a.scope_id();
+            }
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (st, len as libc::socklen_t)
+}
+
+/// Sending socket: a connected UDP socket, or for pseudorandom source ports a
+/// raw IPPROTO_UDP socket (the kernel adds the IP header; we write the UDP
+/// header and its checksum). Returns the fd and the header length we write.
+fn sender_socket(ep: &Endpoints) -> Result<(OwnedFd, usize), String> {
+    let fam = if ep.dst.is_ipv6() {
+        libc::AF_INET6
+    } else {
+        libc::AF_INET
+    };
+    let raw = ep.src_ports.is_some();
+    let (ty, proto) = if raw {
+        (libc::SOCK_RAW, libc::IPPROTO_UDP)
+    } else {
+        (libc::SOCK_DGRAM, 0)
+    };
+    // SAFETY: plain socket(2).
+    let fd = unsafe { libc::socket(fam, ty | libc::SOCK_CLOEXEC, proto) };
+    if fd < 0 {
+        return Err(format!("socket: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: fd is a fresh socket we own.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    if let Some(src) = ep.src {
+        let (st, len) = sockaddr(&SocketAddr::new(src, 0));
+        // SAFETY: valid sockaddr of `len` bytes.
+        if unsafe { libc::bind(fd, &st as *const _ as *const libc::sockaddr, len) } != 0 {
+            return Err(format!(
+                "bind {src}: {} (is the address configured in the sender's namespace?)",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    // Raw sockets take port 0 in connect (the port field means the protocol
+    // for IPv6 raw sockets).
+    let to = if raw {
+        SocketAddr::new(ep.dst.ip(), 0)
+    } else {
+        ep.dst
+    };
+    let (st, len) = sockaddr(&to);
+    // SAFETY: valid sockaddr of `len` bytes.
+    if unsafe { libc::connect(fd, &st as *const _ as *const libc::sockaddr, len) } != 0 {
+        return Err(format!(
+            "connect {}: {}",
+            ep.dst,
+            std::io::Error::last_os_error()
+        ));
+    }
+    if !set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 4 << 20) {
+        set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
+    }
+    Ok((owned, if raw { 8 } else { 0 }))
+}
+
+/// Internet checksum (RFC 768 / RFC 8200 section 8.1) of the UDP datagram
+/// `udp` (checksum field zero) with the pseudo-header of `src`/`dst`.
+pub fn udp_checksum(src: IpAddr, dst: IpAddr, udp: &[u8]) -> u16 {
+    let mut sum: u64 = 0;
+    let mut add = |b: &[u8]| {
+        for c in b.chunks(2) {
+            let w = if c.len() == 2 {
+                u16::from_be_bytes([c[0], c[1]])
+            } else {
+                u16::from_be_bytes([c[0], 0])
+            };
+            sum += w as u64;
+        }
+    };
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            add(&s.octets());
+            add(&d.octets());
+            add(&[0, 17]);
+            add(&(udp.len() as u16).to_be_bytes());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            add(&s.octets());
+            add(&d.octets());
+            add(&(udp.len() as u32).to_be_bytes());
+            add(&[0, 0, 0, 17]);
+        }
+        _ => {}
+    }
+    add(udp);
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let c = !(sum as u16);
+    // RFC 768: a computed zero is sent as all ones.
+    if c == 0 {
+        0xffff
+    } else {
+        c
+    }
+}
+
+/// xorshift64*: a fast pseudorandom generator for RFC 4814 port numbers.
+pub struct Rng(u64);
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// Uniform-ish value in lo..=hi.
+    pub fn range(&mut self, lo: u16, hi: u16) -> u16 {
+        let span = (hi as u64) - (lo as u64) + 1;
+        lo + ((self.next() >> 11) % span) as u16
+    }
+}
+
+struct TxOut {
+    sent: u64,
+    send_errors: u64,
+    elapsed: f64,
+    max_lag_us: u64,
+    behind: bool,
+}
+
+fn send_loop(ep: &Endpoints, spec: &TrialSpec, planned: u64) -> Result<TxOut, String> {
+    if let Some(ns) = &ep.send_netns {
+        enter_netns(ns)?;
+    }
+    let (sock, hdr) = sender_socket(ep)?;
+    let fd = sock.as_raw_fd();
+    // SAFETY: plain prctl with integer arguments (precise sleeps).
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+    let batch = ep.batch;
+    let len = hdr + ep.payload;
+    let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| vec![0u8; len]).collect();
+    let mut iovs: Vec<libc::iovec> = bufs
+        .iter_mut()
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        })
+        .collect();
+    // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
+    let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
+    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+        m.msg_hdr.msg_iov = iov as *mut libc::iovec;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    let mut rng = Rng::new(monotonic_ns() ^ ((spec.stream as u64) << 32));
+    let rate = spec.rate as u128;
+    let due_at = |idx: u64| Duration::from_nanos(((idx as u128) * 1_000_000_000 / rate) as u64);
+    let scheduled = planned as f64 / spec.rate as f64;
+    let hard_stop = Duration::from_secs_f64(scheduled * (1.0 + BEHIND_TOLERANCE));
+    let (mut sent, mut send_errors) = (0u64, 0u64);
+    let mut max_lag = Duration::ZERO;
+    let mut aborted = false;
+    let start = std::time::Instant::now();
+    while sent < planned {
+        let now = start.elapsed();
+        if now > hard_stop {
+            aborted = true;
+            break;
+        }
+        let due = ((now.as_nanos() * rate / 1_000_000_000) as u64 + 1).min(planned);
+        if due <= sent {
+            let last = sent + (batch as u64).min(planned - sent) - 1;
+            let wake = due_at(last);
+            if wake > now {
+                std::thread::sleep(wake - now);
+            }
+            continue;
+        }
+        let n = ((due - sent) as usize).min(batch);
+        let last_sched = due_at(sent + n as u64 - 1);
+        if now > last_sched {
+            max_lag = max_lag.max(now - last_sched);
+        }
+        let ts = monotonic_ns();
+        for (i, b) in bufs.iter_mut().take(n).enumerate() {
+            payload::write_timed(&mut b[hdr..], spec.stream, (sent + i as u64) as u32, ts);
+            if let (Some((lo, hi)), Some(src)) = (ep.src_ports, ep.src) {
+                // RFC 4814 section 4.5: pseudorandom source port per frame.
+                let sport = rng.range(lo, hi);
+                b[0..2].copy_from_slice(&sport.to_be_bytes());
+                b[2..4].copy_from_slice(&ep.dst.port().to_be_bytes());
+                b[4..6].copy_from_slice(&(len as u16).to_be_bytes());
+                b[6..8].copy_from_slice(&[0, 0]);
+                let c = udp_checksum(src, ep.dst.ip(), b);
+                b[6..8].copy_from_slice(&c.to_be_bytes());
+            }
+        }
+        let mut done = 0usize;
+        while done < n {
+            // SAFETY: msgs[done..n] point at live iovecs/buffers owned above.
+            let r =
+                unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr().add(done), (n - done) as u32, 0) };
+            if r > 0 {
+                done += r as usize;
+                continue;
+            }
+            let err = std::io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => {}
+                Some(libc::ENOBUFS)
+                | Some(libc::EAGAIN)
+                | Some(libc::ECONNREFUSED)
+                | Some(libc::EHOSTUNREACH)
+                | Some(libc::ENETUNREACH) => {
+                    send_errors += 1;
+                    std::thread::yield_now();
+                }
+                _ => return Err(format!("sendmmsg: {err}")),
+            }
+            if start.elapsed() > hard_stop {
+                aborted = true;
+                break;
+            }
+        }
+        sent += done as u64;
+        if aborted {
+            break;
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    Ok(TxOut {
+        sent,
+        send_errors,
+        elapsed,
+        max_lag_us: max_lag.as_micros() as u64,
+        behind: aborted || sent < planned || elapsed > scheduled * (1.0 + BEHIND_TOLERANCE),
+    })
+}
+
+struct RxOut {
+    received: u64,
+    duplicates: u64,
+    foreign: u64,
+    delays: Vec<Option<u64>>,
+}
+
+fn recv_loop(
+    ep: &Endpoints,
+    spec: &TrialSpec,
+    planned: u64,
+    ready: mpsc::Sender<Result<(), String>>,
+    stop_at: Arc<AtomicU64>,
+) -> Result<RxOut, String> {
+    let setup = (|| {
+        if let Some(ns) = &ep.recv_netns {
+            enter_netns(ns)?;
+        }
+        let sock = UdpSocket::bind(ep.recv_bind).map_err(|e| {
+            format!(
+                "bind {}: {e} (is the address configured in the receiver's namespace?)",
+                ep.recv_bind
+            )
+        })?;
+        let fd = sock.as_raw_fd();
+        if !set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 32 << 20) {
+            set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 32 << 20);
+        }
+        sock.set_read_timeout(Some(Duration::from_millis(10)))
+            .map_err(|e| format!("SO_RCVTIMEO: {e}"))?;
+        Ok::<UdpSocket, String>(sock)
+    })();
+    let sock = match setup {
+        Ok(s) => {
+            let _ = ready.send(Ok(()));
+            s
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e.clone()));
+            return Err(e);
+        }
+    };
+    let fd = sock.as_raw_fd();
+    let mut bufs: Vec<Vec<u8>> = (0..RX_BATCH).map(|_| vec![0u8; RX_BUF]).collect();
+    let mut iovs: Vec<libc::iovec> = bufs
+        .iter_mut()
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        })
+        .collect();
+    // SAFETY: all-zero mmsghdr is valid.
+    let mut msgs: Vec<libc::mmsghdr> = (0..RX_BATCH)
+        .map(|_| unsafe { std::mem::zeroed() })
+        .collect();
+    let mut seen = vec![0u64; (planned as usize).div_ceil(64)];
+    let mut delays: Vec<Option<u64>> = if spec.delays {
+        vec![None; planned as usize]
+    } else {
+        Vec::new()
+    };
+    let (mut received, mut duplicates, mut foreign) = (0u64, 0u64, 0u64);
+    // Safety net: never listen longer than the whole trial could take.
+    let limit = monotonic_ns() + ((spec.duration * 2.0 + spec.wait + 30.0) * 1e9) as u64;
+    loop {
+        let now = monotonic_ns();
+        let stop = stop_at.load(Ordering::Acquire);
+        if (stop != 0 && now >= stop) || now >= limit {
+            break;
+        }
+        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+            m.msg_hdr.msg_iov = iov as *mut libc::iovec;
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_len = 0;
+        }
+        // SAFETY: msgs point at live iovecs/buffers owned above.
+        let r = unsafe {
+            libc::recvmmsg(
+                fd,
+                msgs.as_mut_ptr(),
+                RX_BATCH as u32,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            let err = std::io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ECONNREFUSED) => continue,
+                _ => return Err(format!("recvmmsg: {err}")),
+            }
+        }
+        let rx = monotonic_ns();
+        for i in 0..r as usize {
+            let len = (msgs[i].msg_len as usize).min(RX_BUF);
+            let Some((seq, tx)) = payload::parse_timed(&bufs[i][..len], spec.stream) else {
+                foreign += 1;
+                continue;
+            };
+            let seq = seq as u64;
+            if seq >= planned {
+                foreign += 1;
+                continue;
+            }
+            let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
+            if seen[w] & bit != 0 {
+                duplicates += 1;
+                continue;
+            }
+            seen[w] |= bit;
+            received += 1;
+            if spec.delays {
+                delays[seq as usize] = Some(rx.saturating_sub(tx));
+            }
+        }
+    }
+    Ok(RxOut {
+        received,
+        duplicates,
+        foreign,
+        delays,
+    })
+}
+
+/// Frames planned for a trial of `rate` over `duration` seconds.
+pub fn planned_frames(rate: u64, duration: f64) -> u64 {
+    ((rate as f64 * duration).round() as u64).max(1)
+}
+
+/// Runs one trial. Errors (socket setup, unknown namespace) come before the
+/// first frame is sent.
+pub fn run_trial(ep: &Endpoints, spec: &TrialSpec) -> Result<TrialOut, String> {
+    let planned = planned_frames(spec.rate, spec.duration);
+    let limit = if spec.delays {
+        MAX_DELAY_FRAMES
+    } else {
+        MAX_FRAMES
+    };
+    if planned > limit {
+        return Err(format!(
+            "{planned} frames in one trial is over the limit {limit}: shorten --duration"
+        ));
+    }
+    let stop_at = Arc::new(AtomicU64::new(0));
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let rx = {
+        let (ep, spec, stop_at) = (ep.clone(), spec.clone(), stop_at.clone());
+        std::thread::Builder::new()
+            .name("xlp-rx".into())
+            .spawn(move || recv_loop(&ep, &spec, planned, ready_tx, stop_at))
+            .map_err(|e| format!("spawn receiver: {e}"))?
+    };
+    match ready_rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            let _ = rx.join();
+            return Err(format!("receiver: {e}"));
+        }
+        Err(_) => {
+            stop_at.store(1, Ordering::Release);
+            let _ = rx.join();
+            return Err("receiver did not start".into());
+        }
+    }
+    let tx = {
+        let (ep, spec) = (ep.clone(), spec.clone());
+        std::thread::Builder::new()
+            .name("xlp-tx".into())
+            .spawn(move || send_loop(&ep, &spec, planned))
+            .map_err(|e| format!("spawn sender: {e}"))?
+    };
+    let txr = tx.join().map_err(|_| "sender panicked".to_string());
+    // RFC 2544 section 23 / RFC 8219 section 7.1: wait for late frames, then stop.
+    stop_at.store(monotonic_ns() + (spec.wait * 1e9) as u64, Ordering::Release);
+    let rxr = rx.join().map_err(|_| "receiver panicked".to_string())?;
+    let txo = txr?.map_err(|e| format!("sender: {e}"))?;
+    let rxo = rxr.map_err(|e| format!("receiver: {e}"))?;
+    Ok(TrialOut {
+        rate: spec.rate,
+        planned,
+        sent: txo.sent,
+        received: rxo.received,
+        duplicates: rxo.duplicates,
+        foreign: rxo.foreign,
+        send_errors: txo.send_errors,
+        elapsed: txo.elapsed,
+        max_lag_us: txo.max_lag_us,
+        behind: txo.behind,
+        delays: rxo.delays,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // RFC 768: checksum of a known IPv4 UDP datagram verifies to zero.
+    #[test]
+    fn rfc768_udp_checksum_verifies() {
+        let src: IpAddr = "192.0.2.1".parse().unwrap();
+        let dst: IpAddr = "198.51.100.2".parse().unwrap();
+        let mut udp = vec![0x12, 0x34, 0x00, 0x09, 0, 27, 0, 0];
+        udp.extend_from_slice(b"hello, checksum tests");
+        udp.truncate(27);
+        let c = udp_checksum(src, dst, &udp);
+        udp[6..8].copy_from_slice(&c.to_be_bytes());
+        // Summing again with the checksum in place gives 0 (complement of 0xffff).
+        assert_eq!(udp_checksum(src, dst, &udp), 0xffff);
+        let s6: IpAddr = "2001:db8::1".parse().unwrap();
+        let d6: IpAddr = "2001:db8::2".parse().unwrap();
+        udp[6..8].copy_from_slice(&[0, 0]);
+        let c6 = udp_checksum(s6, d6, &udp);
+        assert_ne!(c6, c);
+        udp[6..8].copy_from_slice(&c6.to_be_bytes());
+        assert_eq!(udp_checksum(s6, d6, &udp), 0xffff);
+    }
+
+    #[test]
+    fn rfc4814_s4_5_port_rng_stays_in_range() {
+        let mut r = Rng::new(42);
+        let mut seen_lo = false;
+        let mut seen_hi = false;
+        for _ in 0..200_000 {
+            let p = r.range(1024, 65535);
+            assert!(p >= 1024);
+            seen_lo |= p < 2000;
+            seen_hi |= p > 64000;
+        }
+        assert!(seen_lo && seen_hi);
+    }
+
+    // RFC 8219 section 7.1: over loopback (no DUT) a short trial arrives
+    // complete; the delays of every frame are recorded and plausible.
+    #[test]
+    fn rfc8219_s7_1_loopback_trial_is_lossless() {
+        let port = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let ep = Endpoints {
+            send_netns: None,
+            recv_netns: None,
+            dst: addr,
+            src: None,
+            recv_bind: addr,
+            payload: 18,
+            batch: 8,
+            src_ports: None,
+        };
+        let spec = TrialSpec {
+            rate: 2000,
+            duration: 0.25,
+            wait: 0.1,
+            stream: 77,
+            delays: true,
+        };
+        let t = run_trial(&ep, &spec).unwrap();
+        assert_eq!(t.planned, 500);
+        assert_eq!(t.sent, t.planned);
+        if t.valid() {
+            assert!(t.zero_loss(), "{t:?}");
+            assert_eq!(t.loss_rate(), 0.0);
+            let d: Vec<u64> = t.delays.iter().map(|d| d.unwrap()).collect();
+            assert!(d.iter().all(|&x| x < 1_000_000_000), "delays under 1 s");
+        }
+        // A rate this tester cannot keep (5 Mframes/s from one thread of a
+        // test build): the sender stops at once and the trial is invalid,
+        // never a pass.
+        let fast = TrialSpec {
+            rate: 5_000_000,
+            duration: 0.2,
+            wait: 0.05,
+            stream: 78,
+            delays: false,
+        };
+        let t = run_trial(&ep, &fast).unwrap();
+        assert!(!t.valid(), "{t:?}");
+        assert!(t.sent < t.planned && !t.zero_loss(), "{t:?}");
+        // Unknown namespace: clear error, nothing sent.
+        let mut bad = ep.clone();
+        bad.recv_netns = Some("xlp-no-such-ns".into());
+        let e = run_trial(&bad, &spec).unwrap_err();
+        assert!(e.contains("xlp-no-such-ns"), "{e}");
+    }
+}

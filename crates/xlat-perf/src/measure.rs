@@ -1,0 +1,1170 @@
+//! The RFC 8219 measurement subcommands: `throughput`, `frame-loss`,
+//! `latency`, `pdv`, `ipdv`. Each runs its own sender and receiver (see
+//! `engine`), repeats the test `--repeat` times and prints a table, `--json`
+//! or `--csv`.
+
+use crate::args::Args;
+use crate::engine::{self, Endpoints, TrialOut, TrialSpec};
+use crate::json::J;
+use crate::payload;
+use crate::search::{self, Outcome};
+use crate::stats;
+use std::net::{IpAddr, SocketAddr};
+
+/// Ethernet preamble + start delimiter + inter-frame gap, bytes on the wire
+/// per frame besides the frame itself (RFC 2544 / IEEE 802.3).
+const WIRE_OVERHEAD: u64 = 20;
+/// RFC 4814 section 4.5 recommended source port range.
+pub const RFC4814_SRC_PORTS: (u16, u16) = (1024, 65535);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Test {
+    Throughput,
+    FrameLoss,
+    Latency,
+    Pdv,
+    Ipdv,
+}
+
+impl Test {
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::Throughput => "throughput",
+            Test::FrameLoss => "frame-loss",
+            Test::Latency => "latency",
+            Test::Pdv => "pdv",
+            Test::Ipdv => "ipdv",
+        }
+    }
+    fn section(self) -> &'static str {
+        match self {
+            Test::Throughput => "RFC 8219 section 7.1",
+            Test::FrameLoss => "RFC 8219 section 7.4",
+            Test::Latency => "RFC 8219 section 7.2",
+            Test::Pdv => "RFC 8219 section 7.3.1",
+            Test::Ipdv => "RFC 8219 section 7.3.2",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub test: Test,
+    pub ep: Endpoints,
+    pub frame_size: usize,
+    pub recv_frame_size: usize,
+    pub link_gbps: f64,
+    pub media_max: u64,
+    pub duration: f64,
+    pub wait: f64,
+    pub repeat: usize,
+    pub max_rate: u64,
+    pub error: f64,
+    pub max_trials: usize,
+    pub retries: usize,
+    /// The tester's own ceiling from a self-test (frames/s), if known.
+    pub ceiling: Option<u64>,
+    /// frame-loss: rates to test; latency/pdv/ipdv: one rate.
+    pub rates: Vec<u64>,
+    pub warmup: f64,
+    pub tagged: u64,
+    pub json: bool,
+    pub csv: bool,
+}
+
+const COMMON: &[&str] = &[
+    "dst",
+    "src",
+    "recv-bind",
+    "send-netns",
+    "recv-netns",
+    "frame-size",
+    "link-gbps",
+    "duration",
+    "wait",
+    "repeat",
+    "batch",
+    "retries",
+    "random-ports",
+    "src-ports",
+    "json",
+    "csv",
+];
+
+fn parse_addr(key: &str, s: &str) -> Result<SocketAddr, String> {
+    s.parse::<SocketAddr>()
+        .map_err(|_| format!("--{key} {s:?}: not ADDR:PORT (IPv6 as [ADDR]:PORT)"))
+}
+
+fn parse_ip(key: &str, s: &str) -> Result<IpAddr, String> {
+    s.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .map_err(|_| format!("--{key} {s:?}: not an IP address"))
+}
+
+fn check_netns(key: &str, name: &str) -> Result<(), String> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(format!("--{key} {name:?}: not a namespace name"));
+    }
+    let p = engine::netns_path(name);
+    if !std::path::Path::new(&p).exists() {
+        return Err(format!(
+            "--{key} {name:?}: no such network namespace ({p} missing; see `ip netns list`)"
+        ));
+    }
+    Ok(())
+}
+
+fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| format!("--src-ports {s:?}: not LO-HI"))?;
+    let lo: u16 = a
+        .trim()
+        .parse()
+        .map_err(|_| format!("--src-ports {s:?}: bad port"))?;
+    let hi: u16 = b
+        .trim()
+        .parse()
+        .map_err(|_| format!("--src-ports {s:?}: bad port"))?;
+    if lo == 0 || lo > hi {
+        return Err(format!("--src-ports {s:?}: need 1 <= LO <= HI <= 65535"));
+    }
+    Ok((lo, hi))
+}
+
+/// Highest frame rate of the medium for `frame` bytes at `gbps` (RFC 2544
+/// section 20: the theoretical maximum includes preamble and gap).
+pub fn media_max_fps(frame: usize, gbps: f64) -> u64 {
+    (gbps * 1e9 / ((frame as u64 + WIRE_OVERHEAD) * 8) as f64).floor() as u64
+}
+
+/// Parses `--rates` entries: "N" frames/s or "P%" of --max-rate.
+fn parse_rates(s: &str, max_rate: u64) -> Result<Vec<u64>, String> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let r = if let Some(p) = item.strip_suffix('%') {
+            let p: f64 = p
+                .parse()
+                .map_err(|_| format!("--rates: {item:?}: not a percentage"))?;
+            if !(p > 0.0 && p <= 100.0) {
+                return Err(format!("--rates: {item:?}: must be in (0, 100]%"));
+            }
+            (max_rate as f64 * p / 100.0).round() as u64
+        } else {
+            item.parse()
+                .map_err(|_| format!("--rates: {item:?}: not a rate"))?
+        };
+        out.push(r);
+    }
+    if out.is_empty() {
+        return Err("--rates: empty list".into());
+    }
+    Ok(out)
+}
+
+impl Params {
+    /// Parses and checks every parameter; nothing is sent before this passed.
+    pub fn from_args(test: Test, a: &Args) -> Result<Params, String> {
+        let mut known: Vec<&str> = COMMON.to_vec();
+        known.extend_from_slice(match test {
+            Test::Throughput => &["max-rate", "error", "max-trials", "ceiling"][..],
+            Test::FrameLoss => &["max-rate", "rates"][..],
+            Test::Latency => &["rate", "warmup", "tagged"][..],
+            Test::Pdv | Test::Ipdv => &["rate"][..],
+        });
+        a.check_known(&known)?;
+        let dst = parse_addr("dst", &a.req::<String>("dst")?)?;
+        if dst.port() == 0 {
+            return Err("--dst: port 0 is not a destination".into());
+        }
+        let src = match a.opt::<String>("src")? {
+            None => None,
+            Some(s) => Some(parse_ip("src", &s)?),
+        };
+        if let Some(s) = src {
+            if s.is_ipv6() != dst.is_ipv6() {
+                return Err("--src and --dst are of different families".into());
+            }
+        }
+        let recv_bind = match a.opt::<String>("recv-bind")? {
+            None => dst,
+            Some(s) => parse_addr("recv-bind", &s)?,
+        };
+        let send_netns: Option<String> = a.opt("send-netns")?;
+        let recv_netns: Option<String> = a.opt("recv-netns")?;
+        if let Some(n) = &send_netns {
+            check_netns("send-netns", n)?;
+        }
+        if let Some(n) = &recv_netns {
+            check_netns("recv-netns", n)?;
+        }
+        // RFC 8219 section 5.1.1: frame sizes of the sending side; the smallest
+        // carries the 18-byte timed payload (64 bytes IPv4, 84 bytes IPv6).
+        let v6 = dst.is_ipv6();
+        let min_frame = payload::ETHERNET_OVERHEAD
+            + payload::l3_header(v6)
+            + payload::UDP_HEADER
+            + payload::TIMED_LEN;
+        let frame_size: usize = a.opt("frame-size")?.unwrap_or(min_frame);
+        if frame_size < min_frame {
+            return Err(format!(
+                "--frame-size {frame_size}: below the minimum {min_frame} for {} test frames (RFC 8219 section 5.1.1)",
+                if v6 { "IPv6" } else { "IPv4" }
+            ));
+        }
+        if frame_size > 9018 {
+            return Err(format!(
+                "--frame-size {frame_size}: over 9018 (jumbo) bytes"
+            ));
+        }
+        let udp_payload = payload::payload_for_frame(frame_size, v6)?;
+        let recv_frame_size = udp_payload
+            + payload::ETHERNET_OVERHEAD
+            + payload::l3_header(recv_bind.is_ipv6())
+            + payload::UDP_HEADER;
+        let link_gbps: f64 = a.opt("link-gbps")?.unwrap_or(10.0);
+        if !(link_gbps > 0.0 && link_gbps <= 400.0) {
+            return Err(format!("--link-gbps {link_gbps}: must be in (0, 400]"));
+        }
+        // The slower side (larger frames) limits the medium.
+        let media_max = media_max_fps(frame_size.max(recv_frame_size), link_gbps);
+        let default_duration = match test {
+            Test::Latency => 120.0, // RFC 8219 section 7.2
+            _ => 60.0,              // RFC 8219 sections 7.1, 7.3, 7.4
+        };
+        let duration: f64 = a.opt("duration")?.unwrap_or(default_duration);
+        if !(duration > 0.0 && duration <= 3600.0) {
+            return Err(format!("--duration {duration}: must be in (0, 3600] s"));
+        }
+        let wait: f64 = a.opt("wait")?.unwrap_or(2.0); // RFC 2544 section 23
+        if !(0.0..=60.0).contains(&wait) {
+            return Err(format!("--wait {wait}: must be in [0, 60] s"));
+        }
+        let repeat: usize = a.opt("repeat")?.unwrap_or(1);
+        if !(1..=1000).contains(&repeat) {
+            return Err(format!("--repeat {repeat}: must be 1..=1000"));
+        }
+        let batch: usize = a.opt("batch")?.unwrap_or(32);
+        if !(1..=256).contains(&batch) {
+            return Err(format!("--batch {batch}: must be 1..=256"));
+        }
+        let src_ports = if a.flag("random-ports") {
+            let r = match a.opt::<String>("src-ports")? {
+                Some(s) => parse_port_range(&s)?,
+                None => RFC4814_SRC_PORTS,
+            };
+            if src.is_none() {
+                return Err("--random-ports needs --src (the UDP checksum covers it)".into());
+            }
+            // The fixed destination port may not fall in the source range:
+            // a frame with equal ports would be ambiguous as a reply.
+            if (r.0..=r.1).contains(&dst.port()) {
+                return Err(format!(
+                    "--src-ports {}-{} overlaps the destination port {} (RFC 4814 destination ports are 1-49151; use e.g. --src-ports 49152-65535)",
+                    r.0,
+                    r.1,
+                    dst.port()
+                ));
+            }
+            Some(r)
+        } else {
+            if a.opt::<String>("src-ports")?.is_some() {
+                return Err("--src-ports needs --random-ports".into());
+            }
+            None
+        };
+        let check_rate = |key: &str, r: u64| -> Result<(), String> {
+            if r == 0 {
+                return Err(format!("--{key} 0: must be at least 1 frame/s"));
+            }
+            if r > media_max {
+                return Err(format!(
+                    "--{key} {r}: over the media maximum {media_max} frames/s for {}-byte frames at {link_gbps} Gbit/s",
+                    frame_size.max(recv_frame_size)
+                ));
+            }
+            Ok(())
+        };
+        let max_rate: u64 = match test {
+            Test::Throughput | Test::FrameLoss => a.opt("max-rate")?.unwrap_or(media_max),
+            _ => 0,
+        };
+        if matches!(test, Test::Throughput | Test::FrameLoss) {
+            check_rate("max-rate", max_rate)?;
+        }
+        let error: f64 = a.opt("error")?.unwrap_or(0.01);
+        if !(error > 0.0 && error < 0.5) {
+            return Err(format!("--error {error}: must be in (0, 0.5)"));
+        }
+        let max_trials: usize = a.opt("max-trials")?.unwrap_or(40);
+        if !(1..=200).contains(&max_trials) {
+            return Err(format!("--max-trials {max_trials}: must be 1..=200"));
+        }
+        let ceiling: Option<u64> = a.opt("ceiling")?;
+        if ceiling == Some(0) {
+            return Err("--ceiling 0: give the self-test throughput in frames/s".into());
+        }
+        let retries: usize = a.opt("retries")?.unwrap_or(2);
+        if retries > 10 {
+            return Err(format!("--retries {retries}: must be 0..=10"));
+        }
+        let rates = match test {
+            Test::Throughput => vec![],
+            Test::FrameLoss => match a.opt::<String>("rates")? {
+                // RFC 2544 section 26.3: 100% of the maximum, then 10% steps down.
+                None => (1..=10)
+                    .rev()
+                    .map(|k| (max_rate as f64 * k as f64 / 10.0).round() as u64)
+                    .collect(),
+                Some(s) => parse_rates(&s, max_rate)?,
+            },
+            _ => vec![a.req::<u64>("rate")?],
+        };
+        for &r in &rates {
+            check_rate(
+                if test == Test::FrameLoss {
+                    "rates"
+                } else {
+                    "rate"
+                },
+                r,
+            )?;
+        }
+        let warmup: f64 = a.opt("warmup")?.unwrap_or(60.0);
+        let tagged: u64 = a.opt("tagged")?.unwrap_or(500);
+        if test == Test::Latency {
+            if !(0.0..duration).contains(&warmup) {
+                return Err(format!(
+                    "--warmup {warmup}: must be in [0, --duration {duration})"
+                ));
+            }
+            let after = engine::planned_frames(rates[0], duration)
+                - engine::planned_frames(rates[0], warmup)
+                    .min(engine::planned_frames(rates[0], duration));
+            if tagged == 0 || tagged > after {
+                return Err(format!(
+                    "--tagged {tagged}: must be 1..={after} (frames sent after the warm-up)"
+                ));
+            }
+        }
+        let peak = rates.iter().copied().chain([max_rate]).max().unwrap_or(0);
+        let limit = match test {
+            Test::Throughput | Test::FrameLoss => engine::MAX_FRAMES,
+            _ => engine::MAX_DELAY_FRAMES,
+        };
+        if engine::planned_frames(peak, duration) > limit {
+            return Err(format!(
+                "{} frames per trial is over the limit {limit}: shorten --duration or lower the rate",
+                engine::planned_frames(peak, duration),
+            ));
+        }
+        if a.flag("json") && a.flag("csv") {
+            return Err("give at most one of --json, --csv".into());
+        }
+        Ok(Params {
+            test,
+            ep: Endpoints {
+                send_netns,
+                recv_netns,
+                dst,
+                src,
+                recv_bind,
+                payload: udp_payload,
+                batch,
+                src_ports,
+            },
+            frame_size,
+            recv_frame_size,
+            link_gbps,
+            media_max,
+            duration,
+            wait,
+            repeat,
+            max_rate,
+            error,
+            max_trials,
+            retries,
+            ceiling,
+            rates,
+            warmup,
+            tagged,
+            json: a.flag("json"),
+            csv: a.flag("csv"),
+        })
+    }
+
+    fn to_json(&self) -> J {
+        J::obj(vec![
+            ("test", J::s(self.test.name())),
+            ("procedure", J::s(self.test.section())),
+            ("dst", J::s(self.ep.dst.to_string())),
+            ("src", self.ep.src.map_or(J::Null, |s| J::s(s.to_string()))),
+            ("recv_bind", J::s(self.ep.recv_bind.to_string())),
+            (
+                "send_netns",
+                self.ep.send_netns.clone().map_or(J::Null, J::s),
+            ),
+            (
+                "recv_netns",
+                self.ep.recv_netns.clone().map_or(J::Null, J::s),
+            ),
+            ("frame_size", J::u(self.frame_size as u64)),
+            ("recv_frame_size", J::u(self.recv_frame_size as u64)),
+            ("udp_payload", J::u(self.ep.payload as u64)),
+            ("link_gbps", J::f(self.link_gbps)),
+            ("media_max_fps", J::u(self.media_max)),
+            ("duration", J::f(self.duration)),
+            ("wait", J::f(self.wait)),
+            ("repeat", J::u(self.repeat as u64)),
+            ("batch", J::u(self.ep.batch as u64)),
+            (
+                "src_ports",
+                self.ep
+                    .src_ports
+                    .map_or(J::Null, |(a, b)| J::s(format!("{a}-{b}"))),
+            ),
+            ("max_rate", J::u(self.max_rate)),
+            ("error", J::f(self.error)),
+            ("max_trials", J::u(self.max_trials as u64)),
+            ("retries", J::u(self.retries as u64)),
+            ("ceiling", self.ceiling.map_or(J::Null, J::u)),
+            (
+                "rates",
+                J::Arr(self.rates.iter().map(|&r| J::u(r)).collect()),
+            ),
+            ("warmup", J::f(self.warmup)),
+            ("tagged", J::u(self.tagged)),
+            (
+                "io",
+                J::s("udp sockets (sendmmsg/recvmmsg); raw socket for random source ports"),
+            ),
+        ])
+    }
+}
+
+fn read_trim(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// The environment: CPU, kernel, clocksource (issue 5: results must say where
+/// they were measured).
+pub fn environment() -> J {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    });
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get() as u64);
+    J::obj(vec![
+        ("cpu_model", cpu.map_or(J::Null, J::s)),
+        ("cpus", J::u(cpus)),
+        (
+            "kernel",
+            read_trim("/proc/sys/kernel/osrelease").map_or(J::Null, J::s),
+        ),
+        (
+            "clocksource",
+            read_trim("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+                .map_or(J::Null, J::s),
+        ),
+        ("loadavg", read_trim("/proc/loadavg").map_or(J::Null, J::s)),
+        (
+            "timestamp_clock",
+            J::s("CLOCK_MONOTONIC (sender and receiver in one process)"),
+        ),
+    ])
+}
+
+fn trial_json(t: &TrialOut, extra: Vec<(&str, J)>) -> J {
+    let mut v = vec![
+        ("rate", J::u(t.rate)),
+        ("planned", J::u(t.planned)),
+        ("sent", J::u(t.sent)),
+        ("received", J::u(t.received)),
+        ("lost", J::u(t.lost())),
+        ("duplicates", J::u(t.duplicates)),
+        ("foreign", J::u(t.foreign)),
+        ("loss_rate", J::f(t.loss_rate())),
+        ("zero_loss", J::Bool(t.zero_loss())),
+        ("valid", J::Bool(t.valid())),
+        ("elapsed", J::f(t.elapsed)),
+        ("max_lag_us", J::u(t.max_lag_us)),
+        ("send_errors", J::u(t.send_errors)),
+    ];
+    v.extend(extra);
+    J::obj(v)
+}
+
+/// One row of the CSV / table: (repetition, label, trial, result columns).
+struct Row {
+    rep: usize,
+    t: TrialOut,
+    note: String,
+}
+
+const CSV_HEAD: &str = "test,repetition,rate,planned,sent,received,lost,duplicates,loss_rate,zero_loss,valid,max_lag_us,note";
+
+fn csv_row(test: Test, r: &Row) -> String {
+    format!(
+        "{},{},{},{},{},{},{},{},{:.6},{},{},{},{}",
+        test.name(),
+        r.rep,
+        r.t.rate,
+        r.t.planned,
+        r.t.sent,
+        r.t.received,
+        r.t.lost(),
+        r.t.duplicates,
+        r.t.loss_rate(),
+        r.t.zero_loss(),
+        r.t.valid(),
+        r.t.max_lag_us,
+        r.note
+    )
+}
+
+fn fmt_us(ns: f64) -> String {
+    if ns.is_finite() {
+        format!("{:.1}", ns / 1000.0)
+    } else {
+        "inf".into()
+    }
+}
+
+fn summary_json(v: &[f64]) -> J {
+    match stats::summary(v) {
+        None => J::Null,
+        Some(s) => J::obj(vec![
+            ("n", J::u(s.n as u64)),
+            ("median", J::f(s.median)),
+            ("p1", J::f(s.p1)),
+            ("p99", J::f(s.p99)),
+        ]),
+    }
+}
+
+fn summary_line(name: &str, unit: &str, v: &[f64], fmt: &dyn Fn(f64) -> String) -> String {
+    match stats::summary(v) {
+        None => format!("{name}: no result"),
+        Some(s) => format!(
+            "{name} over {} repetition(s): median {} {unit}, 1st percentile {} {unit}, 99th percentile {} {unit}",
+            s.n,
+            fmt(s.median),
+            fmt(s.p1),
+            fmt(s.p99)
+        ),
+    }
+}
+
+/// Runs one trial at `rate`; an invalid trial (sender behind schedule) says
+/// nothing about the DUT, so it is repeated up to `--retries` times. The
+/// invalid attempts are returned in `invalid` (they are reported, never
+/// counted as passes). Each attempt uses a new stream id.
+fn trial_with_retries(
+    p: &Params,
+    rate: u64,
+    delays: bool,
+    stream: &mut u16,
+    invalid: &mut Vec<TrialOut>,
+) -> Result<TrialOut, String> {
+    let mut attempt = 0;
+    loop {
+        *stream = stream.wrapping_add(1);
+        let t = engine::run_trial(
+            &p.ep,
+            &TrialSpec {
+                rate,
+                duration: p.duration,
+                wait: p.wait,
+                stream: *stream,
+                delays,
+            },
+        )?;
+        if t.valid() || attempt >= p.retries {
+            return Ok(t);
+        }
+        attempt += 1;
+        invalid.push(TrialOut {
+            delays: Vec::new(),
+            ..t
+        });
+    }
+}
+
+/// Runs the test and renders the chosen output.
+pub fn run(p: &Params) -> Result<String, String> {
+    let mut stream: u16 = (engine::monotonic_ns() & 0xffff) as u16;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut reps: Vec<J> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    // Per-repetition headline values for the summary (and per rate for FLR).
+    let mut headline: Vec<(String, String, Vec<f64>)> = Vec::new();
+    let mut push_head = |name: &str, unit: &str, v: f64| {
+        if let Some(h) = headline.iter_mut().find(|h| h.0 == name) {
+            h.2.push(v);
+        } else {
+            headline.push((name.to_string(), unit.to_string(), vec![v]));
+        }
+    };
+    for rep in 1..=p.repeat {
+        match p.test {
+            Test::Throughput => {
+                let mut trials: Vec<TrialOut> = Vec::new();
+                let res = search::binary_search(p.max_rate, p.error, 1, p.max_trials, |rate| {
+                    let t = trial_with_retries(p, rate, false, &mut stream, &mut trials)?;
+                    let o = if !t.valid() {
+                        Outcome::Invalid
+                    } else if t.zero_loss() {
+                        Outcome::Pass
+                    } else {
+                        Outcome::Fail
+                    };
+                    trials.push(t);
+                    Ok::<Outcome, String>(o)
+                })?;
+                let invalid = trials.iter().filter(|t| !t.valid()).count();
+                for t in &trials {
+                    let note = if !t.valid() {
+                        "invalid: sender behind"
+                    } else if t.zero_loss() {
+                        "pass"
+                    } else {
+                        "fail"
+                    };
+                    rows.push(Row {
+                        rep,
+                        t: t.clone(),
+                        note: note.into(),
+                    });
+                }
+                push_head("throughput", "frames/s", res.throughput as f64);
+                let near = near_ceiling(res.throughput, p.ceiling);
+                if near {
+                    warnings.push(format!(
+                        "repetition {rep}: throughput {} is within 10% of the tester's ceiling {}: the tester may be the limit",
+                        res.throughput,
+                        p.ceiling.unwrap_or(0)
+                    ));
+                }
+                reps.push(J::obj(vec![
+                    ("repetition", J::u(rep as u64)),
+                    ("throughput_fps", J::u(res.throughput)),
+                    ("upper_bound_fps", J::u(res.upper)),
+                    ("invalid_trials", J::u(invalid as u64)),
+                    ("near_tester_ceiling", J::Bool(near)),
+                    (
+                        "search",
+                        J::Arr(
+                            res.steps
+                                .iter()
+                                .map(|s| {
+                                    J::obj(vec![
+                                        ("rate", J::u(s.rate)),
+                                        (
+                                            "outcome",
+                                            J::s(format!("{:?}", s.outcome).to_lowercase()),
+                                        ),
+                                    ])
+                                })
+                                .collect(),
+                        ),
+                    ),
+                    (
+                        "trials",
+                        J::Arr(trials.iter().map(|t| trial_json(t, vec![])).collect()),
+                    ),
+                ]));
+            }
+            Test::FrameLoss => {
+                let mut tj = Vec::new();
+                for &rate in &p.rates {
+                    let mut invalid = Vec::new();
+                    let t = trial_with_retries(p, rate, false, &mut stream, &mut invalid)?;
+                    for i in invalid {
+                        rows.push(Row {
+                            rep,
+                            t: i,
+                            note: "invalid: sender behind (retried)".into(),
+                        });
+                    }
+                    push_head(&format!("FLR at {rate} fps"), "%", t.loss_rate() * 100.0);
+                    tj.push(trial_json(
+                        &t,
+                        vec![("frame_loss_rate_percent", J::f(t.loss_rate() * 100.0))],
+                    ));
+                    rows.push(Row {
+                        rep,
+                        note: if t.valid() {
+                            format!("FLR {:.4}%", t.loss_rate() * 100.0)
+                        } else {
+                            "invalid: sender behind".into()
+                        },
+                        t,
+                    });
+                }
+                reps.push(J::obj(vec![
+                    ("repetition", J::u(rep as u64)),
+                    ("trials", J::Arr(tj)),
+                ]));
+            }
+            Test::Latency | Test::Pdv | Test::Ipdv => {
+                let rate = p.rates[0];
+                let mut invalid = Vec::new();
+                let t = trial_with_retries(p, rate, true, &mut stream, &mut invalid)?;
+                for i in invalid {
+                    rows.push(Row {
+                        rep,
+                        t: i,
+                        note: "invalid: sender behind (retried)".into(),
+                    });
+                }
+                let mut extra: Vec<(&str, J)> = Vec::new();
+                let note;
+                match p.test {
+                    Test::Latency => {
+                        let (typ, worst, lost) = latency_of(&t, p);
+                        push_head("typical latency", "ns", typ);
+                        push_head("worst-case latency", "ns", worst);
+                        extra.push(("tagged", J::u(p.tagged)));
+                        extra.push(("tagged_lost", J::u(lost)));
+                        extra.push(("typical_latency_ns", J::f(typ)));
+                        extra.push(("worst_case_latency_ns", J::f(worst)));
+                        note = format!(
+                            "typical {} us, worst-case {} us, tagged lost {lost}",
+                            fmt_us(typ),
+                            fmt_us(worst)
+                        );
+                    }
+                    Test::Pdv => {
+                        let d = delays_f(&t);
+                        let v = stats::pdv(&d).unwrap_or(f64::INFINITY);
+                        let dmin = d.iter().flatten().cloned().fold(f64::INFINITY, f64::min);
+                        push_head("PDV", "ns", v);
+                        extra.push(("pdv_ns", J::f(v)));
+                        extra.push(("d_min_ns", J::f(dmin)));
+                        note = format!("PDV {} us", fmt_us(v));
+                    }
+                    _ => {
+                        let d = delays_f(&t);
+                        match stats::ipdv(&d) {
+                            Some(s) => {
+                                push_head("IPDV 99.9th percentile of |IPDV|", "ns", s.abs_p99_9);
+                                extra.push((
+                                    "ipdv_ns",
+                                    J::obj(vec![
+                                        ("n", J::u(s.n as u64)),
+                                        ("min", J::f(s.min)),
+                                        ("median", J::f(s.median)),
+                                        ("p99_9", J::f(s.p99_9)),
+                                        ("abs_p99_9", J::f(s.abs_p99_9)),
+                                    ]),
+                                ));
+                                note = format!(
+                                    "IPDV min {} median {} p99.9 {} |IPDV| p99.9 {} us",
+                                    fmt_us(s.min),
+                                    fmt_us(s.median),
+                                    fmt_us(s.p99_9),
+                                    fmt_us(s.abs_p99_9)
+                                );
+                            }
+                            None => {
+                                extra.push(("ipdv_ns", J::Null));
+                                note = "IPDV: no consecutive frames arrived".into();
+                            }
+                        }
+                    }
+                }
+                reps.push(J::obj(vec![
+                    ("repetition", J::u(rep as u64)),
+                    ("trial", trial_json(&t, extra)),
+                ]));
+                rows.push(Row {
+                    rep,
+                    note: if t.valid() {
+                        note
+                    } else {
+                        format!("invalid: sender behind; {note}")
+                    },
+                    t: TrialOut {
+                        delays: Vec::new(),
+                        ..t
+                    },
+                });
+            }
+        }
+    }
+    if p.json {
+        let summ = J::Obj(
+            headline
+                .iter()
+                .map(|(n, u, v)| {
+                    (
+                        n.clone(),
+                        J::obj(vec![
+                            ("unit", J::s(u.clone())),
+                            ("summary", summary_json(v)),
+                        ]),
+                    )
+                })
+                .collect(),
+        );
+        return Ok(J::obj(vec![
+            ("mode", J::s(p.test.name())),
+            ("parameters", p.to_json()),
+            ("environment", environment()),
+            ("repetitions", J::Arr(reps)),
+            ("summary", summ),
+            ("warnings", J::Arr(warnings.into_iter().map(J::s).collect())),
+        ])
+        .render());
+    }
+    if p.csv {
+        let mut out = vec![CSV_HEAD.to_string()];
+        out.extend(rows.iter().map(|r| csv_row(p.test, r)));
+        return Ok(out.join("\n"));
+    }
+    let mut out = vec![
+        format!(
+            "xlat-perf {} ({}); {} -> {}, {}-byte frames ({}-byte after translation), {} s trials, wait {} s",
+            p.test.name(),
+            p.test.section(),
+            p.ep.src.map_or("any".into(), |s| s.to_string()),
+            p.ep.dst,
+            p.frame_size,
+            p.recv_frame_size,
+            p.duration,
+            p.wait
+        ),
+        format!(
+            "{:>3} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}  result",
+            "rep", "rate", "planned", "received", "lost", "dup", "lag_us"
+        ),
+    ];
+    for r in &rows {
+        out.push(format!(
+            "{:>3} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}  {}",
+            r.rep,
+            r.t.rate,
+            r.t.planned,
+            r.t.received,
+            r.t.lost(),
+            r.t.duplicates,
+            r.t.max_lag_us,
+            r.note
+        ));
+    }
+    for (name, unit, v) in &headline {
+        // Delays are kept in ns and shown in us.
+        let (f, unit): (&dyn Fn(f64) -> String, &str) = if unit == "ns" {
+            (&|x| fmt_us(x), "us")
+        } else {
+            (&|x| format!("{x:.3}"), unit)
+        };
+        out.push(summary_line(name, unit, v, f));
+    }
+    out.extend(warnings.iter().map(|w| format!("WARNING: {w}")));
+    Ok(out.join("\n"))
+}
+
+/// Issue 5: a DUT result within 10% of the tester's own (self-test) ceiling
+/// may measure the tester, not the DUT.
+pub fn near_ceiling(result: u64, ceiling: Option<u64>) -> bool {
+    ceiling.is_some_and(|c| result as f64 >= 0.9 * c as f64)
+}
+
+fn delays_f(t: &TrialOut) -> Vec<Option<f64>> {
+    t.delays.iter().map(|d| d.map(|x| x as f64)).collect()
+}
+
+/// Tagged frames of a latency trial: `tagged` frames spread evenly over the
+/// frames sent after the warm-up (RFC 8219 section 7.2).
+pub fn tagged_seqs(planned: u64, rate: u64, warmup: f64, tagged: u64) -> Vec<u64> {
+    let first = engine::planned_frames(rate, warmup).min(planned);
+    let first = if warmup == 0.0 { 0 } else { first };
+    let span = planned - first;
+    let n = tagged.min(span);
+    (0..n).map(|k| first + k * span / n.max(1)).collect()
+}
+
+/// (typical = median, worst-case = 99.9th percentile, tagged frames lost), in
+/// ns. RFC 8219 section 7.2: a lost tagged frame counts as an infinite
+/// latency, so losing more than 0.1% of the tagged frames makes the worst case
+/// infinite (reported as null in JSON, "inf" in the table).
+fn latency_of(t: &TrialOut, p: &Params) -> (f64, f64, u64) {
+    let tags = tagged_seqs(t.planned, p.rates[0], p.warmup, p.tagged);
+    let mut lost = 0;
+    let v: Vec<f64> = tags
+        .iter()
+        .map(|&s| match t.delays.get(s as usize).copied().flatten() {
+            Some(d) => d as f64,
+            None => {
+                lost += 1;
+                f64::INFINITY
+            }
+        })
+        .collect();
+    let s = stats::sorted(&v);
+    (
+        stats::percentile_sorted(&s, 50.0).unwrap_or(f64::INFINITY),
+        stats::percentile_sorted(&s, 99.9).unwrap_or(f64::INFINITY),
+        lost,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Args {
+        Args::parse(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    fn err(test: Test, v: &[&str]) -> String {
+        Params::from_args(test, &args(v)).unwrap_err()
+    }
+
+    // RFC 8219 section 5.1.1: 64-byte IPv4 and 84-byte IPv6 minimum frames;
+    // the receiver's frame size follows the translation.
+    #[test]
+    fn rfc8219_s5_1_1_frame_size_minimum_per_family() {
+        let p = Params::from_args(
+            Test::Throughput,
+            &args(&[
+                "--dst",
+                "[2001:db8::2]:9",
+                "--recv-bind",
+                "192.0.2.2:9",
+                "--max-rate",
+                "1000",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            (p.frame_size, p.recv_frame_size, p.ep.payload),
+            (84, 64, 18)
+        );
+        let e = err(
+            Test::Throughput,
+            &["--dst", "[2001:db8::2]:9", "--frame-size", "64"],
+        );
+        assert!(e.contains("below the minimum 84 for IPv6"), "{e}");
+        let e = err(
+            Test::Throughput,
+            &["--dst", "192.0.2.2:9", "--frame-size", "63"],
+        );
+        assert!(e.contains("below the minimum 64 for IPv4"), "{e}");
+        let p = Params::from_args(
+            Test::Throughput,
+            &args(&["--dst", "192.0.2.2:9", "--frame-size", "1518"]),
+        )
+        .unwrap();
+        assert_eq!(p.ep.payload, 1472);
+    }
+
+    // RFC 2544 section 20: a rate over the medium's maximum is refused.
+    #[test]
+    fn rfc2544_s20_rate_over_media_maximum_is_refused() {
+        assert_eq!(media_max_fps(64, 10.0), 14_880_952);
+        assert_eq!(media_max_fps(84, 1.0), 1_201_923);
+        let e = err(
+            Test::Throughput,
+            &["--dst", "192.0.2.2:9", "--max-rate", "20000000"],
+        );
+        assert!(e.contains("over the media maximum 14880952"), "{e}");
+        let e = err(
+            Test::Latency,
+            &[
+                "--dst",
+                "192.0.2.2:9",
+                "--rate",
+                "2000000",
+                "--link-gbps",
+                "1",
+            ],
+        );
+        assert!(e.contains("media maximum"), "{e}");
+        let e = err(Test::Pdv, &["--dst", "192.0.2.2:9", "--rate", "0"]);
+        assert!(e.contains("at least 1"), "{e}");
+        let e = err(
+            Test::FrameLoss,
+            &[
+                "--dst",
+                "192.0.2.2:9",
+                "--max-rate",
+                "1000",
+                "--rates",
+                "50%,x",
+            ],
+        );
+        assert!(e.contains("\"x\""), "{e}");
+    }
+
+    #[test]
+    fn malformed_addresses_and_unknown_netns_are_refused() {
+        let e = err(Test::Throughput, &["--dst", "2001:db8::2:9"]);
+        assert!(e.contains("[ADDR]:PORT"), "{e}");
+        let e = err(Test::Throughput, &["--dst", "192.0.2.300:9"]);
+        assert!(e.contains("not ADDR:PORT"), "{e}");
+        let e = err(
+            Test::Throughput,
+            &["--dst", "192.0.2.2:9", "--src", "2001:db8::1"],
+        );
+        assert!(e.contains("different families"), "{e}");
+        let e = err(
+            Test::Throughput,
+            &["--dst", "192.0.2.2:9", "--src", "bogus"],
+        );
+        assert!(e.contains("not an IP address"), "{e}");
+        let e = err(
+            Test::Throughput,
+            &["--dst", "192.0.2.2:9", "--send-netns", "xlp-surely-absent"],
+        );
+        assert!(e.contains("no such network namespace"), "{e}");
+        let e = err(
+            Test::Throughput,
+            &["--dst", "192.0.2.2:9", "--recv-netns", "../etc"],
+        );
+        assert!(e.contains("not a namespace name"), "{e}");
+        let e = err(
+            Test::Throughput,
+            &["--dst", "192.0.2.2:9", "--retries", "11"],
+        );
+        assert!(e.contains("--retries 11"), "{e}");
+        let e = err(Test::Throughput, &["--dst", "192.0.2.2:0"]);
+        assert!(e.contains("port 0"), "{e}");
+        let e = err(Test::Throughput, &["--dst", "192.0.2.2:9", "--rate", "5"]);
+        assert!(e.contains("unknown option --rate"), "{e}");
+    }
+
+    // RFC 4814 section 4.5: pseudorandom source ports; the range must be sane
+    // and not overlap the destination port.
+    #[test]
+    fn rfc4814_s4_5_port_ranges_checked() {
+        let ok = Params::from_args(
+            Test::Throughput,
+            &args(&[
+                "--dst",
+                "192.0.2.2:9",
+                "--src",
+                "192.0.2.1",
+                "--random-ports",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(ok.ep.src_ports, Some((1024, 65535)));
+        let e = err(
+            Test::Throughput,
+            &[
+                "--dst",
+                "192.0.2.2:2000",
+                "--src",
+                "192.0.2.1",
+                "--random-ports",
+            ],
+        );
+        assert!(e.contains("overlaps the destination port 2000"), "{e}");
+        let e = err(
+            Test::Throughput,
+            &[
+                "--dst",
+                "192.0.2.2:9",
+                "--src",
+                "192.0.2.1",
+                "--random-ports",
+                "--src-ports",
+                "5000-4000",
+            ],
+        );
+        assert!(e.contains("LO <= HI"), "{e}");
+        let e = err(
+            Test::Throughput,
+            &["--dst", "192.0.2.2:9", "--random-ports"],
+        );
+        assert!(e.contains("needs --src"), "{e}");
+        let e = err(
+            Test::Throughput,
+            &["--dst", "192.0.2.2:9", "--src-ports", "2000-3000"],
+        );
+        assert!(e.contains("needs --random-ports"), "{e}");
+    }
+
+    #[test]
+    fn results_near_the_tester_ceiling_are_flagged() {
+        assert!(near_ceiling(95_000, Some(100_000)));
+        assert!(near_ceiling(90_000, Some(100_000)));
+        assert!(!near_ceiling(89_999, Some(100_000)));
+        assert!(!near_ceiling(95_000, None));
+    }
+
+    // RFC 2544 section 26.3: default FLR rates are 100% down to 10% of max.
+    #[test]
+    fn rfc2544_s26_3_default_flr_rates() {
+        let p = Params::from_args(
+            Test::FrameLoss,
+            &args(&["--dst", "192.0.2.2:9", "--max-rate", "1000"]),
+        )
+        .unwrap();
+        assert_eq!(
+            p.rates,
+            vec![1000, 900, 800, 700, 600, 500, 400, 300, 200, 100]
+        );
+        let p = Params::from_args(
+            Test::FrameLoss,
+            &args(&[
+                "--dst",
+                "192.0.2.2:9",
+                "--max-rate",
+                "1000",
+                "--rates",
+                "50%,250",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(p.rates, vec![500, 250]);
+    }
+
+    // RFC 8219 section 7.2: tagged frames come after the warm-up, evenly spread.
+    #[test]
+    fn rfc8219_s7_2_tagging_after_warmup() {
+        let t = tagged_seqs(10_000, 1000, 5.0, 500);
+        assert_eq!(t.len(), 500);
+        assert_eq!(t[0], 5000);
+        assert!(t.windows(2).all(|w| w[1] > w[0]));
+        assert!(*t.last().unwrap() < 10_000);
+        let e = err(
+            Test::Latency,
+            &[
+                "--dst",
+                "192.0.2.2:9",
+                "--rate",
+                "100",
+                "--duration",
+                "2",
+                "--warmup",
+                "1",
+                "--tagged",
+                "500",
+            ],
+        );
+        assert!(e.contains("--tagged 500"), "{e}");
+        let e = err(
+            Test::Latency,
+            &[
+                "--dst",
+                "192.0.2.2:9",
+                "--rate",
+                "100",
+                "--duration",
+                "2",
+                "--warmup",
+                "3",
+            ],
+        );
+        assert!(e.contains("--warmup"), "{e}");
+    }
+}

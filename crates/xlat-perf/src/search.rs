@@ -1,0 +1,169 @@
+//! Binary search for the throughput (RFC 8219 section 7.1, after RFC 2544
+//! section 26.1): the highest rate at which a trial loses no frame.
+//!
+//! The search keeps a lower bound `lo` (highest rate seen to pass, 0 at first)
+//! and an upper bound `hi` (lowest rate seen to fail, or the maximum rate
+//! plus one). It first tries the maximum rate itself; then it halves the
+//! interval until `hi - lo <= max(e * hi, min_step)`, and reports `lo`: the
+//! final lower bound, a rate that was actually measured with zero loss (never
+//! the last rate tried, which may have failed). Since the true capacity C lies
+//! in `[lo, hi)`, the result is within `e` of C (relative to the upper bound).
+//!
+//! A trial in which the sender fell behind schedule is invalid: it proves
+//! nothing about the DUT, so it cannot raise `lo`; it lowers `hi` like a
+//! failure (the tester cannot claim that rate) and is reported as invalid.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Zero loss (no lost, duplicated or late frame) and the sender on time.
+    Pass,
+    /// At least one frame lost, duplicated or late.
+    Fail,
+    /// The sender fell more than 0.1% behind its schedule.
+    Invalid,
+}
+
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub rate: u64,
+    pub outcome: Outcome,
+}
+
+#[derive(Clone, Debug)]
+pub struct SearchResult {
+    /// The final lower bound: highest rate that passed (0 if none did).
+    pub throughput: u64,
+    /// The final upper bound (lowest rate that failed or was invalid;
+    /// max_rate + 1 if the maximum passed).
+    pub upper: u64,
+    pub steps: Vec<Step>,
+}
+
+/// Runs the search; `trial(rate)` runs one trial at `rate` frames/s.
+/// `max_trials` bounds the loop whatever the parameters.
+pub fn binary_search<F, E>(
+    max_rate: u64,
+    error: f64,
+    min_step: u64,
+    max_trials: usize,
+    mut trial: F,
+) -> Result<SearchResult, E>
+where
+    F: FnMut(u64) -> Result<Outcome, E>,
+{
+    let mut lo = 0u64;
+    let mut hi = max_rate + 1;
+    let mut steps = Vec::new();
+    let mut rate = max_rate;
+    while steps.len() < max_trials {
+        let outcome = trial(rate)?;
+        steps.push(Step { rate, outcome });
+        if outcome == Outcome::Pass {
+            lo = rate;
+        } else {
+            hi = rate;
+        }
+        let gap = hi - lo;
+        if hi <= 1 || gap as f64 <= error * hi as f64 || gap <= min_step.max(1) {
+            break;
+        }
+        rate = lo + gap / 2;
+        if rate <= lo || rate >= hi {
+            break;
+        }
+    }
+    Ok(SearchResult {
+        throughput: lo,
+        upper: hi,
+        steps,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sim(capacity: u64, max: u64, e: f64) -> SearchResult {
+        // A simulated DUT: loses frames above `capacity`.
+        binary_search::<_, ()>(max, e, 1, 100, |r| {
+            Ok(if r <= capacity {
+                Outcome::Pass
+            } else {
+                Outcome::Fail
+            })
+        })
+        .unwrap()
+    }
+
+    // RFC 8219 section 7.1: the search returns the final lower bound, within e
+    // of the capacity, and that rate was measured as passing.
+    #[test]
+    fn rfc8219_s7_1_search_finds_capacity_within_e() {
+        for &(cap, max, e) in &[
+            (20_000u64, 40_000u64, 0.02),
+            (20_000, 1_000_000, 0.02),
+            (185_000, 1_000_000, 0.01),
+            (1, 1_000, 0.05),
+            (999_999, 1_000_000, 0.001),
+            (12_345, 100_000, 0.1),
+        ] {
+            let r = sim(cap, max, e);
+            assert!(r.throughput <= cap, "{cap}: {r:?}");
+            assert!(
+                r.throughput as f64 >= cap as f64 * (1.0 - e) - 1.0,
+                "{cap} e={e}: got {}",
+                r.throughput
+            );
+            assert!(r.upper > cap);
+            // Reported value = a rate that passed (or 0).
+            assert!(r
+                .steps
+                .iter()
+                .any(|s| s.rate == r.throughput && s.outcome == Outcome::Pass));
+            // The last trial is not necessarily the result.
+            assert!(r.steps.len() <= 40, "{} steps", r.steps.len());
+        }
+        // A search whose last trial failed still reports the lower bound.
+        let r = sim(20_000, 40_000, 0.02);
+        assert_eq!(r.steps[0].rate, 40_000);
+        assert_eq!(r.steps[1].rate, 20_000);
+        assert_eq!(r.steps[1].outcome, Outcome::Pass);
+    }
+
+    // RFC 8219 section 7.1: the maximum rate itself passing is the result.
+    #[test]
+    fn rfc8219_s7_1_search_max_rate_passes_in_one_trial() {
+        let r = sim(50_000, 40_000, 0.02);
+        assert_eq!(r.throughput, 40_000);
+        assert_eq!(r.steps.len(), 1);
+    }
+
+    // A DUT that drops everything: throughput 0, not an error, bounded trials.
+    #[test]
+    fn rfc8219_s7_1_search_drop_all_gives_zero() {
+        let r = binary_search::<_, ()>(2_000, 0.02, 1, 100, |_| Ok(Outcome::Fail)).unwrap();
+        assert_eq!(r.throughput, 0);
+        assert!(r.steps.len() <= 12, "{}", r.steps.len());
+        assert!(r.upper <= 1);
+    }
+
+    // Invalid trials (sender behind) never raise the lower bound.
+    #[test]
+    fn invalid_trials_do_not_count_as_passes() {
+        let r = binary_search::<_, ()>(100_000, 0.02, 1, 100, |rate| {
+            Ok(if rate > 30_000 {
+                Outcome::Invalid
+            } else if rate <= 10_000 {
+                Outcome::Pass
+            } else {
+                Outcome::Fail
+            })
+        })
+        .unwrap();
+        assert!(r.throughput <= 10_000 && r.throughput >= 9_800);
+        assert!(r.steps.iter().any(|s| s.outcome == Outcome::Invalid));
+        // Errors of a trial stop the search.
+        let e = binary_search::<_, &str>(100, 0.1, 1, 10, |_| Err("boom"));
+        assert_eq!(e.unwrap_err(), "boom");
+    }
+}
