@@ -70,6 +70,13 @@ pub fn translate_any(t: &Translator, data: &[u8], frags: &mut FragBuf) {
                     Ipv6Packet::new_checked(out).is_ok(),
                     "4->6 output must parse as IPv6"
                 );
+            } else if out.first().map(|b| b >> 4) == Some(6) {
+                // RFC 7757 §4.2.2 intrinsic hairpinning: sent straight back
+                // as IPv6.
+                assert!(
+                    Ipv6Packet::new_checked(out).is_ok(),
+                    "hairpinned output must parse as IPv6"
+                );
             } else {
                 assert!(
                     Ipv4Packet::new_checked(out).is_ok(),

@@ -37,3 +37,17 @@ proptest! {
         prefix_any(s.as_bytes());
     }
 }
+
+/// Inputs the fuzzer once flagged, replayed on every `cargo test`.
+#[test]
+fn fuzz_regressions_replay() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fuzz_regressions");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let data = std::fs::read(e.unwrap().path()).unwrap();
+        let t = translator(data[0] % 96);
+        translate_any(&t, &data, &mut FragBuf::new());
+        n += 1;
+    }
+    assert!(n > 0);
+}
