@@ -589,3 +589,74 @@ def test_rfc6877_464xlat_clat_and_stateful_plat():
     finally:
         t.close()
         shutil.rmtree(d, ignore_errors=True)
+
+
+def _reload(x: Xlat, conf: str) -> None:
+    """Write ``conf``, SIGHUP, wait for the reload to be logged."""
+    before = x.log().count("configuration reloaded")
+    x.write_config(conf)
+    x.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while (
+        x.log().count("configuration reloaded") == before
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    assert x.log().count("configuration reloaded") > before, x.log()
+
+
+@pytest.mark.timeout(60)
+def test_issue4_rfc6146_3_5_1_1_sighup_pool4_change_drains_sessions():
+    """Issue 4: pool4 changed by SIGHUP keeps the state. A -> A+B: the UDP flow keeps
+    its A mapping; A+B -> B: the A session is removed at once (logged, counted), the
+    same flow and a new one continue on B, and the TUN routes follow pool4."""
+    a, b = "203.0.113.1", "203.0.113.9"
+    pool = {p: f'[[nat64.pool4]]\nprefix = "{p}/32"\n' for p in (a, b)}
+    e = Env(pool4=pool[a])
+    try:
+        t = e.t
+        srv = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7500)
+        try:
+
+            def pool4_of(sport: int) -> list[str]:
+                return [
+                    s[2].split("#")[0]
+                    for s in sessions(e.x, t.c1_addr)
+                    if s[0] == "udp" and s[1] == f"{t.c1_addr}#{sport}"
+                ]
+
+            def routes() -> str:
+                cp = t.lab.exec(t.router, ["ip", "-4", "route", "show", "dev", "nat64"])
+                return cp.stdout
+
+            assert udp_try(t.lab, t.c1, t.h4_v6, 7500, 5001) == "ok"
+            assert pool4_of(5001) == [a]
+            conf = e.x.conf.read_text()
+            assert pool[a] in conf
+            _reload(e.x, conf.replace(pool[a], pool[a] + "\n" + pool[b]))
+            r = routes()
+            assert a in r and b in r, r
+            assert udp_try(t.lab, t.c1, t.h4_v6, 7500, 5001) == "ok"
+            assert pool4_of(5001) == [a], "kept: its address is still in pool4"
+            assert "sessions_removed=0" in e.x.log(), e.x.log()
+
+            _reload(e.x, conf.replace(pool[a], pool[b]))
+            log = e.x.log()
+            assert "sessions_removed=1 " in log or "sessions_removed=1\n" in log, log
+            assert pool4_of(5001) == [], "removed at once"
+            r = routes()
+            assert b in r and a not in r, r
+            # The same flow and a new one continue on B.
+            assert udp_try(t.lab, t.c1, t.h4_v6, 7500, 5001) == "ok"
+            assert pool4_of(5001) == [b]
+            assert udp_try(t.lab, t.c1, t.h4_v6, 7500, 5002) == "ok"
+            assert pool4_of(5002) == [b]
+            gone = f"removed udp {t.c1_addr}#5001 {a}#"
+            deadline = time.monotonic() + 5
+            while gone not in e.maplog.read_text() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert gone in e.maplog.read_text(), e.maplog.read_text()
+        finally:
+            t.lab.stop(srv)
+    finally:
+        e.close()

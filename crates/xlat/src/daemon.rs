@@ -223,18 +223,24 @@ impl Daemon {
         new.control_socket = old.control_socket.clone();
         new.metrics_listen = old.metrics_listen;
         new.user = old.user.clone();
-        // The NAT64 state (pool4, static BIB, limits) is kept as it runs,
-        // so that sessions survive the reload (RFC 6146 state is not
-        // rebuilt); changes to [nat64] need a restart.
-        // Static BIB entries ([[nat64.bib]]) are applied by difference.
+        // The NAT64 state is kept as it runs, so that sessions survive the
+        // reload (RFC 6146 state is not rebuilt). pool4 is swapped in the
+        // running state (issue 4, see Nat64State::set_pool4) and static
+        // BIB entries ([[nat64.bib]]) are applied by difference; other
+        // [nat64] changes (timeouts, limits, filtering) need a restart.
         let mut bib_wanted = None;
+        let mut pool4_wanted = None;
         if old.mode == Mode::Nat64 {
             let mut rest = new.nat64.clone();
             rest.bib = old.nat64.bib.clone();
+            rest.pool4 = old.nat64.pool4.clone();
             if rest != old.nat64 {
                 warn!("change needs a restart, ignored (sessions are kept)", "key" => "nat64");
             }
             bib_wanted = Some(std::mem::take(&mut new.nat64.bib));
+            if new.nat64.pool4 != old.nat64.pool4 {
+                pool4_wanted = Some(std::mem::take(&mut new.nat64.pool4));
+            }
             new.nat64 = old.nat64.clone();
         }
         // CLAT without pool6 keeps the discovered prefix.
@@ -253,6 +259,11 @@ impl Daemon {
             }
         };
         self.shared.swap(t);
+        if let (Some(wanted), Some(nat)) = (pool4_wanted, st.nat64.as_ref()) {
+            if crate::nat64d::apply_pool4(nat, &wanted, self.shared.now_ms()) {
+                new.nat64.pool4 = wanted;
+            }
+        }
         if let (Some(wanted), Some(nat)) = (bib_wanted, st.nat64.clone()) {
             new.nat64.bib = crate::nat64d::apply_static_bib(
                 &nat,

@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use xlat_core::nat64::{BibError, MapEvent, MapEventKind, Nat64State, SessionFilter, TcpState};
+use xlat_core::nat64::{
+    BibError, MapEvent, MapEventKind, Nat64State, Pool4Entry, SessionFilter, TcpState,
+};
 use xlat_core::translate::nat64::icmp4_error_from_dst;
 
 use crate::config::{proto_parse, ta4_parse, ta6_parse, Nat64Settings, StaticBib};
@@ -41,6 +43,27 @@ pub fn build_state(n: &Nat64Settings) -> Result<Arc<Nat64State>, String> {
             .map_err(|e| format!("nat64.bib: {} {}: {e:?}", b.v6, b.v4))?;
     }
     Ok(Arc::new(st))
+}
+
+/// SIGHUP with a changed `[[nat64.pool4]]` (issue 4): swaps pool4 in the
+/// running state. Sessions on transport addresses still in pool4 are kept;
+/// dynamic BIB entries outside it are removed with their sessions (logged,
+/// counted); static BIB entries outside it are kept with a warning.
+/// Returns false (and keeps the running pool4) if the new one is refused.
+pub fn apply_pool4(st: &Nat64State, wanted: &[Pool4Entry], now: u64) -> bool {
+    match st.set_pool4(wanted, now) {
+        Ok(ch) => {
+            info!("nat64 pool4 changed", "entries" => wanted.len(), "bib_removed" => ch.bib_removed, "sessions_removed" => ch.sessions_removed, "sessions_removed_total" => st.pool4_drained_sessions());
+            for b in &ch.static_outside {
+                warn!("static bib entry is outside the new pool4, kept", "proto" => b.proto.name(), "ipv6" => b.v6, "ipv4" => b.v4);
+            }
+            true
+        }
+        Err(e) => {
+            error!("new nat64 pool4 refused, keeping the running one", "reason" => e);
+            false
+        }
+    }
 }
 
 /// SIGHUP: makes the configured static BIB entries `wanted` instead of

@@ -91,6 +91,8 @@ pub struct Snapshot {
     pub reloads: u64,
     pub reload_failures: u64,
     pub nat64: Option<Counts>,
+    /// NAT64 sessions removed because a reloaded pool4 no longer covers them.
+    pub nat64_pool4_drained: u64,
 }
 
 impl Registry {
@@ -124,6 +126,7 @@ impl Registry {
             reloads: self.reloads.load(Ordering::Relaxed),
             reload_failures: self.reload_failures.load(Ordering::Relaxed),
             nat64: self.nat64.get().map(|n| n.counts()),
+            nat64_pool4_drained: self.nat64.get().map_or(0, |n| n.pool4_drained_sessions()),
         }
     }
 }
@@ -150,6 +153,10 @@ impl Snapshot {
                 v.push((format!("nat64_bib_{}", p.name()), c.bib[p as usize] as u64));
             }
             v.push(("nat64_stored_syns".into(), c.stored_syns as u64));
+            v.push((
+                "nat64_pool4_drained_sessions".into(),
+                self.nat64_pool4_drained,
+            ));
         }
         v
     }
@@ -274,6 +281,11 @@ impl Snapshot {
                 "# TYPE xlat_nat64_stored_syns gauge\nxlat_nat64_stored_syns {}",
                 c.stored_syns
             );
+            let _ = writeln!(
+                o,
+                "# HELP xlat_nat64_pool4_drained_sessions_total NAT64 sessions removed by a pool4 change on reload.\n# TYPE xlat_nat64_pool4_drained_sessions_total counter\nxlat_nat64_pool4_drained_sessions_total {}",
+                self.nat64_pool4_drained
+            );
         }
         o
     }
@@ -333,6 +345,7 @@ mod tests {
         assert!(p.contains(&("nat64_sessions_tcp".to_string(), 0)));
         assert!(p.contains(&("nat64_bib_udp".to_string(), 1)));
         assert!(p.contains(&("nat64_stored_syns".to_string(), 0)));
+        assert!(p.contains(&("nat64_pool4_drained_sessions".to_string(), 0)));
         let prom = s.prometheus();
         assert!(prom.contains("xlat_nat64_sessions{protocol=\"udp\"} 1"));
         assert!(prom.contains("xlat_nat64_bib_entries{protocol=\"icmp\"} 0"));

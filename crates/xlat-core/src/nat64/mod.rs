@@ -45,7 +45,8 @@
 //! nat.drain_events(&mut log_buf);           // BIB created/removed: mapping log
 //!                                           // (bounded ring per shard; returns # lost)
 //! // Admin: add_static / remove_bib / bib_entries / sessions(filter) /
-//! // counts / memory_usage / timer_entries.
+//! // counts / memory_usage / timer_entries; set_pool4 (config reload:
+//! // new pool4, entries outside it removed at once).
 //! ```
 //!
 //! ICMP error packets (whose inner packet must be mapped) use the
@@ -137,7 +138,7 @@ use pool4::Plan;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 // ---------------------------------------------------------------------------
 // Public types
@@ -877,8 +878,13 @@ impl Shard {
 /// workers with an `Arc`.
 pub struct Nat64State {
     cfg: Nat64Config,
-    plans: Vec<Plan>,
-    pool_addrs: pool4::AddrIndex,
+    /// pool4 in force (swapped by [`Nat64State::set_pool4`]). Read while
+    /// a shard lock is held when allocating, so that a swap followed by a
+    /// walk of every shard sees every BIB entry made from the old pool.
+    pool: RwLock<Arc<PoolView>>,
+    /// Sessions removed because their pool4 transport address left pool4
+    /// (`nat64_pool4_drained_sessions`).
+    pool4_drained: AtomicU64,
     shards: Box<[Mutex<Shard>]>,
     mask: usize,
     /// Table hasher (also picks the 6-side shard).
@@ -906,6 +912,51 @@ impl core::fmt::Debug for Nat64State {
     }
 }
 
+/// One pool4 configuration: its entries, the allocator plans built from
+/// them for the state's shard count, and the address index.
+struct PoolView {
+    entries: Vec<Pool4Entry>,
+    plans: Vec<Plan>,
+    addrs: pool4::AddrIndex,
+}
+
+impl PoolView {
+    fn new(entries: &[Pool4Entry], shards: usize) -> PoolView {
+        PoolView {
+            entries: entries.to_vec(),
+            plans: pool4::build_plans(entries, shards),
+            addrs: pool4::AddrIndex::new(entries),
+        }
+    }
+
+    /// Is the transport address `t` of `proto` one the allocator could
+    /// hand out (address and port inside an entry of `proto`, any mark)?
+    fn covers(&self, proto: Proto, t: Ta4) -> bool {
+        self.entries.iter().any(|e| {
+            e.proto == proto
+                && e.prefix.contains(t.addr)
+                && (e.ports.0..=e.ports.1).contains(&t.port)
+        })
+    }
+}
+
+/// What [`Nat64State::set_pool4`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pool4Change {
+    /// Dynamic BIB entries removed (their transport address left pool4).
+    pub bib_removed: usize,
+    /// Sessions removed with them.
+    pub sessions_removed: usize,
+    /// Static BIB entries whose IPv4 address is no longer a pool4 address
+    /// of their protocol: kept (the operator configured them), but worth a
+    /// warning.
+    pub static_outside: Vec<BibEntry>,
+}
+
+fn rlock<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|e| e.into_inner())
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while a shard was locked leaves consistent-enough tables
     // (every mutation is a few map operations); keep serving.
@@ -930,7 +981,7 @@ impl Nat64State {
         while n > 1 && min_size / (n as u64) < 256 {
             n /= 2;
         }
-        let plans = pool4::build_plans(&cfg.pool4, n);
+        let pool = PoolView::new(&cfg.pool4, n);
         let table_hash = SipBuild::derive(&secret, 1);
         let port_hash = SipBuild::derive(&secret, 2);
         let adf = cfg.filtering == Filtering::AddressDependent;
@@ -943,11 +994,10 @@ impl Nat64State {
                 .collect::<Vec<_>>()
                 .into_boxed_slice()
         });
-        let pool_addrs = pool4::AddrIndex::new(&cfg.pool4);
         Ok(Nat64State {
             cfg,
-            plans,
-            pool_addrs,
+            pool: RwLock::new(Arc::new(pool)),
+            pool4_drained: AtomicU64::new(0),
             shards: shards.into_boxed_slice(),
             mask: n - 1,
             table_hash,
@@ -965,7 +1015,8 @@ impl Nat64State {
         })
     }
 
-    /// The configuration in force.
+    /// The configuration given to [`Nat64State::new`] (its `pool4` is the
+    /// initial one: see [`Nat64State::pool4`] for the one in force).
     pub fn config(&self) -> &Nat64Config {
         &self.cfg
     }
@@ -986,7 +1037,89 @@ impl Nat64State {
     /// Is `addr` a pool4 address (of `proto`, or of any protocol)? A 6->4
     /// packet to such an address must be hairpinned (RFC 6146 §3.8).
     pub fn is_pool4(&self, proto: Option<Proto>, addr: Ipv4Addr) -> bool {
-        self.pool_addrs.contains(proto, addr)
+        rlock(&self.pool).addrs.contains(proto, addr)
+    }
+
+    /// The pool4 entries in force.
+    pub fn pool4(&self) -> Vec<Pool4Entry> {
+        rlock(&self.pool).entries.clone()
+    }
+
+    /// Sessions removed by pool4 changes since start.
+    pub fn pool4_drained_sessions(&self) -> u64 {
+        self.pool4_drained.load(Ordering::Relaxed)
+    }
+
+    /// Replaces pool4 at run time (issue 4, config reload), keeping the
+    /// state. RFC 6146 §3.5.1.1 only lets the NAT64 hand out transport
+    /// addresses "from the pool of IPv4 transport addresses", so:
+    ///
+    /// - new BIB entries are allocated from `entries` only (the shard
+    ///   count stays as built by [`Nat64State::new`]);
+    /// - BIB entries and sessions whose pool4 transport address (address
+    ///   and port, of their protocol, any mark) is still covered are kept
+    ///   untouched;
+    /// - dynamic BIB entries whose transport address is no longer covered
+    ///   are removed at once with all their sessions (logged as
+    ///   BIB-removed events, counted in
+    ///   [`Nat64State::pool4_drained_sessions`]): their next IPv6 packet
+    ///   gets a new BIB entry from the new pool4, and IPv4 packets to the
+    ///   old address find no BIB entry;
+    /// - static BIB entries are kept even when their address left pool4
+    ///   (returned in `static_outside` so the caller can warn).
+    ///
+    /// Held IPv4 SYNs for removed addresses are left to expire (§3.5.2.2).
+    /// Admin path: locks each shard in turn, work proportional to the
+    /// number of sessions.
+    pub fn set_pool4(&self, entries: &[Pool4Entry], now: u64) -> Result<Pool4Change, ConfigError> {
+        validate_pool4(entries)?;
+        let view = Arc::new(PoolView::new(entries, self.shards.len()));
+        *self.pool.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&view);
+        let mut out = Pool4Change::default();
+        for m in self.shards.iter() {
+            let mut g = lock(m);
+            let sh = &mut *g;
+            let mut gone: Vec<K4> = Vec::new();
+            for (k6, v) in &sh.bib6 {
+                if v.flags() & F_REDIRECT != 0 {
+                    continue;
+                }
+                let (proto, t) = (k6.proto(), v.ta4());
+                if v.flags() & F_STATIC != 0 {
+                    if !view.addrs.contains(Some(proto), t.addr) {
+                        out.static_outside.push(BibEntry {
+                            proto,
+                            v6: k6.ta6(),
+                            v4: t,
+                            is_static: true,
+                            sessions: v.nsess(),
+                        });
+                    }
+                } else if !view.covers(proto, t) {
+                    gone.push(K4::new(proto, t));
+                }
+            }
+            if gone.is_empty() {
+                continue;
+            }
+            out.bib_removed += gone.len();
+            let gone: std::collections::HashSet<K4> = gone.into_iter().collect();
+            let keys: Vec<KS> = sh
+                .sess
+                .keys()
+                .filter(|k| gone.contains(&k.k4()))
+                .copied()
+                .collect();
+            out.sessions_removed += keys.len();
+            // Removing the last session of a dynamic entry removes the
+            // entry too (and logs it).
+            for k in keys {
+                self.remove_session(sh, k, now, None);
+            }
+        }
+        self.pool4_drained
+            .fetch_add(out.sessions_removed as u64, Ordering::Relaxed);
+        Ok(out)
     }
 
     // --- limits --------------------------------------------------------------
@@ -1318,7 +1451,9 @@ impl Nat64State {
         let (src4, bib_created) = match bib {
             Some(b) => (b, false),
             None => {
-                let plan = self
+                // Read under the shard lock (see `Nat64State::pool`).
+                let view = Arc::clone(&rlock(&self.pool));
+                let plan = view
                     .plans
                     .iter()
                     .find(|p| p.mark == mark && p.proto == proto);
@@ -1816,7 +1951,7 @@ impl Nat64State {
                 u.bytes += map_bytes(&*lock(m));
             }
         }
-        for p in &self.plans {
+        for p in &rlock(&self.pool).plans {
             for l in p.lanes.iter().flatten().flatten() {
                 u.bytes += l.segs.capacity() * core::mem::size_of::<pool4::Seg>();
             }
@@ -1908,26 +2043,7 @@ impl Nat64State {
 }
 
 fn validate(cfg: &Nat64Config) -> Result<(), ConfigError> {
-    if cfg.pool4.is_empty() {
-        return Err(ConfigError::EmptyPool4);
-    }
-    for (i, a) in cfg.pool4.iter().enumerate() {
-        if a.ports.0 > a.ports.1 {
-            return Err(ConfigError::BadPortRange(*a));
-        }
-        if a.prefix.len() < 16 {
-            return Err(ConfigError::PrefixTooShort(*a));
-        }
-        for b in &cfg.pool4[i + 1..] {
-            if a.proto == b.proto
-                && a.prefix.overlaps(&b.prefix)
-                && a.ports.0 <= b.ports.1
-                && b.ports.0 <= a.ports.1
-            {
-                return Err(ConfigError::Overlap(*a, *b));
-            }
-        }
-    }
+    validate_pool4(&cfg.pool4)?;
     let t = &cfg.timeouts;
     if [
         t.udp_ms,
@@ -1945,6 +2061,30 @@ fn validate(cfg: &Nat64Config) -> Result<(), ConfigError> {
     }
     if cfg.max_iterations == 0 {
         return Err(ConfigError::ZeroIterations);
+    }
+    Ok(())
+}
+
+fn validate_pool4(pool4: &[Pool4Entry]) -> Result<(), ConfigError> {
+    if pool4.is_empty() {
+        return Err(ConfigError::EmptyPool4);
+    }
+    for (i, a) in pool4.iter().enumerate() {
+        if a.ports.0 > a.ports.1 {
+            return Err(ConfigError::BadPortRange(*a));
+        }
+        if a.prefix.len() < 16 {
+            return Err(ConfigError::PrefixTooShort(*a));
+        }
+        for b in &pool4[i + 1..] {
+            if a.proto == b.proto
+                && a.prefix.overlaps(&b.prefix)
+                && a.ports.0 <= b.ports.1
+                && b.ports.0 <= a.ports.1
+            {
+                return Err(ConfigError::Overlap(*a, *b));
+            }
+        }
     }
     Ok(())
 }
