@@ -132,6 +132,15 @@ fn parse_ports(ctx: &mut Ctx, key: &str, v: &Value, icmp: bool) -> Option<(u16, 
     Some((a as u16, b as u16))
 }
 
+/// IPv4 ranges that cannot be pool4 addresses (RFC 1122 §3.2.1.3,
+/// RFC 3927, RFC 5771, RFC 1112 §4).
+const NOT_ROUTABLE: [(&str, &str); 4] = [
+    ("0.0.0.0/8", "\"this network\""),
+    ("127.0.0.0/8", "loopback"),
+    ("169.254.0.0/16", "link-local"),
+    ("224.0.0.0/3", "multicast/reserved/broadcast"),
+];
+
 /// Parses `[nat64]` into `s.nat64` (called for every mode: outside
 /// mode = "nat64" the section is an error).
 pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
@@ -208,6 +217,23 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                     )
                     .unwrap_or(0) as u32;
                 let Some(prefix) = prefix else { continue };
+                // pool4 addresses must be routable unicast: the IPv4 side
+                // has to send the replies back to them (RFC 6146 §3.5.1.1
+                // takes them from the NAT64's own IPv4 addresses).
+                if let Some(bad) = NOT_ROUTABLE.iter().find(|(net, _)| {
+                    net.parse::<xlat_core::addr::Ipv4Prefix>()
+                        .is_ok_and(|n| n.overlaps(&prefix))
+                }) {
+                    ctx.err(
+                        join(&path, "prefix"),
+                        prefix.to_string(),
+                        format!(
+                            "not a routable unicast range (overlaps {}, {})",
+                            bad.0, bad.1
+                        ),
+                    );
+                    continue;
+                }
                 for p in protos {
                     let ports = match e.get("ports") {
                         None => Some(if p == Proto::Icmp {
@@ -542,6 +568,24 @@ ipv4 = "203.0.113.1#8080"
         let s = parse(OK).unwrap();
         let again = parse(&s.to_toml(s.pool6, &[])).unwrap();
         assert_eq!(s, again);
+    }
+
+    #[test]
+    fn pool4_must_be_routable_unicast() {
+        for bad in [
+            "127.0.0.0/30",
+            "224.0.0.0/24",
+            "0.0.0.0/24",
+            "169.254.1.0/24",
+        ] {
+            let ps = problems(&format!(
+                "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"{bad}\"\n"
+            ));
+            assert!(
+                has(&ps, "nat64.pool4[0].prefix", "not a routable unicast"),
+                "{bad}: {ps:?}"
+            );
+        }
     }
 
     #[test]
