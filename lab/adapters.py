@@ -271,14 +271,15 @@ class Xlat(Adapter):
             return False
         return True
 
+    def config_text(self, topo, socket: str) -> str:
+        return topo.xlat_toml(tun=self.tun, socket=socket, extra=self.extra_toml)
+
     def start(self, topo, ready_timeout: float = 15.0) -> None:
         super().start(topo)
         self.tmp = tempfile.TemporaryDirectory(prefix="xlat-bench-xlat-")
         self.socket = str(Path(self.tmp.name) / "xlat.sock")
         self.config_path = Path(self.tmp.name) / "xlat.toml"
-        self.config_path.write_text(
-            topo.xlat_toml(tun=self.tun, socket=self.socket, extra=self.extra_toml)
-        )
+        self.config_path.write_text(self.config_text(topo, self.socket))
         self.log_path = Path(self.tmp.name) / "xlat.log"
         with open(self.log_path, "w") as log:
             self.proc = topo.lab.spawn(

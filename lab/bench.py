@@ -18,6 +18,12 @@ Environment (all optional): ``BENCH_QUICK=1`` (2 s trials, fewer steps),
 ``BENCH_MAX_TRIALS``, ``BENCH_MAX_RATE`` (pps), ``BENCH_TCP_SECONDS``,
 ``BENCH_PING_COUNT``, ``BENCH_BUDGET_MIN``, ``XLAT_BIN``, ``XLAT_PERF_BIN``,
 ``BENCH_OUT``.
+
+NAT64 section (:mod:`lab.bench_nat64`): ``BENCH_NAT64=1`` (default on, off with
+``BENCH_QUICK`` unless set), ``BENCH_NAT64_DUTS=xlat-nat64,tayga-nat44``,
+``BENCH_NAT64_SESSIONS=10000,100000,1000000`` (quick: 10000,100000),
+``BENCH_NAT64_TRIAL`` (s), ``BENCH_NAT64_BUDGET_MIN``; ``BENCH_SIIT=0`` skips the
+SIIT part.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ import time
 from pathlib import Path
 
 from lab.adapters import Adapter, Flow, make_adapters, repo_root
+from lab.bench_nat64 import markdown as nat64_markdown
+from lab.bench_nat64 import run_nat64
 from lab.netns import ns_exec, ns_popen, random_prefix, stop_process
 from lab.topology import dual_stack, siit_single
 
@@ -430,6 +438,19 @@ def settings(argv: list[str] | None) -> argparse.Namespace:
     a.tcp_seconds = a.tcp_seconds or (3 if q else 10)
     a.budget_min = a.budget_min or (8.0 if q else 22.0)
     a.duts = [d for d in a.duts.split(",") if d] or None
+    env = os.environ.get
+    a.siit = env("BENCH_SIIT", "1") not in ("", "0")
+    a.nat64 = env("BENCH_NAT64", "0" if q else "1") not in ("", "0")
+    a.nat64_duts = [d for d in env("BENCH_NAT64_DUTS", "").split(",") if d] or None
+    sizes = env("BENCH_NAT64_SESSIONS", "") or (
+        "10000,100000" if q else "10000,100000,1000000"
+    )
+    a.nat64_sessions = [int(x) for x in sizes.split(",") if x]
+    a.nat64_trial = _env_num("BENCH_NAT64_TRIAL", 2.0)
+    a.nat64_max_trials = _env_num("BENCH_NAT64_MAX_TRIALS", 7, int)
+    a.nat64_start_rate = _env_num("BENCH_NAT64_START_RATE", 20_000, int)
+    a.nat64_est_max_rate = _env_num("BENCH_NAT64_EST_MAX_RATE", 400_000, int)
+    a.nat64_budget_min = _env_num("BENCH_NAT64_BUDGET_MIN", 6.0 if q else 12.0)
     return a
 
 
@@ -516,7 +537,7 @@ def run(cfg) -> dict:
             log(f"{a.name}: SKIPPED: {a.why}")
             results["duts"].append({"name": a.name, "skipped": a.why})
     for kind, builder in (("dual_stack", dual_stack), ("siit_single", siit_single)):
-        group = [a for a in todo if a.topology_kind == kind]
+        group = [a for a in todo if a.topology_kind == kind and cfg.siit]
         if not group:
             continue
         with builder(random_prefix("xlb")) as topo:
@@ -538,6 +559,9 @@ def run(cfg) -> dict:
                     if tail:
                         entry["log_tail"] = tail
                 results["duts"].append(entry)
+    if cfg.nat64:
+        # Its own budget, after the SIIT part (which keeps its budget unchanged).
+        results["nat64"] = run_nat64(cfg, time.monotonic() + cfg.nat64_budget_min * 60)
     results["host"]["loadavg_end"] = os.getloadavg()
     results["elapsed_s"] = round(time.monotonic() - started, 1)
     return results
@@ -658,11 +682,23 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(cfg.out) / f"bench-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
-    md = markdown(results)
+    if results["duts"] or "nat64" not in results:
+        md = markdown(results)
+    else:  # NAT64 only: the SIIT tables would be empty
+        h = results["host"]
+        md = (
+            f"# xlat bench {results['timestamp']}\n\nHost: kernel {h['kernel']}, "
+            f"{h['cpus']} CPUs, load {h['loadavg_start'][0]:.2f} -> "
+            f"{h['loadavg_end'][0]:.2f}. SIIT part skipped (BENCH_SIIT=0).\n"
+        )
+    if "nat64" in results:
+        md += "\n" + nat64_markdown(results["nat64"])
     (out / "results.md").write_text(md)
     print(md)
     print(f"results: {out}/results.json, {out}/results.md")
-    ok = any("zero_loss" in d for d in results["duts"])
+    ok = any("zero_loss" in d for d in results["duts"]) or any(
+        "conn_rate" in d for d in results.get("nat64", {}).get("duts", [])
+    )
     return 0 if ok else 1
 
 

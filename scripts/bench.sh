@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench: xlat vs TAYGA vs kernel forwarding, one run (lab/bench.py,
-# docs/benchmarking.md). BENCH_QUICK=1 for a short run (2 s trials).
+# docs/benchmarking.md). BENCH_QUICK=1 for a short run (2 s trials);
+# BENCH_NAT64=1/0 the stateful NAT64 section (lab/bench_nat64.py).
 # Results: results/bench-<timestamp>/results.{json,md}.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -11,5 +12,6 @@ PY="$ROOT/.venv/bin/python"
 [ -x "$PY" ] || PY=python3
 cd "$ROOT"
 # Bounded: the bench keeps its own time budget (BENCH_BUDGET_MIN, 22 min by
-# default); this is the hard stop. SIGTERM makes it remove its namespaces.
-exec timeout --foreground -k 15 2100 "$PY" -m lab.bench "$@"
+# default) plus the NAT64 section (BENCH_NAT64_BUDGET_MIN, 12); this is the
+# hard stop. SIGTERM makes it remove its namespaces.
+exec timeout --foreground -k 15 2700 "$PY" -m lab.bench "$@"
