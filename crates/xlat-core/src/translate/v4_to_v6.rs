@@ -147,7 +147,7 @@ fn hash4(a: Ipv4Addr, b: Ipv4Addr) -> u32 {
 /// Updates a 16-bit checksum field at `off` in `l4` for a pseudo-header
 /// change `old` -> `new` (RFC 1624). `partial`: the field holds a partial
 /// (pseudo-header only) sum. `udp`: a computed 0 is sent as 0xffff (RFC 768).
-/// Shareable with the 6->4 direction.
+/// Shared with the 6->4 direction.
 pub(crate) fn update_csum_at(
     l4: &mut [u8],
     off: usize,

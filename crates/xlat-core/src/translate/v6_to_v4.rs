@@ -95,32 +95,9 @@ pub(crate) fn fragment_ident_flags(f: &ipv6::FragHeader) -> (u16, u16) {
     (f.ident as u16, mf | (f.offset >> 3))
 }
 
-/// Sum of the two addresses (the only pseudo-header words that differ
-/// between the IPv6 and IPv4 pseudo-headers once the length and protocol
-/// are equal: RFC 7915 §5.5).
-pub(crate) fn addr_sum6(s: &Ipv6Addr, d: &Ipv6Addr) -> u64 {
-    checksum::sum(checksum::sum(0, &s.octets()), &d.octets())
-}
-
-pub(crate) fn addr_sum4(s: Ipv4Addr, d: Ipv4Addr) -> u64 {
-    checksum::sum(checksum::sum(0, &s.octets()), &d.octets())
-}
-
-/// Updates a TCP/UDP checksum field stored at `field_off` in `l4` for the
-/// pseudo-header address change (RFC 1624). `udp`: a result of 0 is sent as
-/// 0xffff (RFC 768).
-fn update_l4_csum(l4: &mut [u8], field_off: usize, old: u64, new: u64, partial: bool, udp: bool) {
-    let field = u16::from_be_bytes([l4[field_off], l4[field_off + 1]]);
-    let mut c = if partial {
-        checksum::update_partial(field, old, new)
-    } else {
-        checksum::update(field, old, new)
-    };
-    if udp && c == 0 && !partial {
-        c = 0xffff;
-    }
-    put16(l4, field_off, c);
-}
+// The pseudo-header address sums and the incremental checksum update are
+// the same in both directions (RFC 7915 §4.5 / §5.5): one copy, in v4_to_v6.
+pub(crate) use super::v4_to_v6::{addr_sum4, addr_sum6, update_csum_at};
 
 fn hash6(a: &Ipv6Addr, b: &Ipv6Addr) -> u32 {
     let x = u128::from(*a) ^ u128::from(*b).rotate_left(17);
@@ -280,7 +257,7 @@ fn translate_impl(
                 // NAT64 hook: port rewrite goes here (fold it into old/new).
                 let old = addr_sum6(&src6, &dst6);
                 let new = addr_sum4(src4, dst4);
-                update_l4_csum(l4, 16, old, new, meta.csum_partial, false);
+                update_csum_at(l4, 16, old, new, meta.csum_partial, false);
             }
             proto::UDP => {
                 if l4.len() < 8 {
@@ -299,7 +276,7 @@ fn translate_impl(
                 // NAT64 hook: port rewrite goes here.
                 let old = addr_sum6(&src6, &dst6);
                 let new = addr_sum4(src4, dst4);
-                update_l4_csum(l4, 6, old, new, meta.csum_partial, true);
+                update_csum_at(l4, 6, old, new, meta.csum_partial, true);
             }
             proto::ICMPV6 => {
                 // NAT64 hook: echo identifier rewrite goes here.
