@@ -11,6 +11,7 @@
 //! that arrives later is never seen and counts as lost, a duplicate counts
 //! against zero loss.
 
+use crate::pace::Pacer;
 use crate::payload;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -18,9 +19,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-/// Largest tolerated overrun of the sending schedule: 0.1% (issue 5, as in
-/// siitperf); a trial beyond it is invalid.
-pub const BEHIND_TOLERANCE: f64 = 0.001;
 /// Most frames one trial may plan (the duplicate bitmap: 125 MB at most).
 pub const MAX_FRAMES: u64 = 1_000_000_000;
 /// Most frames of a trial that records every delay (16 bytes per frame).
@@ -315,34 +313,9 @@ fn send_loop(ep: &Endpoints, spec: &TrialSpec, planned: u64) -> Result<TxOut, St
         m.msg_hdr.msg_iovlen = 1;
     }
     let mut rng = Rng::new(monotonic_ns() ^ ((spec.stream as u64) << 32));
-    let rate = spec.rate as u128;
-    let due_at = |idx: u64| Duration::from_nanos(((idx as u128) * 1_000_000_000 / rate) as u64);
-    let scheduled = planned as f64 / spec.rate as f64;
-    let hard_stop = Duration::from_secs_f64(scheduled * (1.0 + BEHIND_TOLERANCE));
+    let mut pacer = Pacer::new(planned, spec.rate, batch);
     let (mut sent, mut send_errors) = (0u64, 0u64);
-    let mut max_lag = Duration::ZERO;
-    let mut aborted = false;
-    let start = std::time::Instant::now();
-    while sent < planned {
-        let now = start.elapsed();
-        if now > hard_stop {
-            aborted = true;
-            break;
-        }
-        let due = ((now.as_nanos() * rate / 1_000_000_000) as u64 + 1).min(planned);
-        if due <= sent {
-            let last = sent + (batch as u64).min(planned - sent) - 1;
-            let wake = due_at(last);
-            if wake > now {
-                std::thread::sleep(wake - now);
-            }
-            continue;
-        }
-        let n = ((due - sent) as usize).min(batch);
-        let last_sched = due_at(sent + n as u64 - 1);
-        if now > last_sched {
-            max_lag = max_lag.max(now - last_sched);
-        }
+    while let Some(n) = pacer.next(sent) {
         let ts = monotonic_ns();
         for (i, b) in bufs.iter_mut().take(n).enumerate() {
             payload::write_timed(&mut b[hdr..], spec.stream, (sent + i as u64) as u32, ts);
@@ -379,23 +352,22 @@ fn send_loop(ep: &Endpoints, spec: &TrialSpec, planned: u64) -> Result<TxOut, St
                 }
                 _ => return Err(format!("sendmmsg: {err}")),
             }
-            if start.elapsed() > hard_stop {
-                aborted = true;
+            if pacer.past_hard_stop() {
                 break;
             }
         }
         sent += done as u64;
-        if aborted {
+        if pacer.aborted {
             break;
         }
     }
-    let elapsed = start.elapsed().as_secs_f64();
+    let elapsed = pacer.elapsed();
     Ok(TxOut {
         sent,
         send_errors,
         elapsed,
-        max_lag_us: max_lag.as_micros() as u64,
-        behind: aborted || sent < planned || elapsed > scheduled * (1.0 + BEHIND_TOLERANCE),
+        max_lag_us: pacer.max_lag.as_micros() as u64,
+        behind: pacer.behind(sent, elapsed),
     })
 }
 

@@ -10,11 +10,8 @@ use crate::args::Args;
 use crate::payload;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
 
-/// The largest tolerated overrun of the sending schedule (RFC 8219 gives no
-/// number; siitperf uses a similar fraction).
-pub const BEHIND_TOLERANCE: f64 = 0.001;
+use crate::pace::Pacer;
 const MAX_BATCH: usize = 256;
 
 pub struct Config {
@@ -152,39 +149,13 @@ pub fn run(c: &Config) -> Result<String, String> {
         m.msg_hdr.msg_iovlen = 1;
     }
 
-    let rate = c.rate as u128;
-    let due_at = |idx: u64| Duration::from_nanos(((idx as u128) * 1_000_000_000 / rate) as u64);
     // Once the clock passes the tolerated end of the schedule with packets still
     // unsent, the trial is invalid whatever happens next: stop at once.
-    let scheduled = total as f64 / c.rate as f64;
-    let hard_stop = Duration::from_secs_f64(scheduled * (1.0 + BEHIND_TOLERANCE));
+    let mut pacer = Pacer::new(total, c.rate, batch);
     let mut sent: u64 = 0;
     let mut send_errors: u64 = 0;
     let mut syscalls: u64 = 0;
-    let mut max_lag = Duration::ZERO;
-    let mut aborted = false;
-    let start = Instant::now();
-    while sent < total {
-        let now = start.elapsed();
-        if now > hard_stop {
-            aborted = true;
-            break;
-        }
-        let due = ((now.as_nanos() * rate / 1_000_000_000) as u64 + 1).min(total);
-        if due <= sent {
-            // Nothing due yet: sleep until a whole batch (or the rest) is due.
-            let last = sent + (batch as u64).min(total - sent) - 1;
-            let wake = due_at(last);
-            if wake > now {
-                std::thread::sleep(wake - now);
-            }
-            continue;
-        }
-        let n = ((due - sent) as usize).min(batch);
-        let last_sched = due_at(sent + n as u64 - 1);
-        if now > last_sched {
-            max_lag = max_lag.max(now - last_sched);
-        }
+    while let Some(n) = pacer.next(sent) {
         for (i, b) in bufs.iter_mut().take(n).enumerate() {
             payload::write(b, c.stream, sent + i as u64);
         }
@@ -209,18 +180,17 @@ pub fn run(c: &Config) -> Result<String, String> {
                 }
                 _ => return Err(format!("sendmmsg: {err}")),
             }
-            if start.elapsed() > hard_stop {
-                aborted = true;
+            if pacer.past_hard_stop() {
                 break;
             }
         }
         sent += done as u64;
-        if aborted {
+        if pacer.aborted {
             break;
         }
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    let behind = aborted || sent < total || elapsed > scheduled * (1.0 + BEHIND_TOLERANCE);
+    let elapsed = pacer.elapsed();
+    let behind = pacer.behind(sent, elapsed);
     Ok(format!(
         concat!(
             "{{\"mode\": \"udp-flood\", \"dst\": \"{}\", \"frame_size\": {}, \"udp_payload\": {}, ",
@@ -237,12 +207,12 @@ pub fn run(c: &Config) -> Result<String, String> {
         total,
         sent,
         elapsed,
-        scheduled,
+        pacer.scheduled(),
         sent as f64 / elapsed.max(1e-9),
-        max_lag.as_micros(),
+        pacer.max_lag.as_micros(),
         send_errors,
         syscalls,
-        aborted,
+        pacer.aborted,
         behind,
         !behind,
     ))

@@ -20,6 +20,7 @@ mod engine;
 mod flood;
 mod json;
 mod measure;
+mod pace;
 mod payload;
 mod search;
 mod sink;

@@ -1,0 +1,133 @@
+//! The send schedule shared by `udp-flood` and the RFC 8219 trials: frame
+//! `i` is due at `i / rate` seconds after the start; the sender sleeps until
+//! a batch is due, sends what is due (at most a batch), and gives up as soon
+//! as it is certain to end more than [`BEHIND_TOLERANCE`] late (the trial is
+//! then invalid, siitperf's rule).
+
+use std::time::{Duration, Instant};
+
+/// Largest tolerated overrun of the sending schedule: 0.1% (issue 5, as in
+/// siitperf); a sender that ends later makes the trial invalid.
+pub const BEHIND_TOLERANCE: f64 = 0.001;
+
+pub struct Pacer {
+    start: Instant,
+    rate: u128,
+    total: u64,
+    batch: usize,
+    scheduled: f64,
+    hard_stop: Duration,
+    /// Largest lateness seen at the moment a batch was sent.
+    pub max_lag: Duration,
+    /// The schedule was given up (past the tolerated end with frames unsent).
+    pub aborted: bool,
+}
+
+impl Pacer {
+    /// Starts the clock for `total` frames at `rate` frames/s (rate > 0),
+    /// sent in batches of at most `batch` (batch > 0).
+    pub fn new(total: u64, rate: u64, batch: usize) -> Pacer {
+        let scheduled = total as f64 / rate as f64;
+        Pacer {
+            start: Instant::now(),
+            rate: u128::from(rate),
+            total,
+            batch,
+            scheduled,
+            hard_stop: Duration::from_secs_f64(scheduled * (1.0 + BEHIND_TOLERANCE)),
+            max_lag: Duration::ZERO,
+            aborted: false,
+        }
+    }
+
+    fn due_at(&self, idx: u64) -> Duration {
+        Duration::from_nanos(((idx as u128) * 1_000_000_000 / self.rate) as u64)
+    }
+
+    /// With `sent` frames gone: sleeps until frames are due and returns how
+    /// many to send now, or `None` when all are sent or the schedule was
+    /// given up ([`Pacer::aborted`]).
+    pub fn next(&mut self, sent: u64) -> Option<usize> {
+        while sent < self.total {
+            let now = self.start.elapsed();
+            if now > self.hard_stop {
+                self.aborted = true;
+                return None;
+            }
+            let due = ((now.as_nanos() * self.rate / 1_000_000_000) as u64 + 1).min(self.total);
+            if due <= sent {
+                // Nothing due yet: sleep until a whole batch (or the rest) is due.
+                let last = sent + (self.batch as u64).min(self.total - sent) - 1;
+                let wake = self.due_at(last);
+                if wake > now {
+                    std::thread::sleep(wake - now);
+                }
+                continue;
+            }
+            let n = ((due - sent) as usize).min(self.batch);
+            let last_sched = self.due_at(sent + n as u64 - 1);
+            if now > last_sched {
+                self.max_lag = self.max_lag.max(now - last_sched);
+            }
+            return Some(n);
+        }
+        None
+    }
+
+    /// For retry loops inside a batch: true (and marks the schedule given
+    /// up) once the tolerated end has passed.
+    pub fn past_hard_stop(&mut self) -> bool {
+        if self.start.elapsed() > self.hard_stop {
+            self.aborted = true;
+        }
+        self.aborted
+    }
+
+    /// Seconds since the start.
+    pub fn elapsed(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// Seconds the schedule lasts.
+    pub fn scheduled(&self) -> f64 {
+        self.scheduled
+    }
+
+    /// The trial is invalid: given up, frames unsent, or ended too late.
+    pub fn behind(&self, sent: u64, elapsed: f64) -> bool {
+        self.aborted || sent < self.total || elapsed > self.scheduled * (1.0 + BEHIND_TOLERANCE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_sends_ahead_of_schedule() {
+        let mut p = Pacer::new(1000, 100_000, 32);
+        let mut sent = 0u64;
+        while let Some(n) = p.next(sent) {
+            assert!((1..=32).contains(&n));
+            // Frame `sent + n - 1` is due at (sent + n - 1) / rate seconds.
+            let due = (sent + n as u64 - 1) as f64 / 100_000.0;
+            assert!(p.elapsed() >= due - 1e-6, "sent ahead of schedule");
+            sent += n as u64;
+        }
+        // On a loaded machine the 0.1% tolerance (10 us here) may be
+        // exceeded; then the schedule must say so.
+        assert_eq!(p.aborted, sent < 1000);
+        assert_eq!(
+            p.behind(sent, p.elapsed()),
+            p.aborted || p.elapsed() > 0.01 * 1.001
+        );
+    }
+
+    #[test]
+    fn falling_behind_is_invalid() {
+        let mut p = Pacer::new(10, 1_000_000, 1);
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(p.next(0), None, "past the tolerated end: give up");
+        assert!(p.aborted && p.behind(0, p.elapsed()));
+    }
+}
