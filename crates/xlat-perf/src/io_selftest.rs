@@ -437,9 +437,13 @@ pub fn run(st: &SelfTest) -> Result<String, String> {
         }
         results.push(r);
     }
+    let namespaces = own.as_ref().map_or(J::Null, |p| {
+        J::Arr(vec![J::s(p.a.clone()), J::s(p.b.clone())])
+    });
     drop(own);
     let json = J::obj(vec![
         ("mode", J::s("self-test")),
+        ("namespaces", namespaces),
         (
             "setup",
             J::s(if st.send_netns.is_some() {

@@ -261,7 +261,8 @@ impl Params {
             }
             // The fixed destination port may not fall in the source range:
             // a frame with equal ports would be ambiguous as a reply.
-            if (r.0..=r.1).contains(&dst.port()) {
+            // (With --dst-ports, io_opts checks the two ranges instead.)
+            if (r.0..=r.1).contains(&dst.port()) && a.opt::<String>("dst-ports")?.is_none() {
                 return Err(format!(
                     "--src-ports {}-{} overlaps the destination port {} (RFC 4814 destination ports are 1-49151; use e.g. --src-ports 49152-65535)",
                     r.0,
