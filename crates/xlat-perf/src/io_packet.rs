@@ -501,11 +501,25 @@ struct TxPlan {
 }
 
 pub struct TxOut {
+    /// CPU seconds the sender thread used (its share of the kernel's work
+    /// included), for cost per frame independent of other load.
+    pub cpu_s: f64,
     pub sent: u64,
     pub send_errors: u64,
     pub elapsed: f64,
     pub max_lag_us: u64,
     pub behind: bool,
+}
+
+/// CPU time of the calling thread, seconds.
+pub fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid timespec pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 fn rand_addr(rng: &mut Rng, r: (IpAddr, IpAddr)) -> IpAddr {
@@ -600,6 +614,7 @@ fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16) -> Result<TxOut, String> {
     }
     let elapsed = pacer.elapsed();
     Ok(TxOut {
+        cpu_s: thread_cpu_s(),
         sent,
         send_errors,
         elapsed,
@@ -1189,6 +1204,7 @@ pub fn run_trial(
         late: s.late,
         rx_ring_drops: drops,
         send_errors: t.send_errors,
+        tx_cpu_s: t.cpu_s,
         elapsed: t.elapsed,
         max_lag_us: t.max_lag_us,
         behind: t.behind,
