@@ -4,6 +4,7 @@ mod config;
 mod control;
 mod daemon;
 mod datapath;
+mod ebpf;
 #[macro_use]
 mod log;
 mod metrics;
