@@ -88,6 +88,7 @@ mod ffi {
         pub priority: u32,
     }
     #[repr(C)]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub struct bpf_test_run_opts {
         pub sz: usize,
         pub data_in: *const c_void,
@@ -138,6 +139,7 @@ mod ffi {
         pub fn bpf_tc_hook_create(hook: *mut bpf_tc_hook) -> c_int;
         pub fn bpf_tc_attach(hook: *const bpf_tc_hook, opts: *mut bpf_tc_opts) -> c_int;
         pub fn bpf_tc_detach(hook: *const bpf_tc_hook, opts: *const bpf_tc_opts) -> c_int;
+        #[cfg_attr(not(test), allow(dead_code))]
         pub fn bpf_prog_test_run_opts(fd: c_int, opts: *mut bpf_test_run_opts) -> c_int;
         pub fn libbpf_set_print(f: PrintFn) -> PrintFn;
         pub fn libbpf_num_possible_cpus() -> c_int;
@@ -266,7 +268,7 @@ pub fn tables(
         *slow4.entry(*p).or_default() |= bits;
     }
     let mut eam: Vec<EamEntry> = s.clat.iter().chain(eamt.iter()).copied().collect();
-    eam.sort_by(|a, b| a.v4.cmp(&b.v4));
+    eam.sort_by_key(|e| e.v4);
     eam.dedup();
     Tables {
         cfg,
@@ -313,7 +315,7 @@ pub struct FastPath {
     eam4_fd: c_int,
     eam6_fd: c_int,
     slow4_fd: c_int,
-    counters: Counters,
+    counters: std::sync::Arc<Counters>,
     gen: u32,
     current: Option<Tables>,
     attached: Vec<(i32, String)>,
@@ -418,10 +420,10 @@ impl FastPath {
                 eam4_fd: map("xlat_eam4")?,
                 eam6_fd: map("xlat_eam6")?,
                 slow4_fd: map("xlat_slow4")?,
-                counters: Counters {
+                counters: std::sync::Arc::new(Counters {
                     fd: AtomicI32::new(map("xlat_counters")?),
                     cpus: cpus as usize,
-                },
+                }),
                 gen: 0,
                 current: None,
                 attached: vec![],
@@ -433,8 +435,8 @@ impl FastPath {
         res
     }
 
-    pub fn counters(&self) -> &Counters {
-        &self.counters
+    pub fn counters(&self) -> std::sync::Arc<Counters> {
+        self.counters.clone()
     }
 
     fn update(&self, fd: c_int, k: &[u8], v: &[u8]) -> Result<(), String> {
@@ -572,6 +574,7 @@ impl FastPath {
 
     /// Runs the program once on `frame` (an Ethernet frame) with
     /// BPF_PROG_TEST_RUN: (return code, output frame).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn test_run(&self, frame: &[u8]) -> Result<(u32, Vec<u8>), String> {
         let mut out = vec![0u8; frame.len() + 256];
         let mut o = ffi::bpf_test_run_opts {
