@@ -175,10 +175,16 @@ class Xlat:
             text += f'\n[datapath]\nkind = "{self.datapath}"\n'
         self.conf.write_text(text)
 
-    def start(self, wait_ready: bool = True, timeout: float = 15) -> Xlat:
+    def start(
+        self, wait_ready: bool = True, timeout: float = 15, env: dict | None = None
+    ) -> Xlat:
+        """Start ``xlat run``; ``env``: extra environment variables (test hooks)."""
         self._log = open(self.logpath, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = self.lab.spawn(
-            self.ns, [str(need_xlat()), "run", "-c", str(self.conf)], stderr=self._log
+            self.ns,
+            [str(need_xlat()), "run", "-c", str(self.conf)],
+            stderr=self._log,
+            env={**os.environ, **env} if env else None,
         )
         if wait_ready:
             deadline = time.monotonic() + timeout
@@ -192,7 +198,7 @@ class Xlat:
                         f"xlat not ready after {timeout}s:\n{self.log()}"
                     )
                 time.sleep(0.05)
-            if self.datapath == "ebpf":
+            if self.datapath == "ebpf" and not env:
                 # Not silently on TUN: the log names the datapath in use.
                 assert "msg=datapath kind=ebpf" in self.log(), self.log()
         return self
@@ -267,11 +273,11 @@ def siit_mod(request):
     close_siit(topo, x)
 
 
-@pytest.fixture
-def siit_fn():
-    """A private SIIT topology + xlat for tests that change its state."""
+@pytest.fixture(params=DATAPATHS)
+def siit_fn(request):
+    """A private SIIT topology + xlat for tests that change its state (per datapath)."""
     need_xlat()
-    topo, x = make_siit()
+    topo, x = make_siit(datapath=request.param)
     yield topo, x
     close_siit(topo, x)
 

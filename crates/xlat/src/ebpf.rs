@@ -77,6 +77,9 @@ mod ffi {
         pub ifindex: c_int,
         pub attach_point: c_int,
         pub parent: u32,
+        /// libbpf checks that bytes past the fields it knows are zero:
+        /// the tail padding must be explicit.
+        pub _pad: u32,
     }
     #[repr(C)]
     pub struct bpf_tc_opts {
@@ -86,6 +89,7 @@ mod ffi {
         pub prog_id: u32,
         pub handle: u32,
         pub priority: u32,
+        pub _pad: u32,
     }
     #[repr(C)]
     #[cfg_attr(not(test), allow(dead_code))]
@@ -105,6 +109,7 @@ mod ffi {
         pub flags: u32,
         pub cpu: u32,
         pub batch_size: u32,
+        pub _pad: u32,
     }
     pub const BPF_TC_INGRESS: c_int = 1;
     pub const BPF_TC_F_REPLACE: u32 = 1;
@@ -512,6 +517,7 @@ impl FastPath {
             ifindex,
             attach_point: ffi::BPF_TC_INGRESS,
             parent: 0,
+            _pad: 0,
         }
     }
 
@@ -534,6 +540,7 @@ impl FastPath {
             prog_id: 0,
             handle: TC_HANDLE,
             priority: TC_PRIORITY,
+            _pad: 0,
         };
         let rc = unsafe { ffi::bpf_tc_attach(&hook, &mut opts) };
         if rc != 0 {
@@ -563,6 +570,7 @@ impl FastPath {
                 prog_id: 0,
                 handle: TC_HANDLE,
                 priority: TC_PRIORITY,
+                _pad: 0,
             };
             let rc = unsafe { ffi::bpf_tc_detach(&hook, &opts) };
             if rc != 0 && rc != -libc::ENOENT && rc != -libc::ENODEV {
@@ -593,6 +601,7 @@ impl FastPath {
             flags: 0,
             cpu: 0,
             batch_size: 0,
+            _pad: 0,
         };
         let rc = unsafe { ffi::bpf_prog_test_run_opts(self.prog_fd, &mut o) };
         if rc != 0 {
