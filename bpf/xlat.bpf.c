@@ -760,6 +760,9 @@ int xlat_ingress(struct __sk_buff *skb)
 	struct xlat_cfg *c = bpf_map_lookup_elem(&xlat_cfg, &gen);
 	if (!c || !(c->flags & F_ENABLED))
 		return pass(P_DISABLED);
+	/* A VLAN tag (accelerated) belongs to a VLAN device: not ours. */
+	if (skb->vlan_present)
+		return pass(P_NOT_IP);
 	if (skb->protocol == bpf_htons(ETH_P_IPV6))
 		return do_6to4(skb, c, gen);
 	if (skb->protocol == bpf_htons(ETH_P_IP))

@@ -1196,4 +1196,39 @@ ipv6 = "2001:db8:9::/121"
         );
         assert!(has(&ps, "pool6", "overlaps the EAM entry"));
     }
+
+    /// `[datapath]` (docs/configuration.md): kind and interfaces, errors
+    /// naming the key, and the round trip through `show config`.
+    #[test]
+    fn datapath_section() {
+        let s = parse("pool6 = \"64:ff9b::/96\"\n").unwrap();
+        assert_eq!(s.datapath.kind, DatapathKind::Tun);
+        assert!(s.datapath.interfaces.is_empty());
+        let s = parse(
+            "pool6 = \"64:ff9b::/96\"\n[datapath]\nkind = \"auto\"\ninterfaces = [\"eth0\", \"eth1\"]\n",
+        )
+        .unwrap();
+        assert_eq!(s.datapath.kind, DatapathKind::Auto);
+        assert_eq!(s.datapath.interfaces, ["eth0", "eth1"]);
+        let again = parse(&s.to_toml(s.pool6, &s.eamt)).unwrap();
+        assert_eq!(again.datapath, s.datapath);
+        let ps = problems(
+            "pool6 = \"64:ff9b::/96\"\n[datapath]\nkind = \"XDP\"\ninterfaces = [\"a b\", \"e\", \"e\", 3]\nfoo = 1\n",
+        );
+        assert!(has(
+            &ps,
+            "datapath.kind",
+            "expected \"tun\", \"ebpf\" or \"auto\""
+        ));
+        assert!(has(
+            &ps,
+            "datapath.interfaces[0]",
+            "not a valid interface name"
+        ));
+        assert!(has(&ps, "datapath.interfaces[2]", "listed twice"));
+        assert!(has(&ps, "datapath.interfaces[3]", "expected a string"));
+        assert!(has(&ps, "datapath.foo", "unknown key"));
+        let ps = problems("pool6 = \"64:ff9b::/96\"\n[datapath]\ninterfaces = [\"xlat0\"]\n");
+        assert!(has(&ps, "datapath.interfaces", "is the TUN device"));
+    }
 }

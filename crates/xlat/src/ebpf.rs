@@ -652,5 +652,55 @@ pub fn default_interfaces(tun: &str) -> Vec<String> {
 }
 
 #[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The LPM trie returns only the longest match: a prefix carries the
+    /// bits of every prefix containing it (224.0.0.0/3 denied contains the
+    /// non-global 240.0.0.0/4 of RFC 6052 section 3.1).
+    #[test]
+    fn slow4_bits_include_covering_prefixes() {
+        let s = crate::config::parse("pool6 = \"64:ff9b::/96\"\n").unwrap();
+        let t = tables(&s, s.pool6, &[], 7, false);
+        let get = |p: &str| {
+            let p: Ipv4Prefix = p.parse().unwrap();
+            t.slow4.iter().find(|(q, _)| *q == p).map(|(_, b)| *b)
+        };
+        assert_eq!(get("240.0.0.0/4"), Some(S_DENY | S_NONGLOBAL));
+        assert_eq!(get("224.0.0.0/3"), Some(S_DENY));
+        assert_eq!(get("10.0.0.0/8"), Some(S_NONGLOBAL));
+        assert_eq!(t.cfg.flags & F_ENABLED, F_ENABLED);
+        assert_eq!(t.cfg.flags & F_TEST, 0);
+        assert_eq!(t.cfg.tun_ifindex, 7);
+        assert_eq!(t.cfg.pool6_len, 96);
+        // Not the WKP: no non-global blocks.
+        let s = crate::config::parse("pool6 = \"2001:db8:64::/96\"\n").unwrap();
+        let t = tables(&s, s.pool6, &[], 7, false);
+        assert!(t.slow4.iter().all(|(_, b)| *b == S_DENY));
+        // NAT64: the fast path is off (no flow cache yet).
+        let s = crate::config::parse(
+            "mode = \"nat64\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n",
+        )
+        .unwrap();
+        assert!(unsupported(&s).is_some());
+        assert_eq!(tables(&s, s.pool6, &[], 7, false).cfg.flags & F_ENABLED, 0);
+    }
+
+    /// RFC 7757 section 3.2: suffix position of an EAM entry.
+    #[test]
+    fn eam_value_layout() {
+        let e = EamEntry {
+            v4: "192.0.2.0/24".parse().unwrap(),
+            v6: "2001:db8:77::/120".parse().unwrap(),
+        };
+        let v = eam_value(&e);
+        assert_eq!(&v[16..20], &[192, 0, 2, 0]);
+        assert_eq!(u32::from_ne_bytes(v[20..24].try_into().unwrap()), 8);
+        assert_eq!(u32::from_ne_bytes(v[24..28].try_into().unwrap()), 0);
+        assert_eq!(u32::from_ne_bytes(v[28..32].try_into().unwrap()), 120);
+    }
+}
+
+#[cfg(test)]
 #[path = "ebpf_diff.rs"]
 mod diff;

@@ -346,13 +346,35 @@ mod tests {
         let s = r.snapshot();
         assert_eq!(s.fixed[T46_PKTS], 5);
         let p = s.pairs();
-        assert_eq!(p.len(), FIXED + 2 + DropReason::COUNT);
+        // + config_reloads, config_reload_failures, datapath_ebpf.
+        assert_eq!(p.len(), FIXED + 3 + DropReason::COUNT);
+        assert!(p.contains(&("datapath_ebpf".to_string(), 0)));
+        assert!(!p.iter().any(|(k, _)| k.starts_with("ebpf_")));
         assert!(p.contains(&("src4_denied".to_string(), 1)));
         assert!(p.contains(&("ipv4_truncated".to_string(), 0)));
         let prom = s.prometheus();
         assert!(prom.contains("xlat_packets_total{direction=\"4to6\"} 5"));
         assert!(prom.contains("xlat_drops_total{reason=\"src4_denied\"} 1"));
         assert_eq!(std::mem::align_of::<WorkerCounters>(), 64);
+    }
+
+    /// Split by datapath: the fast path's counters follow with `ebpf_`.
+    #[test]
+    fn fast_path_counters_listed_with_prefix() {
+        let mut s = Registry::default().snapshot();
+        let mut f = [0u64; crate::ebpf::COUNTERS.len()];
+        f[crate::ebpf::C_V4TO6] = 7;
+        f[4] = 2; // passed_not_for_xlat
+        s.fast = Some(f);
+        let p = s.pairs();
+        assert!(p.contains(&("datapath_ebpf".to_string(), 1)));
+        assert!(p.contains(&("ebpf_translated_4to6_packets".to_string(), 7)));
+        assert!(p.contains(&("ebpf_passed_not_for_xlat".to_string(), 2)));
+        assert!(p.contains(&("translated_4to6_packets".to_string(), 0)));
+        let prom = s.prometheus();
+        assert!(prom.contains("xlat_ebpf_packets_total{direction=\"4to6\"} 7"));
+        assert!(prom.contains("xlat_ebpf_passed_total{reason=\"not_for_xlat\"} 2"));
+        assert!(prom.contains("xlat_ebpf_dropped_total 0"));
     }
 
     /// NAT64 table sizes (RFC 6146 §3.1/§3.2) in `xlat stats` and the metrics.
