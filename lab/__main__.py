@@ -40,12 +40,19 @@ def cmd_list(_a) -> int:
 
 def cmd_run(a) -> int:
     from lab import report
-    from lab.runner import run_scenario
+    from lab.runner import default_out, run_scenario
 
     only = [d for d in (a.duts or "").split(",") if d] or None
-    out, meta = run_scenario(
-        a.scenario, Path(a.out) if a.out else None, only, a.budget_min
-    )
+    out = Path(a.out) if a.out else default_out(a.scenario)
+    try:
+        out, meta = run_scenario(a.scenario, out, only, a.budget_min)
+    except (KeyboardInterrupt, SystemExit):
+        # Ctrl-C / SIGTERM (e.g. make bench's hard stop): still the report of
+        # what finished, so nothing measured is lost; a rerun resumes.
+        if (out / "meta.json").exists() and any((out / "trials").glob("*/*.json")):
+            md = report.write(out)
+            print(f"interrupted; report of the finished trials: {md}", file=sys.stderr)
+        raise
     md = report.write(out)
     run = report.load(out)
     print()
