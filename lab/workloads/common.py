@@ -12,6 +12,7 @@ from lab.adapters.base import repo_root
 from lab.netns import ns_exec
 
 PERF_PORT = 7000
+LINK_GBPS = 100
 
 
 def log(msg: str) -> None:
@@ -91,6 +92,10 @@ def perf(sub: str, flow, *args: str, timeout: float, port: int = PERF_PORT) -> d
         sockaddr(flow.dst_addr, port),
         "--recv-bind",
         sockaddr(flow.dst_local or flow.sink_bind, port),
+        # veth has no line rate: only the DUT (and the tester) may limit the rate,
+        # not the 10 Gbit/s media maximum xlat-perf assumes by default.
+        "--link-gbps",
+        str(LINK_GBPS),
         *[str(a) for a in args],
         "--json",
     ]
