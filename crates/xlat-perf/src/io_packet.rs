@@ -361,8 +361,9 @@ impl TxRing {
     }
 }
 
-/// Sending with `sendmmsg(2)` on an AF_PACKET socket (`--tx mmsg`): each
-/// frame is copied into a linear buffer by the kernel.
+/// Sending with `sendmmsg(2)` on an AF_PACKET socket, the fallback when a
+/// TX ring cannot be set up: each frame is copied into a linear buffer by
+/// the kernel (on veth here it costs the same CPU per frame as the ring).
 pub struct MmsgTx {
     fd: OwnedFd,
     bufs: Vec<Vec<u8>>,
@@ -1153,11 +1154,15 @@ pub fn run_trial(
                         .main
                         .len()
                         .max(tx.bg.as_ref().map_or(0, |(b, _)| b.len()));
-                    if std::env::var_os("XLP_MMSG").is_some() {
-                        MmsgTx::open(&tx.port.ifname, max_len, tx.batch).map(Tx::Mmsg)
-                    } else {
-                        TxRing::open(&tx.port.ifname, max_len).map(Tx::Ring)
-                    }
+                    // Without a TX ring (older kernels): sendmmsg(2) on the
+                    // same kind of socket.
+                    TxRing::open(&tx.port.ifname, max_len)
+                        .map(Tx::Ring)
+                        .or_else(|e| {
+                            MmsgTx::open(&tx.port.ifname, max_len, tx.batch)
+                                .map(Tx::Mmsg)
+                                .map_err(|e2| format!("{e}; {e2}"))
+                        })
                 })();
                 if setup.is_err() {
                     failed.store(true, Ordering::Release);
