@@ -832,15 +832,27 @@ fn rx_loop(
     let off = realtime_minus_monotonic();
     let limit = monotonic_ns() + (limit_s * 1e9) as u64;
     let mut cur = 0usize;
+    // Blocks still to look at once the trial is over (a starved receiver
+    // catches up on what arrived in time; other traffic cannot keep it alive).
+    let mut drain: Option<usize> = None;
     loop {
+        let now = monotonic_ns();
+        let stop = stop_at.load(Ordering::Acquire);
+        // Past the end of the wait plus a few block timeouts: every frame
+        // that arrived in time has been handed over.
+        if stop == 1 || now >= limit {
+            break;
+        }
+        if drain.is_none() && stop > 1 && now >= stop + 5_000_000 {
+            drain = Some(RX_BLOCKS);
+        }
+        if drain == Some(0) {
+            break;
+        }
         let boff = cur * RX_BLOCK;
         let st = map.status(boff + 8).load(Ordering::Acquire);
         if st & TP_STATUS_USER == 0 {
-            let now = monotonic_ns();
-            let stop = stop_at.load(Ordering::Acquire);
-            // Past the end of the wait plus two block timeouts: every frame
-            // that arrived in time has been handed over.
-            if (stop > 1 && now >= stop + 5_000_000) || stop == 1 || now >= limit {
+            if drain.is_some() {
                 break;
             }
             let mut pfd = libc::pollfd {
@@ -921,6 +933,7 @@ fn rx_loop(
         }
         map.status(boff + 8).store(0, Ordering::Release);
         cur = (cur + 1) % RX_BLOCKS;
+        drain = drain.map(|d| d - 1);
     }
     // SAFETY: tpacket_stats_v3 is three u32s; getsockopt writes at most len.
     let ring_drops = unsafe {
