@@ -1259,3 +1259,46 @@ pub fn run_trial(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // RFC 8219 section 6.1: n of every m frames are background traffic; the
+    // count over any prefix of the schedule matches the per-frame choice.
+    #[test]
+    fn rfc8219_s6_1_background_fraction() {
+        let b = Background {
+            n: 2,
+            m: 7,
+            src: "2001:db8::1".parse().unwrap(),
+            dst: "[2001:db8::2]:9".parse().unwrap(),
+            next_hop: [0; 6],
+        };
+        for total in [0u64, 1, 2, 3, 7, 8, 9, 700, 701, 1003] {
+            let direct = (0..total).filter(|&i| b.is_bg(i)).count() as u64;
+            assert_eq!(b.count(total), direct, "{total}");
+        }
+        assert_eq!(b.count(7000), 2000);
+    }
+
+    #[test]
+    fn address_ranges_stay_inside() {
+        let mut r = Rng::new(7);
+        let v4 = ("10.0.0.250".parse().unwrap(), "10.0.1.5".parse().unwrap());
+        let v6 = (
+            "2001:db8::ffff:fff0".parse().unwrap(),
+            "2001:db8::1:0:f".parse().unwrap(),
+        );
+        let (mut lo4, mut hi4) = (false, false);
+        for _ in 0..10_000 {
+            let a = rand_addr(&mut r, v4);
+            assert!(a >= v4.0 && a <= v4.1, "{a}");
+            lo4 |= a == v4.0;
+            hi4 |= a == v4.1;
+            let b = rand_addr(&mut r, v6);
+            assert!(b >= v6.0 && b <= v6.1, "{b}");
+        }
+        assert!(lo4 && hi4, "both ends of a 12-address range are drawn");
+    }
+}
