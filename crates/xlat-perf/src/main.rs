@@ -18,10 +18,12 @@
 mod args;
 mod engine;
 mod flood;
+mod flows;
 mod json;
 mod measure;
 mod pace;
 mod payload;
+mod procedures;
 mod search;
 mod sink;
 mod stats;
@@ -75,6 +77,8 @@ fn main() -> ExitCode {
         "latency" => measured(measure::Test::Latency, &parsed),
         "pdv" => measured(measure::Test::Pdv, &parsed),
         "ipdv" => measured(measure::Test::Ipdv, &parsed),
+        "back-to-back" => measured(measure::Test::BackToBack, &parsed),
+        "system-recovery" => measured(measure::Test::SystemRecovery, &parsed),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
