@@ -25,6 +25,7 @@ mod pace;
 mod payload;
 mod procedures;
 mod search;
+mod stateful;
 mod sink;
 mod stats;
 
@@ -79,6 +80,10 @@ fn main() -> ExitCode {
         "ipdv" => measured(measure::Test::Ipdv, &parsed),
         "back-to-back" => measured(measure::Test::BackToBack, &parsed),
         "system-recovery" => measured(measure::Test::SystemRecovery, &parsed),
+        "cer" => stateful_test(stateful::STest::Cer, &parsed),
+        "validate" => stateful_test(stateful::STest::Validate, &parsed),
+        "state-throughput" => stateful_test(stateful::STest::StateThroughput, &parsed),
+        "capacity" => stateful_test(stateful::STest::Capacity, &parsed),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -105,6 +110,10 @@ fn main() -> ExitCode {
 /// is sent.
 fn measured(test: measure::Test, a: &args::Args) -> Result<Result<String, String>, String> {
     measure::Params::from_args(test, a).map(|p| measure::run(&p))
+}
+
+fn stateful_test(t: stateful::STest, a: &args::Args) -> Result<Result<String, String>, String> {
+    stateful::SParams::from_args(t, a).map(|p| stateful::run(&p))
 }
 
 fn frame_payload(a: &args::Args) -> Result<String, String> {
