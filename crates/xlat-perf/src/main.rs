@@ -24,9 +24,10 @@ mod measure;
 mod pace;
 mod payload;
 mod procedures;
+mod relay;
 mod search;
-mod stateful;
 mod sink;
+mod stateful;
 mod stats;
 
 use std::process::ExitCode;
@@ -80,6 +81,7 @@ fn main() -> ExitCode {
         "ipdv" => measured(measure::Test::Ipdv, &parsed),
         "back-to-back" => measured(measure::Test::BackToBack, &parsed),
         "system-recovery" => measured(measure::Test::SystemRecovery, &parsed),
+        "delay-relay" => relay::Config::from_args(&parsed).map(|c| relay::run(&c)),
         "cer" => stateful_test(stateful::STest::Cer, &parsed),
         "validate" => stateful_test(stateful::STest::Validate, &parsed),
         "state-throughput" => stateful_test(stateful::STest::StateThroughput, &parsed),

@@ -275,7 +275,9 @@ impl SParams {
         }
         let between_wait: f64 = a.opt("between-wait")?.unwrap_or(0.0);
         if !(0.0..=3600.0).contains(&between_wait) {
-            return Err(format!("--between-wait {between_wait}: must be in [0, 3600] s"));
+            return Err(format!(
+                "--between-wait {between_wait}: must be in [0, 3600] s"
+            ));
         }
         let error: f64 = a.opt("error")?.unwrap_or(0.01);
         if !(error > 0.0 && error < 0.5) {
@@ -694,8 +696,7 @@ impl Runner<'_> {
                 hi = rate;
             }
             let gap = hi - lo;
-            if hi <= 1 || gap as f64 <= self.p.error * hi as f64 || gap <= 1 || hi < stop_below
-            {
+            if hi <= 1 || gap as f64 <= self.p.error * hi as f64 || gap <= 1 || hi < stop_below {
                 break;
             }
             rate = lo + gap / 2;
@@ -722,10 +723,7 @@ fn trial_json(t: &Trial) -> J {
         ("prelim_rate", J::u(t.rate)),
         ("preliminary", d(&t.prelim)),
         ("recorded_tuples", J::u(t.recorded.len() as u64)),
-        (
-            "validation",
-            t.validation.as_ref().map_or(J::Null, d),
-        ),
+        ("validation", t.validation.as_ref().map_or(J::Null, d)),
         ("phase2_rate", J::u(t.phase2_rate)),
         (
             "phase2",
@@ -818,7 +816,11 @@ pub fn run(p: &SParams) -> Result<String, String> {
         match p.test {
             STest::Cer => {
                 let cer = r.cer_search(p.connections, p.max_rate, 0, &mut log)?;
-                push("maximum connection establishment rate", "connections/s", cer as f64);
+                push(
+                    "maximum connection establishment rate",
+                    "connections/s",
+                    cer as f64,
+                );
                 res.push(("connection_establishment_rate", J::u(cer)));
                 for t in &log {
                     rows.push(row(rep, "cer", t));
@@ -828,14 +830,15 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 let i = r.trial_retry(p.connections, p.prelim_rate, true, 0, &mut log)?;
                 let t = &log[i];
                 let validated = t.validation.as_ref().map_or(0, |v| v.received);
-                push("established connections", "connections", t.prelim.received as f64);
+                push(
+                    "established connections",
+                    "connections",
+                    t.prelim.received as f64,
+                );
                 push("validated connections", "connections", validated as f64);
                 res.push(("established", J::u(t.prelim.received)));
                 res.push(("validated", J::u(validated)));
-                res.push((
-                    "all_validated",
-                    J::Bool(t.prelim_ok() && t.validation_ok()),
-                ));
+                res.push(("all_validated", J::Bool(t.prelim_ok() && t.validation_ok())));
                 for t in &log {
                     rows.push(row(rep, "validate", t));
                 }
@@ -856,8 +859,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
                             break;
                         }
                     }
-                    if t.valid() && t.prelim_ok() && t.phase2.iter().all(|(_, d)| d.zero_loss())
-                    {
+                    if t.valid() && t.prelim_ok() && t.phase2.iter().all(|(_, d)| d.zero_loss()) {
                         lo = rate;
                     } else {
                         hi = rate;
@@ -940,7 +942,11 @@ pub fn run(p: &SParams) -> Result<String, String> {
                         }
                     }
                 }
-                push("connection tracking table capacity", "connections", cs as f64);
+                push(
+                    "connection tracking table capacity",
+                    "connections",
+                    cs as f64,
+                );
                 push("rate at capacity", "connections/s", rs as f64);
                 res.push(("capacity", J::u(cs)));
                 res.push(("capacity_upper_bound", J::u(if hit_max { cs } else { ct })));
@@ -1069,17 +1075,39 @@ mod tests {
         assert!(e(&["--max-rate", "0"], STest::Cer).contains("--max-rate 0"));
         assert!(e(&[], STest::Cer).contains("--max-rate is required"));
         let m = e(
-            &["--max-rate", "10", "--sports", "2000-2009", "--dports", "80-81", "--connections", "21"],
+            &[
+                "--max-rate",
+                "10",
+                "--sports",
+                "2000-2009",
+                "--dports",
+                "80-81",
+                "--connections",
+                "21",
+            ],
             STest::Cer,
         );
         assert!(m.contains("more than the 20 4-tuples"), "{m}");
         assert!(e(&["--max-rate", "10", "--sports", "9-3"], STest::Cer).contains("LO <= HI"));
-        assert!(e(&["--prelim-rate", "10", "--direction", "up", "--max-rate", "5"], STest::StateThroughput)
-            .contains("--direction \"up\""));
+        assert!(e(
+            &[
+                "--prelim-rate",
+                "10",
+                "--direction",
+                "up",
+                "--max-rate",
+                "5"
+            ],
+            STest::StateThroughput
+        )
+        .contains("--direction \"up\""));
         assert!(e(&["--max-rate", "10", "--c0", "0"], STest::Capacity).contains("--c0 0"));
         assert!(e(&["--max-rate", "10", "--beta", "1.5"], STest::Capacity).contains("--beta 1.5"));
-        assert!(e(&["--max-rate", "10", "--initiator-netns", "xlp-nope"], STest::Cer)
-            .contains("no such network namespace"));
+        assert!(e(
+            &["--max-rate", "10", "--initiator-netns", "xlp-nope"],
+            STest::Cer
+        )
+        .contains("no such network namespace"));
         assert!(e(&["--max-rate", "10", "--frame-size", "64"], STest::Cer).contains("84..=9018"));
         let ok = SParams::from_args(
             STest::Cer,
@@ -1090,7 +1118,14 @@ mod tests {
         assert_eq!(ok.connections, 10_000);
         let e = SParams::from_args(
             STest::Cer,
-            &args(&["--initiator", "192.0.2.1", "--dst", "2001:db8::2", "--max-rate", "5"]),
+            &args(&[
+                "--initiator",
+                "192.0.2.1",
+                "--dst",
+                "2001:db8::2",
+                "--max-rate",
+                "5",
+            ]),
         )
         .unwrap_err();
         assert!(e.contains("not of the family"), "{e}");
