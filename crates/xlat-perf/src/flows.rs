@@ -549,7 +549,7 @@ fn recv_loop(
         }
         let rx = monotonic_ns();
         for i in 0..r as usize {
-            if names[i].sll_pkttype == libc::PACKET_OUTGOING as u8 {
+            if names[i].sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
             let len = (msgs[i].msg_len as usize).min(RX_BUF);

@@ -16,6 +16,7 @@
 //! `throughput`, `frame-loss`, `latency`, `pdv`, `ipdv`. See docs/xlat-perf.md.
 
 mod args;
+mod config;
 mod engine;
 mod flood;
 mod flows;
@@ -63,13 +64,20 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let rest = &argv[1..];
-    let parsed = match args::Args::parse(rest) {
+    let mut parsed = match args::Args::parse(rest) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("xlat-perf: {e}\n{USAGE}");
             return ExitCode::from(2);
         }
     };
+    // --config FILE: the file's values where the command line gave none.
+    if let Some(path) = parsed.take("config") {
+        if let Err(e) = config::apply(cmd, &path, &mut parsed) {
+            eprintln!("xlat-perf: {cmd}: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let result = match cmd.as_str() {
         "udp-flood" => flood::Config::from_args(&parsed).map(|c| flood::run(&c)),
         "udp-sink" => sink::Config::from_args(&parsed).map(|c| sink::run(&c)),
@@ -111,11 +119,15 @@ fn main() -> ExitCode {
 /// Parameters are checked completely (exit 2 on a bad one) before any frame
 /// is sent.
 fn measured(test: measure::Test, a: &args::Args) -> Result<Result<String, String>, String> {
-    measure::Params::from_args(test, a).map(|p| measure::run(&p))
+    measure::Params::from_args(test, a)
+        .map(|p| measure::run(&p))
+        .map_err(|e| config::format_error(&e))
 }
 
 fn stateful_test(t: stateful::STest, a: &args::Args) -> Result<Result<String, String>, String> {
-    stateful::SParams::from_args(t, a).map(|p| stateful::run(&p))
+    stateful::SParams::from_args(t, a)
+        .map(|p| stateful::run(&p))
+        .map_err(|e| config::format_error(&e))
 }
 
 fn frame_payload(a: &args::Args) -> Result<String, String> {

@@ -177,18 +177,24 @@ fn parse_rates(s: &str, max_rate: u64) -> Result<Vec<u64>, String> {
     Ok(out)
 }
 
+/// The options (and config-file keys) of a measurement subcommand.
+pub fn known_keys(test: Test) -> Vec<&'static str> {
+    let mut known: Vec<&str> = COMMON.to_vec();
+    known.extend_from_slice(match test {
+        Test::Throughput => &["max-rate", "error", "max-trials", "ceiling"][..],
+        Test::FrameLoss => &["max-rate", "rates"][..],
+        Test::Latency => &["rate", "warmup", "tagged"][..],
+        Test::Pdv | Test::Ipdv => &["rate"][..],
+        Test::BackToBack => &["rate", "max-burst", "error", "max-trials", "gap"][..],
+        Test::SystemRecovery => &["throughput", "recovery-duration"][..],
+    });
+    known
+}
+
 impl Params {
     /// Parses and checks every parameter; nothing is sent before this passed.
     pub fn from_args(test: Test, a: &Args) -> Result<Params, String> {
-        let mut known: Vec<&str> = COMMON.to_vec();
-        known.extend_from_slice(match test {
-            Test::Throughput => &["max-rate", "error", "max-trials", "ceiling"][..],
-            Test::FrameLoss => &["max-rate", "rates"][..],
-            Test::Latency => &["rate", "warmup", "tagged"][..],
-            Test::Pdv | Test::Ipdv => &["rate"][..],
-            Test::BackToBack => &["rate", "max-burst", "error", "max-trials", "gap"][..],
-            Test::SystemRecovery => &["throughput", "recovery-duration"][..],
-        });
+        let known = known_keys(test);
         a.check_known(&known)?;
         let dst = parse_addr("dst", &a.req::<String>("dst")?)?;
         if dst.port() == 0 {
