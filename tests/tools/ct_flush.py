@@ -28,7 +28,9 @@ def flush(family: int) -> None:
         s.bind((0, 0))
         nfgen = struct.pack("=BBH", family, 0, 0)
         msg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE
-        hdr = struct.pack("=LHHLL", 16 + len(nfgen), msg_type, NLM_F_REQUEST | NLM_F_ACK, 1, 0)
+        hdr = struct.pack(
+            "=LHHLL", 16 + len(nfgen), msg_type, NLM_F_REQUEST | NLM_F_ACK, 1, 0
+        )
         s.sendto(hdr + nfgen, (0, 0))
         data = s.recv(65536)
         _len, typ, _flags, _seq, _pid = struct.unpack("=LHHLL", data[:16])

@@ -90,7 +90,7 @@ impl Args {
             Some(v) => v
                 .parse()
                 .map(Some)
-                .map_err(|_| format!("--{key}: {v:?}: not a valid value")),
+                .map_err(|_| format!("--{key} {v:?}: not a valid value")),
         }
     }
 
