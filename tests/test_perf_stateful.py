@@ -455,3 +455,72 @@ def test_config_file_values_overrides_and_errors(lab, tmp_path):
         assert cp.returncode == 2, (extra, cp.stdout, cp.stderr)
         assert msg in cp.stderr, (extra, cp.stderr)
     assert forwarded() == before, "nothing was sent on a bad config"
+
+
+# RFC 9693 against xlat itself in NAT64 mode (RFC 6146; IPv6 Initiator,
+# IPv4 Responder reached as 64:ff9b::198.51.100.2): every connection of the
+# preliminary phase gets a session (the Responder sees pool4's address) and
+# validates; with max-sessions below the number of connections, exactly
+# max-sessions connections are established and validated, the rest refused
+# and counted as nat64_session_limit.
+@pytest.mark.timeout(60)
+def test_rfc9693_validation_through_xlat_nat64():
+    from test_nat64 import Env
+
+    e = Env(nat64="max-sessions = 600\n")
+    try:
+        t = e.t
+        for ns in (t.c1, t.h4):
+            t.lab.exec(
+                ns,
+                ["nft", "-f", "-"],
+                input="table inet xlqin {\n chain in {\n"
+                "  type filter hook input priority 0; policy accept;\n"
+                "  udp dport 1024-65535 drop\n }\n}\n",
+            )
+        args = [
+            "--initiator-netns",
+            t.c1,
+            "--responder-netns",
+            t.h4,
+            "--initiator",
+            t.c1_addr,
+            "--dst",
+            t.h4_v6,
+            "--responder",
+            t.h4_addr,
+            "--prelim-rate",
+            "2000",
+            "--dports",
+            "7000",
+            "--wait",
+            "0.3",
+        ]
+        out = perf_json(
+            "validate", *args, "--connections", "500", "--sports", "10000-10499"
+        )
+        rep = out["repetitions"][0]
+        assert rep["established"] == 500 and rep["validated"] == 500, rep
+        assert out["parameters"]["frame_size"] == 84
+        udp = [s for s in sessions_of(e) if s[0] == "udp"]
+        assert len(udp) == 500, udp[:3]
+        # The sessions' IPv4 side is pool4 (203.0.113.0/24 in this topology).
+        assert all(s[2].startswith("203.0.113.") for s in udp), udp[:3]
+        # 500 sessions exist; 400 new connections meet max-sessions = 600.
+        out = perf_json(
+            "validate", *args, "--connections", "400", "--sports", "20000-20399"
+        )
+        rep = out["repetitions"][0]
+        assert rep["established"] == 100 and rep["validated"] == 0, rep
+        assert rep["all_validated"] is False
+        assert e.x.stats()["nat64_session_limit"] >= 300
+    finally:
+        e.close()
+
+
+def sessions_of(e) -> list[list[str]]:
+    return [
+        ln.split()
+        for ln in e.x.cli("session", "show").stdout.splitlines()
+        if ln.strip()
+    ]

@@ -17,10 +17,11 @@
 //! new): every trial runs `--between-cmd` (e.g. a command that flushes the
 //! DUT's connection tracking) and sleeps `--between-wait` seconds (e.g. the
 //! DUT's UDP timeout), and in addition every trial takes its 4-tuples from a
-//! fresh part of the tuple space (trial k uses tuple numbers k*N .. k*N+N-1,
-//! modulo the size of the space), so that a connection left over from an
-//! earlier trial is never counted as newly established. Neither the hook nor
-//! the wait is run when not given.
+//! fresh part of the tuple space (trial k uses tuple numbers S+k*N ..
+//! S+k*N+N-1 modulo the size of the space, S a pseudorandom start per run),
+//! so that a connection left over from an earlier trial is not counted as
+//! newly established while the space lasts. Neither the hook nor the wait is
+//! run when not given.
 
 use crate::args::Args;
 use crate::engine::{self, monotonic_ns, Rng};
@@ -482,6 +483,10 @@ struct Runner<'a> {
     p: &'a SParams,
     stream: u16,
     trial_no: u64,
+    /// Where this run starts in the tuple space (pseudorandom, so that two
+    /// runs against a DUT that still holds the first run's connections are
+    /// unlikely to reuse them).
+    first_tuple: u64,
 }
 
 impl Runner<'_> {
@@ -520,7 +525,7 @@ impl Runner<'_> {
         let p = self.p;
         self.between()?;
         let space = span(p.sports) * span(p.dports);
-        let base = (self.trial_no * n) % space;
+        let base = (self.first_tuple + self.trial_no * n) % space;
         self.trial_no += 1;
         let order = Arc::new(trial_tuples(base, n, space, monotonic_ns()));
         let (sports, dports, dst) = (p.sports, p.dports, p.dst);
@@ -705,6 +710,84 @@ impl Runner<'_> {
     }
 }
 
+/// Result of the RFC 9693 capacity search.
+#[derive(Debug)]
+pub struct Capacity {
+    /// CS: the largest number of connections established at a rate not
+    /// below the gamma (beta) fraction of the safe rate.
+    pub capacity: u64,
+    /// CT: the smallest number found to fail (= capacity if max reached).
+    pub upper: u64,
+    /// RS: the connection establishment rate measured at CS.
+    pub rate: u64,
+    pub hit_max: bool,
+    /// (stage, connections, measured rate) of every search step.
+    pub steps: Vec<(&'static str, u64, u64)>,
+}
+
+/// RFC 9693 connection tracking table capacity: R0 = CER(C0); exponential
+/// search CT = 2 CS while CER(CT) (searched up to RS) stays at or above
+/// beta * RS; then binary search between CS and CT (within `e`
+/// connections) while CER(C) stays at or above gamma * RS. `cer(n, max,
+/// stop)` runs a maximum connection establishment rate search for `n`
+/// connections up to `max`, which may give up under `stop`. None when
+/// nothing establishes C0 connections.
+pub fn capacity_search<E>(
+    c0: u64,
+    max_rate: u64,
+    max_connections: u64,
+    beta: f64,
+    gamma: f64,
+    e: u64,
+    mut cer: impl FnMut(u64, u64, u64) -> Result<u64, E>,
+) -> Result<Option<Capacity>, E> {
+    let mut steps = Vec::new();
+    let r0 = cer(c0, max_rate, 0)?;
+    steps.push(("R0", c0, r0));
+    if r0 == 0 {
+        return Ok(None);
+    }
+    let (mut cs, mut rs) = (c0, r0);
+    let mut ct;
+    let mut hit_max = false;
+    loop {
+        ct = (cs * 2).min(max_connections);
+        let stop = (rs as f64 * beta).ceil() as u64;
+        let rt = cer(ct, rs, stop)?;
+        steps.push(("exponential", ct, rt));
+        if rt < stop {
+            break;
+        }
+        cs = ct;
+        rs = rt;
+        if ct >= max_connections {
+            hit_max = true;
+            break;
+        }
+    }
+    if !hit_max {
+        while ct - cs > e {
+            let c = (cs + ct) / 2;
+            let stop = (rs as f64 * gamma).ceil() as u64;
+            let rc = cer(c, rs, stop)?;
+            steps.push(("binary", c, rc));
+            if rc < stop {
+                ct = c;
+            } else {
+                cs = c;
+                rs = rc;
+            }
+        }
+    }
+    Ok(Some(Capacity {
+        capacity: cs,
+        upper: if hit_max { cs } else { ct },
+        rate: rs,
+        hit_max,
+        steps,
+    }))
+}
+
 fn trial_json(t: &Trial) -> J {
     let d = |o: &DirOut| {
         J::obj(vec![
@@ -799,6 +882,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
         p,
         stream: (monotonic_ns() & 0xffff) as u16,
         trial_no: 0,
+        first_tuple: Rng::new(monotonic_ns()).next() % (span(p.sports) * span(p.dports)),
     };
     let mut reps = Vec::new();
     let mut rows: Vec<(String, String)> = Vec::new();
@@ -889,59 +973,33 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 // RFC 9693 section 4.8: R0 at C0; exponential search doubling
                 // C while R stays above beta * RS; then binary search between
                 // CS and CT while R stays above gamma * RS.
-                let mut steps: Vec<J> = Vec::new();
-                let r0 = r.cer_search(p.c0, p.max_rate, 0, &mut log)?;
-                steps.push(J::obj(vec![
-                    ("stage", J::s("R0")),
-                    ("connections", J::u(p.c0)),
-                    ("rate", J::u(r0)),
-                ]));
-                if r0 == 0 {
+                let cap = capacity_search(
+                    p.c0,
+                    p.max_rate,
+                    p.max_connections,
+                    p.beta,
+                    p.gamma,
+                    p.capacity_error,
+                    |n, max, stop| r.cer_search(n, max, stop, &mut log),
+                )?;
+                let Some(cap) = cap else {
                     return Err(format!(
                         "--c0 {}: no rate establishes C0 connections (choose a C0 the DUT surely holds)",
                         p.c0
                     ));
-                }
-                let (mut cs, mut rs) = (p.c0, r0);
-                let mut ct;
-                let mut hit_max = false;
-                loop {
-                    ct = (cs * 2).min(p.max_connections);
-                    let stop = (rs as f64 * p.beta).ceil() as u64;
-                    let rt = r.cer_search(ct, rs, stop, &mut log)?;
-                    steps.push(J::obj(vec![
-                        ("stage", J::s("exponential")),
-                        ("connections", J::u(ct)),
-                        ("rate", J::u(rt)),
-                    ]));
-                    if rt < stop {
-                        break;
-                    }
-                    cs = ct;
-                    rs = rt;
-                    if ct >= p.max_connections {
-                        hit_max = true;
-                        break;
-                    }
-                }
-                if !hit_max {
-                    while ct - cs > p.capacity_error {
-                        let c = (cs + ct) / 2;
-                        let stop = (rs as f64 * p.gamma).ceil() as u64;
-                        let rc = r.cer_search(c, rs, stop, &mut log)?;
-                        steps.push(J::obj(vec![
-                            ("stage", J::s("binary")),
-                            ("connections", J::u(c)),
-                            ("rate", J::u(rc)),
-                        ]));
-                        if rc < stop {
-                            ct = c;
-                        } else {
-                            cs = c;
-                            rs = rc;
-                        }
-                    }
-                }
+                };
+                let (cs, rs, hit_max) = (cap.capacity, cap.rate, cap.hit_max);
+                let steps: Vec<J> = cap
+                    .steps
+                    .iter()
+                    .map(|(stage, n, rate)| {
+                        J::obj(vec![
+                            ("stage", J::s(*stage)),
+                            ("connections", J::u(*n)),
+                            ("rate", J::u(*rate)),
+                        ])
+                    })
+                    .collect();
                 push(
                     "connection tracking table capacity",
                     "connections",
@@ -949,7 +1007,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 );
                 push("rate at capacity", "connections/s", rs as f64);
                 res.push(("capacity", J::u(cs)));
-                res.push(("capacity_upper_bound", J::u(if hit_max { cs } else { ct })));
+                res.push(("capacity_upper_bound", J::u(cap.upper)));
                 res.push(("rate_at_capacity", J::u(rs)));
                 res.push(("reached_max_connections", J::Bool(hit_max)));
                 res.push(("steps", J::Arr(steps)));
@@ -1055,6 +1113,41 @@ mod tests {
         let mut c = trial_tuples(700, 1000, space, 3);
         c.sort();
         assert_eq!(c, (0..1000).collect::<Vec<_>>());
+    }
+
+    // RFC 9693 capacity search on a simulated DUT that establishes up to
+    // `cap` connections at 10000/s and none beyond: exponential then binary
+    // search, result within E; the max-connections cap is reported as such.
+    #[test]
+    fn rfc9693_capacity_search_finds_the_table_size() {
+        for &(cap, c0, e) in &[(1000u64, 300u64, 20u64), (65536, 1000, 1), (5000, 4999, 1)] {
+            let c = capacity_search::<()>(c0, 20000, 1 << 24, 0.2, 0.4, e, |n, max, _| {
+                Ok(if n <= cap { max.min(10000) } else { 0 })
+            })
+            .unwrap()
+            .unwrap();
+            assert!(c.capacity <= cap && cap - c.capacity <= e, "{cap}: {c:?}");
+            assert!(c.upper > cap, "{c:?}");
+            assert_eq!(c.rate, 10000);
+            assert!(!c.hit_max);
+        }
+        let c = capacity_search::<()>(100, 20000, 800, 0.2, 0.4, 1, |_, max, _| Ok(max.min(5000)))
+            .unwrap()
+            .unwrap();
+        assert!(c.hit_max && c.capacity == 800, "{c:?}");
+        // A rate that drops with the table (a slower DUT when full) stops
+        // the exponential phase at beta * RS.
+        let c = capacity_search::<()>(1000, 20000, 1 << 24, 0.2, 0.4, 10, |n, max, _| {
+            Ok(if n <= 4000 { max.min(10000) } else { 1000 })
+        })
+        .unwrap()
+        .unwrap();
+        assert!(c.capacity <= 4000 && c.capacity >= 3990, "{c:?}");
+        assert!(
+            capacity_search::<()>(10, 100, 1000, 0.2, 0.4, 1, |_, _, _| Ok(0))
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
