@@ -561,7 +561,10 @@ impl Runner<'_> {
             phase2: Vec::new(),
             phase2_rate,
         };
-        if !t.prelim_ok() {
+        // `validate` checks the connections that were made even when some
+        // frames of the preliminary phase were lost; a search needs not.
+        let validate_anyway = p.test == STest::Validate && !t.recorded.is_empty();
+        if !t.prelim_ok() && !validate_anyway {
             return Ok(t);
         }
         if validate {
@@ -589,7 +592,7 @@ impl Runner<'_> {
                 slack_ns: STATE_SLACK_NS,
             };
             t.validation = Some(flows::run(&[d], p.wait)?.remove(0));
-            if !t.validation_ok() {
+            if !t.validation_ok() || !t.prelim_ok() {
                 return Ok(t);
             }
         }
@@ -827,8 +830,11 @@ fn verdict(t: &Trial) -> String {
         return "invalid: sender behind".into();
     }
     if !t.prelim_ok() {
+        let v = t.validation.as_ref().map_or(String::new(), |v| {
+            format!("; {} of them validated", v.received)
+        });
         return format!(
-            "fail: preliminary phase {} of {} arrived",
+            "fail: preliminary phase {} of {} arrived{v}",
             t.prelim.received, t.connections
         );
     }
