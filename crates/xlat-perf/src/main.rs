@@ -11,9 +11,13 @@
 //!   until it has seen the expected count or its timeout passes.
 //! - `xlat-perf frame-payload`: RFC 8219 section 5.1.1 frame-size arithmetic.
 //!
-//! Measurement commands (RFC 8219 section 7; `measure`, `engine`): each runs
-//! its own sender and receiver threads, each in its own network namespace:
-//! `throughput`, `frame-loss`, `latency`, `pdv`, `ipdv`. See docs/xlat-perf.md.
+//! Measurement commands (RFC 8219 section 7; `measure`, `engine`,
+//! `procedures`, `flows`): each runs its own sender and receiver threads,
+//! each in its own network namespace: `throughput`, `frame-loss`, `latency`,
+//! `pdv`, `ipdv`, `back-to-back`, `system-recovery`. RFC 9693 stateful tests
+//! (`stateful`): `cer`, `validate`, `state-throughput`, `capacity`. Every
+//! measurement takes `--config FILE` (`config`). `delay-relay` (`relay`) is
+//! the known-delay DUT of the latency calibration. See docs/xlat-perf.md.
 
 mod args;
 mod config;
@@ -47,10 +51,29 @@ its own network namespace; see docs/xlat-perf.md):
   xlat-perf latency    --dst ADDR:PORT --rate FPS [--warmup SECS] [--tagged N] COMMON
   xlat-perf pdv        --dst ADDR:PORT --rate FPS COMMON
   xlat-perf ipdv       --dst ADDR:PORT --rate FPS COMMON
+  xlat-perf back-to-back --dst ADDR:PORT --src ADDR --rate FPS [--max-burst N] [--gap SECS]
+                       [--error E] [--max-trials N] COMMON
+  xlat-perf system-recovery --dst ADDR:PORT --src ADDR --throughput FPS
+                       [--recovery-duration SECS] COMMON
 COMMON: [--src ADDR] [--recv-bind ADDR:PORT] [--send-netns NAME] [--recv-netns NAME]
         [--frame-size BYTES] [--link-gbps G] [--duration SECS] [--wait SECS]
         [--repeat N] [--retries N] [--batch N] [--random-ports [--src-ports LO-HI]]
-        [--json | --csv]
+        [--json | --csv] [--config FILE]
+
+RFC 9693 stateful measurements (Initiator on the private/IPv6 side, Responder
+on the public/IPv4 side):
+  xlat-perf cer      --max-rate FPS [--connections N] [--error E] [--max-trials N] SCOMMON
+  xlat-perf validate --prelim-rate FPS [--connections N] SCOMMON
+  xlat-perf state-throughput --prelim-rate FPS --max-rate FPS [--connections N]
+                     [--direction forward|reverse|bidirectional] [--duration SECS] [--error E] SCOMMON
+  xlat-perf capacity --max-rate FPS [--c0 N] [--beta B] [--gamma G] [--capacity-error E]
+                     [--max-connections N] [--error E] SCOMMON
+SCOMMON: --initiator ADDR --dst ADDR [--responder ADDR] [--initiator-netns NAME]
+        [--responder-netns NAME] [--sports LO-HI] [--dports LO-HI] [--frame-size BYTES]
+        [--alpha A] [--between-cmd CMD] [--between-wait SECS] [--wait SECS] [--repeat N]
+        [--retries N] [--batch N] [--json | --csv] [--config FILE]
+
+Utility: xlat-perf delay-relay --listen ADDR:PORT --to ADDR:PORT --delay-ms MS [--duration SECS]
 
 Frames are Ethernet frames incl. FCS (RFC 8219 section 5): UDP payload =
 frame - 18 - L3 header (20 or 40) - 8. 84-byte IPv6 frames => 18-byte payload

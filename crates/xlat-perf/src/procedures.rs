@@ -162,7 +162,7 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
             ("repetition", J::u(rep as u64)),
             ("back_to_back_frames", J::u(res.throughput)),
             ("upper_bound_frames", J::u(res.upper)),
-            // RFC 9004 section 6.4: the burst expressed as time at the burst rate.
+            // RFC 9004 section 6: the implied DUT buffer time (burst / rate).
             (
                 "implied_buffer_time_s",
                 J::f(res.throughput as f64 / rate as f64),
