@@ -106,7 +106,7 @@ impl DirOut {
             elapsed: self.elapsed,
             max_lag_us: self.max_lag_us,
             behind: self.behind,
-            delays: Vec::new(),
+            ..Default::default()
         }
     }
     pub fn lost(&self) -> u64 {
