@@ -73,7 +73,8 @@ SCOMMON: --initiator ADDR --dst ADDR [--responder ADDR] [--initiator-netns NAME]
         [--alpha A] [--between-cmd CMD] [--between-wait SECS] [--wait SECS] [--repeat N]
         [--retries N] [--batch N] [--json | --csv] [--config FILE]
 
-Utility: xlat-perf delay-relay --listen ADDR:PORT --to ADDR:PORT --delay-ms MS [--duration SECS]
+Utility: xlat-perf delay-relay (--interface IF --dport PORT | --listen ADDR:PORT --to ADDR:PORT)
+                               --delay-ms MS [--duration SECS]
 
 Frames are Ethernet frames incl. FCS (RFC 8219 section 5): UDP payload =
 frame - 18 - L3 header (20 or 40) - 8. 84-byte IPv6 frames => 18-byte payload
@@ -94,13 +95,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // --config FILE: the file's values where the command line gave none.
-    if let Some(path) = parsed.take("config") {
-        if let Err(e) = config::apply(cmd, &path, &mut parsed) {
-            eprintln!("xlat-perf: {cmd}: {e}");
-            return ExitCode::from(2);
+    // --config FILE: the file's values where the command line gave none;
+    // bad parameters are then reported as `error: KEY: VALUE: reason`.
+    let with_config = match parsed.take("config") {
+        Some(path) => {
+            if let Err(e) = config::apply(cmd, &path, &mut parsed) {
+                eprintln!("xlat-perf: {cmd}: {e}");
+                return ExitCode::from(2);
+            }
+            true
         }
-    }
+        None => false,
+    };
     let result = match cmd.as_str() {
         "udp-flood" => flood::Config::from_args(&parsed).map(|c| flood::run(&c)),
         "udp-sink" => sink::Config::from_args(&parsed).map(|c| sink::run(&c)),
@@ -133,6 +139,11 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
         Err(e) => {
+            let e = if with_config {
+                config::format_error(&e)
+            } else {
+                e
+            };
             eprintln!("xlat-perf: {cmd}: {e}\n{USAGE}");
             ExitCode::from(2)
         }
@@ -142,15 +153,11 @@ fn main() -> ExitCode {
 /// Parameters are checked completely (exit 2 on a bad one) before any frame
 /// is sent.
 fn measured(test: measure::Test, a: &args::Args) -> Result<Result<String, String>, String> {
-    measure::Params::from_args(test, a)
-        .map(|p| measure::run(&p))
-        .map_err(|e| config::format_error(&e))
+    measure::Params::from_args(test, a).map(|p| measure::run(&p))
 }
 
 fn stateful_test(t: stateful::STest, a: &args::Args) -> Result<Result<String, String>, String> {
-    stateful::SParams::from_args(t, a)
-        .map(|p| stateful::run(&p))
-        .map_err(|e| config::format_error(&e))
+    stateful::SParams::from_args(t, a).map(|p| stateful::run(&p))
 }
 
 fn frame_payload(a: &args::Args) -> Result<String, String> {
