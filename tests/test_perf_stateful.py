@@ -256,15 +256,46 @@ def test_rfc9693_validation_of_established_connections(lab):
         "2000",
         "--prelim-rate",
         "5000",
+        "--repeat",
+        "2",
     )
-    rep = out["repetitions"][0]
-    assert rep["established"] == 2000 and rep["validated"] == 2000, rep
-    assert rep["all_validated"] is True
-    t = rep["trials"][-1]
-    assert t["recorded_tuples"] == 2000
-    # The Responder saw the NAT's public address, not the Initiator's.
+    for rep in out["repetitions"]:
+        assert rep["established"] == 2000 and rep["validated"] == 2000, rep
+        assert rep["all_validated"] is True
+        t = rep["trials"][-1]
+        assert t["recorded_tuples"] == 2000
+        # The Responder recorded the 4-tuples after translation: the NAT's
+        # public address, never the Initiator's.
+        for tup in t["recorded_sample"]:
+            src, _sport, _arrow, dst, dport = tup.split()
+            assert src == "198.51.100.254" and dst == "198.51.100.2", tup
+            assert 7000 <= int(dport) <= 7099, tup
+    summ = out["summary"]["validated connections"]["summary"]
+    assert summ["n"] == 2 and summ["median"] == summ["p1"] == 2000, summ
+    # The DUT holds the connections: its conntrack table has them all.
     conns = netns.ns_exec(r, ["cat", "/proc/sys/net/netfilter/nf_conntrack_count"])
     assert int(conns.stdout) >= 2000
+    # CSV: a header and one row per trial.
+    rows = perf(
+        "validate",
+        *stateful(s, d, r),
+        "--connections",
+        "100",
+        "--prelim-rate",
+        "5000",
+        "--csv",
+    ).stdout.splitlines()
+    assert rows[0].startswith("test,repetition,step,connections,prelim_rate,"), rows
+    assert rows[1].split(",")[:7] == [
+        "validate",
+        "1",
+        "validate",
+        "100",
+        "5000",
+        "100",
+        "100",
+    ]
+    assert rows[1].endswith(",pass"), rows
     lab.exec(
         r,
         [
@@ -498,6 +529,9 @@ def test_rfc9693_validation_through_xlat_nat64():
         rep = out["repetitions"][0]
         assert rep["established"] == 500 and rep["validated"] == 500, rep
         assert out["parameters"]["frame_size"] == 84
+        # IPv6 frames in, IPv4 out: the Responder saw pool4 as the source.
+        sample = rep["trials"][-1]["recorded_sample"]
+        assert sample and all(x.startswith("203.0.113.") for x in sample), sample
         udp = [s for s in sessions_of(e) if s[0] == "udp"]
         assert len(udp) == 500, udp[:3]
         # The sessions' IPv4 side is pool4 (203.0.113.0/24 in this topology).

@@ -809,6 +809,18 @@ fn trial_json(t: &Trial) -> J {
         ("prelim_rate", J::u(t.rate)),
         ("preliminary", d(&t.prelim)),
         ("recorded_tuples", J::u(t.recorded.len() as u64)),
+        // The first few 4-tuples of the Responder's table, as received (after
+        // translation): shows the DUT's public address and ports.
+        (
+            "recorded_sample",
+            J::Arr(
+                t.recorded
+                    .iter()
+                    .take(4)
+                    .map(|u| J::s(format!("{} {} -> {} {}", u.src, u.sport, u.dst, u.dport)))
+                    .collect(),
+            ),
+        ),
         ("validation", t.validation.as_ref().map_or(J::Null, d)),
         ("phase2_rate", J::u(t.phase2_rate)),
         (
