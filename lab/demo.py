@@ -1,29 +1,34 @@
-"""``make demo``: xlat translating real traffic between an IPv6-only client and an
-IPv4-only server, in network namespaces that are removed afterwards.
+"""``make demo``: xlat translating real traffic, then xlat vs TAYGA vs the kernel.
 
-Steps: build the ``siit_single`` topology, start ``xlat run`` in the router
-namespace, start a web server (nginx, or Python's http.server if nginx is not
-installed) on the IPv4-only host, then from the IPv6-only host: ping the
-server's pool6 address, fetch a page with curl, run a 10-second iperf3, and
-print ``xlat stats``. Builds nothing itself (``make demo`` builds first).
+1. **Show** (about 15 s): the ``siit_single`` topology (IPv6-only client --
+   router -- IPv4-only server), ``xlat run`` in the router with its config
+   printed, then from the IPv6-only client a ping of the server's pool6
+   address, an HTTP fetch (curl) from the nginx on the IPv4-only server, and
+   ``xlat stats``: real packets, translated.
+2. **Compare** (about 3 minutes): the ``demo`` scenario (:mod:`lab.scenarios`):
+   kernel IPv6 forwarding, TAYGA and xlat on the same machine in the same run:
+   zero-loss throughput (RFC 8219), iperf3 TCP with 1 and 4 streams, ping RTT,
+   HTTP transactions at 1, 10 and 50 concurrent connections; then the report
+   (Markdown + plots, in ``results/demo-<time>/``) and the table printed.
+
+Namespaces (prefix ``xlab``) are removed on exit, Ctrl-C and SIGTERM. Builds
+nothing itself (``make demo`` builds first).
 """
 
 from __future__ import annotations
 
-import shutil
+import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from lab.adapters import Xlat
+from lab import report
+from lab.adapters import make_adapter
 from lab.netns import ns_exec, random_prefix
-from lab.topology import siit_single
-
-HTTP_PORT = 80
-PAGE = "hello from the IPv4-only server 198.51.100.2\n"
+from lab.runner import LAB_PREFIX, run_scenario
+from lab.topologies import siit_single
+from lab.workloads.http import Nginx
 
 
 def step(title: str) -> None:
@@ -31,80 +36,15 @@ def step(title: str) -> None:
 
 
 def show(cp: subprocess.CompletedProcess) -> None:
-    out = (cp.stdout or "") + (cp.stderr or "")
-    print(out.rstrip(), flush=True)
+    print(((cp.stdout or "") + (cp.stderr or "")).rstrip(), flush=True)
 
 
-def start_web(topo, tmp: Path) -> subprocess.Popen:
-    """nginx (Debian nginx-light) in the foreground, everything in ``tmp``."""
-    www = tmp / "www"
-    www.mkdir()
-    (www / "index.html").write_text(PAGE)
-    nginx = shutil.which("nginx") or (
-        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
-    )
-    if nginx:
-        conf = tmp / "nginx.conf"
-        conf.write_text(
-            f"""daemon off;
-master_process off;
-worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    server {{
-        listen {topo.h4_addr}:{HTTP_PORT};
-        root {www};
-    }}
-}}
-"""
-        )
-        cmd = [nginx, "-p", str(tmp), "-c", str(conf), "-e", f"{tmp}/error.log"]
-        what = "nginx"
-    else:
-        cmd = [
-            sys.executable,
-            "-m",
-            "http.server",
-            str(HTTP_PORT),
-            "--bind",
-            topo.h4_addr,
-            "--directory",
-            str(www),
-        ]
-        what = "python http.server"
-    proc = topo.lab.spawn(topo.h4, cmd)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        ss = ns_exec(topo.h4, ["ss", "-Hltn", f"sport = :{HTTP_PORT}"], check=False)
-        if ss.stdout.strip():
-            print(f"{what} listening on {topo.h4_addr}:{HTTP_PORT} (IPv4-only host)")
-            return proc
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise RuntimeError(f"{what} did not start")
-
-
-def demo() -> int:
-    xlat = Xlat()
-    if not xlat.available():
-        print(f"demo: {xlat.why}", file=sys.stderr)
-        return 1
-    t0 = time.monotonic()
+def walkthrough() -> None:
+    xlat = make_adapter("xlat")
+    if not xlat.supports():
+        raise RuntimeError(xlat.why)
     step("topology siit_single")
-    with (
-        siit_single(random_prefix("xld")) as topo,
-        tempfile.TemporaryDirectory() as tmpd,
-    ):
-        tmp = Path(tmpd)
+    with siit_single(random_prefix(LAB_PREFIX)) as topo:
         print(
             f"IPv6-only client {topo.h6} {topo.h6_addr}  --  router/DUT {topo.router}"
             f"  --  IPv4-only server {topo.h4} {topo.h4_addr}\n"
@@ -114,11 +54,13 @@ def demo() -> int:
         )
         step(f"xlat run -c xlat.toml  (in {topo.router})")
         xlat.start(topo)
+        web = None
         try:
             print(xlat.config_path.read_text().rstrip())
             print("xlat: ready")
-            start_web(topo, tmp)
-
+            web = Nginx(topo.lab, topo.h4, topo.h4_addr, port=80)
+            web.start()
+            print(f"nginx listening on {topo.h4_addr}:80 (IPv4-only host)")
             step(f"ping -6 {topo.h4_v6}  (from the IPv6-only client)")
             cp = ns_exec(
                 topo.h6,
@@ -126,7 +68,7 @@ def demo() -> int:
                     "ping",
                     "-n",
                     "-c",
-                    "5",
+                    "3",
                     "-i",
                     "0.2",
                     "-W",
@@ -141,38 +83,31 @@ def demo() -> int:
             show(cp)
             if cp.returncode != 0:
                 raise RuntimeError("ping through xlat failed")
-
-            url = f"http://[{topo.h4_v6}]:{HTTP_PORT}/"
+            url = f"http://[{topo.h4_v6}]/small"
             step(f"curl {url}")
             cp = ns_exec(
                 topo.h6,
-                ["curl", "-sS", "-m", "10", "-i", "--interface", topo.h6_addr, url],
+                [
+                    "curl",
+                    "-sS",
+                    "-m",
+                    "10",
+                    "-o",
+                    "/dev/null",
+                    "-D",
+                    "-",
+                    "-w",
+                    "%{size_download} bytes from %{remote_ip} in %{time_total} s\n",
+                    "--interface",
+                    topo.h6_addr,
+                    url,
+                ],
                 check=False,
                 timeout=20,
             )
             show(cp)
-            if cp.returncode != 0 or PAGE.strip() not in cp.stdout:
+            if cp.returncode != 0 or " 200 " not in cp.stdout:
                 raise RuntimeError("HTTP fetch through xlat failed")
-
-            step(f"iperf3 -c {topo.h4_v6} -t 10  (TCP, IPv6 client -> IPv4 server)")
-            server = topo.lab.spawn(topo.h4, ["iperf3", "-s", "-1", "-B", topo.h4_addr])
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                ss = ns_exec(topo.h4, ["ss", "-Hltn", "sport = :5201"], check=False)
-                if ss.stdout.strip():
-                    break
-                time.sleep(0.05)
-            cp = ns_exec(
-                topo.h6,
-                ["iperf3", "-c", topo.h4_v6, "-B", topo.h6_addr, "-t", "10", "-f", "m"],
-                check=False,
-                timeout=40,
-            )
-            show(cp)
-            topo.lab.stop(server)
-            if cp.returncode != 0:
-                raise RuntimeError("iperf3 through xlat failed")
-
             step("xlat stats  (via the control socket)")
             print((xlat.stats() or "(no stats)").rstrip())
         except Exception:
@@ -181,14 +116,27 @@ def demo() -> int:
                 print(f"\n--- xlat log (tail) ---\n{tail}", file=sys.stderr)
             raise
         finally:
+            if web is not None:
+                web.stop()
             xlat.stop()
-    step(f"topology removed; demo took {time.monotonic() - t0:.0f} s")
-    return 0
+
+
+def demo() -> int:
+    t0 = time.monotonic()
+    walkthrough()
+    step("xlat vs TAYGA vs kernel forwarding  (scenario demo, same machine, same run)")
+    out, _meta = run_scenario("demo")
+    md = report.write(out)
+    run = report.load(out)
+    step("results")
+    print(report.console_table(run))
+    print(f"full report with plots: {md}")
+    step(f"namespaces removed; demo took {time.monotonic() - t0:.0f} s")
+    ok = all(d in run["trials"] for d in ("xlat",))
+    return 0 if ok else 1
 
 
 def main() -> int:
-    import os
-
     if os.geteuid() != 0:
         print("demo: must run as root (network namespaces)", file=sys.stderr)
         return 2

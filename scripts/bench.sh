@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# make bench: xlat vs TAYGA vs kernel forwarding, one run (lab/bench.py,
-# docs/benchmarking.md). BENCH_QUICK=1 for a short run (2 s trials);
-# BENCH_NAT64=1/0 the stateful NAT64 section (lab/bench_nat64.py).
-# Results: results/bench-<timestamp>/results.{json,md}.
+# make bench: the full comparison (python -m lab run bench; docs/lab.md,
+# docs/benchmarking.md): every topology, DUT and workload, with the report and
+# plots in results/bench-<time>/. BENCH_QUICK=1 runs the short variant
+# (scenario bench-quick); BENCH_OUT=DIR resumes an unfinished run in DIR.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
@@ -11,7 +11,10 @@ export XLAT_PERF_BIN="${XLAT_PERF_BIN:-$TARGET/release/xlat-perf}"
 PY="$ROOT/.venv/bin/python"
 [ -x "$PY" ] || PY=python3
 cd "$ROOT"
-# Bounded: the bench keeps its own time budget (BENCH_BUDGET_MIN, 22 min by
-# default) plus the NAT64 section (BENCH_NAT64_BUDGET_MIN, 12); this is the
-# hard stop. SIGTERM makes it remove its namespaces.
-exec timeout --foreground -k 15 2700 "$PY" -m lab.bench "$@"
+SCENARIO=bench
+[ "${BENCH_QUICK:-0}" != 0 ] && SCENARIO=bench-quick
+ARGS=(run "$SCENARIO")
+[ -n "${BENCH_OUT:-}" ] && ARGS+=(--out "$BENCH_OUT")
+# The scenario's budget (52 min; no trial starts after it) keeps the run under
+# an hour; this is the hard stop. SIGTERM makes it remove its namespaces.
+exec timeout --foreground -k 15 3540 "$PY" -m lab "${ARGS[@]}" "$@"

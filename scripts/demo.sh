@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make demo: xlat between an IPv6-only client and an IPv4-only server (lab/demo.py).
-# Builds nothing itself (make builds first). Runs as root; removes its namespaces.
+# make demo: xlat translating real traffic, then xlat vs TAYGA vs kernel forwarding
+# (lab/demo.py, scenario "demo"; docs/lab.md). Builds nothing itself (make builds
+# first). Runs as root; removes its namespaces (also on Ctrl-C / SIGTERM).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
@@ -9,5 +10,5 @@ export XLAT_PERF_BIN="${XLAT_PERF_BIN:-$TARGET/release/xlat-perf}"
 PY="$ROOT/.venv/bin/python"
 [ -x "$PY" ] || PY=python3
 cd "$ROOT"
-# Bounded: the demo takes well under 3 minutes; SIGTERM makes it clean up.
+# Bounded: the scenario keeps a 4-minute budget; this is the hard stop.
 exec timeout --foreground -k 10 300 "$PY" -m lab.demo "$@"

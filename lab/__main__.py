@@ -1,0 +1,134 @@
+"""``python -m lab`` -- the lab's command line.
+
+python -m lab list                     scenarios, topologies, DUTs (and whether each can run here)
+python -m lab run SCENARIO [--out DIR] [--duts a,b] [--budget-min M]
+                                       run (resumes if DIR holds an unfinished run)
+python -m lab report DIR               regenerate DIR/report.md and DIR/plots/*.png
+python -m lab compare A B              headline metrics of two runs side by side
+python -m lab cleanup [--prefix P]     remove leftovers of crashed lab runs (namespaces
+                                       named xlab*, /etc/netns/xlab*) -- only the lab's own
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def cmd_list(_a) -> int:
+    from lab.adapters import ADAPTERS
+    from lab.scenarios import SCENARIOS
+    from lab.topologies import TOPOLOGIES
+
+    print("scenarios:")
+    for s in SCENARIOS.values():
+        duts = sorted({d for p in s.parts for d in p.duts})
+        print(
+            f"  {s.name:<10} {s.description} [budget {s.budget_min:g} min]\n             DUTs: {', '.join(duts)}"
+        )
+    print("\ntopologies: " + ", ".join(TOPOLOGIES))
+    print("\nDUTs:")
+    for name, cls in ADAPTERS.items():
+        a = cls()
+        ok = a.supports()
+        print(
+            f"  {name:<12} {cls.topology:<13} {'ok' if ok else 'SKIP: ' + a.why}\n               {a.description}"
+        )
+    return 0
+
+
+def cmd_run(a) -> int:
+    from lab import report
+    from lab.runner import default_out, run_scenario
+
+    only = [d for d in (a.duts or "").split(",") if d] or None
+    out = Path(a.out) if a.out else default_out(a.scenario)
+    try:
+        out, meta = run_scenario(a.scenario, out, only, a.budget_min)
+    except (KeyboardInterrupt, SystemExit):
+        # Ctrl-C / SIGTERM (e.g. make bench's hard stop): still the report of
+        # what finished, so nothing measured is lost; a rerun resumes.
+        if (out / "meta.json").exists() and any((out / "trials").glob("*/*.json")):
+            md = report.write(out)
+            print(f"interrupted; report of the finished trials: {md}", file=sys.stderr)
+        raise
+    md = report.write(out)
+    run = report.load(out)
+    print()
+    print(report.console_table(run))
+    print(f"report: {md}")
+    print(
+        f"elapsed {meta['elapsed_s'] / 60:.1f} min"
+        + (
+            f"; {meta['unfinished_trials']} trial(s) pending (budget): rerun with --out {out} to resume"
+            if meta.get("unfinished_trials")
+            else ""
+        )
+    )
+    ok = any(
+        r.get("status") == "ok" for t in run["trials"].values() for r in t.values()
+    )
+    return 0 if ok else 1
+
+
+def cmd_report(a) -> int:
+    from lab import report
+
+    md = report.write(Path(a.dir))
+    print(report.console_table(report.load(Path(a.dir))))
+    print(f"report: {md}")
+    return 0
+
+
+def cmd_compare(a) -> int:
+    from lab.compare import compare
+
+    print(compare(Path(a.a), Path(a.b)))
+    return 0
+
+
+def cmd_cleanup(a) -> int:
+    from lab.cleanup import cleanup
+
+    gone = cleanup(a.prefix)
+    print(
+        f"removed {len(gone)} namespace(s)" + (": " + ", ".join(gone) if gone else "")
+    )
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lab", description="the xlat lab")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="scenarios, topologies and DUTs").set_defaults(
+        fn=cmd_list
+    )
+    r = sub.add_parser("run", help="run a scenario")
+    r.add_argument("scenario")
+    r.add_argument("--out", help="results directory (an existing one is resumed)")
+    r.add_argument("--duts", help="only these DUTs (comma list)")
+    r.add_argument(
+        "--budget-min", type=float, help="time budget (default: the scenario's)"
+    )
+    r.set_defaults(fn=cmd_run)
+    p = sub.add_parser("report", help="regenerate the report of a run")
+    p.add_argument("dir")
+    p.set_defaults(fn=cmd_report)
+    c = sub.add_parser("compare", help="compare two runs")
+    c.add_argument("a")
+    c.add_argument("b")
+    c.set_defaults(fn=cmd_compare)
+    k = sub.add_parser("cleanup", help="remove leftovers of crashed lab runs")
+    k.add_argument(
+        "--prefix",
+        default="xlab",
+        help="only namespaces starting with this (default xlab)",
+    )
+    k.set_defaults(fn=cmd_cleanup)
+    a = ap.parse_args(argv)
+    return a.fn(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

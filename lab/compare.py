@@ -1,0 +1,36 @@
+"""``lab compare A B``: the headline metrics of two runs, side by side, with B / A."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.report import _f, _spec, load, metrics
+
+
+def compare(a: Path, b: Path) -> str:
+    ra, rb = load(a), load(b)
+    duts = [d for d in ra["trials"] if d in rb["trials"]]
+    out = [
+        f"A: {a} ({ra['meta']['scenario']}, {ra['meta']['started']}, load {ra['meta']['host']['loadavg'][0]:.2f})",
+        f"B: {b} ({rb['meta']['scenario']}, {rb['meta']['started']}, load {rb['meta']['host']['loadavg'][0]:.2f})",
+        "",
+        "| DUT | metric | A | B | B / A |",
+        "|---|---|---:|---:|---:|",
+    ]
+    if not duts:
+        out.append("| (no DUT measured in both runs) | | | | |")
+    for d in duts:
+        ma, mb = metrics(ra, d), metrics(rb, d)
+        for label, (va, _hib) in ma.items():
+            vb = mb.get(label, (None, None))[0]
+            if va is None and vb is None:
+                continue
+            ratio = f"{vb / va:.2f}" if va and vb is not None else "–"
+            out.append(
+                f"| {d} | {label} | {_f(va, _spec(label))} | {_f(vb, _spec(label))} | {ratio} |"
+            )
+    out += [
+        "",
+        "Runs on a shared machine drift: compare each DUT's ratio to its baseline within each run first.",
+    ]
+    return "\n".join(out)

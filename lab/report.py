@@ -1,0 +1,821 @@
+"""The report of a run: ``report.md`` plus PNG plots in ``plots/``, regenerated at
+any time from the run's JSON files (``lab report DIR``).
+
+Per part of the scenario (a set of DUTs compared with their baselines from the
+same run): a summary table and its ratios to the baselines, then a section per
+workload with its plot(s) and table: throughput by frame size, frame loss rate
+by offered rate, latency and PDV, TCP (totals and per-second time series), the
+ping RTT table, HTTP RTT box plots by concurrency, the NAT64 new-flow rate and
+throughput by number of sessions, and the DUT's CPU use during each workload.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+# Plot styles: baselines dashed, translators solid; one colour per DUT.
+_COLORS = [
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#ff7f0e",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+]
+
+
+def load(d: Path) -> dict:
+    d = Path(d)
+    meta = json.loads((d / "meta.json").read_text())
+    duts = {}
+    for f in sorted((d / "duts").glob("*.json")):
+        r = json.loads(f.read_text())
+        duts[r["name"]] = r
+    trials: dict[str, dict[str, dict]] = {}
+    for f in sorted((d / "trials").glob("*/*.json")):
+        r = json.loads(f.read_text())
+        trials.setdefault(r["dut"], {})[r["key"]] = r
+    return {"dir": d, "meta": meta, "duts": duts, "trials": trials}
+
+
+def res(run: dict, dut: str, key: str) -> dict | None:
+    r = run["trials"].get(dut, {}).get(key)
+    return r.get("result") if r and r.get("status") == "ok" else None
+
+
+def _get(d, *path):
+    for p in path:
+        if not isinstance(d, dict) or d.get(p) is None:
+            return None
+        d = d[p]
+    return d
+
+
+def _f(v, spec=",.0f") -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")[:40]
+
+
+# -- the headline metrics (also used by `lab compare` and the demo's table) ---------
+
+
+def _http_pick(run, dut):
+    """The HTTP trial of the summary: small profile, concurrency 10 (else the
+    highest measured)."""
+    keys = [k for k in run["trials"].get(dut, {}) if k.startswith("http/small-c")]
+    if not keys:
+        return None
+    conc = sorted(int(k.rsplit("c", 1)[1]) for k in keys)
+    c = 10 if 10 in conc else conc[-1]
+    return f"http/small-c{c}"
+
+
+def metrics(run: dict, dut: str) -> dict[str, tuple[float | None, bool]]:
+    """``{label: (value, higher_is_better)}`` for the summary table."""
+    m: dict[str, tuple[float | None, bool]] = {}
+    thr = res(run, dut, "throughput/min")
+    m["throughput, min frames (fps)"] = (_get(thr, "fps"), True)
+    m["TCP x1 (Gbit/s)"] = (_get(res(run, dut, "tcp/x1-fwd"), "gbps"), True)
+    m["TCP x4 (Gbit/s)"] = (_get(res(run, dut, "tcp/x4-fwd"), "gbps"), True)
+    ping = res(run, dut, "ping")
+    m["RTT median (ms)"] = (_get(ping, "rtt_ms", "median"), False)
+    m["RTT p95 (ms)"] = (_get(ping, "rtt_ms", "p95"), False)
+    hk = _http_pick(run, dut)
+    h = res(run, dut, hk) if hk else None
+    lab = hk.split("/")[1] if hk else "small-c10"
+    m[f"HTTP {lab} median RTT (ms)"] = (_get(h, "rtt_ms", "median"), False)
+    m[f"HTTP {lab} (req/s)"] = (_get(h, "rps"), True)
+    cr = res(run, dut, "conn_rate")
+    if cr is not None:
+        m["new flows/s (NAT)"] = (_get(cr, "flows_per_s"), True)
+    tr = run["trials"].get(dut, {}).get("tcp/x1-fwd")
+    m["DUT CPU in TCP x1 (%)"] = (
+        _get(tr, "cpu", "process_pct") if tr and tr.get("status") == "ok" else None,
+        False,
+    )
+    return m
+
+
+_SPECS = {
+    "fps": ",.0f",
+    "Gbit/s": ".2f",
+    "ms": ".3f",
+    "req/s": ",.0f",
+    "%": ".0f",
+    "flows/s": ",.0f",
+}
+
+
+def _spec(label: str) -> str:
+    for k, v in _SPECS.items():
+        if k in label:
+            return v
+    return ".3g"
+
+
+def _part_duts(run, part) -> list[str]:
+    return [d for d in part["duts"] if d in run["duts"] or d in run["trials"]]
+
+
+def _baselines(run, duts) -> list[str]:
+    b = [
+        d
+        for d in duts
+        if run["duts"].get(d, {}).get("role") == "baseline" and d in run["trials"]
+    ]
+    b += [d for d in duts if d.startswith("tayga") and d in run["trials"]]
+    return b[:2]
+
+
+def summary_table(run: dict, part: dict) -> str:
+    duts = _part_duts(run, part)
+    rows = [(d, metrics(run, d)) for d in duts if d in run["trials"]]
+    labels = [
+        lab
+        for lab in (rows[0][1] if rows else {})
+        if any(m[lab][0] is not None for _, m in rows)
+    ]
+    out = ["| DUT | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+    for d in duts:
+        rec = run["duts"].get(d, {})
+        if "skipped" in rec:
+            out.append(
+                f"| {d} | skipped: {rec['skipped'][:120]} |" + " |" * (len(labels) - 1)
+            )
+            continue
+        if d not in run["trials"]:
+            err = rec.get("error", "no trial finished").splitlines()[0][:120]
+            out.append(f"| {d} | FAILED: {err} |" + " |" * (len(labels) - 1))
+            continue
+        m = dict(rows)[d]
+        out.append(
+            f"| {d} | " + " | ".join(_f(m[lab][0], _spec(lab)) for lab in labels) + " |"
+        )
+    bases = _baselines(run, duts)
+    if bases and len(rows) > 1:
+        out += [
+            "",
+            "Ratios to " + " / ".join(f"`{b}`" for b in bases) + " (same run; "
+            "for throughput and rates > 1 is better, for RTT and CPU > 1 is worse):",
+            "",
+            "| DUT | " + " | ".join(labels) + " |",
+            "|---|" + "---:|" * len(labels),
+        ]
+        for d, m in rows:
+            cells = []
+            for lab in labels:
+                v = m[lab][0]
+                rs = []
+                for b in bases:
+                    bv = dict(rows)[b][lab][0] if b in dict(rows) else None
+                    rs.append(f"{v / bv:.2f}" if v is not None and bv else "–")
+                cells.append(" / ".join(rs))
+            out.append(f"| {d} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+# -- plots ---------------------------------------------------------------------------
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {"figure.dpi": 110, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3}
+    )
+    return plt
+
+
+def _num_formatter(minor: bool = False):
+    from matplotlib.ticker import FuncFormatter
+
+    def f(v, _pos):
+        if v <= 0:
+            return ""
+        if minor and round(v / 10 ** math.floor(math.log10(v))) not in (2, 5):
+            return ""
+        return f"{v:g}"
+
+    return FuncFormatter(f)
+
+
+def _style(run, duts):
+    st = {}
+    for i, d in enumerate(duts):
+        base = run["duts"].get(d, {}).get("role") == "baseline"
+        st[d] = {
+            "color": _COLORS[i % len(_COLORS)],
+            "linestyle": "--" if base else "-",
+            "marker": "o" if not base else "s",
+        }
+    return st
+
+
+def plot_throughput(run, duts, path) -> bool:
+    plt = _plt()
+    st = _style(run, duts)
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    any_ = False
+    for d in duts:
+        pts = []
+        for k, r in run["trials"].get(d, {}).items():
+            if k.startswith("throughput/") and r.get("status") == "ok":
+                pts.append(
+                    (r["result"]["frame_size"], r["result"]["fps"], r["result"]["mbps"])
+                )
+        if not pts:
+            continue
+        any_ = True
+        pts.sort()
+        xs = [p[0] for p in pts]
+        ax.plot(xs, [p[1] / 1000 for p in pts], label=d, **st[d])
+        ax2.plot(xs, [p[2] / 1000 for p in pts], label=d, **st[d])
+    if not any_:
+        plt.close(fig)
+        return False
+    ax.set(
+        title="Zero-loss throughput by frame size",
+        xlabel="frame size, sender side (bytes)",
+        ylabel="kframes/s",
+    )
+    ax2.set(
+        title="Same, in bits",
+        xlabel="frame size, sender side (bytes)",
+        ylabel="Gbit/s (frames x size)",
+    )
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def plot_flr(run, duts, path) -> bool:
+    plt = _plt()
+    st = _style(run, duts)
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    any_ = False
+    for d in duts:
+        r = res(run, d, "flr")
+        if not r:
+            continue
+        any_ = True
+        pts = r["points"]
+        ax.plot(
+            [p["rate"] / 1000 for p in pts],
+            [p["flr_percent"] for p in pts],
+            label=d,
+            **st[d],
+        )
+    if not any_:
+        plt.close(fig)
+        return False
+    ax.set(
+        title="Frame loss rate by offered rate (RFC 8219 7.4)",
+        xlabel="offered kframes/s",
+        ylabel="FLR (%)",
+    )
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def plot_tcp(run, duts, path) -> bool:
+    plt = _plt()
+    st = _style(run, duts)
+    keys = sorted(
+        {k for d in duts for k in run["trials"].get(d, {}) if k.startswith("tcp/")}
+    )
+    keys = [k for k in keys if any(res(run, d, k) for d in duts)]
+    if not keys:
+        return False
+    n = len(keys)
+    cols = min(n, 2)
+    rows = (n + cols - 1) // cols
+    fig, axs = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.0 * rows), squeeze=False)
+    for i, k in enumerate(keys):
+        ax = axs[i // cols][i % cols]
+        for d in duts:
+            r = res(run, d, k)
+            if r and r["series_gbps"]:
+                s = r["series_gbps"]
+                ax.plot(range(1, len(s) + 1), s, label=d, **{**st[d], "marker": "."})
+        streams, direction = k.split("/")[1].split("-")
+        ax.set(
+            title=f"TCP {streams} stream(s), {'reverse (-R)' if direction == 'rev' else 'forward'}",
+            xlabel="second",
+            ylabel="Gbit/s",
+        )
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
+    for j in range(n, rows * cols):
+        axs[j // cols][j % cols].axis("off")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def plot_http(run, duts, path) -> bool:
+    plt = _plt()
+    st = _style(run, duts)
+    found = {
+        k.split("/")[1].rsplit("-c", 1)[0]
+        for d in duts
+        for k in run["trials"].get(d, {})
+        if k.startswith("http/")
+    }
+    order = ["small", "large"]
+    profiles = sorted(found, key=lambda p: (order.index(p) if p in order else 99, p))
+    if not profiles:
+        return False
+    fig, axs = plt.subplots(
+        len(profiles), 1, figsize=(10, 3.6 * len(profiles)), squeeze=False
+    )
+    for pi, prof in enumerate(profiles):
+        ax = axs[pi][0]
+        concs = sorted(
+            {
+                int(k.rsplit("c", 1)[1])
+                for d in duts
+                for k in run["trials"].get(d, {})
+                if k.startswith(f"http/{prof}-c")
+            }
+        )
+        width = 0.8 / max(1, len(duts))
+        handles = []
+        for di, d in enumerate(duts):
+            data, pos = [], []
+            for ci, c in enumerate(concs):
+                r = res(run, d, f"http/{prof}-c{c}")
+                if r and r["samples_ms"]:
+                    data.append(r["samples_ms"])
+                    pos.append(ci + (di - (len(duts) - 1) / 2) * width)
+            if not data:
+                continue
+            b = ax.boxplot(
+                data,
+                positions=pos,
+                widths=width * 0.85,
+                whis=(5, 95),
+                showfliers=False,
+                patch_artist=True,
+                manage_ticks=False,
+            )
+            for box in b["boxes"]:
+                box.set(facecolor=st[d]["color"], alpha=0.55)
+            for med in b["medians"]:
+                med.set(color="black")
+            handles.append((b["boxes"][0], d))
+        ax.set_xticks(range(len(concs)))
+        ax.set_xticklabels([str(c) for c in concs])
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(_num_formatter())
+        ax.yaxis.set_minor_formatter(_num_formatter(minor=True))
+        ax.set(
+            title=f"HTTP '{prof}' request RTT by concurrency (box: quartiles, whiskers: p5-p95)",
+            xlabel="concurrent connections",
+            ylabel="RTT (ms, log)",
+        )
+        if handles:
+            ax.legend([h for h, _ in handles], [n for _, n in handles], fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def plot_sessions(run, duts, path) -> bool:
+    plt = _plt()
+    st = _style(run, duts)
+    fig, (ax, ax2) = plt.subplots(
+        1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [2, 1]}
+    )
+    any_ = False
+    for d in duts:
+        r = res(run, d, "scale")
+        if r and r["points"]:
+            any_ = True
+            pts = r["points"]
+            ax.plot(
+                [p["sessions"] or p["target_sessions"] for p in pts],
+                [p["zero_loss_fps"] / 1000 for p in pts],
+                label=d,
+                **st[d],
+            )
+    names, vals, cols = [], [], []
+    for d in duts:
+        r = res(run, d, "conn_rate")
+        if r:
+            names.append(d)
+            vals.append((r.get("sessions_per_s") or 0) / 1000)
+            cols.append(st[d]["color"])
+    if not any_ and not names:
+        plt.close(fig)
+        return False
+    ax.set_xscale("log")
+    ax.set(
+        title="Established flows: zero-loss rate by live sessions",
+        xlabel="live sessions in the DUT (log)",
+        ylabel="kframes/s",
+    )
+    if any_:
+        ax.legend()
+    ax2.bar(names, vals, color=cols)
+    ax2.set(title="New sessions per second (zero loss)", ylabel="k sessions/s")
+    ax2.tick_params(axis="x", labelrotation=20)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+# -- tables ----------------------------------------------------------------------------
+
+
+def _throughput_table(run, duts) -> str:
+    sizes = sorted(
+        {
+            r["result"]["frame_size"]
+            for d in duts
+            for k, r in run["trials"].get(d, {}).items()
+            if k.startswith("throughput/") and r.get("status") == "ok"
+        }
+    )
+    if not sizes:
+        return ""
+    out = [
+        "| DUT | " + " | ".join(f"{s} B" for s in sizes) + " |",
+        "|---|" + "---:|" * len(sizes),
+    ]
+    for d in duts:
+        cells = []
+        by = {
+            r["result"]["frame_size"]: r["result"]
+            for k, r in run["trials"].get(d, {}).items()
+            if k.startswith("throughput/") and r.get("status") == "ok"
+        }
+        if not by:
+            continue
+        for s in sizes:
+            r = by.get(s)
+            if r is None:
+                cells.append("–")
+                continue
+            mark = (" †" if r["invalid_trials"] else "") + (
+                " ⚠" if r.get("near_tester_ceiling") else ""
+            )
+            cells.append(f"{r['fps']:,.0f}{mark}")
+        out.append(f"| {d} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def _rtt_table(run, duts) -> str:
+    out = [
+        "| DUT | replies | min | avg | median | max | stddev | p95 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    n = 0
+    for d in duts:
+        r = res(run, d, "ping")
+        if not r:
+            continue
+        n += 1
+        s = r["rtt_ms"]
+        out.append(
+            f"| {d} | {r['received']}/{r['sent']} | "
+            + " | ".join(
+                f"{s[k]:.3f}" for k in ("min", "avg", "median", "max", "stddev", "p95")
+            )
+            + " |"
+        )
+    return "\n".join(out) if n else ""
+
+
+def _delay_table(run, duts) -> str:
+    out = [
+        "| DUT | rate (fps) | typical latency (us) | worst-case latency (us) | tagged lost | PDV (us) | Dmin (us) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    n = 0
+    for d in duts:
+        lat, pdv = res(run, d, "latency"), res(run, d, "pdv")
+        if not lat and not pdv:
+            continue
+        n += 1
+        out.append(
+            f"| {d} | {_f(_get(lat, 'rate') or _get(pdv, 'rate'))} | {_f(_get(lat, 'typical_us'), '.1f')} | "
+            f"{'inf' if lat and lat['worst_us'] is None else _f(_get(lat, 'worst_us'), '.1f')} | "
+            f"{_f(_get(lat, 'tagged_lost'))} | {_f(_get(pdv, 'pdv_us'), '.1f')} | {_f(_get(pdv, 'd_min_us'), '.1f')} |"
+        )
+    return "\n".join(out) if n else ""
+
+
+def _tcp_table(run, duts) -> str:
+    keys = sorted(
+        {k for d in duts for k in run["trials"].get(d, {}) if k.startswith("tcp/")}
+    )
+    if not keys:
+        return ""
+    out = [
+        "| DUT | " + " | ".join(k.split("/")[1] for k in keys) + " |",
+        "|---|" + "---:|" * len(keys),
+    ]
+    for d in duts:
+        cells = []
+        for k in keys:
+            r = res(run, d, k)
+            cells.append(
+                "–" if not r else f"{r['gbps']:.2f} ({r['retransmits'] or 0} retr)"
+            )
+        if any(c != "–" for c in cells):
+            out.append(f"| {d} | " + " | ".join(cells) + " |")
+    return "Gbit/s at the receiver (TCP retransmissions):\n\n" + "\n".join(out)
+
+
+def _http_table(run, duts) -> str:
+    keys = sorted(
+        {k for d in duts for k in run["trials"].get(d, {}) if k.startswith("http/")},
+        key=lambda k: (k.split("/")[1].rsplit("-c", 1)[0], int(k.rsplit("c", 1)[1])),
+    )
+    if not keys:
+        return ""
+    out = [
+        "| profile | conc. | " + " | ".join(duts) + " |",
+        "|---|---:|" + "---:|" * len(duts),
+    ]
+    for k in keys:
+        prof, c = k.split("/")[1].rsplit("-c", 1)
+        cells = []
+        for d in duts:
+            r = res(run, d, k)
+            if not r:
+                cells.append("–")
+                continue
+            e = f", {r['errors']} err" if r["errors"] else ""
+            cells.append(
+                f"{r['rtt_ms'].get('median', 0):.2f} / {r['rtt_ms'].get('p95', 0):.2f} ms, {r['rps']:,.0f}/s{e}"
+            )
+        out.append(f"| {prof} | {c} | " + " | ".join(cells) + " |")
+    return "Median / p95 RTT per request, and requests/s:\n\n" + "\n".join(out)
+
+
+def _nat_tables(run, duts) -> str:
+    out = []
+    rows = [(d, res(run, d, "conn_rate")) for d in duts]
+    rows = [(d, r) for d, r in rows if r]
+    if rows:
+        out += [
+            "| DUT | new flows/s (zero loss) | sessions created/s | new-session fraction | upper bound |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for d, r in rows:
+            out.append(
+                f"| {d} | {_f(r['flows_per_s'])} | {_f(r.get('sessions_per_s'))} | {_f(r.get('new_fraction'), '.0%')} | {_f(r.get('upper_bound'))} |"
+            )
+    srows = [(d, res(run, d, "scale")) for d in duts]
+    srows = [(d, r) for d, r in srows if r]
+    if srows:
+        out += [
+            "",
+            "| DUT | target sessions | sessions (DUT) | zero-loss fps, 1,000 established flows | RSS MiB | B/session |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for d, r in srows:
+            for p in r["points"]:
+                full = (
+                    p["sessions"] is not None
+                    and p["sessions"] < 0.9 * p["target_sessions"]
+                )
+                rss = None if p["rss_kib"] is None else p["rss_kib"] / 1024
+                out.append(
+                    f"| {d} | {p['target_sessions']:,} | {_f(p['sessions'])}{' (DUT limit)' if full else ''} | "
+                    f"{_f(p['zero_loss_fps'])} | {_f(rss, '.1f')} | {_f(p.get('bytes_per_session'))} |"
+                )
+            if r.get("nf_conntrack_max"):
+                out.append(
+                    f"| {d} | nf_conntrack_max {r['nf_conntrack_max']:,} | | | | |"
+                )
+    return "\n".join(out)
+
+
+def _cpu_table(run, duts) -> str:
+    groups = [
+        "throughput",
+        "flr",
+        "latency",
+        "pdv",
+        "tcp",
+        "ping",
+        "http",
+        "conn_rate",
+        "scale",
+    ]
+    present = [
+        g
+        for g in groups
+        if any(
+            r.get("workload") == g
+            for d in duts
+            for r in run["trials"].get(d, {}).values()
+        )
+    ]
+    if not present:
+        return ""
+    out = ["| DUT | " + " | ".join(present) + " |", "|---|" + "---:|" * len(present)]
+    for d in duts:
+        cells = []
+        for g in present:
+            rs = [
+                r["cpu"]
+                for r in run["trials"].get(d, {}).values()
+                if r.get("workload") == g and r.get("cpu")
+            ]
+            if not rs:
+                cells.append("–")
+                continue
+            p = [c["process_pct"] for c in rs if c["process_pct"] is not None]
+            s = max(c["softirq_pct"] for c in rs)
+            cells.append((f"{max(p):.0f}% / " if p else "– / ") + f"{s:.0f}%")
+        if any(c != "–" for c in cells):
+            out.append(f"| {d} | " + " | ".join(cells) + " |")
+    return (
+        "Peak over the workload's trials: DUT processes (% of one CPU) / machine softirq (% of all CPUs):\n\n"
+        + "\n".join(out)
+    )
+
+
+# -- the report -------------------------------------------------------------------------
+
+
+def header(run: dict) -> list[str]:
+    m = run["meta"]
+    h = m["host"]
+    v = h.get("versions", {})
+    el = m.get("elapsed_s")
+    lines = [
+        f"# Lab report: scenario `{m['scenario']}`",
+        "",
+        f"{m['description']}.",
+        "",
+        f"- Run: started {m['started']}, finished {m.get('finished', '(not finished)')}"
+        + (f", {el / 60:.1f} min" if el else "")
+        + f" (budget {m['budget_min']:g} min)"
+        + (
+            f"; {m['unfinished_trials']} trial(s) left pending by the budget"
+            if m.get("unfinished_trials")
+            else ""
+        )
+        + (f"; resumed {len(m['resumed'])}x" if m.get("resumed") else ""),
+        f"- Host: {h['cpu_model']}, {h['cpus']} CPUs, kernel {h['kernel']}, clocksource {h['clocksource']}, "
+        f"load {h['loadavg'][0]:.2f} at start"
+        + (f", {m['loadavg_end'][0]:.2f} at end" if m.get("loadavg_end") else ""),
+        "- Versions: " + "; ".join(f"{k}: {x}" for k, x in v.items() if x),
+        "",
+        (
+            "All DUTs ran on the same machine in the same run, in network namespaces; compare "
+            "ratios more than absolute figures (the machine is shared and noisy). See docs/lab.md "
+            "for how to read this report."
+        ),
+    ]
+    return lines
+
+
+def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
+    plots = plots or {}
+    out = header(run)
+    for part in run["meta"]["parts"]:
+        duts = _part_duts(run, part)
+        if not duts:
+            continue
+        pl = plots.get(part["title"], {})
+        out += ["", f"## {part['title']}", ""]
+        for d in duts:
+            rec = run["duts"].get(d, {})
+            note = (
+                f" — skipped: {rec['skipped']}"
+                if "skipped" in rec
+                else (
+                    f" — FAILED: {rec['error'].splitlines()[0]}"
+                    if "error" in rec
+                    else ""
+                )
+            )
+            flow = rec.get("flow", {})
+            fl = (
+                f" ({flow['direction']}: {flow['src']} -> {flow['dst']})"
+                if flow
+                else ""
+            )
+            out.append(
+                f"- `{d}` [{rec.get('role', '?')}, topology `{rec.get('topology', '?')}`]: {rec.get('description', '')}{fl}{note}"
+            )
+        out += ["", "### Summary", "", summary_table(run, part)]
+        sections = [
+            (
+                "Throughput by frame size (RFC 8219 7.1)",
+                "throughput",
+                _throughput_table(run, duts),
+                (
+                    "Zero-loss frames/s, the binary search's final lower bound. † = some trial was "
+                    "invalid (the sender fell behind schedule) and counted as a failure: the figure "
+                    "may be the tester's limit; ⚠ = within 10 % of the tester's ceiling."
+                ),
+            ),
+            ("Frame loss rate by offered rate (RFC 8219 7.4)", "flr", "", ""),
+            (
+                "Latency and PDV (RFC 8219 7.2, 7.3.1)",
+                None,
+                _delay_table(run, duts),
+                (
+                    "At a fraction of the DUT's own throughput (the rate column). Typical = median, "
+                    "worst case = 99.9th percentile of the tagged frames' one-way delay; "
+                    "PDV = D99.9 - Dmin over every frame."
+                ),
+            ),
+            (
+                "TCP (iperf3)",
+                "tcp",
+                _tcp_table(run, duts),
+                "fwd: sender -> receiver as in the flow; rev: iperf3 -R.",
+            ),
+            ("RTT (ping, ms)", None, _rtt_table(run, duts), ""),
+            (
+                "HTTP transactions (nginx, new connection per request)",
+                "http",
+                _http_table(run, duts),
+                "",
+            ),
+            (
+                "Stateful: new-flow rate and throughput by number of sessions (RFC 9693)",
+                "sessions",
+                _nat_tables(run, duts),
+                "",
+            ),
+            (
+                "DUT CPU use",
+                None,
+                _cpu_table(run, duts),
+                "Softirq is the whole machine's (tester included): kernel forwarding cannot be attributed to one namespace.",
+            ),
+        ]
+        for title, plot, table, note in sections:
+            img = pl.get(plot) if plot else None
+            if not table and not img:
+                continue
+            out += ["", f"### {title}", ""]
+            if img:
+                out += [f"![{title}]({img})", ""]
+            if table:
+                out += [table, ""]
+            if note:
+                out += [note, ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write(d: Path) -> Path:
+    """Regenerate ``report.md`` and ``plots/`` of run directory ``d``."""
+    run = load(d)
+    pdir = Path(d) / "plots"
+    pdir.mkdir(exist_ok=True)
+    plots: dict[str, dict[str, str]] = {}
+    for part in run["meta"]["parts"]:
+        duts = _part_duts(run, part)
+        slug = _slug(part["title"])
+        got = {}
+        for name, fn in (
+            ("throughput", plot_throughput),
+            ("flr", plot_flr),
+            ("tcp", plot_tcp),
+            ("http", plot_http),
+            ("sessions", plot_sessions),
+        ):
+            f = pdir / f"{slug}-{name}.png"
+            if fn(run, duts, f):
+                got[name] = f"plots/{f.name}"
+        plots[part["title"]] = got
+    md = markdown(run, plots)
+    (Path(d) / "report.md").write_text(md)
+    return Path(d) / "report.md"
+
+
+def console_table(run: dict) -> str:
+    """The summary tables of every part (what `make demo` prints)."""
+    out = []
+    for part in run["meta"]["parts"]:
+        if _part_duts(run, part):
+            out += [f"## {part['title']}", "", summary_table(run, part), ""]
+    return "\n".join(out)

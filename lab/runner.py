@@ -1,0 +1,447 @@
+"""Run a scenario: one results directory per run, one JSON file per trial.
+
+Layout of ``results/<scenario>-<YYYYmmdd-HHMMSS>/``::
+
+    meta.json               scenario, settings, host (CPU, kernel, clocksource,
+                            versions), start/end times, budget
+    duts/<dut>.json         description, topology, skipped/failed reason, DUT stats
+    trials/<dut>/<key>.json one trial: params, status, result, cpu, raw output
+    report.md, plots/*.png  written by :mod:`lab.report`
+
+A rerun with the same directory (``lab run SCENARIO --out DIR``) skips every
+trial whose file says ``"status": "ok"`` (or "unsupported"), so an interrupted run
+resumes where it stopped. The run keeps to its time budget: a trial is not
+started after the deadline (it stays pending, to be resumed).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab import hostinfo
+from lab.adapters import Unsupported, make_adapter, repo_root
+from lab.netns import random_prefix
+from lab.scenarios import SCENARIOS, Scenario
+from lab.topologies import TOPOLOGIES
+from lab.workloads import http as w_http
+from lab.workloads import nat64 as w_nat64
+from lab.workloads import ping as w_ping
+from lab.workloads import tcp as w_tcp
+from lab.workloads import xlatperf as w_perf
+from lab.workloads.common import log, wait_reachable
+from lab.workloads.cpu import CpuSampler
+
+LAB_PREFIX = "xlab"  # namespaces: xlab<4 hex>-<role>; `lab cleanup` removes xlab*
+STATEFUL = ("conn_rate", "scale")
+DONE = ("ok", "unsupported")
+
+
+@dataclass
+class Trial:
+    dut: str
+    workload: str
+    key: str  # e.g. "tcp/x4-rev"
+    params: dict
+
+    @property
+    def file(self) -> str:
+        return self.key.replace("/", "__") + ".json"
+
+
+def expand(workload: str, p: dict) -> list[tuple[str, dict]]:
+    """A workload's parameters -> ``(key, params)`` per trial."""
+    if workload == "throughput":
+        return [
+            (f"throughput/{'min' if s == 0 else s}", {**p, "frame_size": s})
+            for s in p["frame_sizes"]
+        ]
+    if workload == "tcp":
+        return [
+            (
+                f"tcp/x{n}-{d}",
+                {"streams": n, "reverse": d == "rev", "seconds": p["seconds"]},
+            )
+            for n in p["streams"]
+            for d in p["directions"]
+        ]
+    if workload == "http":
+        return [
+            (
+                f"http/{prof}-c{c}",
+                {"profile": prof, "concurrency": c, "seconds": p["seconds"]},
+            )
+            for prof in p["profiles"]
+            for c in p["concurrency"]
+        ]
+    return [(workload, dict(p))]
+
+
+def plan(
+    scenario: Scenario, only: list[str] | None = None
+) -> list[tuple[str, list[Trial]]]:
+    """``[(dut, [Trial...])]`` in run order (stateful workloads last per DUT)."""
+    out: dict[str, list[Trial]] = {}
+    for part in scenario.parts:
+        for dut in part.duts:
+            if only and dut not in only:
+                continue
+            a = make_adapter(dut)
+            lst = out.setdefault(dut, [])
+            for w, p in part.workloads.items():
+                if w in STATEFUL and not a.stateful:
+                    continue
+                for key, params in expand(w, p):
+                    if not any(t.key == key for t in lst):
+                        lst.append(Trial(dut, w, key, params))
+            lst.sort(key=lambda t: t.workload in STATEFUL)
+    return list(out.items())
+
+
+def _write(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n")
+    os.replace(tmp, path)  # a crash never leaves half a trial
+
+
+def trial_status(out: Path, t: Trial) -> str | None:
+    f = out / "trials" / t.dut / t.file
+    try:
+        return json.loads(f.read_text()).get("status")
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+class Run:
+    def __init__(
+        self,
+        scenario: Scenario,
+        out: Path,
+        only: list[str] | None = None,
+        budget_min: float | None = None,
+    ):
+        self.scenario = scenario
+        self.out = out
+        self.only = only
+        self.budget_min = budget_min or scenario.budget_min
+        self.plan = plan(scenario, only)
+        self.deadline = 0.0
+        self.started = 0.0
+        self.done_count = 0
+        self.total = 0
+
+    # -- helpers ------------------------------------------------------------------
+    def progress(self, msg: str) -> None:
+        el = time.monotonic() - self.started
+        left = max(0.0, self.deadline - time.monotonic())
+        log(
+            f"[{self.done_count}/{self.total} | {el / 60:4.1f} min, budget left "
+            f"{left / 60:4.1f} min] {msg}"
+        )
+
+    def _meta(self) -> dict:
+        f = self.out / "meta.json"
+        if f.exists():
+            meta = json.loads(f.read_text())
+            if meta["scenario"] != self.scenario.name:
+                raise SystemExit(
+                    f"lab: {self.out} holds scenario {meta['scenario']!r}, not "
+                    f"{self.scenario.name!r}: use another --out"
+                )
+            meta.setdefault("resumed", []).append(_now())
+        else:
+            meta = {
+                "scenario": self.scenario.name,
+                "description": self.scenario.description,
+                "parts": [
+                    {"title": p.title, "duts": p.duts, "workloads": p.workloads}
+                    for p in self.scenario.parts
+                ],
+                "headline": self.scenario.headline,
+                "started": _now(),
+            }
+        meta["budget_min"] = self.budget_min
+        meta["host"] = hostinfo.host()
+        return meta
+
+    # -- the run ------------------------------------------------------------------
+    def run(self) -> dict:
+        self.out.mkdir(parents=True, exist_ok=True)
+        meta = self._meta()
+        _write(self.out / "meta.json", meta)
+        self.started = time.monotonic()
+        self.deadline = self.started + self.budget_min * 60
+        pending = [
+            (dut, [t for t in trials if trial_status(self.out, t) not in DONE])
+            for dut, trials in self.plan
+        ]
+        self.total = sum(len(ts) for _, ts in pending)
+        skipped_done = sum(len(ts) for _, ts in self.plan) - self.total
+        log(
+            f"scenario {self.scenario.name}: {self.total} trial(s) to run"
+            + (f", {skipped_done} already done (resumed)" if skipped_done else "")
+            + f", budget {self.budget_min:g} min, results in {self.out}"
+        )
+        unfinished = 0
+        for dut, trials in pending:
+            if not trials:
+                continue
+            unfinished += self.run_dut(dut, trials)
+        meta["finished"] = _now()
+        meta["elapsed_s"] = round(time.monotonic() - self.started, 1)
+        meta["loadavg_end"] = os.getloadavg()
+        meta["unfinished_trials"] = unfinished
+        _write(self.out / "meta.json", meta)
+        return meta
+
+    def run_dut(self, dut: str, trials: list[Trial]) -> int:
+        """Run ``trials`` of one DUT; returns how many stay unfinished."""
+        a = make_adapter(dut)
+        rec_path = self.out / "duts" / f"{dut}.json"
+        rec = {
+            "name": dut,
+            "description": a.description,
+            "topology": a.topology,
+            "role": a.role,
+        }
+        if not a.supports():
+            self.progress(f"{dut}: SKIPPED: {a.why}")
+            rec["skipped"] = a.why
+            _write(rec_path, rec)
+            self.done_count += len(trials)
+            return 0
+        self.progress(f"== {dut}: {a.description} (topology {a.topology})")
+        left = list(trials)
+        while left:
+            if time.monotonic() > self.deadline:
+                self.progress(
+                    f"{dut}: time budget spent, {len(left)} trial(s) left pending"
+                )
+                return len(left)
+            # Stateful workloads each get a fresh topology and DUT (no state carried over).
+            batch = [left.pop(0)] if left[0].workload in STATEFUL else []
+            while not batch and left and left[0].workload not in STATEFUL:
+                batch.append(left.pop(0))
+            try:
+                self.run_batch(a, batch, rec)
+            except Unsupported as e:
+                self.progress(f"{dut}: SKIPPED: {e}")
+                rec["skipped"] = str(e)
+                for t in [*batch, *left]:
+                    _write(
+                        self.out / "trials" / dut / t.file,
+                        {**_trial_head(t), "status": "unsupported", "error": str(e)},
+                    )
+                left = []
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as e:  # noqa: BLE001 - the DUT failed: record, go on
+                self.progress(f"{dut}: FAILED: {e}")
+                rec["error"] = str(e)
+                rec["log_tail"] = a.log_tail()
+            finally:
+                _write(rec_path, rec)
+        return 0
+
+    def run_batch(self, a, batch: list[Trial], rec: dict) -> None:
+        build = TOPOLOGIES[a.topology]
+        with build(random_prefix(LAB_PREFIX)) as topo:
+            a.start(topo)
+            server = None
+            try:
+                flow = a.flow(topo)
+                rec["flow"] = {
+                    "direction": flow.direction,
+                    "src": flow.src_addr,
+                    "dst": flow.dst_addr,
+                }
+                if not wait_reachable(flow):
+                    raise RuntimeError(
+                        f"{flow.dst_addr} not reachable from {flow.src_ns}"
+                    )
+                for t in batch:
+                    if time.monotonic() > self.deadline:
+                        return
+                    if t.workload == "http" and server is None:
+                        server = w_http.Nginx(
+                            topo.lab, flow.dst_ns, flow.dst_local or flow.sink_bind
+                        )
+                        server.start()
+                    self.run_trial(a, topo, flow, t, server)
+                rec["stats"] = a.stats()
+            finally:
+                if server is not None:
+                    server.stop()
+                a.stop()
+
+    def run_trial(self, a, topo, flow, t: Trial, server) -> None:
+        self.done_count += 1
+        self.progress(f"{t.dut} {t.key}")
+        head = _trial_head(t)
+        head["direction"] = flow.direction
+        t0 = time.monotonic()
+        try:
+            with CpuSampler(a.pids()) as cpu:
+                out = self.call(a, topo, flow, t, server)
+            rec = {**head, "status": "ok", **out, "cpu": cpu.result()}
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # noqa: BLE001 - one failed trial does not stop the run
+            self.progress(f"{t.dut} {t.key}: FAILED: {e}")
+            rec = {
+                **head,
+                "status": "error",
+                "error": str(e),
+                "traceback": traceback.format_exc()[-2000:],
+            }
+        rec["elapsed_s"] = round(time.monotonic() - t0, 2)
+        rec["finished"] = _now()
+        _write(self.out / "trials" / t.dut / t.file, rec)
+        if rec["status"] == "ok":
+            self.progress(f"{t.dut} {t.key}: {_brief(rec)}")
+
+    def prior(self, dut: str, key: str) -> dict | None:
+        try:
+            r = json.loads(
+                (
+                    self.out / "trials" / dut / (key.replace("/", "__") + ".json")
+                ).read_text()
+            )
+        except (OSError, json.JSONDecodeError):
+            return None
+        return r.get("result") if r.get("status") == "ok" else None
+
+    def _rate(self, a, flow, p: dict) -> int:
+        """Latency/PDV rate: a fraction of this DUT's measured throughput (or of a probe)."""
+        thr = self.prior(a.name, "throughput/min")
+        base = (
+            thr["fps"]
+            if thr and thr.get("fps")
+            else w_perf.probe(flow, flow.frame_size)
+        )
+        return max(100, int(base * p.get("rate_fraction", 0.5)))
+
+    def call(self, a, topo, flow, t: Trial, server) -> dict:
+        p = t.params
+        w = t.workload
+        if w == "throughput":
+            return w_perf.throughput(
+                flow, p["frame_size"], trial=p["trial"], max_trials=p["max_trials"]
+            )
+        if w == "flr":
+            return w_perf.frame_loss(flow, trial=p["trial"], steps=p.get("steps", 10))
+        if w == "latency":
+            return w_perf.latency(
+                flow,
+                rate=self._rate(a, flow, p),
+                duration=p["duration"],
+                warmup=p["warmup"],
+                tagged=p.get("tagged", 500),
+            )
+        if w == "pdv":
+            return w_perf.pdv(flow, rate=self._rate(a, flow, p), duration=p["duration"])
+        if w == "tcp":
+            return w_tcp.tcp(
+                flow, streams=p["streams"], seconds=p["seconds"], reverse=p["reverse"]
+            )
+        if w == "ping":
+            return w_ping.ping(flow, count=p["count"])
+        if w == "http":
+            return w_http.http(
+                flow,
+                topo,
+                profile=p["profile"],
+                concurrency=p["concurrency"],
+                seconds=p["seconds"],
+                server=server,
+            )
+        if w == "conn_rate":
+            return w_nat64.conn_rate(
+                a,
+                topo,
+                flow,
+                trial=p["trial"],
+                max_trials=p["max_trials"],
+                start_rate=p["start_rate"],
+                max_rate=p["max_rate"],
+                deadline=self.deadline,
+            )
+        if w == "scale":
+            return w_nat64.scale(
+                a,
+                topo,
+                flow,
+                sessions=p["sessions"],
+                trial=p["trial"],
+                max_trials=p["max_trials"],
+                est_max_rate=p["est_max_rate"],
+                deadline=self.deadline,
+            )
+        raise ValueError(f"unknown workload {w}")
+
+
+def _trial_head(t: Trial) -> dict:
+    return {"dut": t.dut, "workload": t.workload, "key": t.key, "params": t.params}
+
+
+def _brief(rec: dict) -> str:
+    r = rec.get("result", {})
+    w = rec["workload"]
+    cpu = rec.get("cpu", {})
+    c = f", DUT CPU {cpu['process_pct']}%" if cpu.get("process_pct") is not None else ""
+    if w == "throughput":
+        return f"{r['fps']:,.0f} fps at {r['frame_size']} B{c}"
+    if w == "tcp":
+        return f"{r['gbps']:.2f} Gbit/s{c}"
+    if w == "ping":
+        return f"RTT median {r['rtt_ms']['median']:.3f} ms"
+    if w == "http":
+        return f"{r['requests']} requests, median RTT {r['rtt_ms'].get('median', 0):.2f} ms, {r['errors']} errors{c}"
+    if w == "latency":
+        return f"typical {r['typical_us']} us, worst {r['worst_us']} us"
+    if w == "pdv":
+        return f"PDV {r['pdv_us']} us"
+    if w == "conn_rate":
+        return f"{r['flows_per_s']:,} new flows/s"
+    if w == "scale":
+        return ", ".join(
+            f"{p['target_sessions']}: {p['zero_loss_fps']:,.0f} fps"
+            for p in r["points"]
+        )
+    return "done"
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def default_out(name: str) -> Path:
+    base = Path(os.environ.get("LAB_RESULTS", str(repo_root() / "results")))
+    return base / f"{name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_scenario(
+    name: str,
+    out: Path | None = None,
+    only: list[str] | None = None,
+    budget_min: float | None = None,
+) -> tuple[Path, dict]:
+    if name not in SCENARIOS:
+        raise SystemExit(
+            f"lab: unknown scenario {name!r}; known: {', '.join(SCENARIOS)}"
+        )
+    if os.geteuid() != 0:
+        raise SystemExit("lab: must run as root (network namespaces)")
+    # SIGTERM -> SystemExit, so every topology's cleanup runs (as on Ctrl-C).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    out = out or default_out(name)
+    meta = Run(SCENARIOS[name], out, only, budget_min).run()
+    return out, meta

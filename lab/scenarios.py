@@ -1,0 +1,305 @@
+"""Scenarios: which DUTs, on which topologies, under which workloads, in what time.
+
+A scenario is a list of *parts*; each part compares a set of DUTs (translators
+and the baselines measured in the same run) with the same workloads. Workload
+parameters:
+
+==============  ===============================================================
+throughput      ``frame_sizes`` (sender side, 0 = family minimum), ``trial`` s,
+                ``max_trials`` per search
+flr             ``trial`` s per rate, ``steps`` (10 = 10 %..100 %)
+latency, pdv    ``duration`` s, ``warmup`` s (latency), ``rate_fraction`` of the
+                DUT's measured throughput at the minimum frame size
+tcp             ``streams`` list, ``directions`` (``fwd``, ``rev``), ``seconds``
+ping            ``count`` (at 10 ms)
+http            ``profiles`` (small, large), ``concurrency`` list, ``seconds``
+conn_rate       ``trial``, ``max_trials``, ``start_rate``, ``max_rate`` (stateful DUTs)
+scale           ``sessions`` list, ``trial``, ``max_trials``, ``est_max_rate``
+==============  ===============================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+HTTP_CONC = [1, 2, 5, 10, 20, 50, 100]
+
+
+@dataclass
+class Part:
+    title: str
+    duts: list[str]
+    workloads: dict[str, dict]
+
+
+@dataclass
+class Scenario:
+    name: str
+    description: str
+    parts: list[Part]
+    budget_min: float
+    headline: list[str] = field(default_factory=list)  # DUTs of the printed table
+
+
+def _siit_full(trial=2.0, tcp_s=10, http_s=3.0) -> dict:
+    return {
+        "throughput": {
+            "frame_sizes": [0, 128, 256, 512, 1024, 1280, 1518],
+            "trial": trial,
+            "max_trials": 6,
+        },
+        "flr": {"trial": trial, "steps": 10},
+        "latency": {"duration": 10, "warmup": 2, "rate_fraction": 0.5},
+        "pdv": {"duration": 10, "rate_fraction": 0.5},
+        "tcp": {"streams": [1, 4], "directions": ["fwd", "rev"], "seconds": tcp_s},
+        "ping": {"count": 500},
+        "http": {
+            "profiles": ["small", "large"],
+            "concurrency": HTTP_CONC,
+            "seconds": http_s,
+        },
+    }
+
+
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def _add(s: Scenario) -> None:
+    SCENARIOS[s.name] = s
+
+
+_add(
+    Scenario(
+        "demo",
+        "SIIT single DUT: xlat vs TAYGA vs kernel forwarding (throughput, TCP, RTT, HTTP); < 5 min",
+        [
+            Part(
+                "SIIT, single DUT (RFC 8219)",
+                ["kernel-v6", "tayga", "xlat"],
+                {
+                    "throughput": {"frame_sizes": [0], "trial": 2.0, "max_trials": 6},
+                    "tcp": {"streams": [1, 4], "directions": ["fwd"], "seconds": 4},
+                    "ping": {"count": 200},
+                    "http": {
+                        "profiles": ["small"],
+                        "concurrency": [1, 10, 50],
+                        "seconds": 2.0,
+                    },
+                },
+            )
+        ],
+        budget_min=4.0,
+        headline=["kernel-v6", "tayga", "xlat"],
+    )
+)
+
+_add(
+    Scenario(
+        "smoke",
+        "every workload for about a second (the test suite's check that the lab works)",
+        [
+            Part(
+                "SIIT, single DUT",
+                ["kernel-v6", "xlat"],
+                {
+                    "throughput": {"frame_sizes": [0], "trial": 0.3, "max_trials": 2},
+                    "flr": {"trial": 0.3, "steps": 2},
+                    "latency": {
+                        "duration": 1,
+                        "warmup": 0.3,
+                        "rate_fraction": 0.3,
+                        "tagged": 50,
+                    },
+                    "pdv": {"duration": 1, "rate_fraction": 0.3},
+                    "tcp": {"streams": [1], "directions": ["fwd", "rev"], "seconds": 1},
+                    "ping": {"count": 20},
+                    "http": {
+                        "profiles": ["small", "large"],
+                        "concurrency": [1, 5],
+                        "seconds": 0.5,
+                    },
+                },
+            ),
+            Part(
+                "Stateful NAT64",
+                ["xlat-nat64"],
+                {
+                    "conn_rate": {
+                        "trial": 0.3,
+                        "max_trials": 2,
+                        "start_rate": 5000,
+                        "max_rate": 10000,
+                    },
+                    "scale": {
+                        "sessions": [2000],
+                        "trial": 0.3,
+                        "max_trials": 1,
+                        "est_max_rate": 5000,
+                    },
+                },
+            ),
+        ],
+        budget_min=3.0,
+        headline=["kernel-v6", "xlat"],
+    )
+)
+
+_SIIT = Part(
+    "SIIT, single DUT (RFC 8219)",
+    ["kernel-v6", "kernel-v4", "tayga", "xlat", "xlat-ebpf"],
+    _siit_full(),
+)
+_DUAL = Part(
+    "Dual DUT: NAT46 then NAT64 back (RFC 8219 section 4.2)",
+    ["kernel2-v4", "tayga-dual", "xlat-dual"],
+    {
+        "throughput": {"frame_sizes": [0, 512, 1518], "trial": 2.0, "max_trials": 6},
+        "tcp": {"streams": [1, 4], "directions": ["fwd"], "seconds": 10},
+        "ping": {"count": 500},
+        "http": {"profiles": ["small"], "concurrency": HTTP_CONC, "seconds": 2.0},
+    },
+)
+_464 = Part(
+    "464XLAT with DNS64 (unbound)",
+    ["kernel2-v4", "xlat-464"],
+    {
+        "tcp": {"streams": [1, 4], "directions": ["fwd", "rev"], "seconds": 10},
+        "ping": {"count": 500},
+        "http": {
+            "profiles": ["small", "large"],
+            "concurrency": HTTP_CONC,
+            "seconds": 2.0,
+        },
+    },
+)
+_NAT = Part(
+    "Stateful NAT64 / NAT44 (RFC 9693)",
+    ["nft-nat44", "tayga-nat44", "xlat-nat64"],
+    {
+        "tcp": {"streams": [1, 4], "directions": ["fwd"], "seconds": 10},
+        "ping": {"count": 500},
+        "http": {"profiles": ["small"], "concurrency": HTTP_CONC, "seconds": 2.0},
+        "conn_rate": {
+            "trial": 2.0,
+            "max_trials": 7,
+            "start_rate": 20000,
+            "max_rate": 1000000,
+        },
+        "scale": {
+            "sessions": [10000, 100000, 1000000],
+            "trial": 2.0,
+            "max_trials": 7,
+            "est_max_rate": 400000,
+        },
+    },
+)
+
+_add(
+    Scenario(
+        "siit",
+        "SIIT single DUT, every workload",
+        [_SIIT],
+        30.0,
+        ["kernel-v6", "tayga", "xlat"],
+    )
+)
+_add(
+    Scenario(
+        "dual-dut", "dual DUT (NAT46 + NAT64) vs two-hop IPv4 forwarding", [_DUAL], 15.0
+    )
+)
+_add(
+    Scenario(
+        "464xlat",
+        "464XLAT (CLAT + PLAT, DNS64) vs two-hop IPv4 forwarding",
+        [_464],
+        10.0,
+    )
+)
+_add(Scenario("nat64", "stateful NAT64 vs TAYGA + NAT44 vs NAT44", [_NAT], 25.0))
+_add(
+    Scenario(
+        "bench",
+        "the full comparison: every topology, DUT and workload (make bench)",
+        [_SIIT, _DUAL, _464, _NAT],
+        budget_min=52.0,
+        headline=["kernel-v6", "tayga", "xlat"],
+    )
+)
+
+_QC = [1, 10, 100]
+_add(
+    Scenario(
+        "bench-quick",
+        "the full comparison with short trials and fewer points (BENCH_QUICK=1 make bench)",
+        [
+            Part(
+                _SIIT.title,
+                _SIIT.duts,
+                {
+                    "throughput": {
+                        "frame_sizes": [0, 512, 1518],
+                        "trial": 1.0,
+                        "max_trials": 5,
+                    },
+                    "flr": {"trial": 1.0, "steps": 5},
+                    "latency": {"duration": 3, "warmup": 1, "rate_fraction": 0.5},
+                    "pdv": {"duration": 3, "rate_fraction": 0.5},
+                    "tcp": {
+                        "streams": [1, 4],
+                        "directions": ["fwd", "rev"],
+                        "seconds": 3,
+                    },
+                    "ping": {"count": 200},
+                    "http": {
+                        "profiles": ["small", "large"],
+                        "concurrency": _QC,
+                        "seconds": 1.5,
+                    },
+                },
+            ),
+            Part(
+                _DUAL.title,
+                _DUAL.duts,
+                {
+                    "throughput": {"frame_sizes": [0], "trial": 1.0, "max_trials": 5},
+                    "tcp": {"streams": [1], "directions": ["fwd"], "seconds": 3},
+                    "ping": {"count": 100},
+                    "http": {"profiles": ["small"], "concurrency": _QC, "seconds": 1.5},
+                },
+            ),
+            Part(
+                _464.title,
+                _464.duts,
+                {
+                    "tcp": {"streams": [1], "directions": ["fwd", "rev"], "seconds": 3},
+                    "ping": {"count": 100},
+                    "http": {"profiles": ["small"], "concurrency": _QC, "seconds": 1.5},
+                },
+            ),
+            Part(
+                _NAT.title,
+                _NAT.duts,
+                {
+                    "tcp": {"streams": [1], "directions": ["fwd"], "seconds": 3},
+                    "ping": {"count": 100},
+                    "http": {"profiles": ["small"], "concurrency": _QC, "seconds": 1.5},
+                    "conn_rate": {
+                        "trial": 1.0,
+                        "max_trials": 5,
+                        "start_rate": 20000,
+                        "max_rate": 1000000,
+                    },
+                    "scale": {
+                        "sessions": [10000, 100000],
+                        "trial": 1.0,
+                        "max_trials": 5,
+                        "est_max_rate": 400000,
+                    },
+                },
+            ),
+        ],
+        budget_min=20.0,
+        headline=["kernel-v6", "tayga", "xlat"],
+    )
+)

@@ -1,0 +1,168 @@
+"""HTTP transactions through the DUT: nginx on the receiver side, the lab's own
+client (:mod:`lab.workloads.httpclient`) on the sender side, per-request RTT.
+
+Profiles (request / response size):
+
+* ``small``: ``GET /small`` (about 100-byte request, 128-byte body);
+* ``large``: ``POST /large`` with a 16 KiB body, 128 KiB response body;
+
+each at the scenario's concurrencies (1, 2, 5, 10, 20, 50, 100 in the full
+bench), a new TCP connection per transaction (so a stateful DUT sees a new
+flow each time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from lab.adapters.base import repo_root
+from lab.netns import ns_exec
+from lab.workloads.common import describe, wait_listen
+
+HTTP_PORT = 8080
+PROFILES = {
+    "small": {"path": "/small", "body": 0, "response": 128},
+    "large": {"path": "/large", "body": 16 * 1024, "response": 128 * 1024},
+}
+
+
+def nginx_bin() -> str | None:
+    return shutil.which("nginx") or (
+        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+    )
+
+
+class Nginx:
+    """nginx in the foreground in ``ns``, everything in a temp dir; stopped by PID."""
+
+    def __init__(self, lab, ns: str, listen: str, port: int = HTTP_PORT):
+        self.lab, self.ns, self.listen, self.port = lab, ns, listen, port
+        self.tmp = tempfile.TemporaryDirectory(prefix="xlat-lab-nginx-")
+        self.proc = None
+
+    def start(self) -> None:
+        nginx = nginx_bin()
+        if nginx is None:
+            raise FileNotFoundError("nginx not found (Debian package nginx-light)")
+        d = Path(self.tmp.name)
+        www = d / "www"
+        www.mkdir()
+        for p in PROFILES.values():
+            (www / p["path"].lstrip("/")).write_bytes(b"x" * p["response"])
+        listen = f"[{self.listen}]" if ":" in self.listen else self.listen
+        (d / "nginx.conf").write_text(
+            f"""daemon off;
+master_process off;
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    default_type application/octet-stream;
+    client_body_temp_path {d}/body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    client_max_body_size 1m;
+    client_body_buffer_size 1m;
+    keepalive_requests 100000;
+    server {{
+        listen {listen}:{self.port} backlog=4096 reuseport;
+        root {www};
+        # Static files for POST too: nginx answers 405, redirected to a GET of the file.
+        error_page 405 =200 $uri;
+    }}
+}}
+"""
+        )
+        self.proc = self.lab.spawn(
+            self.ns,
+            [nginx, "-p", str(d), "-c", str(d / "nginx.conf"), "-e", f"{d}/error.log"],
+        )
+        if not wait_listen(self.ns, self.port):
+            raise RuntimeError(f"nginx did not listen: {self.log_tail()}")
+
+    def log_tail(self) -> str:
+        try:
+            return (Path(self.tmp.name) / "error.log").read_text()[-500:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.lab.stop(self.proc)
+            self.proc = None
+        self.tmp.cleanup()
+
+
+def parse_client(j: dict) -> dict:
+    """The client's JSON -> RTT statistics (ms), request rate, errors."""
+    rtts = j["rtt_ms"]
+    wall = j.get("wall_s") or 0
+    return {
+        "concurrency": j["concurrency"],
+        "requests": len(rtts),
+        "errors": sum(j["errors"].values()),
+        "error_kinds": j["errors"],
+        "non_200": sum(v for k, v in j["status"].items() if k != "200"),
+        "rps": len(rtts) / wall if wall else None,
+        "mbps": j["bytes"] * 8 / wall / 1e6 if wall else None,
+        "rtt_ms": describe(rtts),
+        "samples_ms": rtts,
+    }
+
+
+def http(
+    flow, topo, *, profile: str, concurrency: int, seconds: float, server=None
+) -> dict:
+    """One HTTP trial; ``server`` is a running :class:`Nginx` (started if None)."""
+    own = server is None
+    if own:
+        server = Nginx(topo.lab, flow.dst_ns, flow.dst_local or flow.sink_bind)
+        server.start()
+    try:
+        p = PROFILES[profile]
+        env = dict(os.environ, PYTHONPATH=str(repo_root()))
+        cmd = [
+            "env",
+            f"PYTHONPATH={env['PYTHONPATH']}",
+            sys.executable,
+            "-m",
+            "lab.workloads.httpclient",
+            "--host",
+            flow.dst_addr,
+            "--port",
+            str(server.port),
+            "--path",
+            p["path"],
+            "--body",
+            str(p["body"]),
+            "--local",
+            flow.src_addr,
+            "--concurrency",
+            str(concurrency),
+            "--duration",
+            f"{seconds:g}",
+        ]
+        cp = ns_exec(flow.src_ns, cmd, check=False, timeout=seconds + 30)
+        if cp.returncode != 0:
+            raise RuntimeError(f"http client failed: {cp.stderr.strip()[-400:]}")
+        res = parse_client(json.loads(cp.stdout))
+        res["profile"] = profile
+        res["request_bytes"] = p["body"]
+        res["response_bytes"] = p["response"]
+        if res["requests"] == 0:
+            raise RuntimeError(
+                f"no HTTP transaction completed: {res['error_kinds']} {server.log_tail()}"
+            )
+        return {"result": res}
+    finally:
+        if own:
+            server.stop()

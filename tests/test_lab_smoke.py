@@ -1,0 +1,185 @@
+"""The lab end to end: ``python -m lab run smoke`` runs every workload for about a
+second, writes one JSON per trial and a report with plots; a rerun resumes
+(skips finished trials); Ctrl-C removes every namespace; ``lab compare`` works."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lab import netns
+
+ROOT = Path(__file__).resolve().parent.parent
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def lab(*args, timeout=240, check=True):
+    cp = subprocess.run(
+        [sys.executable, "-m", "lab", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check:
+        assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-3000:]
+    return cp
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("lab") / "smoke"
+    before = set(netns.list_ns("xlab"))
+    cp = lab("run", "smoke", "--out", out)
+    assert set(netns.list_ns("xlab")) - before == set(), "namespaces left behind"
+    return out, cp
+
+
+@pytest.mark.timeout(240)
+def test_smoke_every_workload_ok(smoke):
+    out, cp = smoke
+    trials = [
+        json.loads(f.read_text()) for f in sorted((out / "trials").glob("*/*.json"))
+    ]
+    by = {(t["dut"], t["workload"]) for t in trials}
+    for w in ("throughput", "flr", "latency", "pdv", "tcp", "ping", "http"):
+        assert ("xlat", w) in by and ("kernel-v6", w) in by, w
+    assert ("xlat-nat64", "conn_rate") in by and ("xlat-nat64", "scale") in by
+    bad = [(t["dut"], t["key"], t.get("error")) for t in trials if t["status"] != "ok"]
+    assert bad == []
+    for t in trials:
+        # The DUT's CPU use is recorded for every trial (process share only for
+        # DUTs that are processes: xlat yes, kernel forwarding no).
+        assert t["cpu"]["busy_pct"] >= 0 and t["cpu"]["softirq_pct"] >= 0
+        assert (t["cpu"]["process_pct"] is None) == (t["dut"] == "kernel-v6")
+    http = json.loads((out / "trials" / "xlat" / "http__small-c5.json").read_text())
+    r = http["result"]
+    assert r["requests"] == len(r["samples_ms"]) > 0 and r["errors"] == 0
+    tcp = json.loads((out / "trials" / "xlat" / "tcp__x1-rev.json").read_text())[
+        "result"
+    ]
+    assert tcp["reverse"] is True and len(tcp["series_gbps"]) >= 1
+    # The summary table is printed.
+    assert "| xlat |" in cp.stdout and "Ratios to `kernel-v6`" in cp.stdout
+
+
+@pytest.mark.timeout(60)
+def test_smoke_report_and_plots(smoke):
+    out, _ = smoke
+    md = (out / "report.md").read_text()
+    meta = json.loads((out / "meta.json").read_text())
+    h = meta["host"]
+    # The header records CPU, kernel, clocksource and versions.
+    for s in (
+        h["cpu_model"],
+        h["kernel"],
+        f"clocksource {h['clocksource']}",
+        "xlat 0.1",
+    ):
+        assert s in md, s
+    for section in (
+        "Throughput by frame size",
+        "Frame loss rate",
+        "Latency and PDV",
+        "TCP (iperf3)",
+        "RTT (ping, ms)",
+        "HTTP transactions",
+        "new-flow rate",
+        "DUT CPU use",
+    ):
+        assert section in md, section
+    plots = sorted(p.name for p in (out / "plots").glob("*.png"))
+    for name in ("throughput", "flr", "tcp", "http"):
+        assert f"siit-single-dut-{name}.png" in plots
+    assert "stateful-nat64-sessions.png" in plots
+    for p in (out / "plots").glob("*.png"):
+        assert p.read_bytes()[:8] == PNG and p.stat().st_size > 10_000
+        assert f"plots/{p.name}" in md
+    # `lab report` regenerates the same report from the JSON files.
+    (out / "report.md").unlink()
+    lab("report", out)
+    assert (out / "report.md").read_text() == md
+
+
+@pytest.mark.timeout(60)
+def test_rerun_resumes(smoke):
+    out, _ = smoke
+    n = len(list((out / "trials").glob("*/*.json")))
+    cp = lab("run", "smoke", "--out", out)
+    assert "0 trial(s) to run" in cp.stderr and f"{n} already done" in cp.stderr
+    assert len(json.loads((out / "meta.json").read_text())["resumed"]) == 1
+    # Another scenario's directory is refused, not mixed.
+    cp = lab("run", "demo", "--out", out, check=False)
+    assert cp.returncode != 0 and "holds scenario 'smoke'" in cp.stderr
+
+
+@pytest.mark.timeout(60)
+def test_compare(smoke):
+    out, _ = smoke
+    cp = lab("compare", out, out)
+    assert "| xlat | TCP x1 (Gbit/s) |" in cp.stdout
+    rows = [ln for ln in cp.stdout.splitlines() if ln.startswith("| xlat |")]
+    assert rows and all(ln.rstrip(" |").endswith("1.00") for ln in rows), rows
+
+
+@pytest.mark.timeout(90)
+def test_ctrl_c_cleans_up_and_keeps_finished_trials(tmp_path):
+    out = tmp_path / "int"
+    before = set(netns.list_ns("xlab"))
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lab",
+            "run",
+            "smoke",
+            "--out",
+            str(out),
+            "--duts",
+            "xlat",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = p.stderr.readline()
+            if "xlat throughput/min:" in line:  # one trial finished, the next running
+                break
+        else:
+            pytest.fail("the first trial did not finish")
+        time.sleep(0.5)
+        os.kill(p.pid, signal.SIGINT)
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode != 0
+    assert set(netns.list_ns("xlab")) - before == set(), "Ctrl-C left namespaces behind"
+    done = json.loads((out / "trials" / "xlat" / "throughput__min.json").read_text())
+    assert done["status"] == "ok"
+    # Resuming starts after the finished trial (budget 0: nothing new is started).
+    cp = lab(
+        "run",
+        "smoke",
+        "--out",
+        out,
+        "--duts",
+        "xlat",
+        "--budget-min",
+        "0.001",
+        check=False,
+    )
+    assert "1 already done (resumed)" in cp.stderr
