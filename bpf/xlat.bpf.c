@@ -396,7 +396,11 @@ static __always_inline int routed_to_tun(struct __sk_buff *skb, const struct xla
 		__builtin_memcpy(p.ipv6_src, src, 16);
 		__builtin_memcpy(p.ipv6_dst, dst, 16);
 	}
-	long rc = bpf_fib_lookup(skb, &p, sizeof(p), 0);
+	/* Only the output device matters: no neighbour lookup (Linux >= 6.5;
+	 * older kernels refuse the flag, then the lookup is repeated without). */
+	long rc = bpf_fib_lookup(skb, &p, sizeof(p), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	if (rc < 0)
+		rc = bpf_fib_lookup(skb, &p, sizeof(p), 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return 0;
 	return p.ifindex == c->tun_ifindex;
