@@ -315,7 +315,8 @@ def plot_tcp(run, duts, path) -> bool:
                 ax.plot(range(1, len(s) + 1), s, label=d, **{**st[d], "marker": "."})
         streams, direction = k.split("/")[1].split("-")
         ax.set(
-            title=f"TCP {streams} stream(s), {'reverse (-R)' if direction == 'rev' else 'forward'}",
+            title=f"TCP, {streams[1:]} stream{'s' if streams != 'x1' else ''}, "
+            + ("reverse (-R)" if direction == "rev" else "forward"),
             xlabel="second",
             ylabel="Gbit/s",
         )
