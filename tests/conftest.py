@@ -31,6 +31,9 @@ XLAT = Path(os.environ.get("XLAT_BIN", str(ROOT / "target" / "release" / "xlat")
 NSIO = Path(__file__).resolve().parent / "tools" / "nsio.py"
 PY = sys.executable
 DEFAULT_TIMEOUT = 60
+# The datapaths the daemon tests run with (docs/datapaths.md): the TUN
+# datapath alone, and the eBPF fast path in front of it.
+DATAPATHS = ("tun", "ebpf")
 
 
 def pytest_configure(config):
@@ -146,8 +149,17 @@ def flatten(obj, prefix="") -> dict[str, int]:
 class Xlat:
     """One ``xlat run`` process in a namespace, with its config file, log and CLI."""
 
-    def __init__(self, lab, ns: str, config: str, workdir: Path, name: str = "xlat0"):
+    def __init__(
+        self,
+        lab,
+        ns: str,
+        config: str,
+        workdir: Path,
+        name: str = "xlat0",
+        datapath: str = "tun",
+    ):
         self.lab = lab
+        self.datapath = datapath
         self.ns = ns
         self.workdir = workdir
         self.name = name
@@ -158,12 +170,21 @@ class Xlat:
         self.write_config(config)
 
     def write_config(self, text: str) -> None:
+        """Write the config file; ``[datapath] kind`` is appended (a table at the end)."""
+        if "[datapath]" not in text:
+            text += f'\n[datapath]\nkind = "{self.datapath}"\n'
         self.conf.write_text(text)
 
-    def start(self, wait_ready: bool = True, timeout: float = 15) -> Xlat:
+    def start(
+        self, wait_ready: bool = True, timeout: float = 15, env: dict | None = None
+    ) -> Xlat:
+        """Start ``xlat run``; ``env``: extra environment variables (test hooks)."""
         self._log = open(self.logpath, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = self.lab.spawn(
-            self.ns, [str(need_xlat()), "run", "-c", str(self.conf)], stderr=self._log
+            self.ns,
+            [str(need_xlat()), "run", "-c", str(self.conf)],
+            stderr=self._log,
+            env={**os.environ, **env} if env else None,
         )
         if wait_ready:
             deadline = time.monotonic() + timeout
@@ -177,6 +198,9 @@ class Xlat:
                         f"xlat not ready after {timeout}s:\n{self.log()}"
                     )
                 time.sleep(0.05)
+            if self.datapath == "ebpf" and not env:
+                # Not silently on TUN: the log names the datapath in use.
+                assert "msg=datapath kind=ebpf" in self.log(), self.log()
         return self
 
     def log(self) -> str:
@@ -217,13 +241,13 @@ def workdir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def make_siit(mtu6: int = 1500, extra: str = ""):
+def make_siit(mtu6: int = 1500, extra: str = "", datapath: str = "tun"):
     """(topology, Xlat) for SIIT in the router namespace; caller closes both."""
     topo = siit_single(mtu6=mtu6)
     d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
     try:
         conf = topo.xlat_toml(socket=f"{d}/xlat0.sock", extra=extra)
-        x = Xlat(topo.lab, topo.router, conf, d).start()
+        x = Xlat(topo.lab, topo.router, conf, d, datapath=datapath).start()
     except BaseException:
         topo.close()
         shutil.rmtree(d, ignore_errors=True)
@@ -239,20 +263,21 @@ def close_siit(topo, x) -> None:
         shutil.rmtree(x.workdir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def siit_mod():
-    """SIIT topology with xlat running in the router, shared by a module's tests."""
+@pytest.fixture(scope="module", params=DATAPATHS)
+def siit_mod(request):
+    """SIIT topology with xlat running in the router, shared by a module's tests;
+    once per datapath (``x.datapath``)."""
     need_xlat()
-    topo, x = make_siit()
+    topo, x = make_siit(datapath=request.param)
     yield topo, x
     close_siit(topo, x)
 
 
-@pytest.fixture
-def siit_fn():
-    """A private SIIT topology + xlat for tests that change its state."""
+@pytest.fixture(params=DATAPATHS)
+def siit_fn(request):
+    """A private SIIT topology + xlat for tests that change its state (per datapath)."""
     need_xlat()
-    topo, x = make_siit()
+    topo, x = make_siit(datapath=request.param)
     yield topo, x
     close_siit(topo, x)
 

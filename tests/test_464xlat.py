@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import Xlat, iperf3, nsio, nsio_bg, nsio_server, ping
+from conftest import DATAPATHS, Xlat, iperf3, nsio, nsio_bg, nsio_server, ping
 
 from lab.topology import xlat464
 
@@ -35,7 +35,8 @@ def plat_toml(t, sock: str) -> str:
 
 
 class Env464:
-    def __init__(self, discover: bool = False, extra: str = ""):
+    def __init__(self, discover: bool = False, extra: str = "", datapath: str = "tun"):
+        self.datapath = datapath
         self.t = xlat464()
         self.dir = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
         self.etc = None
@@ -49,6 +50,7 @@ class Env464:
                 extra + plat_toml(t, f"{self.dir}/plat.sock"),
                 self.dir,
                 "plat",
+                datapath=datapath,
             ).start()
             self.clat = Xlat(
                 t.lab,
@@ -56,6 +58,7 @@ class Env464:
                 extra + clat_toml(t, f"{self.dir}/clat.sock", pool6=not discover),
                 self.dir,
                 "clat",
+                datapath=datapath,
             ).start()
         except BaseException:
             self.close()
@@ -92,9 +95,10 @@ class Env464:
                 shutil.rmtree(self.etc, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def env464():
-    e = Env464()
+@pytest.fixture(scope="module", params=DATAPATHS)
+def env464(request):
+    """CLAT + PLAT, once per datapath (both translators on the same one)."""
+    e = Env464(datapath=request.param)
     yield e
     e.close()
 
@@ -107,8 +111,11 @@ def test_464_ping(env464):
     assert cp.returncode == 0, cp.stdout + cp.stderr
     # Two translators, each one router hop, plus the core router: 64 - 3 = 61.
     assert "ttl=61" in cp.stdout, cp.stdout
-    s = env464.clat.stats()
-    assert s["translated_4to6_packets"] >= 3 and s["translated_6to4_packets"] >= 3
+    pre = "ebpf_" if env464.datapath == "ebpf" else ""
+    for x in (env464.clat, env464.plat):
+        s = x.stats()
+        assert s[f"{pre}translated_4to6_packets"] >= 3, s
+        assert s[f"{pre}translated_6to4_packets"] >= 3, s
 
 
 @pytest.mark.timeout(30)

@@ -14,7 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PY, Xlat, iperf3, mac_of, need_tool, need_xlat, nsio, nsio_bg, ping
+from conftest import (
+    DATAPATHS,
+    PY,
+    Xlat,
+    iperf3,
+    mac_of,
+    need_tool,
+    need_xlat,
+    nsio,
+    nsio_bg,
+    ping,
+)
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment, fragment6
 
@@ -98,7 +109,13 @@ def sessions(x: Xlat, address: str | None = None) -> list[list[str]]:
 class Env:
     """Nat64Single + xlat (nat64) in its router."""
 
-    def __init__(self, nat64: str = "", pool4: str | None = None, extra: str = ""):
+    def __init__(
+        self,
+        nat64: str = "",
+        pool4: str | None = None,
+        extra: str = "",
+        datapath: str = "tun",
+    ):
         need_xlat()
         self.t = nat64_single()
         self.dir = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
@@ -110,7 +127,9 @@ class Env:
                 nat64=f'mapping-log = "{self.maplog}"\n' + nat64,
                 pool4=pool4,
             )
-            self.x = Xlat(self.t.lab, self.t.router, conf, self.dir, "nat64").start()
+            self.x = Xlat(
+                self.t.lab, self.t.router, conf, self.dir, "nat64", datapath=datapath
+            ).start()
         except BaseException:
             self.close()
             raise
@@ -128,9 +147,13 @@ MAIN_POOL4 = (
 )
 
 
-@pytest.fixture(scope="module")
-def env():
-    e = Env(nat64="[nat64.timeouts]\nudp = 3\n", pool4=MAIN_POOL4)
+@pytest.fixture(scope="module", params=DATAPATHS)
+def env(request):
+    """The NAT64 router, once per datapath (with kind = "ebpf" the programs are
+    attached and leave NAT64 packets to the TUN datapath, docs/datapaths.md)."""
+    e = Env(
+        nat64="[nat64.timeouts]\nudp = 3\n", pool4=MAIN_POOL4, datapath=request.param
+    )
     yield e
     e.close()
 

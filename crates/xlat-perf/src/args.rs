@@ -9,7 +9,14 @@ pub struct Args {
 }
 
 /// Options that take no value.
-const FLAGS: &[&str] = &["ipv4", "ipv6", "json", "csv", "random-ports"];
+const FLAGS: &[&str] = &[
+    "ipv4",
+    "ipv6",
+    "json",
+    "csv",
+    "random-ports",
+    "bidirectional",
+];
 
 impl Args {
     pub fn parse(argv: &[String]) -> Result<Args, String> {

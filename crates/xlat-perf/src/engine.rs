@@ -1,16 +1,19 @@
 //! One RFC 8219 trial: a paced sender thread and a receiver thread, each in
 //! its own network namespace (setns(2) per thread, before its socket exists).
 //!
-//! I/O is ordinary sockets (UDP `sendmmsg`/`recvmmsg`, or a raw IPPROTO_UDP
-//! socket when source ports are pseudorandom): AF_PACKET / AF_XDP rings are a
-//! later step. Sender and receiver run in the same process, so both read the
-//! same CLOCK_MONOTONIC and one-way delay is `rx time - send time in payload`.
+//! Two I/O paths (`Endpoints::io`): AF_PACKET with memory-mapped rings
+//! (`io_packet`, complete Ethernet frames, the command line's default), and
+//! ordinary sockets (UDP `sendmmsg`/`recvmmsg`, or a raw IPPROTO_UDP socket
+//! when source ports are pseudorandom; the API default and the fallback).
+//! Sender and receiver run in the same process, so both read the same
+//! CLOCK_MONOTONIC and one-way delay is `rx time - send time in payload`.
 //!
 //! Strict counting (RFC 8219 section 7.1 / RFC 2544 section 26.1): the
 //! receiver listens until the sender finished plus the post-trial wait; a frame
 //! that arrives later is never seen and counts as lost, a duplicate counts
 //! against zero loss.
 
+pub use crate::io_packet::{Background, IoConfig, IoKind, PortIo};
 use crate::pace::Pacer;
 use crate::payload;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -39,6 +42,25 @@ pub struct Endpoints {
     /// RFC 4814 section 4.5 pseudorandom source ports from this range (raw
     /// socket sender); None: one fixed (ephemeral) source port.
     pub src_ports: Option<(u16, u16)>,
+    /// I/O path and traffic shape (default: sockets, unidirectional).
+    pub io: IoConfig,
+}
+
+impl Default for Endpoints {
+    fn default() -> Endpoints {
+        let any = SocketAddr::from(([127, 0, 0, 1], 9));
+        Endpoints {
+            send_netns: None,
+            recv_netns: None,
+            dst: any,
+            src: None,
+            recv_bind: any,
+            payload: payload::TIMED_LEN,
+            batch: 32,
+            src_ports: None,
+            io: IoConfig::default(),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -65,27 +87,54 @@ pub struct TrialOut {
     pub behind: bool,
     /// One entry per planned frame: delay in ns, None if it never arrived.
     pub delays: Vec<Option<u64>>,
+    /// Packet I/O: frames that were not IPv4/IPv6 UDP (ARP, ND, ...).
+    pub other: u64,
+    /// Packet I/O: test frames stamped after the post-trial wait (lost).
+    pub late: u64,
+    /// Packet I/O: frames the receive ring dropped (lost in the tester).
+    pub rx_ring_drops: u64,
+    /// Bidirectional trials: the reverse direction's counts.
+    pub reverse: Option<Box<TrialOut>>,
+    /// Background traffic (RFC 8219 section 6.1), counted apart.
+    pub background: Option<Box<TrialOut>>,
 }
 
 impl TrialOut {
     pub fn lost(&self) -> u64 {
         self.planned.saturating_sub(self.received)
     }
-    pub fn valid(&self) -> bool {
-        !self.behind
+    fn parts(&self) -> impl Iterator<Item = &TrialOut> {
+        self.reverse
+            .iter()
+            .chain(self.background.iter())
+            .map(|b| &**b)
     }
-    /// Zero loss in the strict sense: every planned frame arrived exactly once.
+    /// Valid: no sender (of any direction) fell behind schedule.
+    pub fn valid(&self) -> bool {
+        !self.behind && self.parts().all(|p| p.valid())
+    }
+    /// Zero loss in the strict sense: every planned frame arrived exactly
+    /// once, in every direction and in the background stream.
     pub fn zero_loss(&self) -> bool {
-        self.sent == self.planned && self.received == self.planned && self.duplicates == 0
+        self.sent == self.planned
+            && self.received == self.planned
+            && self.duplicates == 0
+            && self.parts().all(|p| p.zero_loss())
     }
     /// Frame loss rate, RFC 8219 section 7.4 / RFC 2544 section 26.3:
     /// (sent - received) / sent, with the planned count as "sent" and
-    /// duplicates counted as losses.
+    /// duplicates counted as losses; over all directions and streams
+    /// (each is also reported on its own).
     pub fn loss_rate(&self) -> f64 {
-        if self.planned == 0 {
+        let (mut bad, mut planned) = (self.lost() + self.duplicates, self.planned);
+        for p in self.parts() {
+            bad += p.lost() + p.duplicates;
+            planned += p.planned;
+        }
+        if planned == 0 {
             return 0.0;
         }
-        ((self.lost() + self.duplicates) as f64 / self.planned as f64).min(1.0)
+        (bad as f64 / planned as f64).min(1.0)
     }
 }
 
@@ -514,6 +563,15 @@ pub fn run_trial(ep: &Endpoints, spec: &TrialSpec) -> Result<TrialOut, String> {
             "{planned} frames in one trial is over the limit {limit}: shorten --duration"
         ));
     }
+    if ep.io.kind == IoKind::Packet {
+        return crate::io_packet::run_trial(ep, spec, planned);
+    }
+    if ep.io.reverse_dst.is_some() || ep.io.background.is_some() || ep.io.dst_ports.is_some() {
+        return Err(
+            "bidirectional, background traffic and random destination ports need --io packet"
+                .into(),
+        );
+    }
     let stop_at = Arc::new(AtomicU64::new(0));
     let (ready_tx, ready_rx) = mpsc::channel();
     let rx = {
@@ -560,6 +618,7 @@ pub fn run_trial(ep: &Endpoints, spec: &TrialSpec) -> Result<TrialOut, String> {
         max_lag_us: txo.max_lag_us,
         behind: txo.behind,
         delays: rxo.delays,
+        ..Default::default()
     })
 }
 
@@ -621,6 +680,7 @@ mod tests {
             payload: 18,
             batch: 8,
             src_ports: None,
+            io: IoConfig::default(),
         };
         let spec = TrialSpec {
             rate: 2000,

@@ -18,6 +18,11 @@
 mod args;
 mod engine;
 mod flood;
+mod io_frame;
+mod io_opts;
+mod io_packet;
+mod io_resolve;
+mod io_selftest;
 mod json;
 mod measure;
 mod pace;
@@ -45,7 +50,18 @@ its own network namespace; see docs/xlat-perf.md):
 COMMON: [--src ADDR] [--recv-bind ADDR:PORT] [--send-netns NAME] [--recv-netns NAME]
         [--frame-size BYTES] [--link-gbps G] [--duration SECS] [--wait SECS]
         [--repeat N] [--retries N] [--batch N] [--random-ports [--src-ports LO-HI]]
-        [--json | --csv]
+        [--json | --csv] [--ceiling-file FILE] IO
+IO (traffic and I/O engine, see docs/xlat-perf.md, I/O):
+        [--io packet|socket] [--send-if IF] [--recv-if IF] [--src-mac MAC] [--dst-mac MAC]
+        [--send-cpu N] [--recv-cpu N] [--src-port P] [--dst-ports LO-HI]
+        [--src-addrs A-B] [--dst-addrs A-B] [--bidirectional [--reverse-dst ADDR:PORT]
+        [--reverse-dst-mac MAC]] [--background N/M --background-dst [IPV6]:PORT
+        [--background-src IPV6]]
+
+The tester's own ceiling, port to port over a veth pair of its own (no DUT):
+  xlat-perf self-test [--features 64,64-random-ports,64-timestamps,84-ipv6,1518]
+                      [--duration SECS] [--max-rate FPS] [--repeat N] [--save FILE] [--json]
+                      [--send-netns A --recv-netns B (--src4 A --dst4 B | --src6 A --dst6 B)]
 
 Frames are Ethernet frames incl. FCS (RFC 8219 section 5): UDP payload =
 frame - 18 - L3 header (20 or 40) - 8. 84-byte IPv6 frames => 18-byte payload
@@ -75,6 +91,7 @@ fn main() -> ExitCode {
         "latency" => measured(measure::Test::Latency, &parsed),
         "pdv" => measured(measure::Test::Pdv, &parsed),
         "ipdv" => measured(measure::Test::Ipdv, &parsed),
+        "self-test" => io_selftest::SelfTest::from_args(&parsed).map(|s| io_selftest::run(&s)),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

@@ -168,8 +168,9 @@ impl Params {
     /// Parses and checks every parameter; nothing is sent before this passed.
     pub fn from_args(test: Test, a: &Args) -> Result<Params, String> {
         let mut known: Vec<&str> = COMMON.to_vec();
+        known.extend_from_slice(crate::io_opts::KNOWN);
         known.extend_from_slice(match test {
-            Test::Throughput => &["max-rate", "error", "max-trials", "ceiling"][..],
+            Test::Throughput => &["max-rate", "error", "max-trials", "ceiling", "ceiling-file"][..],
             Test::FrameLoss => &["max-rate", "rates"][..],
             Test::Latency => &["rate", "warmup", "tagged"][..],
             Test::Pdv | Test::Ipdv => &["rate"][..],
@@ -255,12 +256,13 @@ impl Params {
                 Some(s) => parse_port_range(&s)?,
                 None => RFC4814_SRC_PORTS,
             };
-            if src.is_none() {
+            if src.is_none() && crate::io_opts::kind(a)? == engine::IoKind::Socket {
                 return Err("--random-ports needs --src (the UDP checksum covers it)".into());
             }
             // The fixed destination port may not fall in the source range:
             // a frame with equal ports would be ambiguous as a reply.
-            if (r.0..=r.1).contains(&dst.port()) {
+            // (With --dst-ports, io_opts checks the two ranges instead.)
+            if (r.0..=r.1).contains(&dst.port()) && a.opt::<String>("dst-ports")?.is_none() {
                 return Err(format!(
                     "--src-ports {}-{} overlaps the destination port {} (RFC 4814 destination ports are 1-49151; use e.g. --src-ports 49152-65535)",
                     r.0,
@@ -302,7 +304,20 @@ impl Params {
         if !(1..=200).contains(&max_trials) {
             return Err(format!("--max-trials {max_trials}: must be 1..=200"));
         }
-        let ceiling: Option<u64> = a.opt("ceiling")?;
+        let mut ceiling: Option<u64> = a.opt("ceiling")?;
+        if let Some(f) = a.opt::<String>("ceiling-file")? {
+            if ceiling.is_some() {
+                return Err("give at most one of --ceiling, --ceiling-file".into());
+            }
+            let delays = matches!(test, Test::Latency | Test::Pdv | Test::Ipdv);
+            ceiling = Some(crate::io_selftest::ceiling_from_file(
+                &f,
+                v6,
+                frame_size,
+                a.flag("random-ports"),
+                delays,
+            )?);
+        }
         if ceiling == Some(0) {
             return Err("--ceiling 0: give the self-test throughput in frames/s".into());
         }
@@ -363,7 +378,7 @@ impl Params {
         if a.flag("json") && a.flag("csv") {
             return Err("give at most one of --json, --csv".into());
         }
-        Ok(Params {
+        let mut p = Params {
             test,
             ep: Endpoints {
                 send_netns,
@@ -374,6 +389,7 @@ impl Params {
                 payload: udp_payload,
                 batch,
                 src_ports,
+                io: Default::default(),
             },
             frame_size,
             recv_frame_size,
@@ -392,7 +408,10 @@ impl Params {
             tagged,
             json: a.flag("json"),
             csv: a.flag("csv"),
-        })
+        };
+        // Interfaces, MACs, traffic shape: resolved before anything is sent.
+        crate::io_opts::apply(a, &mut p.ep)?;
+        Ok(p)
     }
 
     fn to_json(&self) -> J {
@@ -436,10 +455,7 @@ impl Params {
             ),
             ("warmup", J::f(self.warmup)),
             ("tagged", J::u(self.tagged)),
-            (
-                "io",
-                J::s("udp sockets (sendmmsg/recvmmsg); raw socket for random source ports"),
-            ),
+            ("io", crate::io_opts::to_json(&self.ep)),
         ])
     }
 }
@@ -496,6 +512,7 @@ fn trial_json(t: &TrialOut, extra: Vec<(&str, J)>) -> J {
         ("max_lag_us", J::u(t.max_lag_us)),
         ("send_errors", J::u(t.send_errors)),
     ];
+    crate::io_opts::trial_json_extra(t, &mut v, |t| trial_json(t, vec![]));
     v.extend(extra);
     J::obj(v)
 }
@@ -920,8 +937,14 @@ fn latency_of(t: &TrialOut, p: &Params) -> (f64, f64, u64) {
 mod tests {
     use super::*;
 
+    /// Parameter checks only: socket I/O unless a test asks for packet I/O
+    /// (which resolves interfaces and MACs in real namespaces).
     fn args(v: &[&str]) -> Args {
-        Args::parse(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+        let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+        if !v.iter().any(|s| s == "--io") {
+            v.extend(["--io".to_string(), "socket".to_string()]);
+        }
+        Args::parse(&v).unwrap()
     }
 
     fn err(test: Test, v: &[&str]) -> String {

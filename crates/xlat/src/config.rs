@@ -106,6 +106,45 @@ impl Default for TunSettings {
     }
 }
 
+/// `[datapath] kind` (docs/datapaths.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatapathKind {
+    /// The TUN datapath alone.
+    Tun,
+    /// The eBPF fast path in front of the TUN datapath; failing to load it
+    /// is an error.
+    Ebpf,
+    /// eBPF when the kernel accepts it, else TUN.
+    Auto,
+}
+
+impl DatapathKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            DatapathKind::Tun => "tun",
+            DatapathKind::Ebpf => "ebpf",
+            DatapathKind::Auto => "auto",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatapathSettings {
+    pub kind: DatapathKind,
+    /// Interfaces whose tc ingress hook gets the fast path; empty: every
+    /// Ethernet interface that is up, but the TUN device.
+    pub interfaces: Vec<String>,
+}
+
+impl Default for DatapathSettings {
+    fn default() -> Self {
+        DatapathSettings {
+            kind: DatapathKind::Tun,
+            interfaces: vec![],
+        }
+    }
+}
+
 /// The validated configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
@@ -131,6 +170,7 @@ pub struct Settings {
     /// `[nat64]` (mode = "nat64" only; defaults otherwise).
     pub nat64: Nat64Settings,
     pub tun: TunSettings,
+    pub datapath: DatapathSettings,
     pub control_socket: String,
     pub metrics_listen: Option<SocketAddr>,
     pub log_level: Level,
@@ -166,6 +206,7 @@ impl Default for Settings {
             clat: None,
             nat64: Nat64Settings::default(),
             tun: TunSettings::default(),
+            datapath: DatapathSettings::default(),
             control_socket: String::new(),
             metrics_listen: None,
             log_level: Level::Info,
@@ -421,6 +462,7 @@ const TOP_KEYS: &[&str] = &[
     "clat",
     "nat64",
     "tun",
+    "datapath",
     "control",
     "metrics",
     "log",
@@ -682,6 +724,41 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         }
     }
 
+    // [datapath]
+    if let Some(t) = ctx.table(&root, "datapath") {
+        ctx.unknown_keys(t, "datapath", &["kind", "interfaces"]);
+        match ctx.string(t, "datapath", "kind").as_deref() {
+            None => {}
+            Some("tun") => s.datapath.kind = DatapathKind::Tun,
+            Some("ebpf") => s.datapath.kind = DatapathKind::Ebpf,
+            Some("auto") => s.datapath.kind = DatapathKind::Auto,
+            Some(k) => ctx.err("datapath.kind", k, "expected \"tun\", \"ebpf\" or \"auto\""),
+        }
+        if let Some(items) = ctx.strings(t, "datapath", "interfaces") {
+            for (k, n) in items {
+                if n.is_empty()
+                    || n.len() > MAX_IFNAME
+                    || n == "."
+                    || n == ".."
+                    || n.chars().any(|c| c == '/' || c.is_whitespace() || c == ':')
+                {
+                    ctx.err(k, n, "not a valid interface name");
+                } else if s.datapath.interfaces.contains(&n) {
+                    ctx.err(k, n, "listed twice");
+                } else {
+                    s.datapath.interfaces.push(n);
+                }
+            }
+        }
+    }
+    if s.datapath.interfaces.contains(&s.tun.name) {
+        ctx.err(
+            "datapath.interfaces",
+            s.tun.name.clone(),
+            "is the TUN device (the slow path): the fast path attaches to the other interfaces",
+        );
+    }
+
     // [control]
     if let Some(t) = ctx.table(&root, "control") {
         ctx.unknown_keys(t, "control", &["socket"]);
@@ -895,6 +972,17 @@ impl Settings {
         let _ = writeln!(o, "ipv4-routes = {}", list(&t.ipv4_routes));
         let _ = writeln!(o, "ipv6-routes = {}", list(&t.ipv6_routes));
         let _ = writeln!(o, "keep-on-exit = {}", t.keep_on_exit);
+        let _ = writeln!(
+            o,
+            "\n[datapath]\nkind = {}\ninterfaces = [{}]",
+            q(self.datapath.kind.name()),
+            self.datapath
+                .interfaces
+                .iter()
+                .map(|n| q(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         let _ = writeln!(o, "\n[control]\nsocket = {}", q(&self.control_socket));
         let listen = self
             .metrics_listen
@@ -1107,5 +1195,40 @@ ipv6 = "2001:db8:9::/121"
             "pool6 = \"2001:db8::/96\"\n[[eamt]]\nipv4 = \"198.51.100.0/24\"\nipv6 = \"2001:db8::/120\"\n",
         );
         assert!(has(&ps, "pool6", "overlaps the EAM entry"));
+    }
+
+    /// `[datapath]` (docs/configuration.md): kind and interfaces, errors
+    /// naming the key, and the round trip through `show config`.
+    #[test]
+    fn datapath_section() {
+        let s = parse("pool6 = \"64:ff9b::/96\"\n").unwrap();
+        assert_eq!(s.datapath.kind, DatapathKind::Tun);
+        assert!(s.datapath.interfaces.is_empty());
+        let s = parse(
+            "pool6 = \"64:ff9b::/96\"\n[datapath]\nkind = \"auto\"\ninterfaces = [\"eth0\", \"eth1\"]\n",
+        )
+        .unwrap();
+        assert_eq!(s.datapath.kind, DatapathKind::Auto);
+        assert_eq!(s.datapath.interfaces, ["eth0", "eth1"]);
+        let again = parse(&s.to_toml(s.pool6, &s.eamt)).unwrap();
+        assert_eq!(again.datapath, s.datapath);
+        let ps = problems(
+            "pool6 = \"64:ff9b::/96\"\n[datapath]\nkind = \"XDP\"\ninterfaces = [\"a b\", \"e\", \"e\", 3]\nfoo = 1\n",
+        );
+        assert!(has(
+            &ps,
+            "datapath.kind",
+            "expected \"tun\", \"ebpf\" or \"auto\""
+        ));
+        assert!(has(
+            &ps,
+            "datapath.interfaces[0]",
+            "not a valid interface name"
+        ));
+        assert!(has(&ps, "datapath.interfaces[2]", "listed twice"));
+        assert!(has(&ps, "datapath.interfaces[3]", "expected a string"));
+        assert!(has(&ps, "datapath.foo", "unknown key"));
+        let ps = problems("pool6 = \"64:ff9b::/96\"\n[datapath]\ninterfaces = [\"xlat0\"]\n");
+        assert!(has(&ps, "datapath.interfaces", "is the TUN device"));
     }
 }

@@ -11,7 +11,7 @@ use xlat_core::nat64::Nat64State;
 use xlat_core::translate::nat64::Nat64Translator;
 use xlat_core::Translator;
 
-use crate::config::{self, check_eam, check_eam_conflict, Mode, Settings};
+use crate::config::{self, check_eam, check_eam_conflict, DatapathKind, Mode, Settings};
 use crate::datapath::{Engine, Shared, Worker};
 use crate::stats::Registry;
 use crate::tun::{self, Routes, Tun};
@@ -33,6 +33,8 @@ pub struct State {
 
 pub struct Daemon {
     pub state: Mutex<State>,
+    /// The eBPF fast path, when it is in use (docs/datapaths.md).
+    pub fast: Mutex<Option<crate::ebpf::FastPath>>,
     pub shared: Arc<Shared>,
     pub stats: Arc<Registry>,
 }
@@ -174,6 +176,7 @@ impl Daemon {
         }
         let t = build_translator(&st.settings, st.pool6, &eamt, st.nat64.as_ref())?;
         self.shared.swap(t);
+        self.update_fast(&st.settings, st.pool6, &eamt);
         st.eamt = eamt;
         let new = desired_routes(&st.settings, st.pool6, &st.eamt);
         for e in tun::apply_routes(&st.settings.tun.name, &st.routes, &new) {
@@ -181,6 +184,26 @@ impl Daemon {
         }
         st.routes = new;
         Ok(())
+    }
+
+    /// Writes the fast path's maps for a new configuration (atomically, see
+    /// ebpf.rs). If that fails the programs are detached, so that the TUN
+    /// datapath, already switched, carries everything: the fast path never
+    /// runs with stale tables.
+    fn update_fast(&self, s: &Settings, pool6: Option<Ipv6Prefix>, eamt: &[EamEntry]) {
+        let mut g = self.fast.lock().unwrap();
+        let Some(fp) = g.as_mut() else {
+            return;
+        };
+        let ifindex = crate::ebpf::ifindex(&s.tun.name).unwrap_or(0) as u32;
+        let t = crate::ebpf::tables(s, pool6, eamt, ifindex, false);
+        if let Err(e) = fp.install(&t) {
+            error!("cannot update the eBPF fast path, detaching it: the TUN datapath carries all traffic", "reason" => e);
+            for e in fp.detach_all() {
+                warn!("cannot detach the eBPF program", "error" => e);
+            }
+            *g = None;
+        }
     }
 
     /// SIGHUP: re-read the file; keep the old config if it is invalid.
@@ -206,6 +229,7 @@ impl Daemon {
             ("tun.queues", old.tun.queues != new.tun.queues),
             ("tun.offload", old.tun.offload != new.tun.offload),
             ("tun.mtu", old.tun.mtu != new.tun.mtu),
+            ("datapath", old.datapath != new.datapath),
             ("control.socket", old.control_socket != new.control_socket),
             ("metrics.listen", old.metrics_listen != new.metrics_listen),
             ("privileges.user", old.user != new.user),
@@ -220,6 +244,7 @@ impl Daemon {
         new.tun.queues = old.tun.queues;
         new.tun.offload = old.tun.offload;
         new.tun.mtu = old.tun.mtu;
+        new.datapath = old.datapath.clone();
         new.control_socket = old.control_socket.clone();
         new.metrics_listen = old.metrics_listen;
         new.user = old.user.clone();
@@ -259,6 +284,7 @@ impl Daemon {
             }
         };
         self.shared.swap(t);
+        self.update_fast(&new, pool6, &eamt);
         if let (Some(wanted), Some(nat)) = (pool4_wanted, st.nat64.as_ref()) {
             if crate::nat64d::apply_pool4(nat, &wanted, self.shared.now_ms()) {
                 new.nat64.pool4 = wanted;
@@ -346,6 +372,75 @@ fn install_panic_hook() {
             error!("panic", "thread" => thread, "at" => at, "message" => msg, "count" => n);
         }
     }));
+}
+
+/// Loads and attaches the eBPF fast path as `[datapath] kind` says, and
+/// logs which datapath carries the traffic and why. `Err` (already logged):
+/// kind = "ebpf" and the fast path cannot start.
+fn start_datapath(
+    s: &Settings,
+    pool6: Option<Ipv6Prefix>,
+    eamt: &[EamEntry],
+) -> Result<Option<crate::ebpf::FastPath>, ()> {
+    let kind = s.datapath.kind;
+    if kind == DatapathKind::Tun {
+        info!("datapath", "kind" => "tun", "reason" => "[datapath] kind = \"tun\"");
+        return Ok(None);
+    }
+    if let (DatapathKind::Auto, Some(why)) = (kind, crate::ebpf::unsupported(s)) {
+        info!("datapath", "kind" => "tun", "reason" => why);
+        return Ok(None);
+    }
+    match start_fast(s, pool6, eamt) {
+        Ok(f) => {
+            let reason = match crate::ebpf::unsupported(s) {
+                Some(why) => why.to_string(),
+                None => format!(
+                    "[datapath] kind = \"{}\": the kernel accepted the programs",
+                    kind.name()
+                ),
+            };
+            info!("datapath", "kind" => "ebpf", "slow_path" => "tun",
+                "interfaces" => f.attached().join(","), "reason" => reason);
+            Ok(Some(f))
+        }
+        Err(e) if kind == DatapathKind::Auto => {
+            warn!("eBPF fast path unavailable, falling back to the TUN datapath", "kind" => "auto", "reason" => e);
+            info!("datapath", "kind" => "tun", "reason" => "eBPF unavailable (kind = \"auto\")");
+            Ok(None)
+        }
+        Err(e) => {
+            error!("cannot start the eBPF fast path", "kind" => "ebpf", "reason" => e);
+            Err(())
+        }
+    }
+}
+
+fn start_fast(
+    s: &Settings,
+    pool6: Option<Ipv6Prefix>,
+    eamt: &[EamEntry],
+) -> Result<crate::ebpf::FastPath, String> {
+    let tun_ifindex = crate::ebpf::ifindex(&s.tun.name)
+        .ok_or_else(|| format!("{}: no such device", s.tun.name))?;
+    let mut fp = crate::ebpf::FastPath::load()?;
+    let t = crate::ebpf::tables(s, pool6, eamt, tun_ifindex as u32, false);
+    fp.install(&t)?;
+    let devs = if s.datapath.interfaces.is_empty() {
+        crate::ebpf::default_interfaces(&s.tun.name)
+    } else {
+        s.datapath.interfaces.clone()
+    };
+    if devs.is_empty() {
+        return Err(
+            "no interface to attach to (datapath.interfaces, or an Ethernet interface that is up)"
+                .into(),
+        );
+    }
+    for d in &devs {
+        fp.attach(d)?; // FastPath's Drop detaches what was attached
+    }
+    Ok(fp)
 }
 
 /// Runs the daemon; returns the exit code.
@@ -458,6 +553,12 @@ pub fn run(path: &str) -> i32 {
         return 1;
     }
 
+    // The eBPF fast path: loaded and attached while we have the privileges.
+    let fast = match start_datapath(&settings, pool6, &eamt) {
+        Ok(f) => f,
+        Err(()) => return 1,
+    };
+
     // Opened before privileges are dropped (the file may be root-owned).
     let mapping_log = if settings.mode == Mode::Nat64 && !settings.nat64.mapping_log.is_empty() {
         match std::fs::OpenOptions::new()
@@ -497,6 +598,9 @@ pub fn run(path: &str) -> i32 {
     }
 
     let stats = Arc::new(Registry::default());
+    if let Some(f) = &fast {
+        let _ = stats.fast.set(f.counters());
+    }
     if let Some(n) = &nat64 {
         let _ = stats.nat64.set(n.clone());
     }
@@ -511,6 +615,7 @@ pub fn run(path: &str) -> i32 {
             routes,
             nat64: nat64.clone(),
         }),
+        fast: Mutex::new(fast),
         shared: shared.clone(),
         stats: stats.clone(),
     });
@@ -581,6 +686,14 @@ pub fn run(path: &str) -> i32 {
             }
             _ => {}
         }
+    }
+    // The fast path goes first, so nothing is translated by a half-stopped
+    // daemon; its counters stay readable (zeros) for a last `xlat stats`.
+    if let Some(mut f) = daemon.fast.lock().unwrap().take() {
+        for e in f.detach_all() {
+            warn!("cannot detach the eBPF program", "error" => e);
+        }
+        info!("eBPF fast path detached", "interfaces" => f.attached().join(","));
     }
     shared.stop.store(true, Ordering::Relaxed);
     ctl_stop.store(true, Ordering::Relaxed);

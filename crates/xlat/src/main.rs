@@ -4,6 +4,7 @@ mod config;
 mod control;
 mod daemon;
 mod datapath;
+mod ebpf;
 #[macro_use]
 mod log;
 mod metrics;
@@ -100,6 +101,27 @@ fn json_stats(body: &str) -> String {
     format!("{{\n{}\n}}", items.join(",\n"))
 }
 
+/// Which datapath `xlat run` would use for `s`, and why (the eBPF programs
+/// are loaded and unloaded again to ask the kernel; nothing is attached).
+fn datapath_verdict(s: &config::Settings) -> String {
+    use config::DatapathKind;
+    let kind = s.datapath.kind;
+    if kind == DatapathKind::Tun {
+        return "tun (kind = \"tun\")".into();
+    }
+    if let (DatapathKind::Auto, Some(why)) = (kind, ebpf::unsupported(s)) {
+        return format!("auto: tun ({why})");
+    }
+    match ebpf::FastPath::load() {
+        Ok(_) => format!(
+            "{}: ebpf with the tun slow path (the kernel accepts the programs)",
+            kind.name()
+        ),
+        Err(e) if kind == DatapathKind::Auto => format!("auto: tun ({e})"),
+        Err(e) => format!("ebpf: `xlat run` would fail here ({e})"),
+    }
+}
+
 fn check(path: &str) -> i32 {
     match config::load(path) {
         Ok(s) => {
@@ -132,6 +154,7 @@ fn check(path: &str) -> i32 {
                 s.tun.routes,
                 s.control_socket
             );
+            println!("datapath={}", datapath_verdict(&s));
             0
         }
         Err(ps) => {

@@ -81,6 +81,8 @@ pub struct Registry {
     pub reload_failures: AtomicU64,
     /// The NAT64 state (mode = "nat64"): table sizes are reported with the counters.
     pub nat64: OnceLock<Arc<Nat64State>>,
+    /// The eBPF fast path's per-CPU counters, when it is in use.
+    pub fast: OnceLock<Arc<crate::ebpf::Counters>>,
 }
 
 /// A summed snapshot.
@@ -93,6 +95,9 @@ pub struct Snapshot {
     pub nat64: Option<Counts>,
     /// NAT64 sessions removed because a reloaded pool4 no longer covers them.
     pub nat64_pool4_drained: u64,
+    /// The eBPF fast path's counters (names in `ebpf::COUNTERS`), or None
+    /// when the TUN datapath runs alone.
+    pub fast: Option<[u64; crate::ebpf::COUNTERS.len()]>,
 }
 
 impl Registry {
@@ -127,6 +132,7 @@ impl Registry {
             reload_failures: self.reload_failures.load(Ordering::Relaxed),
             nat64: self.nat64.get().map(|n| n.counts()),
             nat64_pool4_drained: self.nat64.get().map_or(0, |n| n.pool4_drained_sessions()),
+            fast: self.fast.get().map(|c| c.read()),
         }
     }
 }
@@ -139,6 +145,14 @@ impl Snapshot {
             .zip(self.fixed.iter())
             .map(|(n, x)| (n.to_string(), *x))
             .collect();
+        // Split by datapath: the counters above are the TUN datapath's,
+        // `ebpf_*` the fast path's (docs/datapaths.md).
+        v.push(("datapath_ebpf".into(), u64::from(self.fast.is_some())));
+        if let Some(f) = &self.fast {
+            for (n, x) in crate::ebpf::COUNTERS.iter().zip(f.iter()) {
+                v.push((format!("ebpf_{n}"), *x));
+            }
+        }
         v.push(("config_reloads".into(), self.reloads));
         v.push(("config_reload_failures".into(), self.reload_failures));
         v.extend(self.drops.iter().map(|(r, x)| (r.name().to_string(), *x)));
@@ -181,6 +195,32 @@ impl Snapshot {
             "xlat_packets_total{{direction=\"6to4\"}} {}",
             f[T64_PKTS]
         );
+        if let Some(fx) = &self.fast {
+            use crate::ebpf::{COUNTERS, C_V4TO6, C_V6TO4};
+            let _ = writeln!(
+                o,
+                "# HELP xlat_ebpf_packets_total Packets translated by the eBPF fast path, by direction.\n# TYPE xlat_ebpf_packets_total counter"
+            );
+            let _ = writeln!(
+                o,
+                "xlat_ebpf_packets_total{{direction=\"4to6\"}} {}\nxlat_ebpf_packets_total{{direction=\"6to4\"}} {}",
+                fx[C_V4TO6], fx[C_V6TO4]
+            );
+            let _ = writeln!(
+                o,
+                "# HELP xlat_ebpf_passed_total Packets the eBPF fast path left to the kernel / TUN datapath, by reason.\n# TYPE xlat_ebpf_passed_total counter"
+            );
+            for (n, x) in COUNTERS.iter().zip(fx.iter()) {
+                if let Some(r) = n.strip_prefix("passed_") {
+                    let _ = writeln!(o, "xlat_ebpf_passed_total{{reason=\"{r}\"}} {x}");
+                }
+            }
+            let _ = writeln!(
+                o,
+                "# HELP xlat_ebpf_dropped_total Packets the eBPF fast path dropped after a helper failed mid-translation.\n# TYPE xlat_ebpf_dropped_total counter\nxlat_ebpf_dropped_total {}",
+                fx[COUNTERS.len() - 1]
+            );
+        }
         let _ = writeln!(
             o,
             "# HELP xlat_bytes_total Bytes of translated packets, by direction."
@@ -306,13 +346,35 @@ mod tests {
         let s = r.snapshot();
         assert_eq!(s.fixed[T46_PKTS], 5);
         let p = s.pairs();
-        assert_eq!(p.len(), FIXED + 2 + DropReason::COUNT);
+        // + config_reloads, config_reload_failures, datapath_ebpf.
+        assert_eq!(p.len(), FIXED + 3 + DropReason::COUNT);
+        assert!(p.contains(&("datapath_ebpf".to_string(), 0)));
+        assert!(!p.iter().any(|(k, _)| k.starts_with("ebpf_")));
         assert!(p.contains(&("src4_denied".to_string(), 1)));
         assert!(p.contains(&("ipv4_truncated".to_string(), 0)));
         let prom = s.prometheus();
         assert!(prom.contains("xlat_packets_total{direction=\"4to6\"} 5"));
         assert!(prom.contains("xlat_drops_total{reason=\"src4_denied\"} 1"));
         assert_eq!(std::mem::align_of::<WorkerCounters>(), 64);
+    }
+
+    /// Split by datapath: the fast path's counters follow with `ebpf_`.
+    #[test]
+    fn fast_path_counters_listed_with_prefix() {
+        let mut s = Registry::default().snapshot();
+        let mut f = [0u64; crate::ebpf::COUNTERS.len()];
+        f[crate::ebpf::C_V4TO6] = 7;
+        f[4] = 2; // passed_not_for_xlat
+        s.fast = Some(f);
+        let p = s.pairs();
+        assert!(p.contains(&("datapath_ebpf".to_string(), 1)));
+        assert!(p.contains(&("ebpf_translated_4to6_packets".to_string(), 7)));
+        assert!(p.contains(&("ebpf_passed_not_for_xlat".to_string(), 2)));
+        assert!(p.contains(&("translated_4to6_packets".to_string(), 0)));
+        let prom = s.prometheus();
+        assert!(prom.contains("xlat_ebpf_packets_total{direction=\"4to6\"} 7"));
+        assert!(prom.contains("xlat_ebpf_passed_total{reason=\"not_for_xlat\"} 2"));
+        assert!(prom.contains("xlat_ebpf_dropped_total 0"));
     }
 
     /// NAT64 table sizes (RFC 6146 §3.1/§3.2) in `xlat stats` and the metrics.

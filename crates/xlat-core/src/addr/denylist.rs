@@ -87,6 +87,11 @@ const NON_GLOBAL: [(u32, u8); 15] = [
     (0xffff_ffff, 32), // 255.255.255.255 limited broadcast (RFC 919)
 ];
 
+/// The blocks [`is_global_v4`] treats as not globally reachable (address as
+/// u32, prefix length), for datapaths that need them as a table (the eBPF
+/// fast path). 192.0.0.9 and 192.0.0.10 are the exceptions inside 192.0.0.0/24.
+pub const NON_GLOBAL_V4: [(u32, u8); 15] = NON_GLOBAL;
+
 /// RFC 6052 §3.1 / IANA special-purpose registry: is `a` globally reachable?
 pub fn is_global_v4(a: Ipv4Addr) -> bool {
     let x = u32::from(a);

@@ -1,0 +1,773 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+/*
+ * xlat eBPF fast path: tc (clsact, direct-action) ingress program that
+ * translates the common case of SIIT / CLAT (RFC 7915, RFC 6052, RFC 7757)
+ * before routing, and hands everything else, unchanged, to the kernel,
+ * which routes it into the TUN device where the Rust datapath handles it.
+ *
+ * The Rust core (crates/xlat-core) is the reference: a packet translated
+ * here must be byte-identical to the core's translation with the
+ * "Decrement" TTL policy (the program forwards the packet itself with
+ * bpf_redirect_neigh, so the kernel does not decrement again: one hop).
+ * The differential test (crates/xlat/tests/ebpf_diff.rs) checks this with
+ * BPF_PROG_TEST_RUN.
+ *
+ * A packet is translated only if the kernel would route it into the TUN
+ * (FIB lookup of the original packet), and only if the translated packet
+ * has a route that does not lead back into the TUN. The address tables
+ * (EAMT, denylist) and the config are double-buffered by a generation
+ * number written last by the loader, so updates are atomic per packet.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+#ifndef AF_INET6
+#define AF_INET6 10
+#endif
+
+#define IPPROTO_ICMPV6_ 58
+
+/* cfg.flags: keep in sync with crates/xlat/src/ebpf.rs */
+#define F_ENABLED 1u
+#define F_TEST 2u          /* no FIB lookups, no redirect: return TC_ACT_REDIRECT */
+#define F_ZEROIZE_TC 4u
+#define F_OVERRIDE_TOS 8u
+#define F_HAIRPIN_INTRINSIC 16u
+#define F_HAIRPIN_SIMPLE 32u
+
+struct xlat_cfg {
+	__u32 flags;
+	__u32 tos;
+	__u32 pool6_len;       /* 0: no pool6 */
+	__u32 lowest_ipv6_mtu; /* RFC 7915 section 4: IPv4 without DF above this is fragmented */
+	__u32 ipv6_mtu;        /* 0: none (TUN MTU: bigger DF packets get Frag Needed) */
+	__u32 tun_ifindex;
+	__u8 pool6[16];
+};
+
+/* Counter indexes: keep in sync with crates/xlat/src/ebpf.rs COUNTERS. */
+enum {
+	C_V6TO4 = 0,
+	C_V4TO6,
+	P_NOT_IP,
+	P_DISABLED,
+	P_NOT_FOR_XLAT,
+	P_V4_OPTIONS,
+	P_FRAGMENT,
+	P_V6_EXT,
+	P_TTL,
+	P_PROTO,
+	P_ICMP,
+	P_UDP_CSUM0,
+	P_UNMAPPED,
+	P_DENIED,
+	P_HAIRPIN,
+	P_TOO_BIG,
+	P_NO_ROUTE,
+	P_MALFORMED,
+	D_ERROR,
+	C_MAX,
+};
+
+struct lpm4 {
+	__u32 plen;
+	__u32 gen;
+	__u8 a[4];
+};
+struct lpm6 {
+	__u32 plen;
+	__u32 gen;
+	__u8 a[16];
+};
+
+/* An EAMT entry (RFC 7757), looked up by either side. */
+struct eam {
+	__u8 v6[16]; /* IPv6 prefix (host bits zero) */
+	__u8 v4[4];  /* IPv4 prefix (host bits zero) */
+	__u32 s4;    /* IPv4 suffix length: 32 - v4 prefix length */
+	__u32 shift; /* (128 - v6 prefix length) - s4 */
+	__u32 v6len;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} xlat_gen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct xlat_cfg);
+} xlat_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 131072);
+	__type(key, struct lpm4);
+	__type(value, struct eam);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} xlat_eam4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 131072);
+	__type(key, struct lpm6);
+	__type(value, struct eam);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} xlat_eam6 SEC(".maps");
+
+/* IPv4 addresses the fast path leaves to the slow path: bit 1 denylist,
+ * bit 2 not global (RFC 6052 section 3.1, only with the WKP). */
+#define S_DENY 1u
+#define S_NONGLOBAL 2u
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 8192);
+	__type(key, struct lpm4);
+	__type(value, __u32);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} xlat_slow4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, C_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} xlat_counters SEC(".maps");
+
+static __always_inline int count(__u32 i)
+{
+	__u64 *c = bpf_map_lookup_elem(&xlat_counters, &i);
+	if (c)
+		*c += 1;
+	return 0;
+}
+
+static __always_inline int pass(__u32 reason)
+{
+	count(reason);
+	return TC_ACT_OK;
+}
+
+struct hdr4 {
+	__u8 vihl;
+	__u8 tos;
+	__be16 tot_len;
+	__be16 id;
+	__be16 frag;
+	__u8 ttl;
+	__u8 proto;
+	__be16 csum;
+	__u8 src[4];
+	__u8 dst[4];
+};
+
+struct hdr6 {
+	__be32 vtcfl;
+	__be16 plen;
+	__u8 nh;
+	__u8 hop;
+	__u8 src[16];
+	__u8 dst[16];
+};
+
+static __always_inline __u16 fold(__u64 s)
+{
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)s;
+}
+
+/* Sum of big-endian 16-bit words of a 4-byte aligned buffer. */
+static __always_inline __u64 sum_words(const void *p, int n)
+{
+	const __u16 *w = p;
+	__u64 s = 0;
+#pragma unroll
+	for (int i = 0; i < n / 2; i++)
+		s += bpf_ntohs(w[i]);
+	return s;
+}
+
+/* RFC 6052 section 2.2: embed a in pool6 (all six lengths). */
+static __always_inline int embed(const struct xlat_cfg *c, const __u8 *a, __u8 *out)
+{
+	__u32 l = c->pool6_len;
+	if (l != 32 && l != 40 && l != 48 && l != 56 && l != 64 && l != 96)
+		return -1;
+	__builtin_memcpy(out, c->pool6, 16);
+	/* bits past the prefix are zero: the loader clears them in pool6 */
+	__u32 j = l / 8;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		if (j == 8)
+			j++; /* the u-octet (bits 64-71) stays zero */
+		if (j < 16)
+			out[j & 15] = a[i];
+		j++;
+	}
+	return 0;
+}
+
+/* RFC 6052 section 2.3: extract the IPv4 address from a (in pool6). */
+static __always_inline int extract(const struct xlat_cfg *c, const __u8 *a, __u8 *out)
+{
+	__u32 l = c->pool6_len;
+	if (l != 32 && l != 40 && l != 48 && l != 56 && l != 64 && l != 96)
+		return -1;
+	__u32 n = l / 8;
+	/* the prefix is compared outside the u-octet (bits 64-71) */
+#pragma unroll
+	for (int i = 0; i < 12; i++)
+		if (i != 8 && (__u32)i < n && a[i] != c->pool6[i])
+			return -1;
+	/* a non-zero u-octet is dropped by the core: slow path */
+	if (a[8] != 0)
+		return -2;
+	__u32 j = n;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		if (j == 8)
+			j++;
+		out[i] = a[j & 15];
+		j++;
+	}
+	return 0;
+}
+
+static __always_inline __u64 be64_at(const __u8 *p)
+{
+	__u64 v = 0;
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static __always_inline void put64(__u8 *p, __u64 v)
+{
+#pragma unroll
+	for (int i = 7; i >= 0; i--) {
+		p[i] = v & 0xff;
+		v >>= 8;
+	}
+}
+
+/* RFC 7757 section 3.2: IPv4 -> IPv6 through an EAM entry. */
+static __always_inline void eam_map4(const struct eam *e, const __u8 *a, __u8 *out)
+{
+	__u32 v = ((__u32)a[0] << 24) | ((__u32)a[1] << 16) | ((__u32)a[2] << 8) | a[3];
+	__u32 s4 = e->s4 & 63;
+	__u64 suffix = s4 >= 32 ? v : (v & ((1u << s4) - 1));
+	__u64 hi = be64_at(e->v6), lo = be64_at(e->v6 + 8);
+	__u32 sh = e->shift;
+	if (sh >= 64) {
+		sh -= 64;
+		if (sh < 64)
+			hi |= suffix << sh;
+	} else {
+		lo |= suffix << sh;
+		if (sh > 0)
+			hi |= suffix >> (64 - sh);
+	}
+	put64(out, hi);
+	put64(out + 8, lo);
+}
+
+/* RFC 7757 section 3.3: IPv6 -> IPv4 through an EAM entry. */
+static __always_inline void eam_map6(const struct eam *e, const __u8 *a, __u8 *out)
+{
+	__u64 hi = be64_at(a), lo = be64_at(a + 8);
+	__u32 hostbits = (128 - e->v6len) & 255;
+	/* keep the host bits only */
+	if (hostbits < 64) {
+		hi = 0;
+		lo &= hostbits ? (~0ull >> (64 - hostbits)) : 0;
+	} else if (hostbits < 128) {
+		__u32 h = hostbits - 64;
+		hi &= h ? (~0ull >> (64 - h)) : 0;
+	}
+	__u32 sh = e->shift;
+	__u64 bits;
+	if (sh >= 128)
+		bits = 0;
+	else if (sh >= 64)
+		bits = hi >> (sh - 64);
+	else if (sh == 0)
+		bits = lo;
+	else
+		bits = (lo >> sh) | (hi << (64 - sh));
+	__u32 s4 = e->s4 & 63;
+	__u32 m = s4 >= 32 ? 0xffffffffu : ((1u << s4) - 1);
+	__u32 v = ((__u32)e->v4[0] << 24) | ((__u32)e->v4[1] << 16) | ((__u32)e->v4[2] << 8) | e->v4[3];
+	v |= (__u32)bits & m;
+	out[0] = v >> 24;
+	out[1] = v >> 16;
+	out[2] = v >> 8;
+	out[3] = v;
+}
+
+static __always_inline __u32 slow4(__u32 gen, const __u8 *a)
+{
+	struct lpm4 k = {.plen = 64, .gen = gen};
+	__builtin_memcpy(k.a, a, 4);
+	__u32 *v = bpf_map_lookup_elem(&xlat_slow4, &k);
+	return v ? *v : 0;
+}
+
+/* Outcome of an address mapping: 0 mapped by EAM, 1 by pool6, <0 pass reason. */
+static __always_inline int map_4to6(const struct xlat_cfg *c, __u32 gen, const __u8 *a,
+				    __u8 *out, int is_src)
+{
+	__u32 s = slow4(gen, a);
+	if (s & S_DENY)
+		return -P_DENIED;
+	struct lpm4 k = {.plen = 64, .gen = gen};
+	__builtin_memcpy(k.a, a, 4);
+	struct eam *e = bpf_map_lookup_elem(&xlat_eam4, &k);
+	if (e) {
+		/* RFC 7757 section 4.2.1: simple hairpinning maps an EAM'd
+		 * source with pool6: left to the slow path. */
+		if (is_src && (c->flags & F_HAIRPIN_SIMPLE))
+			return -P_HAIRPIN;
+		eam_map4(e, a, out);
+		return 0;
+	}
+	if (!c->pool6_len)
+		return -P_UNMAPPED;
+	if (s & S_NONGLOBAL)
+		return -P_DENIED;
+	if (embed(c, a, out) < 0)
+		return -P_UNMAPPED;
+	return 1;
+}
+
+static __always_inline int map_6to4(const struct xlat_cfg *c, __u32 gen, const __u8 *a,
+				    __u8 *out)
+{
+	if (a[0] == 0xff)
+		return -P_UNMAPPED; /* RFC 7915 section 1.3: multicast */
+	struct lpm6 k = {.plen = 160, .gen = gen};
+	__builtin_memcpy(k.a, a, 16);
+	struct eam *e = bpf_map_lookup_elem(&xlat_eam6, &k);
+	if (e) {
+		eam_map6(e, a, out);
+		return 0;
+	}
+	if (!c->pool6_len)
+		return -P_UNMAPPED;
+	int r = extract(c, a, out);
+	if (r == -2)
+		return -P_DENIED;
+	if (r < 0)
+		return -P_UNMAPPED;
+	if (slow4(gen, out))
+		return -P_DENIED;
+	return 1;
+}
+
+/* The kernel would route this packet into the TUN (the slow path). */
+static __always_inline int routed_to_tun(struct __sk_buff *skb, const struct xlat_cfg *c,
+					 int family, const __u8 *src, const __u8 *dst, __u8 tos)
+{
+	struct bpf_fib_lookup p = {};
+	p.family = family;
+	p.ifindex = skb->ingress_ifindex;
+	p.tot_len = 1; /* an MTU check that always passes */
+	if (family == AF_INET) {
+		p.tos = tos;
+		__builtin_memcpy(&p.ipv4_src, src, 4);
+		__builtin_memcpy(&p.ipv4_dst, dst, 4);
+	} else {
+		__builtin_memcpy(p.ipv6_src, src, 16);
+		__builtin_memcpy(p.ipv6_dst, dst, 16);
+	}
+	long rc = bpf_fib_lookup(skb, &p, sizeof(p), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return 0;
+	return p.ifindex == c->tun_ifindex;
+}
+
+struct nexthop {
+	__u32 ifindex;
+	struct bpf_redir_neigh nh;
+};
+
+/* Route for the translated packet; 0 or a pass reason. */
+static __always_inline int route_out(struct __sk_buff *skb, const struct xlat_cfg *c, int family,
+				     const __u8 *src, const __u8 *dst, __u8 tos, __u32 len,
+				     struct nexthop *out)
+{
+	struct bpf_fib_lookup p = {};
+	p.family = family;
+	p.ifindex = skb->ingress_ifindex;
+	p.tot_len = len;
+	if (family == AF_INET) {
+		p.tos = tos;
+		__builtin_memcpy(&p.ipv4_src, src, 4);
+		__builtin_memcpy(&p.ipv4_dst, dst, 4);
+	} else {
+		__builtin_memcpy(p.ipv6_src, src, 16);
+		__builtin_memcpy(p.ipv6_dst, dst, 16);
+	}
+	long rc = bpf_fib_lookup(skb, &p, sizeof(p), 0);
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+		return P_TOO_BIG;
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return P_NO_ROUTE;
+	if (p.ifindex == c->tun_ifindex)
+		return P_HAIRPIN; /* it would come back to the translator */
+	out->ifindex = p.ifindex;
+	__builtin_memset(&out->nh, 0, sizeof(out->nh));
+	out->nh.nh_family = p.family;
+	if (p.family == AF_INET)
+		out->nh.ipv4_nh = p.ipv4_dst;
+	else
+		__builtin_memcpy(out->nh.ipv6_nh, p.ipv6_dst, 16);
+	return 0;
+}
+
+static __always_inline int send(struct __sk_buff *skb, const struct xlat_cfg *c,
+				struct nexthop *nh, __u32 counter)
+{
+	count(counter);
+	if (c->flags & F_TEST)
+		return TC_ACT_REDIRECT;
+	return bpf_redirect_neigh(nh->ifindex, &nh->nh, sizeof(nh->nh), 0);
+}
+
+#define ETH_LEN 14
+#define GSO_ANY(skb) ((skb)->gso_segs > 1 || (skb)->gso_size != 0)
+
+/* ---------------------------------------------------------------------- */
+/* IPv6 -> IPv4 (RFC 7915 section 5) */
+
+static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg *c, __u32 gen)
+{
+	struct hdr6 h;
+	if (bpf_skb_load_bytes(skb, ETH_LEN, &h, sizeof(h)) < 0)
+		return pass(P_MALFORMED);
+	if ((bpf_ntohl(h.vtcfl) >> 28) != 6)
+		return pass(P_MALFORMED);
+	__u32 plen = bpf_ntohs(h.plen);
+	if (plen == 0 || ETH_LEN + 40 + plen > skb->len)
+		return pass(P_MALFORMED);
+	/* Extension headers (fragments included): slow path. */
+	if (h.nh != IPPROTO_TCP && h.nh != IPPROTO_UDP && h.nh != IPPROTO_ICMPV6_)
+		return pass(P_V6_EXT);
+	if (!(c->flags & F_TEST) && !routed_to_tun(skb, c, AF_INET6, h.src, h.dst, 0))
+		return pass(P_NOT_FOR_XLAT);
+	if (h.hop <= 1)
+		return pass(P_TTL);
+
+	__u8 s4[4], d4[4];
+	int rs = map_6to4(c, gen, h.src, s4);
+	if (rs < 0)
+		return pass(-rs);
+	int rd = map_6to4(c, gen, h.dst, d4);
+	if (rd < 0)
+		return pass(-rd);
+	/* RFC 7757 section 4.2.2: intrinsic hairpinning (to an EAM'd IPv4
+	 * address through pool6) is done by the slow path. */
+	if (rd == 1 && (c->flags & F_HAIRPIN_INTRINSIC)) {
+		struct lpm4 k = {.plen = 64, .gen = gen};
+		__builtin_memcpy(k.a, d4, 4);
+		if (bpf_map_lookup_elem(&xlat_eam4, &k))
+			return pass(P_HAIRPIN);
+	}
+
+	__u32 l4 = ETH_LEN + 40;
+	__u32 gso = GSO_ANY(skb);
+	__u32 l4hdr;
+	__u8 l4b[20];
+	__u8 proto = h.nh;
+	if (proto == IPPROTO_TCP) {
+		if (plen < 20 || bpf_skb_load_bytes(skb, l4, l4b, 20) < 0)
+			return pass(P_MALFORMED);
+		l4hdr = (l4b[12] >> 4) * 4;
+		if (l4hdr < 20 || l4hdr > plen)
+			return pass(P_MALFORMED);
+	} else if (proto == IPPROTO_UDP) {
+		if (plen < 8 || bpf_skb_load_bytes(skb, l4, l4b, 8) < 0)
+			return pass(P_MALFORMED);
+		__u32 ulen = ((__u32)l4b[4] << 8) | l4b[5];
+		if (ulen < 8 || ulen > plen)
+			return pass(P_MALFORMED);
+		if (l4b[6] == 0 && l4b[7] == 0)
+			return pass(P_UDP_CSUM0);
+		l4hdr = 8;
+	} else {
+		if (plen < 8 || bpf_skb_load_bytes(skb, l4, l4b, 8) < 0)
+			return pass(P_MALFORMED);
+		/* RFC 7915 section 5.2: echo only; errors and the rest: slow path */
+		if (l4b[0] != 128 && l4b[0] != 129)
+			return pass(P_ICMP);
+		l4hdr = 8;
+	}
+
+	__u32 total = plen + 20;
+	if (total > 0xffff)
+		return pass(P_TOO_BIG);
+	__u8 tc = (bpf_ntohl(h.vtcfl) >> 20) & 0xff;
+	__u8 tos = (c->flags & F_OVERRIDE_TOS) ? (__u8)c->tos : tc;
+
+	struct nexthop nh = {};
+	if (!(c->flags & F_TEST)) {
+		__u32 check_len = gso ? 20 + l4hdr + skb->gso_size : total;
+		int r = route_out(skb, c, AF_INET, s4, d4, tos, check_len, &nh);
+		if (r)
+			return pass(r);
+	}
+
+	/* Upper layer: checksum update for the pseudo-header change
+	 * (RFC 7915 section 5.5, RFC 1624). */
+	if (proto == IPPROTO_ICMPV6_) {
+		/* Type 128/129 -> 8/0 and the ICMPv6 pseudo-header removed. */
+		__u8 t4 = l4b[0] == 128 ? 8 : 0;
+		__u64 pseudo = sum_words(h.src, 16) + sum_words(h.dst, 16) + (plen >> 16) +
+			       (plen & 0xffff) + IPPROTO_ICMPV6_;
+		__u16 field = ((__u16)l4b[2] << 8) | l4b[3];
+		__u64 old_word = ((__u16)l4b[0] << 8) | l4b[1];
+		__u64 new_word = ((__u16)t4 << 8) | l4b[1];
+		/* checksum::update(field, pseudo + old_word, new_word) */
+		__u16 old = fold(pseudo + old_word);
+		__u64 acc = (__u64)(__u16)~field + (__u16)~old + new_word;
+		__u16 nc = ~fold(acc);
+		__u8 nb[4] = {t4, l4b[1], nc >> 8, nc & 0xff};
+		if (bpf_skb_store_bytes(skb, l4, nb, 4, 0) < 0)
+			return TC_ACT_SHOT;
+	} else {
+		__u32 from[8], to[2];
+		__builtin_memcpy(from, h.src, 16);
+		__builtin_memcpy(from + 4, h.dst, 16);
+		__builtin_memcpy(&to[0], s4, 4);
+		__builtin_memcpy(&to[1], d4, 4);
+		__s64 diff = bpf_csum_diff(from, 32, to, 8, 0);
+		if (diff < 0) {
+			count(D_ERROR);
+			return TC_ACT_OK;
+		}
+		__u32 off = l4 + (proto == IPPROTO_TCP ? 16 : 6);
+		__u64 fl = BPF_F_PSEUDO_HDR | (proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0);
+		if (bpf_l4_csum_replace(skb, off, 0, diff, fl) < 0) {
+			count(D_ERROR);
+			return TC_ACT_OK;
+		}
+	}
+
+	/* RFC 7915 section 5.1: the IPv4 header. */
+	struct hdr4 o = {};
+	o.vihl = 0x45;
+	o.tos = tos;
+	o.tot_len = bpf_htons(total);
+	if (total <= 1260) {
+		/* DF = 0 and a generated Identification (section 5.1) */
+		o.id = bpf_htons((__u16)bpf_get_prandom_u32());
+		o.frag = 0;
+	} else {
+		o.id = 0;
+		o.frag = bpf_htons(0x4000);
+	}
+	o.ttl = h.hop - 1;
+	o.proto = proto == IPPROTO_ICMPV6_ ? IPPROTO_ICMP : proto;
+	__builtin_memcpy(o.src, s4, 4);
+	__builtin_memcpy(o.dst, d4, 4);
+	o.csum = bpf_htons(~fold(sum_words(&o, 20)));
+
+	if (bpf_skb_change_proto(skb, bpf_htons(ETH_P_IP), 0) < 0) {
+		/* nothing written but the L4 checksum: drop rather than send a
+		 * corrupt packet */
+		count(D_ERROR);
+		return TC_ACT_SHOT;
+	}
+	if (bpf_skb_store_bytes(skb, ETH_LEN, &o, sizeof(o), 0) < 0)
+		return TC_ACT_SHOT;
+	__be16 et = bpf_htons(ETH_P_IP);
+	bpf_skb_store_bytes(skb, 12, &et, 2, 0);
+	if (skb->len > ETH_LEN + total && bpf_skb_change_tail(skb, ETH_LEN + total, 0) < 0)
+		return TC_ACT_SHOT;
+	return send(skb, c, &nh, C_V6TO4);
+}
+
+/* ---------------------------------------------------------------------- */
+/* IPv4 -> IPv6 (RFC 7915 section 4) */
+
+static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg *c, __u32 gen)
+{
+	struct hdr4 h;
+	if (bpf_skb_load_bytes(skb, ETH_LEN, &h, sizeof(h)) < 0)
+		return pass(P_MALFORMED);
+	if ((h.vihl >> 4) != 4)
+		return pass(P_MALFORMED);
+	if ((h.vihl & 15) != 5)
+		return pass(P_V4_OPTIONS);
+	__u32 total = bpf_ntohs(h.tot_len);
+	if (total < 20 || ETH_LEN + total > skb->len)
+		return pass(P_MALFORMED);
+	__u16 frag = bpf_ntohs(h.frag);
+	if (frag & 0x3fff) /* MF or an offset */
+		return pass(P_FRAGMENT);
+	if (!(c->flags & F_TEST) && !routed_to_tun(skb, c, AF_INET, h.src, h.dst, h.tos))
+		return pass(P_NOT_FOR_XLAT);
+	/* RFC 1812 section 5.2.2: a bad header checksum is the slow path's
+	 * to count and drop. */
+	if (fold(sum_words(&h, 20)) != 0xffff)
+		return pass(P_MALFORMED);
+	if (h.ttl <= 1)
+		return pass(P_TTL);
+
+	__u8 s6[16], d6[16];
+	int rs = map_4to6(c, gen, h.src, s6, 1);
+	if (rs < 0)
+		return pass(-rs);
+	int rd = map_4to6(c, gen, h.dst, d6, 0);
+	if (rd < 0)
+		return pass(-rd);
+
+	__u32 l4 = ETH_LEN + 20;
+	__u32 plen = total - 20;
+	__u32 gso = GSO_ANY(skb);
+	__u32 l4hdr;
+	__u8 l4b[20];
+	__u8 proto = h.proto;
+	if (proto == IPPROTO_TCP) {
+		if (plen < 20 || bpf_skb_load_bytes(skb, l4, l4b, 20) < 0)
+			return pass(P_MALFORMED);
+		l4hdr = (l4b[12] >> 4) * 4;
+		if (l4hdr < 20 || l4hdr > plen)
+			return pass(P_MALFORMED);
+	} else if (proto == IPPROTO_UDP) {
+		if (plen < 8 || bpf_skb_load_bytes(skb, l4, l4b, 8) < 0)
+			return pass(P_MALFORMED);
+		__u32 ulen = ((__u32)l4b[4] << 8) | l4b[5];
+		if (ulen < 8 || ulen > plen)
+			return pass(P_MALFORMED);
+		/* RFC 7915 section 4.5: a zero checksum is the slow path's. */
+		if (l4b[6] == 0 && l4b[7] == 0)
+			return pass(P_UDP_CSUM0);
+		l4hdr = 8;
+	} else if (proto == IPPROTO_ICMP) {
+		if (plen < 8 || bpf_skb_load_bytes(skb, l4, l4b, 8) < 0)
+			return pass(P_MALFORMED);
+		if (l4b[0] != 8 && l4b[0] != 0)
+			return pass(P_ICMP);
+		l4hdr = 8;
+	} else {
+		return pass(P_PROTO);
+	}
+
+	__u32 out_len = 40 + plen;
+	int df = frag & 0x4000;
+	if (!gso) {
+		/* RFC 7915 section 4: no DF and too big for lowest-ipv6-mtu:
+		 * fragmented by the slow path. */
+		__u32 mtu = c->lowest_ipv6_mtu > 1280 ? c->lowest_ipv6_mtu : 1280;
+		if (!df && out_len > mtu)
+			return pass(P_TOO_BIG);
+		/* DF and bigger than the TUN MTU: Fragmentation Needed from the
+		 * slow path, as the router we stand for. */
+		if (df && c->ipv6_mtu && out_len > c->ipv6_mtu)
+			return pass(P_TOO_BIG);
+	}
+
+	struct nexthop nh = {};
+	if (!(c->flags & F_TEST)) {
+		__u32 check_len = gso ? 40 + l4hdr + skb->gso_size : out_len;
+		int r = route_out(skb, c, AF_INET6, s6, d6, 0, check_len, &nh);
+		if (r)
+			return pass(r);
+	}
+
+	if (proto == IPPROTO_ICMP) {
+		/* Echo 8/0 -> 128/129 and the ICMPv6 pseudo-header added
+		 * (RFC 7915 section 4.2). */
+		__u8 t6 = l4b[0] == 8 ? 128 : 129;
+		__u64 pseudo = sum_words(s6, 16) + sum_words(d6, 16) + (plen >> 16) +
+			       (plen & 0xffff) + IPPROTO_ICMPV6_;
+		__u16 field = ((__u16)l4b[2] << 8) | l4b[3];
+		__u64 old_word = ((__u16)l4b[0] << 8) | l4b[1];
+		__u64 new_word = ((__u16)t6 << 8) | l4b[1];
+		/* checksum::update(field, old_word, new_word + pseudo) */
+		__u16 old = fold(old_word);
+		__u64 acc = (__u64)(__u16)~field + (__u16)~old + new_word + pseudo;
+		__u16 nc = ~fold(acc);
+		__u8 nb[4] = {t6, l4b[1], nc >> 8, nc & 0xff};
+		if (bpf_skb_store_bytes(skb, l4, nb, 4, 0) < 0)
+			return TC_ACT_SHOT;
+	} else {
+		__u32 from[2], to[8];
+		__builtin_memcpy(&from[0], h.src, 4);
+		__builtin_memcpy(&from[1], h.dst, 4);
+		__builtin_memcpy(to, s6, 16);
+		__builtin_memcpy(to + 4, d6, 16);
+		__s64 diff = bpf_csum_diff(from, 8, to, 32, 0);
+		if (diff < 0) {
+			count(D_ERROR);
+			return TC_ACT_OK;
+		}
+		__u32 off = l4 + (proto == IPPROTO_TCP ? 16 : 6);
+		__u64 fl = BPF_F_PSEUDO_HDR | (proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0);
+		if (bpf_l4_csum_replace(skb, off, 0, diff, fl) < 0) {
+			count(D_ERROR);
+			return TC_ACT_OK;
+		}
+	}
+
+	/* RFC 7915 section 4.1: the IPv6 header, flow label 0. */
+	struct hdr6 o = {};
+	__u8 tc = (c->flags & F_ZEROIZE_TC) ? 0 : h.tos;
+	o.vtcfl = bpf_htonl((6u << 28) | ((__u32)tc << 20));
+	o.plen = bpf_htons(plen);
+	o.nh = proto == IPPROTO_ICMP ? IPPROTO_ICMPV6_ : proto;
+	o.hop = h.ttl - 1;
+	__builtin_memcpy(o.src, s6, 16);
+	__builtin_memcpy(o.dst, d6, 16);
+
+	if (skb->len > ETH_LEN + total && bpf_skb_change_tail(skb, ETH_LEN + total, 0) < 0)
+		return TC_ACT_SHOT;
+	if (bpf_skb_change_proto(skb, bpf_htons(ETH_P_IPV6), 0) < 0) {
+		count(D_ERROR);
+		return TC_ACT_SHOT;
+	}
+	if (bpf_skb_store_bytes(skb, ETH_LEN, &o, sizeof(o), 0) < 0)
+		return TC_ACT_SHOT;
+	__be16 et = bpf_htons(ETH_P_IPV6);
+	bpf_skb_store_bytes(skb, 12, &et, 2, 0);
+	return send(skb, c, &nh, C_V4TO6);
+}
+
+SEC("tc")
+int xlat_ingress(struct __sk_buff *skb)
+{
+	__u32 z = 0;
+	__u32 *g = bpf_map_lookup_elem(&xlat_gen, &z);
+	if (!g)
+		return TC_ACT_OK;
+	__u32 gen = *g & 1;
+	struct xlat_cfg *c = bpf_map_lookup_elem(&xlat_cfg, &gen);
+	if (!c || !(c->flags & F_ENABLED))
+		return pass(P_DISABLED);
+	/* A VLAN tag (accelerated) belongs to a VLAN device: not ours. */
+	if (skb->vlan_present)
+		return pass(P_NOT_IP);
+	if (skb->protocol == bpf_htons(ETH_P_IPV6))
+		return do_6to4(skb, c, gen);
+	if (skb->protocol == bpf_htons(ETH_P_IP))
+		return do_4to6(skb, c, gen);
+	return pass(P_NOT_IP);
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,473 @@
+//! Command-line options of the I/O engine and the traffic shape, shared by
+//! every measurement subcommand: `--io`, interfaces, MACs, CPUs, RFC 4814
+//! destination ports and address ranges, bidirectional traffic, background
+//! traffic. Parsing and resolution (interfaces, MACs from the kernel's
+//! neighbour table) happen before anything is sent; a bad value is a usage
+//! error naming the option.
+
+use crate::args::Args;
+use crate::engine::{Background, Endpoints, IoKind, PortIo, TrialOut};
+use crate::io_resolve::{self, Mac};
+use crate::json::J;
+use std::net::{IpAddr, SocketAddr};
+
+pub const KNOWN: &[&str] = &[
+    "io",
+    "send-if",
+    "recv-if",
+    "src-mac",
+    "dst-mac",
+    "reverse-dst-mac",
+    "send-cpu",
+    "recv-cpu",
+    "src-port",
+    "dst-ports",
+    "src-addrs",
+    "dst-addrs",
+    "bidirectional",
+    "reverse-dst",
+    "background",
+    "background-dst",
+    "background-src",
+    "recv-drop",
+];
+
+/// Default fixed source port of the packet sender.
+pub const DEFAULT_SRC_PORT: u16 = 50000;
+
+/// `--io` (default: packet).
+pub fn kind(a: &Args) -> Result<IoKind, String> {
+    match a.opt::<String>("io")?.as_deref() {
+        None | Some("packet") => Ok(IoKind::Packet),
+        Some("socket") => Ok(IoKind::Socket),
+        Some(o) => Err(format!(
+            "--io {o:?}: must be packet (AF_PACKET rings) or socket (UDP sockets)"
+        )),
+    }
+}
+
+pub fn parse_range(key: &str, s: &str) -> Result<(u16, u16), String> {
+    let bad = || format!("--{key} {s:?}: not LO-HI (ports 1..65535, LO <= HI)");
+    let (a, b) = s.split_once('-').ok_or_else(bad)?;
+    let lo: u16 = a.trim().parse().map_err(|_| bad())?;
+    let hi: u16 = b.trim().parse().map_err(|_| bad())?;
+    if lo == 0 || lo > hi {
+        return Err(bad());
+    }
+    Ok((lo, hi))
+}
+
+fn parse_addr_range(key: &str, s: &str, v6: bool) -> Result<(IpAddr, IpAddr), String> {
+    let bad = |why: &str| format!("--{key} {s:?}: {why}");
+    let (a, b) = s.split_once('-').unwrap_or((s, s));
+    let a: IpAddr = a.trim().parse().map_err(|_| bad("not ADDR[-ADDR]"))?;
+    let b: IpAddr = b.trim().parse().map_err(|_| bad("not ADDR[-ADDR]"))?;
+    if a.is_ipv6() != v6 || b.is_ipv6() != v6 {
+        return Err(bad("wrong address family for this port"));
+    }
+    let ok = match (a, b) {
+        (IpAddr::V4(x), IpAddr::V4(y)) => u32::from(x) <= u32::from(y),
+        (IpAddr::V6(x), IpAddr::V6(y)) => u128::from(x) <= u128::from(y),
+        _ => false,
+    };
+    if !ok {
+        return Err(bad("first address above the last"));
+    }
+    Ok((a, b))
+}
+
+fn mac_opt(a: &Args, key: &str) -> Result<Option<Mac>, String> {
+    match a.opt::<String>(key)? {
+        None => Ok(None),
+        Some(s) => io_resolve::parse_mac(&s)
+            .map(Some)
+            .ok_or_else(|| format!("--{key} {s:?}: not a MAC address (xx:xx:xx:xx:xx:xx)")),
+    }
+}
+
+fn cpu_opt(a: &Args, key: &str) -> Result<Option<usize>, String> {
+    let c: Option<usize> = a.opt(key)?;
+    if let Some(c) = c {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if c >= n {
+            return Err(format!("--{key} {c}: this machine has CPUs 0..{}", n - 1));
+        }
+    }
+    Ok(c)
+}
+
+fn overlap(a: (u16, u16), b: (u16, u16)) -> bool {
+    a.0 <= b.1 && b.0 <= a.1
+}
+
+/// Resolves one sending port: (interface, own MAC, next-hop MAC, source
+/// address the kernel would use).
+fn resolve_sender(
+    netns: Option<&str>,
+    dst: IpAddr,
+    ifname: Option<String>,
+    if_key: &str,
+    mac: Option<Mac>,
+    next_hop: Option<Mac>,
+    nh_key: &str,
+) -> Result<(PortIo, Option<IpAddr>, u32), String> {
+    let route = io_resolve::route(netns, dst);
+    let ifname = match (ifname, &route) {
+        (Some(i), _) => i,
+        (None, Ok((dev, _, _))) => dev.clone(),
+        (None, Err(e)) => return Err(format!("{e}: give --{if_key}")),
+    };
+    let link = io_resolve::link(netns, &ifname, if_key)?;
+    if !link.l2 {
+        return Err(format!(
+            "--{if_key} {ifname:?}: not an Ethernet device; use --io socket"
+        ));
+    }
+    if !link.up {
+        return Err(format!("--{if_key} {ifname:?}: interface is down"));
+    }
+    let next_hop = match next_hop {
+        Some(m) => m,
+        None if link.loopback => [0; 6],
+        None => {
+            let (dev, gw, _) = route.map_err(|e| format!("{e}: give --{nh_key}"))?;
+            if dev != ifname {
+                return Err(format!(
+                    "the route to {dst} leaves through {dev:?}, not --{if_key} {ifname:?}: give --{nh_key}"
+                ));
+            }
+            io_resolve::next_hop_mac(netns, gw.unwrap_or(dst), &ifname, nh_key)?
+        }
+    };
+    let src = io_resolve::route(netns, dst).ok().and_then(|r| r.2);
+    Ok((
+        PortIo {
+            ifname,
+            mac: mac.unwrap_or(link.mac),
+            next_hop,
+        },
+        src,
+        link.mtu,
+    ))
+}
+
+/// Parses the I/O and traffic-shape options into `ep` and resolves the
+/// ports. `ep` already holds the addresses, netns names, payload and the
+/// (source) port range of `--random-ports`.
+pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
+    let io_kind = kind(a)?;
+    ep.io.kind = io_kind;
+    let packet_only = [
+        "send-if",
+        "recv-if",
+        "src-mac",
+        "dst-mac",
+        "reverse-dst-mac",
+        "send-cpu",
+        "recv-cpu",
+        "src-port",
+        "dst-ports",
+        "src-addrs",
+        "dst-addrs",
+        "reverse-dst",
+        "background",
+        "background-dst",
+        "background-src",
+        "recv-drop",
+    ];
+    if io_kind == IoKind::Socket {
+        if let Some(k) = packet_only
+            .iter()
+            .find(|k| a.opt::<String>(k).ok().flatten().is_some())
+        {
+            return Err(format!("--{k} needs --io packet"));
+        }
+        if a.flag("bidirectional") {
+            return Err("--bidirectional needs --io packet".into());
+        }
+        return Ok(());
+    }
+    let v6 = ep.dst.is_ipv6();
+    let src_port: u16 = a.opt("src-port")?.unwrap_or(DEFAULT_SRC_PORT);
+    if src_port == 0 {
+        return Err("--src-port 0: not a port".into());
+    }
+    ep.io.src_port = src_port;
+    let src_range = ep.src_ports.unwrap_or((src_port, src_port));
+    if let Some(s) = a.opt::<String>("dst-ports")? {
+        let r = parse_range("dst-ports", &s)?;
+        // RFC 4814 section 4.5 ranges are pseudorandom per frame; overlapping
+        // source and destination ranges would make a frame's reply
+        // indistinguishable from a forward frame in stateful DUTs.
+        if overlap(r, src_range) {
+            return Err(format!(
+                "--dst-ports {}-{} overlaps the source ports {}-{} (RFC 4814: e.g. --src-ports 49152-65535 --dst-ports 1-49151)",
+                r.0, r.1, src_range.0, src_range.1
+            ));
+        }
+        ep.io.dst_ports = Some(r);
+    } else if overlap((ep.dst.port(), ep.dst.port()), src_range) {
+        return Err(format!(
+            "the source port {src_port} equals the destination port {}: give --src-port",
+            ep.dst.port()
+        ));
+    }
+    if let Some(s) = a.opt::<String>("src-addrs")? {
+        ep.io.src_addrs = Some(parse_addr_range("src-addrs", &s, v6)?);
+    }
+    if let Some(s) = a.opt::<String>("dst-addrs")? {
+        ep.io.dst_addrs = Some(parse_addr_range("dst-addrs", &s, v6)?);
+    }
+    ep.io.recv_drop = match a.opt::<String>("recv-drop")?.as_deref() {
+        None | Some("on") => true,
+        Some("off") => false,
+        Some(o) => return Err(format!("--recv-drop {o:?}: must be on or off")),
+    };
+    ep.io.send_cpu = cpu_opt(a, "send-cpu")?;
+    ep.io.recv_cpu = cpu_opt(a, "recv-cpu")?;
+    // Sending port.
+    let send_ns = ep.send_netns.clone();
+    let (sp, src, mtu) = resolve_sender(
+        send_ns.as_deref(),
+        ep.dst.ip(),
+        a.opt("send-if")?,
+        "send-if",
+        mac_opt(a, "src-mac")?,
+        mac_opt(a, "dst-mac")?,
+        "dst-mac",
+    )?;
+    if ep.src.is_none() {
+        ep.src = Some(src.ok_or_else(|| {
+            format!(
+                "no source address for {} on {}: give --src",
+                ep.dst.ip(),
+                sp.ifname
+            )
+        })?);
+    }
+    let l3_len = crate::payload::l3_header(v6) + crate::payload::UDP_HEADER + ep.payload;
+    if l3_len > mtu as usize {
+        return Err(format!(
+            "--frame-size: a {l3_len}-byte IP packet is over the MTU {mtu} of {}",
+            sp.ifname
+        ));
+    }
+    // Receiving port: the interface that holds the receive address.
+    let recv_ns = ep.recv_netns.clone();
+    let recv_if = match a.opt::<String>("recv-if")? {
+        Some(i) => i,
+        None => {
+            io_resolve::iface_of_addr(recv_ns.as_deref(), ep.recv_bind.ip())?.ok_or_else(|| {
+                format!(
+                    "the receive address {} is not configured in {}: give --recv-if",
+                    ep.recv_bind.ip(),
+                    recv_ns
+                        .as_deref()
+                        .map_or("the current namespace".into(), |n| format!(
+                            "namespace {n:?}"
+                        ))
+                )
+            })?
+        }
+    };
+    let rlink = io_resolve::link(recv_ns.as_deref(), &recv_if, "recv-if")?;
+    if !rlink.l2 {
+        return Err(format!(
+            "--recv-if {recv_if:?}: not an Ethernet device; use --io socket"
+        ));
+    }
+    let mut rp = PortIo {
+        ifname: recv_if.clone(),
+        mac: rlink.mac,
+        next_hop: [0; 6],
+    };
+    if a.flag("bidirectional") {
+        let rdst = match a.opt::<String>("reverse-dst")? {
+            Some(s) => s
+                .parse::<SocketAddr>()
+                .map_err(|_| format!("--reverse-dst {s:?}: not ADDR:PORT (IPv6 as [ADDR]:PORT)"))?,
+            None if ep.recv_bind.is_ipv6() == v6 => {
+                SocketAddr::new(ep.src.unwrap(), ep.dst.port())
+            }
+            None => {
+                return Err(
+                    "--bidirectional across families needs --reverse-dst ADDR:PORT (the sender's address as the receiving side reaches it)".into(),
+                )
+            }
+        };
+        if rdst.is_ipv6() != ep.recv_bind.is_ipv6() {
+            return Err("--reverse-dst and --recv-bind are of different families".into());
+        }
+        let (p, _, _) = resolve_sender(
+            recv_ns.as_deref(),
+            rdst.ip(),
+            Some(recv_if),
+            "recv-if",
+            None,
+            mac_opt(a, "reverse-dst-mac")?,
+            "reverse-dst-mac",
+        )?;
+        rp.next_hop = p.next_hop;
+        ep.io.reverse_dst = Some(rdst);
+    } else if a.opt::<String>("reverse-dst")?.is_some() {
+        return Err("--reverse-dst needs --bidirectional".into());
+    }
+    if let Some(s) = a.opt::<String>("background")? {
+        let bad = || format!("--background {s:?}: not N/M with 1 <= N < M <= 1000");
+        let (n, m) = s.split_once('/').ok_or_else(bad)?;
+        let n: u32 = n.trim().parse().map_err(|_| bad())?;
+        let m: u32 = m.trim().parse().map_err(|_| bad())?;
+        if !(n >= 1 && n < m && m <= 1000) {
+            return Err(bad());
+        }
+        let dst: SocketAddr = a
+            .req::<String>("background-dst")
+            .map_err(|_| "--background needs --background-dst [IPV6]:PORT".to_string())?
+            .parse()
+            .map_err(|_| "--background-dst: not [IPV6]:PORT".to_string())?;
+        // RFC 8219 section 6.1: background traffic is native IPv6.
+        if !dst.is_ipv6() {
+            return Err(
+                "--background-dst: background traffic is IPv6 (RFC 8219 section 6.1)".into(),
+            );
+        }
+        let (bp, bsrc, _) = resolve_sender(
+            send_ns.as_deref(),
+            dst.ip(),
+            Some(sp.ifname.clone()),
+            "send-if",
+            None,
+            None,
+            "dst-mac",
+        )?;
+        let src: IpAddr = match a.opt::<String>("background-src")? {
+            Some(s) => s
+                .parse()
+                .map_err(|_| format!("--background-src {s:?}: not an IPv6 address"))?,
+            None => bsrc.ok_or(
+                "no IPv6 source address for the background traffic: give --background-src",
+            )?,
+        };
+        if !src.is_ipv6() {
+            return Err("--background-src: must be IPv6".into());
+        }
+        ep.io.background = Some(Background {
+            n,
+            m,
+            src,
+            dst,
+            next_hop: bp.next_hop,
+        });
+    } else if a.opt::<String>("background-dst")?.is_some()
+        || a.opt::<String>("background-src")?.is_some()
+    {
+        return Err("--background-dst/--background-src need --background N/M".into());
+    }
+    ep.io.send_port = Some(sp);
+    ep.io.recv_port = Some(rp);
+    Ok(())
+}
+
+/// Packet I/O counters of a trial and its reverse / background parts.
+pub fn trial_json_extra(t: &TrialOut, v: &mut Vec<(&str, J)>, sub: impl Fn(&TrialOut) -> J) {
+    v.push(("other", J::u(t.other)));
+    v.push(("late", J::u(t.late)));
+    v.push(("rx_ring_drops", J::u(t.rx_ring_drops)));
+    if let Some(r) = &t.reverse {
+        v.push(("reverse", sub(r)));
+    }
+    if let Some(b) = &t.background {
+        v.push(("background", sub(b)));
+    }
+}
+
+/// The I/O part of the JSON parameters.
+pub fn to_json(ep: &Endpoints) -> J {
+    let io = &ep.io;
+    let port = |p: &Option<PortIo>| match p {
+        None => J::Null,
+        Some(p) => J::obj(vec![
+            ("interface", J::s(p.ifname.clone())),
+            ("mac", J::s(io_resolve::fmt_mac(&p.mac))),
+            ("next_hop_mac", J::s(io_resolve::fmt_mac(&p.next_hop))),
+        ]),
+    };
+    let range = |r: Option<(IpAddr, IpAddr)>| r.map_or(J::Null, |(a, b)| J::s(format!("{a}-{b}")));
+    match io.kind {
+        IoKind::Socket => J::obj(vec![(
+            "kind",
+            J::s("socket: UDP sockets (sendmmsg/recvmmsg); raw socket for random source ports"),
+        )]),
+        IoKind::Packet => J::obj(vec![
+            (
+                "kind",
+                J::s("packet: AF_PACKET, PACKET_TX_RING (TPACKET_V2, qdisc bypass) and PACKET_RX_RING (TPACKET_V3)"),
+            ),
+            ("send_port", port(&io.send_port)),
+            ("recv_port", port(&io.recv_port)),
+            ("send_cpu", io.send_cpu.map_or(J::Null, |c| J::u(c as u64))),
+            ("recv_cpu", io.recv_cpu.map_or(J::Null, |c| J::u(c as u64))),
+            ("src_port", J::u(io.src_port as u64)),
+            (
+                "recv_drop",
+                J::s(if io.recv_drop {
+                    "test frames dropped at the receiving interface's nftables netdev ingress hook after the ring saw them"
+                } else {
+                    "off: test frames reach the receiving namespace's IP stack"
+                }),
+            ),
+            (
+                "dst_ports",
+                io.dst_ports.map_or(J::Null, |(a, b)| J::s(format!("{a}-{b}"))),
+            ),
+            ("src_addrs", range(io.src_addrs)),
+            ("dst_addrs", range(io.dst_addrs)),
+            ("bidirectional", J::Bool(io.reverse_dst.is_some())),
+            ("reverse_dst", io.reverse_dst.map_or(J::Null, |d| J::s(d.to_string()))),
+            (
+                "background",
+                io.background.as_ref().map_or(J::Null, |b| {
+                    J::obj(vec![
+                        ("fraction", J::s(format!("{}/{}", b.n, b.m))),
+                        ("src", J::s(b.src.to_string())),
+                        ("dst", J::s(b.dst.to_string())),
+                    ])
+                }),
+            ),
+        ]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Args {
+        Args::parse(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn ranges_and_kinds() {
+        assert_eq!(parse_range("dst-ports", "1-49151").unwrap(), (1, 49151));
+        assert!(parse_range("dst-ports", "0-5").is_err());
+        assert!(parse_range("dst-ports", "9-5").is_err());
+        assert!(overlap((1024, 65535), (1, 49151)));
+        assert!(!overlap((49152, 65535), (1, 49151)));
+        assert_eq!(kind(&args(&[])).unwrap(), IoKind::Packet);
+        assert_eq!(kind(&args(&["--io", "socket"])).unwrap(), IoKind::Socket);
+        assert!(kind(&args(&["--io", "xdp"])).unwrap_err().contains("--io"));
+        let r = parse_addr_range("src-addrs", "10.0.0.1-10.0.0.9", false).unwrap();
+        assert_eq!(r.1, "10.0.0.9".parse::<IpAddr>().unwrap());
+        assert!(parse_addr_range("src-addrs", "10.0.0.9-10.0.0.1", false).is_err());
+        assert!(parse_addr_range("src-addrs", "2001:db8::1", false).is_err());
+    }
+
+    #[test]
+    fn socket_io_refuses_packet_options() {
+        let mut ep = Endpoints::default();
+        let e = apply(&args(&["--io", "socket", "--send-if", "lo"]), &mut ep).unwrap_err();
+        assert!(e.contains("--send-if needs --io packet"), "{e}");
+        let e = apply(&args(&["--io", "socket", "--bidirectional"]), &mut ep).unwrap_err();
+        assert!(e.contains("--bidirectional"), "{e}");
+    }
+}

@@ -1,0 +1,1227 @@
+//! Packet I/O (`--io packet`): AF_PACKET sockets with memory-mapped rings.
+//!
+//! - Sending: a `PACKET_TX_RING` (TPACKET_V2) with `PACKET_QDISC_BYPASS`,
+//!   bound to the port's interface with protocol 0 (the socket receives
+//!   nothing). The tester writes complete Ethernet frames (`io_frame`) into
+//!   the ring slots and flushes each paced batch with one `send(2)`.
+//! - Receiving: a `PACKET_RX_RING` (TPACKET_V3, blocks handed over when full
+//!   or after 1 ms) on the port's interface with `PACKET_IGNORE_OUTGOING`.
+//!   Every frame is parsed; only a UDP test frame with a valid IPv4 header
+//!   checksum, a valid UDP checksum, the `XLPT` signature and a stream id of
+//!   this trial counts; other UDP frames are `foreign`, non-UDP frames
+//!   (ARP, ND, ...) `other`. The kernel's receive timestamp (software,
+//!   `SO_TIMESTAMPNS`) is the arrival time; a frame stamped after the end of
+//!   the post-trial wait is `late` and lost. Frames the ring itself dropped
+//!   (`PACKET_STATISTICS`) are reported as `rx_ring_drops` (they are lost).
+
+use crate::engine::{enter_netns, monotonic_ns, Rng, TrialOut, TrialSpec};
+use crate::io_frame::{self, Builder, FrameSpec, Rx};
+use crate::io_resolve::Mac;
+use crate::pace::Pacer;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+const SOL_PACKET: i32 = 263;
+const PACKET_RX_RING: i32 = 5;
+const PACKET_STATISTICS: i32 = 6;
+const PACKET_VERSION: i32 = 10;
+const PACKET_TX_RING: i32 = 13;
+const PACKET_LOSS: i32 = 14;
+const PACKET_QDISC_BYPASS: i32 = 20;
+const PACKET_IGNORE_OUTGOING: i32 = 23;
+const TPACKET_V2: i32 = 1;
+const TPACKET_V3: i32 = 2;
+const TP_STATUS_AVAILABLE: u32 = 0;
+const TP_STATUS_SEND_REQUEST: u32 = 1;
+const TP_STATUS_WRONG_FORMAT: u32 = 4;
+const TP_STATUS_USER: u32 = 1;
+const TP_STATUS_TS_SOFTWARE: u32 = 1 << 29;
+/// Data offset in a TPACKET_V2 TX slot: TPACKET_ALIGN(sizeof tpacket2_hdr).
+const TX_DATA_OFF: usize = 32;
+const TX_SLOTS: usize = 4096;
+const RX_BLOCK: usize = 1 << 20;
+const RX_BLOCKS: usize = 32;
+/// Stream-id bits that tell the streams of one trial apart.
+pub const STREAM_BACKGROUND: u16 = 0x8000;
+pub const STREAM_REVERSE: u16 = 0x4000;
+
+/// Which I/O the engine uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoKind {
+    /// UDP sockets (sendmmsg/recvmmsg), raw socket for random source ports.
+    #[default]
+    Socket,
+    /// AF_PACKET with memory-mapped TX/RX rings (this module).
+    Packet,
+}
+
+/// One port (interface) as the packet I/O sees it, resolved before a trial.
+#[derive(Clone, Debug, Default)]
+pub struct PortIo {
+    pub ifname: String,
+    /// This port's MAC address (source of what it sends).
+    pub mac: Mac,
+    /// Destination MAC of what it sends (next hop towards the other port).
+    pub next_hop: Mac,
+}
+
+/// Background traffic (RFC 8219 section 6.1): `n` of every `m` frames of the
+/// forward schedule are native IPv6 frames to `dst` from `src`, through the
+/// same ports, counted separately (stream id with [`STREAM_BACKGROUND`]).
+#[derive(Clone, Debug)]
+pub struct Background {
+    pub n: u32,
+    pub m: u32,
+    pub src: IpAddr,
+    pub dst: SocketAddr,
+    /// Destination MAC of background frames on the sending port.
+    pub next_hop: Mac,
+}
+
+impl Background {
+    pub fn is_bg(&self, i: u64) -> bool {
+        (i % self.m as u64) < self.n as u64
+    }
+    /// Background frames among the first `total` of the schedule.
+    pub fn count(&self, total: u64) -> u64 {
+        let (n, m) = (self.n as u64, self.m as u64);
+        total / m * n + (total % m).min(n)
+    }
+}
+
+/// Traffic shape and I/O options of a trial (all off by default: the old
+/// socket engine).
+#[derive(Clone, Debug, Default)]
+pub struct IoConfig {
+    pub kind: IoKind,
+    /// The sending port (forward direction) and the receiving port.
+    pub send_port: Option<PortIo>,
+    pub recv_port: Option<PortIo>,
+    pub send_cpu: Option<usize>,
+    pub recv_cpu: Option<usize>,
+    /// Fixed source port of the packet sender (without `--random-ports`).
+    pub src_port: u16,
+    /// RFC 4814 section 4.5 pseudorandom destination ports from this range.
+    pub dst_ports: Option<(u16, u16)>,
+    /// Pseudorandom source / destination addresses from these ranges.
+    pub src_addrs: Option<(IpAddr, IpAddr)>,
+    pub dst_addrs: Option<(IpAddr, IpAddr)>,
+    /// Bidirectional: the receiving port also sends, to this address (the
+    /// sender port's address as seen from the receiving side), from the
+    /// receive address; the sending port receives it.
+    pub reverse_dst: Option<SocketAddr>,
+    pub background: Option<Background>,
+    /// Drop test frames at the receiving interface's netdev ingress hook
+    /// (after the receive ring saw them); see [`IngressDrop`].
+    pub recv_drop: bool,
+}
+
+fn set_int(fd: i32, level: i32, name: i32, val: i32) -> Result<(), std::io::Error> {
+    // SAFETY: pointer to a live i32 of the given length.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &val as *const i32 as *const libc::c_void,
+            4,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn set_struct<T>(fd: i32, level: i32, name: i32, v: &T) -> Result<(), std::io::Error> {
+    // SAFETY: pointer to a live T of its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            v as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn ifindex(name: &str) -> Result<i32, String> {
+    let c = std::ffi::CString::new(name).map_err(|_| format!("bad interface name {name:?}"))?;
+    // SAFETY: valid C string; resolves in the calling thread's namespace.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        return Err(format!(
+            "interface {name:?}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(i as i32)
+}
+
+fn packet_socket() -> Result<OwnedFd, String> {
+    // SAFETY: plain socket(2).
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(format!(
+            "AF_PACKET socket: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: fresh fd we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn bind_if(fd: i32, ifi: i32, proto: u16) -> Result<(), String> {
+    // SAFETY: all-zero sockaddr_ll is valid.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto.to_be();
+    sll.sll_ifindex = ifi;
+    // SAFETY: valid sockaddr_ll.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            &sll as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(format!(
+            "bind AF_PACKET: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+struct Mmap {
+    ptr: *mut u8,
+    len: usize,
+}
+// SAFETY: the mapping is used by the one thread that owns it.
+unsafe impl Send for Mmap {}
+impl Mmap {
+    fn new(fd: i32, len: usize) -> Result<Mmap, String> {
+        // SAFETY: mapping a packet ring of `len` bytes configured on fd.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(format!(
+                "mmap packet ring: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(Mmap {
+            ptr: p as *mut u8,
+            len,
+        })
+    }
+    fn status(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: off is a 4-aligned offset inside the mapping (a slot or
+        // block header's status word, shared with the kernel).
+        unsafe { &*(self.ptr.add(off) as *const AtomicU32) }
+    }
+}
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin(cpu: Option<usize>) -> Result<(), String> {
+    let Some(cpu) = cpu else { return Ok(()) };
+    // SAFETY: cpu_set_t is plain data; CPU_SET within bounds checked below.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu >= 1024 {
+            return Err(format!("CPU {cpu}: out of range"));
+        }
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(format!(
+                "pinning to CPU {cpu}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A TPACKET_V2 transmit ring on one interface.
+pub struct TxRing {
+    fd: OwnedFd,
+    map: Mmap,
+    slot: usize,
+    slots: usize,
+    head: usize,
+    /// Which template a slot holds (frames differ only in per-frame fields).
+    kind: Vec<u8>,
+}
+
+impl TxRing {
+    pub fn open(ifname: &str, max_len: usize) -> Result<TxRing, String> {
+        let ifi = ifindex(ifname)?;
+        let sock = packet_socket()?;
+        let fd = sock.as_raw_fd();
+        set_int(fd, SOL_PACKET, PACKET_VERSION, TPACKET_V2)
+            .map_err(|e| format!("PACKET_VERSION: {e}"))?;
+        // Not every kernel has it; without it frames pass the (noqueue) qdisc.
+        let _ = set_int(fd, SOL_PACKET, PACKET_QDISC_BYPASS, 1);
+        // A malformed frame is skipped, never blocks the ring.
+        let _ = set_int(fd, SOL_PACKET, PACKET_LOSS, 1);
+        let slot = (TX_DATA_OFF + max_len).next_power_of_two().max(128);
+        let block = slot.max(4096);
+        let slots = TX_SLOTS.min(64 * 1024 * 1024 / slot).max(block / slot);
+        let req = libc::tpacket_req {
+            tp_block_size: block as u32,
+            tp_block_nr: (slots * slot / block) as u32,
+            tp_frame_size: slot as u32,
+            tp_frame_nr: slots as u32,
+        };
+        set_struct(fd, SOL_PACKET, PACKET_TX_RING, &req)
+            .map_err(|e| format!("PACKET_TX_RING: {e}"))?;
+        let map = Mmap::new(fd, slots * slot)?;
+        bind_if(fd, ifi, 0)?;
+        Ok(TxRing {
+            fd: sock,
+            map,
+            slot,
+            slots,
+            head: 0,
+            kind: vec![u8::MAX; slots],
+        })
+    }
+
+    /// Asks the kernel to send every frame marked so far.
+    fn flush(&mut self) -> Result<bool, String> {
+        // SAFETY: send(2) with no data on our socket: transmit the ring.
+        let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
+        if r >= 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(false),
+            _ => Err(format!("send (TX ring): {e}")),
+        }
+    }
+
+    /// The next free slot's data area (copied from `tpl` if it holds another
+    /// template), or None while the kernel still owns it.
+    fn next_slot(&mut self, kind: u8, tpl: &[u8]) -> Result<Option<&mut [u8]>, String> {
+        let off = self.head * self.slot;
+        let st = self.map.status(off).load(Ordering::Acquire);
+        if st == TP_STATUS_WRONG_FORMAT {
+            return Err("the kernel refused a frame (TP_STATUS_WRONG_FORMAT)".into());
+        }
+        if st != TP_STATUS_AVAILABLE {
+            return Ok(None);
+        }
+        // SAFETY: the slot belongs to us (status available) and lies inside
+        // the mapping; its data area has slot - TX_DATA_OFF >= tpl.len() bytes.
+        let data = unsafe {
+            std::slice::from_raw_parts_mut(self.map.ptr.add(off + TX_DATA_OFF), tpl.len())
+        };
+        if self.kind[self.head] != kind {
+            data.copy_from_slice(tpl);
+            self.kind[self.head] = kind;
+        }
+        Ok(Some(data))
+    }
+
+    /// Hands the current slot (`len` bytes) to the kernel.
+    fn commit(&mut self, len: usize) {
+        let off = self.head * self.slot;
+        // SAFETY: tp_len (u32 at offset 4) of a slot we own.
+        unsafe { (self.map.ptr.add(off + 4) as *mut u32).write_volatile(len as u32) };
+        self.map
+            .status(off)
+            .store(TP_STATUS_SEND_REQUEST, Ordering::Release);
+        self.head = (self.head + 1) % self.slots;
+    }
+}
+
+/// Sending with `sendmmsg(2)` on an AF_PACKET socket (`--tx mmsg`): each
+/// frame is copied into a linear buffer by the kernel.
+pub struct MmsgTx {
+    fd: OwnedFd,
+    bufs: Vec<Vec<u8>>,
+    lens: Vec<usize>,
+    kind: Vec<u8>,
+    used: usize,
+}
+
+impl MmsgTx {
+    pub fn open(ifname: &str, max_len: usize, batch: usize) -> Result<MmsgTx, String> {
+        let ifi = ifindex(ifname)?;
+        let sock = packet_socket()?;
+        let _ = set_int(sock.as_raw_fd(), SOL_PACKET, PACKET_QDISC_BYPASS, 1);
+        let _ = set_int(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            4 << 20,
+        );
+        bind_if(sock.as_raw_fd(), ifi, 0)?;
+        Ok(MmsgTx {
+            fd: sock,
+            bufs: (0..batch).map(|_| vec![0u8; max_len]).collect(),
+            lens: vec![0; batch],
+            kind: vec![u8::MAX; batch],
+            used: 0,
+        })
+    }
+    fn next_slot(&mut self, kind: u8, tpl: &[u8]) -> Result<Option<&mut [u8]>, String> {
+        let i = self.used;
+        if i == self.bufs.len() {
+            return Ok(None);
+        }
+        let d = &mut self.bufs[i][..tpl.len()];
+        if self.kind[i] != kind {
+            d.copy_from_slice(tpl);
+            self.kind[i] = kind;
+        }
+        Ok(Some(d))
+    }
+    fn commit(&mut self, len: usize) {
+        self.lens[self.used] = len;
+        self.used += 1;
+    }
+    fn flush(&mut self) -> Result<bool, String> {
+        let n = self.used;
+        if n == 0 {
+            return Ok(true);
+        }
+        let mut iovs: Vec<libc::iovec> = (0..n)
+            .map(|i| libc::iovec {
+                iov_base: self.bufs[i].as_mut_ptr() as *mut libc::c_void,
+                iov_len: self.lens[i],
+            })
+            .collect();
+        // SAFETY: all-zero mmsghdr is valid; each points at a live iovec.
+        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+            m.msg_hdr.msg_iov = iov as *mut libc::iovec;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        let mut done = 0;
+        let mut ok = true;
+        while done < n {
+            // SAFETY: msgs[done..n] are valid.
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.fd.as_raw_fd(),
+                    msgs.as_mut_ptr().add(done),
+                    (n - done) as u32,
+                    0,
+                )
+            };
+            if r > 0 {
+                done += r as usize;
+                continue;
+            }
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
+                    ok = false;
+                    break;
+                }
+                _ => return Err(format!("sendmmsg (AF_PACKET): {e}")),
+            }
+        }
+        self.used = 0;
+        Ok(ok)
+    }
+}
+
+/// The sending side of the packet I/O.
+pub enum Tx {
+    Ring(TxRing),
+    Mmsg(MmsgTx),
+}
+
+impl Tx {
+    fn next_slot(&mut self, kind: u8, tpl: &[u8]) -> Result<Option<&mut [u8]>, String> {
+        match self {
+            Tx::Ring(r) => r.next_slot(kind, tpl),
+            Tx::Mmsg(m) => m.next_slot(kind, tpl),
+        }
+    }
+    fn commit(&mut self, len: usize) {
+        match self {
+            Tx::Ring(r) => r.commit(len),
+            Tx::Mmsg(m) => m.commit(len),
+        }
+    }
+    fn flush(&mut self) -> Result<bool, String> {
+        match self {
+            Tx::Ring(r) => r.flush(),
+            Tx::Mmsg(m) => m.flush(),
+        }
+    }
+}
+
+/// What one sender sends: the main stream and optionally background frames.
+struct TxPlan {
+    netns: Option<String>,
+    port: PortIo,
+    cpu: Option<usize>,
+    main: Builder,
+    sport: u16,
+    src_ports: Option<(u16, u16)>,
+    dport: u16,
+    dst_ports: Option<(u16, u16)>,
+    src_addrs: Option<(IpAddr, IpAddr)>,
+    dst_addrs: Option<(IpAddr, IpAddr)>,
+    bg: Option<(Builder, Background)>,
+    batch: usize,
+    rate: u64,
+    planned: u64,
+}
+
+pub struct TxOut {
+    pub sent: u64,
+    pub send_errors: u64,
+    pub elapsed: f64,
+    pub max_lag_us: u64,
+    pub behind: bool,
+}
+
+fn rand_addr(rng: &mut Rng, r: (IpAddr, IpAddr)) -> IpAddr {
+    match r {
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            let (a, b) = (u32::from(a) as u64, u32::from(b) as u64);
+            IpAddr::V4(((a + (rng.next() >> 11) % (b - a + 1)) as u32).into())
+        }
+        (IpAddr::V6(a), IpAddr::V6(b)) => {
+            let (a, b) = (u128::from(a), u128::from(b));
+            let span = b - a;
+            let off = if span == u128::MAX {
+                ((rng.next() as u128) << 64) | rng.next() as u128
+            } else {
+                (((rng.next() as u128) << 64) | rng.next() as u128) % (span + 1)
+            };
+            IpAddr::V6((a + off).into())
+        }
+        _ => r.0,
+    }
+}
+
+fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16) -> Result<TxOut, String> {
+    // SAFETY: plain prctl with integer arguments (precise sleeps).
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+    let mut rng = Rng::new(monotonic_ns() ^ ((stream as u64) << 32));
+    let mut pacer = Pacer::new(p.planned, p.rate, p.batch);
+    let (mut sent, mut send_errors) = (0u64, 0u64);
+    let (mut seq_main, mut seq_bg) = (0u32, 0u32);
+    'sched: while let Some(n) = pacer.next(sent) {
+        let ts = monotonic_ns();
+        for k in 0..n {
+            let i = sent + k as u64;
+            let bg = p.bg.as_ref().filter(|(_, b)| b.is_bg(i));
+            let (kind, b) = match bg {
+                Some((b, _)) => (1u8, b),
+                None => (0u8, &p.main),
+            };
+            let slot = loop {
+                // Borrow dance: check, flush, retry.
+                let ok = ring.next_slot(kind, &b.template)?.is_some();
+                if ok {
+                    break ring.next_slot(kind, &b.template)?.unwrap();
+                }
+                if !ring.flush()? {
+                    send_errors += 1;
+                }
+                std::thread::yield_now();
+                if pacer.past_hard_stop() {
+                    sent += k as u64;
+                    break 'sched;
+                }
+            };
+            if bg.is_some() {
+                let bgd = &p.bg.as_ref().unwrap().1;
+                b.finish(slot, p.sport, bgd.dst.port(), seq_bg, ts, None);
+                seq_bg += 1;
+            } else {
+                let sport = p.src_ports.map_or(p.sport, |(lo, hi)| rng.range(lo, hi));
+                let dport = p.dst_ports.map_or(p.dport, |(lo, hi)| rng.range(lo, hi));
+                let addrs = if p.src_addrs.is_some() || p.dst_addrs.is_some() {
+                    let (s0, d0) = b.addrs();
+                    Some((
+                        p.src_addrs.map_or(s0, |r| rand_addr(&mut rng, r)),
+                        p.dst_addrs.map_or(d0, |r| rand_addr(&mut rng, r)),
+                    ))
+                } else {
+                    None
+                };
+                b.finish(slot, sport, dport, seq_main, ts, addrs);
+                seq_main += 1;
+            }
+            let len = b.len();
+            ring.commit(len);
+        }
+        if !ring.flush()? {
+            send_errors += 1;
+        }
+        sent += n as u64;
+        if pacer.aborted {
+            break;
+        }
+    }
+    // Let the kernel finish what is queued.
+    for _ in 0..100 {
+        if ring.flush()? {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let elapsed = pacer.elapsed();
+    Ok(TxOut {
+        sent,
+        send_errors,
+        elapsed,
+        max_lag_us: pacer.max_lag.as_micros() as u64,
+        behind: pacer.behind(sent, elapsed),
+    })
+}
+
+/// Counters of one stream at a receiver.
+#[derive(Default)]
+struct StreamRx {
+    stream: u16,
+    planned: u64,
+    seen: Vec<u64>,
+    received: u64,
+    duplicates: u64,
+    late: u64,
+    delays: Option<Vec<Option<u64>>>,
+}
+
+pub struct RxOut {
+    streams: Vec<StreamRx>,
+    foreign: u64,
+    other: u64,
+    ring_drops: u64,
+}
+
+/// While it lives, the receiving namespace's kernel drops test frames at
+/// the interface's netdev ingress hook (nftables), after the AF_PACKET tap
+/// has seen them: the namespace's IP stack never processes them (no UDP
+/// lookup, no ICMP port unreachable back to the DUT, less work on the CPU
+/// that delivers the frames). Removed on drop.
+pub struct IngressDrop {
+    netns: Option<String>,
+    table: String,
+}
+
+fn nft(netns: Option<&str>, script: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut c = match netns {
+        Some(ns) => {
+            let mut c = std::process::Command::new("ip");
+            c.args(["netns", "exec", ns, "nft", "-f", "-"]);
+            c
+        }
+        None => {
+            let mut c = std::process::Command::new("nft");
+            c.args(["-f", "-"]);
+            c
+        }
+    };
+    let mut ch = c
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("nft: {e}"))?;
+    if let Some(mut i) = ch.stdin.take() {
+        let _ = i.write_all(script.as_bytes());
+    }
+    let out = ch.wait_with_output().map_err(|e| format!("nft: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "nft: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+impl IngressDrop {
+    pub fn install(netns: Option<&str>, ifname: &str) -> Result<IngressDrop, String> {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let table = format!(
+            "xlp_rx_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        // UDP whose payload starts with the test signature "XLPT".
+        let script = format!(
+            "table netdev {table} {{\n chain in {{\n  type filter hook ingress device \"{ifname}\" priority 0; policy accept;\n  udp length >= 26 @th,64,32 0x{:08x} counter drop\n }}\n}}\n",
+            u32::from_be_bytes(crate::payload::TIMED_SIGNATURE)
+        );
+        nft(netns, &script)?;
+        Ok(IngressDrop {
+            netns: netns.map(str::to_string),
+            table,
+        })
+    }
+}
+
+impl Drop for IngressDrop {
+    fn drop(&mut self) {
+        let _ = nft(
+            self.netns.as_deref(),
+            &format!("delete table netdev {}\n", self.table),
+        );
+    }
+}
+
+struct RxPlan {
+    netns: Option<String>,
+    ifname: String,
+    cpu: Option<usize>,
+    /// Drop test frames at the netdev ingress hook (see [`IngressDrop`]).
+    ingress_drop: bool,
+    /// Where to swallow test frames in the kernel (no ICMP port unreachable
+    /// to the DUT): a UDP socket bound to the receive address, if it exists.
+    drain: Option<SocketAddr>,
+    /// (stream id, planned frames, record delays)
+    streams: Vec<(u16, u64, bool)>,
+}
+
+fn realtime_minus_monotonic() -> i128 {
+    let mut best = i128::MAX;
+    let mut off = 0i128;
+    for _ in 0..5 {
+        let a = monotonic_ns();
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: valid timespec pointer.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+        let b = monotonic_ns();
+        let real = ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128;
+        if ((b - a) as i128) < best {
+            best = (b - a) as i128;
+            off = real - (a as i128 + b as i128) / 2;
+        }
+    }
+    off
+}
+
+type RxParts = (OwnedFd, Mmap, Option<UdpSocket>, Option<IngressDrop>);
+
+fn rx_setup(p: &RxPlan) -> Result<RxParts, String> {
+    if let Some(ns) = &p.netns {
+        enter_netns(ns)?;
+    }
+    pin(p.cpu)?;
+    let ifi = ifindex(&p.ifname)?;
+    let sock = packet_socket()?;
+    let fd = sock.as_raw_fd();
+    set_int(fd, SOL_PACKET, PACKET_VERSION, TPACKET_V3)
+        .map_err(|e| format!("PACKET_VERSION V3: {e}"))?;
+    set_int(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        .map_err(|e| format!("PACKET_IGNORE_OUTGOING: {e}"))?;
+    // Software receive timestamps on every frame (else coarse ones).
+    let _ = set_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
+    let req = libc::tpacket_req3 {
+        tp_block_size: RX_BLOCK as u32,
+        tp_block_nr: RX_BLOCKS as u32,
+        tp_frame_size: 2048,
+        tp_frame_nr: (RX_BLOCK * RX_BLOCKS / 2048) as u32,
+        tp_retire_blk_tov: 1,
+        tp_sizeof_priv: 0,
+        tp_feature_req_word: 0,
+    };
+    set_struct(fd, SOL_PACKET, PACKET_RX_RING, &req).map_err(|e| format!("PACKET_RX_RING: {e}"))?;
+    let map = Mmap::new(fd, RX_BLOCK * RX_BLOCKS)?;
+    bind_if(fd, ifi, libc::ETH_P_ALL as u16)?;
+    let dropper = if p.ingress_drop {
+        Some(
+            IngressDrop::install(p.netns.as_deref(), &p.ifname).map_err(|e| {
+                format!(
+                    "installing the ingress drop on {} ({e}); --recv-drop off avoids it",
+                    p.ifname
+                )
+            })?,
+        )
+    } else {
+        None
+    };
+    // Without it, a UDP socket with a tiny buffer swallows fixed-port test
+    // frames (else the kernel answers ICMP port unreachable).
+    let drain = p.drain.filter(|_| dropper.is_none()).and_then(|a| {
+        let s = UdpSocket::bind(a).ok()?;
+        let _ = set_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 1);
+        Some(s)
+    });
+    Ok((sock, map, drain, dropper))
+}
+
+fn rx_loop(
+    p: &RxPlan,
+    ready: mpsc::Sender<Result<(), String>>,
+    stop_at: Arc<AtomicU64>,
+    limit_s: f64,
+) -> Result<RxOut, String> {
+    let (sock, map, _drain, _dropper) = match rx_setup(p) {
+        Ok(x) => {
+            let _ = ready.send(Ok(()));
+            x
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e.clone()));
+            return Err(e);
+        }
+    };
+    let fd = sock.as_raw_fd();
+    let mut streams: Vec<StreamRx> = p
+        .streams
+        .iter()
+        .map(|&(stream, planned, d)| StreamRx {
+            stream,
+            planned,
+            seen: vec![0u64; (planned as usize).div_ceil(64)],
+            delays: d.then(|| vec![None; planned as usize]),
+            ..Default::default()
+        })
+        .collect();
+    let (mut foreign, mut other) = (0u64, 0u64);
+    let off = realtime_minus_monotonic();
+    let limit = monotonic_ns() + (limit_s * 1e9) as u64;
+    let mut cur = 0usize;
+    loop {
+        let boff = cur * RX_BLOCK;
+        let st = map.status(boff + 8).load(Ordering::Acquire);
+        if st & TP_STATUS_USER == 0 {
+            let now = monotonic_ns();
+            let stop = stop_at.load(Ordering::Acquire);
+            // Past the end of the wait plus two block timeouts: every frame
+            // that arrived in time has been handed over.
+            if (stop > 1 && now >= stop + 5_000_000) || stop == 1 || now >= limit {
+                break;
+            }
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLIN | libc::POLLERR,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut pfd, 1, 5) };
+            continue;
+        }
+        let stop = stop_at.load(Ordering::Acquire);
+        let now_mono = monotonic_ns();
+        // SAFETY: block header fields inside the mapping; the block is ours.
+        let (num, first) = unsafe {
+            (
+                (map.ptr.add(boff + 12) as *const u32).read_volatile(),
+                (map.ptr.add(boff + 16) as *const u32).read_volatile(),
+            )
+        };
+        let mut po = boff + first as usize;
+        for _ in 0..num {
+            // SAFETY: tpacket3_hdr fields of a frame inside this block.
+            let (next, sec, nsec, snap, status, mac) = unsafe {
+                let h = map.ptr.add(po);
+                (
+                    (h as *const u32).read_volatile(),
+                    (h.add(4) as *const u32).read_volatile(),
+                    (h.add(8) as *const u32).read_volatile(),
+                    (h.add(12) as *const u32).read_volatile(),
+                    (h.add(20) as *const u32).read_volatile(),
+                    (h.add(24) as *const u16).read_volatile(),
+                )
+            };
+            // SAFETY: the captured bytes of this frame, inside the block.
+            let data = unsafe {
+                std::slice::from_raw_parts(map.ptr.add(po + mac as usize), snap as usize)
+            };
+            let rx_ns = if status & TP_STATUS_TS_SOFTWARE != 0 {
+                let real = sec as i128 * 1_000_000_000 + nsec as i128;
+                (real - off).max(0) as u64
+            } else {
+                now_mono
+            };
+            match io_frame::parse(data, true) {
+                Rx::Other => other += 1,
+                Rx::Foreign => foreign += 1,
+                Rx::Test(stream, seq, tx) => {
+                    match streams.iter_mut().find(|s| s.stream == stream) {
+                        None => foreign += 1,
+                        Some(s) => {
+                            let seq = seq as u64;
+                            if seq >= s.planned {
+                                foreign += 1;
+                            } else if stop > 1 && rx_ns > stop {
+                                // RFC 2544 section 23: after the wait, a frame is lost.
+                                s.late += 1;
+                            } else {
+                                let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
+                                if s.seen[w] & bit != 0 {
+                                    s.duplicates += 1;
+                                } else {
+                                    s.seen[w] |= bit;
+                                    s.received += 1;
+                                    if let Some(d) = &mut s.delays {
+                                        d[seq as usize] = Some(rx_ns.saturating_sub(tx));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if next == 0 {
+                break;
+            }
+            po += next as usize;
+        }
+        map.status(boff + 8).store(0, Ordering::Release);
+        cur = (cur + 1) % RX_BLOCKS;
+    }
+    // SAFETY: tpacket_stats_v3 is three u32s; getsockopt writes at most len.
+    let ring_drops = unsafe {
+        let mut st = [0u32; 3];
+        let mut len = 12 as libc::socklen_t;
+        if libc::getsockopt(
+            fd,
+            SOL_PACKET,
+            PACKET_STATISTICS,
+            st.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        ) == 0
+        {
+            st[1] as u64
+        } else {
+            0
+        }
+    };
+    Ok(RxOut {
+        streams,
+        foreign,
+        other,
+        ring_drops,
+    })
+}
+
+/// One direction of a trial: who sends what to whom.
+struct Direction {
+    tx: TxPlan,
+    rx: RxPlan,
+}
+
+fn spawn_rx(
+    p: RxPlan,
+    stop_at: Arc<AtomicU64>,
+    limit_s: f64,
+) -> Result<std::thread::JoinHandle<Result<RxOut, String>>, String> {
+    let (tx, rx) = mpsc::channel();
+    let h = std::thread::Builder::new()
+        .name("xlp-prx".into())
+        .spawn(move || rx_loop(&p, tx, stop_at, limit_s))
+        .map_err(|e| format!("spawn receiver: {e}"))?;
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Ok(())) => Ok(h),
+        Ok(Err(e)) => {
+            let _ = h.join();
+            Err(format!("receiver: {e}"))
+        }
+        Err(_) => Err("receiver did not start".into()),
+    }
+}
+
+fn frame_spec(
+    port: &PortIo,
+    next_hop: Mac,
+    src: IpAddr,
+    dst: SocketAddr,
+    sport: u16,
+    payload: usize,
+    stream: u16,
+) -> FrameSpec {
+    FrameSpec {
+        l2: Some((next_hop, port.mac)),
+        src,
+        dst: dst.ip(),
+        sport,
+        dport: dst.port(),
+        payload,
+        stream,
+    }
+}
+
+/// Runs one trial on packet I/O (see `engine::run_trial`).
+pub fn run_trial(
+    ep: &crate::engine::Endpoints,
+    spec: &TrialSpec,
+    planned: u64,
+) -> Result<TrialOut, String> {
+    let io = &ep.io;
+    let sp = io
+        .send_port
+        .clone()
+        .ok_or("packet I/O: the sending port is not resolved")?;
+    let rp = io
+        .recv_port
+        .clone()
+        .ok_or("packet I/O: the receiving port is not resolved")?;
+    let src = ep
+        .src
+        .ok_or("packet I/O needs the source address (--src)")?;
+    let stream = spec.stream & !(STREAM_BACKGROUND | STREAM_REVERSE);
+    let bg = io.background.clone();
+    let n_bg = bg.as_ref().map_or(0, |b| b.count(planned));
+    let n_main = planned - n_bg;
+    let main = Builder::new(&frame_spec(
+        &sp,
+        sp.next_hop,
+        src,
+        ep.dst,
+        io.src_port,
+        ep.payload,
+        stream,
+    ))?;
+    let bgb = match &bg {
+        None => None,
+        Some(b) => Some((
+            Builder::new(&frame_spec(
+                &sp,
+                b.next_hop,
+                b.src,
+                b.dst,
+                io.src_port,
+                ep.payload,
+                stream | STREAM_BACKGROUND,
+            ))?,
+            b.clone(),
+        )),
+    };
+    let mut rx_streams = vec![(stream, n_main, spec.delays)];
+    if bg.is_some() {
+        rx_streams.push((stream | STREAM_BACKGROUND, n_bg, false));
+    }
+    let mut dirs = vec![Direction {
+        tx: TxPlan {
+            netns: ep.send_netns.clone(),
+            port: sp.clone(),
+            cpu: io.send_cpu,
+            main,
+            sport: io.src_port,
+            src_ports: ep.src_ports,
+            dport: ep.dst.port(),
+            dst_ports: io.dst_ports,
+            src_addrs: io.src_addrs,
+            dst_addrs: io.dst_addrs,
+            bg: bgb,
+            batch: ep.batch,
+            rate: spec.rate,
+            planned,
+        },
+        rx: RxPlan {
+            netns: ep.recv_netns.clone(),
+            ifname: rp.ifname.clone(),
+            cpu: io.recv_cpu,
+            ingress_drop: io.recv_drop,
+            drain: (io.dst_ports.is_none() && io.dst_addrs.is_none()).then_some(ep.recv_bind),
+            streams: rx_streams,
+        },
+    }];
+    if let Some(rdst) = io.reverse_dst {
+        let rstream = stream | STREAM_REVERSE;
+        let b = Builder::new(&frame_spec(
+            &rp,
+            rp.next_hop,
+            ep.recv_bind.ip(),
+            rdst,
+            io.src_port,
+            // Same UDP payload: the frame sizes mirror the forward ones.
+            ep.payload,
+            rstream,
+        ))?;
+        dirs.push(Direction {
+            tx: TxPlan {
+                netns: ep.recv_netns.clone(),
+                port: rp.clone(),
+                cpu: io.send_cpu,
+                main: b,
+                sport: io.src_port,
+                src_ports: ep.src_ports,
+                dport: rdst.port(),
+                dst_ports: io.dst_ports,
+                src_addrs: None,
+                dst_addrs: None,
+                bg: None,
+                batch: ep.batch,
+                rate: spec.rate,
+                planned,
+            },
+            rx: RxPlan {
+                netns: ep.send_netns.clone(),
+                ifname: sp.ifname.clone(),
+                cpu: io.recv_cpu,
+                ingress_drop: io.recv_drop,
+                drain: io
+                    .dst_ports
+                    .is_none()
+                    .then_some(SocketAddr::new(src, rdst.port())),
+                streams: vec![(rstream, planned, spec.delays)],
+            },
+        });
+    }
+    let stop_at = Arc::new(AtomicU64::new(0));
+    let limit_s = spec.duration * 2.0 + spec.wait + 30.0;
+    let mut rxs = Vec::new();
+    for d in &mut dirs {
+        let plan = RxPlan {
+            netns: d.rx.netns.clone(),
+            ifname: d.rx.ifname.clone(),
+            cpu: d.rx.cpu,
+            ingress_drop: d.rx.ingress_drop,
+            drain: d.rx.drain,
+            streams: std::mem::take(&mut d.rx.streams),
+        };
+        match spawn_rx(plan, stop_at.clone(), limit_s) {
+            Ok(h) => rxs.push(h),
+            Err(e) => {
+                stop_at.store(1, Ordering::Release);
+                for h in rxs {
+                    let _ = h.join();
+                }
+                return Err(e);
+            }
+        }
+    }
+    // Senders: set up every ring first, then start the schedules together
+    // (a sender whose setup failed makes all of them stop before sending).
+    let go = Arc::new(std::sync::Barrier::new(dirs.len()));
+    let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut txs = Vec::new();
+    for d in dirs {
+        let (go, failed) = (go.clone(), failed.clone());
+        let tx = d.tx;
+        let h = std::thread::Builder::new()
+            .name("xlp-ptx".into())
+            .spawn(move || {
+                let setup = (|| {
+                    if let Some(ns) = &tx.netns {
+                        enter_netns(ns)?;
+                    }
+                    pin(tx.cpu)?;
+                    let max_len = tx
+                        .main
+                        .len()
+                        .max(tx.bg.as_ref().map_or(0, |(b, _)| b.len()));
+                    if std::env::var_os("XLP_MMSG").is_some() {
+                        MmsgTx::open(&tx.port.ifname, max_len, tx.batch).map(Tx::Mmsg)
+                    } else {
+                        TxRing::open(&tx.port.ifname, max_len).map(Tx::Ring)
+                    }
+                })();
+                if setup.is_err() {
+                    failed.store(true, Ordering::Release);
+                }
+                go.wait();
+                let ring = setup.map_err(|e| format!("sender: {e}"))?;
+                if failed.load(Ordering::Acquire) {
+                    return Err("sender: another sender failed to start".into());
+                }
+                tx_loop(&tx, ring, stream).map_err(|e| format!("sender: {e}"))
+            })
+            .map_err(|e| format!("spawn sender: {e}"))?;
+        txs.push(h);
+    }
+    let txo: Vec<Result<TxOut, String>> = txs
+        .into_iter()
+        .map(|h| h.join().unwrap_or_else(|_| Err("sender panicked".into())))
+        .collect();
+    // RFC 2544 section 23 / RFC 8219 section 7.1: wait for late frames, then stop.
+    stop_at.store(
+        monotonic_ns() + (spec.wait * 1e9) as u64 + 2,
+        Ordering::Release,
+    );
+    let rxo: Vec<Result<RxOut, String>> = rxs
+        .into_iter()
+        .map(|h| h.join().unwrap_or_else(|_| Err("receiver panicked".into())))
+        .collect();
+    let mut outs = Vec::new();
+    for (t, r) in txo.into_iter().zip(rxo) {
+        let t = t?;
+        let r = r.map_err(|e| format!("receiver: {e}"))?;
+        outs.push((t, r));
+    }
+    let mut it = outs.into_iter();
+    let (t0, mut r0) = it.next().unwrap();
+    let mk = |s: StreamRx, t: &TxOut, planned: u64, sent: u64, foreign, other, drops| TrialOut {
+        rate: spec.rate,
+        planned,
+        sent,
+        received: s.received,
+        duplicates: s.duplicates,
+        foreign,
+        other,
+        late: s.late,
+        rx_ring_drops: drops,
+        send_errors: t.send_errors,
+        elapsed: t.elapsed,
+        max_lag_us: t.max_lag_us,
+        behind: t.behind,
+        delays: s.delays.unwrap_or_default(),
+        ..Default::default()
+    };
+    // Sent frames per stream follow the schedule's n/m split.
+    let sent_bg = bg.as_ref().map_or(0, |b| b.count(t0.sent));
+    let bg_stream = if bg.is_some() { r0.streams.pop() } else { None };
+    let main_stream = r0.streams.pop().unwrap();
+    let mut out = mk(
+        main_stream,
+        &t0,
+        n_main,
+        t0.sent - sent_bg,
+        r0.foreign,
+        r0.other,
+        r0.ring_drops,
+    );
+    if let Some(s) = bg_stream {
+        out.background = Some(Box::new(mk(s, &t0, n_bg, sent_bg, 0, 0, 0)));
+    }
+    if let Some((t1, mut r1)) = it.next() {
+        let s = r1.streams.pop().unwrap();
+        out.reverse = Some(Box::new(mk(
+            s,
+            &t1,
+            planned,
+            t1.sent,
+            r1.foreign,
+            r1.other,
+            r1.ring_drops,
+        )));
+    }
+    Ok(out)
+}

@@ -1,0 +1,706 @@
+//! The eBPF fast path (docs/datapaths.md): loads `bpf/xlat.bpf.c` (compiled
+//! by build.rs and embedded here), fills its maps from the configuration,
+//! attaches it to the ingress hook (tc clsact, direct action) of the chosen
+//! interfaces and reads its per-CPU counters.
+//!
+//! The loader uses the system libbpf (libbpf-dev) through a small FFI
+//! surface: ELF parsing, map creation and relocation, `bpf_tc_*` for the
+//! clsact hook, and `bpf_prog_test_run_opts` for the differential test.
+//!
+//! Map updates are atomic for the program: the config and the address
+//! tables exist in two generations (the LPM keys carry the generation), the
+//! loader writes the inactive one completely, then flips the one-word
+//! generation, then deletes the old entries.
+
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use xlat_core::addr::{EamEntry, HairpinMode, Ipv4Prefix, Ipv6Prefix};
+
+use crate::config::{Mode, Settings};
+
+/// The object built from bpf/xlat.bpf.c by build.rs.
+pub static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xlat.bpf.o"));
+
+/// Test hook (docs/datapaths.md): when set to a non-empty value, loading
+/// the eBPF programs fails as if the kernel refused them.
+pub const FORCE_FAIL_ENV: &str = "XLAT_EBPF_FORCE_FAIL";
+
+/// Fast-path counters, in the order of the program's enum.
+pub const COUNTERS: [&str; 19] = [
+    "translated_6to4_packets",
+    "translated_4to6_packets",
+    "passed_not_ip",
+    "passed_disabled",
+    "passed_not_for_xlat",
+    "passed_ipv4_options",
+    "passed_fragment",
+    "passed_ipv6_extension_header",
+    "passed_ttl",
+    "passed_protocol",
+    "passed_icmp",
+    "passed_udp_checksum_zero",
+    "passed_unmapped",
+    "passed_denied",
+    "passed_hairpin",
+    "passed_too_big",
+    "passed_no_route",
+    "passed_malformed",
+    "dropped_helper_error",
+];
+pub const C_V6TO4: usize = 0;
+pub const C_V4TO6: usize = 1;
+
+const F_ENABLED: u32 = 1;
+const F_TEST: u32 = 2;
+const F_ZEROIZE_TC: u32 = 4;
+const F_OVERRIDE_TOS: u32 = 8;
+const F_HAIRPIN_INTRINSIC: u32 = 16;
+const F_HAIRPIN_SIMPLE: u32 = 32;
+const S_DENY: u32 = 1;
+const S_NONGLOBAL: u32 = 2;
+
+/// tc filter handle and priority of our program on the clsact ingress hook.
+const TC_HANDLE: u32 = 0x786c;
+const TC_PRIORITY: u32 = 0x786c;
+
+#[allow(non_camel_case_types)]
+mod ffi {
+    use super::*;
+    pub enum bpf_object {}
+    pub enum bpf_program {}
+
+    #[repr(C)]
+    pub struct bpf_tc_hook {
+        pub sz: usize,
+        pub ifindex: c_int,
+        pub attach_point: c_int,
+        pub parent: u32,
+        /// libbpf checks that bytes past the fields it knows are zero:
+        /// the tail padding must be explicit.
+        pub _pad: u32,
+    }
+    #[repr(C)]
+    pub struct bpf_tc_opts {
+        pub sz: usize,
+        pub prog_fd: c_int,
+        pub flags: u32,
+        pub prog_id: u32,
+        pub handle: u32,
+        pub priority: u32,
+        pub _pad: u32,
+    }
+    #[repr(C)]
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub struct bpf_test_run_opts {
+        pub sz: usize,
+        pub data_in: *const c_void,
+        pub data_out: *mut c_void,
+        pub data_size_in: u32,
+        pub data_size_out: u32,
+        pub ctx_in: *const c_void,
+        pub ctx_out: *mut c_void,
+        pub ctx_size_in: u32,
+        pub ctx_size_out: u32,
+        pub retval: u32,
+        pub repeat: c_int,
+        pub duration: u32,
+        pub flags: u32,
+        pub cpu: u32,
+        pub batch_size: u32,
+        pub _pad: u32,
+    }
+    pub const BPF_TC_INGRESS: c_int = 1;
+    pub const BPF_TC_F_REPLACE: u32 = 1;
+
+    pub type PrintFn = Option<unsafe extern "C" fn(c_int, *const c_char, *mut c_void) -> c_int>;
+
+    extern "C" {
+        pub fn bpf_object__open_mem(
+            buf: *const c_void,
+            sz: usize,
+            opts: *const c_void,
+        ) -> *mut bpf_object;
+        pub fn bpf_object__load(obj: *mut bpf_object) -> c_int;
+        pub fn bpf_object__close(obj: *mut bpf_object);
+        pub fn bpf_object__find_program_by_name(
+            obj: *const bpf_object,
+            name: *const c_char,
+        ) -> *mut bpf_program;
+        pub fn bpf_program__fd(p: *const bpf_program) -> c_int;
+        pub fn bpf_object__find_map_fd_by_name(
+            obj: *const bpf_object,
+            name: *const c_char,
+        ) -> c_int;
+        pub fn bpf_map_update_elem(
+            fd: c_int,
+            key: *const c_void,
+            value: *const c_void,
+            flags: u64,
+        ) -> c_int;
+        pub fn bpf_map_lookup_elem(fd: c_int, key: *const c_void, value: *mut c_void) -> c_int;
+        pub fn bpf_map_delete_elem(fd: c_int, key: *const c_void) -> c_int;
+        pub fn bpf_tc_hook_create(hook: *mut bpf_tc_hook) -> c_int;
+        pub fn bpf_tc_attach(hook: *const bpf_tc_hook, opts: *mut bpf_tc_opts) -> c_int;
+        pub fn bpf_tc_detach(hook: *const bpf_tc_hook, opts: *const bpf_tc_opts) -> c_int;
+        #[cfg_attr(not(test), allow(dead_code))]
+        pub fn bpf_prog_test_run_opts(fd: c_int, opts: *mut bpf_test_run_opts) -> c_int;
+        pub fn libbpf_set_print(f: PrintFn) -> PrintFn;
+        pub fn libbpf_num_possible_cpus() -> c_int;
+    }
+}
+
+fn errstr(rc: c_int) -> String {
+    let e = if rc < 0 {
+        -rc
+    } else {
+        std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    };
+    std::io::Error::from_raw_os_error(e).to_string()
+}
+
+/// The program's `struct xlat_cfg`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FastConfig {
+    pub flags: u32,
+    pub tos: u32,
+    pub pool6_len: u32,
+    pub lowest_ipv6_mtu: u32,
+    pub ipv6_mtu: u32,
+    pub tun_ifindex: u32,
+    pub pool6: [u8; 16],
+}
+
+impl FastConfig {
+    fn bytes(&self) -> [u8; 40] {
+        let mut b = [0u8; 40];
+        for (i, v) in [
+            self.flags,
+            self.tos,
+            self.pool6_len,
+            self.lowest_ipv6_mtu,
+            self.ipv6_mtu,
+            self.tun_ifindex,
+        ]
+        .iter()
+        .enumerate()
+        {
+            b[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
+        }
+        b[24..40].copy_from_slice(&self.pool6);
+        b
+    }
+}
+
+/// Everything the program's maps hold for one generation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tables {
+    pub cfg: FastConfig,
+    pub eam: Vec<EamEntry>,
+    /// IPv4 prefixes left to the slow path, with S_DENY / S_NONGLOBAL bits.
+    pub slow4: Vec<(Ipv4Prefix, u32)>,
+}
+
+/// Why the fast path is off for a configuration, or None.
+pub fn unsupported(s: &Settings) -> Option<&'static str> {
+    (s.mode == Mode::Nat64).then_some(
+        "mode = \"nat64\": the fast path caches no NAT64 flows yet, every NAT64 packet takes the TUN path",
+    )
+}
+
+/// The tables for a configuration: pool6 (all RFC 6052 lengths), the EAMT
+/// (CLAT entry included), the denylist and, with the Well-Known Prefix, the
+/// non-global IPv4 blocks (RFC 6052 section 3.1).
+pub fn tables(
+    s: &Settings,
+    pool6: Option<Ipv6Prefix>,
+    eamt: &[EamEntry],
+    tun_ifindex: u32,
+    test: bool,
+) -> Tables {
+    let mut cfg = FastConfig {
+        lowest_ipv6_mtu: u32::from(s.lowest_ipv6_mtu),
+        ipv6_mtu: s.tun.mtu.min(u32::from(u16::MAX)),
+        tun_ifindex,
+        ..FastConfig::default()
+    };
+    if unsupported(s).is_none() {
+        cfg.flags |= F_ENABLED;
+    }
+    if test {
+        cfg.flags |= F_TEST;
+    }
+    if s.zeroize_traffic_class {
+        cfg.flags |= F_ZEROIZE_TC;
+    }
+    if s.override_tos {
+        cfg.flags |= F_OVERRIDE_TOS;
+        cfg.tos = u32::from(s.tos);
+    }
+    match s.eam_hairpin_mode {
+        HairpinMode::Intrinsic => cfg.flags |= F_HAIRPIN_INTRINSIC,
+        HairpinMode::Simple => cfg.flags |= F_HAIRPIN_SIMPLE,
+        HairpinMode::Off => {}
+    }
+    let mut wkp = false;
+    if let Some(p) = pool6 {
+        let o = p.addr().octets();
+        // A pool6 with a non-zero u-octet is refused by `xlat check`; if it
+        // ever came here, the slow path would handle it alone.
+        if o[8] == 0 {
+            cfg.pool6_len = u32::from(p.len());
+            cfg.pool6 = o;
+        }
+        wkp = xlat_core::addr::Pool6::new(p).is_ok_and(|p| p.is_wkp());
+    }
+    let mut sets: Vec<(Ipv4Prefix, u32)> = s.denylist4.iter().map(|p| (*p, S_DENY)).collect();
+    if wkp && !s.allow_wkp_non_global {
+        for (a, l) in xlat_core::addr::denylist::NON_GLOBAL_V4 {
+            if let Ok(p) = Ipv4Prefix::new(std::net::Ipv4Addr::from(a), l) {
+                sets.push((p, S_NONGLOBAL));
+            }
+        }
+    }
+    // An LPM lookup returns the longest match only: give each prefix the
+    // bits of every prefix that contains it.
+    let mut slow4: BTreeMap<Ipv4Prefix, u32> = BTreeMap::new();
+    for (p, _) in &sets {
+        let bits = sets
+            .iter()
+            .filter(|(q, _)| q.len() <= p.len() && q.contains(p.addr()))
+            .fold(0, |b, (_, x)| b | x);
+        *slow4.entry(*p).or_default() |= bits;
+    }
+    let mut eam: Vec<EamEntry> = s.clat.iter().chain(eamt.iter()).copied().collect();
+    eam.sort_by_key(|e| e.v4);
+    eam.dedup();
+    Tables {
+        cfg,
+        eam,
+        slow4: slow4.into_iter().collect(),
+    }
+}
+
+fn key4(gen: u32, p: &Ipv4Prefix) -> [u8; 12] {
+    let mut k = [0u8; 12];
+    k[0..4].copy_from_slice(&(32 + u32::from(p.len())).to_ne_bytes());
+    k[4..8].copy_from_slice(&gen.to_ne_bytes());
+    k[8..12].copy_from_slice(&p.addr().octets());
+    k
+}
+
+fn key6(gen: u32, p: &Ipv6Prefix) -> [u8; 24] {
+    let mut k = [0u8; 24];
+    k[0..4].copy_from_slice(&(32 + u32::from(p.len())).to_ne_bytes());
+    k[4..8].copy_from_slice(&gen.to_ne_bytes());
+    k[8..24].copy_from_slice(&p.addr().octets());
+    k
+}
+
+/// The program's `struct eam` for an entry (RFC 7757 section 3.2/3.3).
+fn eam_value(e: &EamEntry) -> [u8; 32] {
+    let mut v = [0u8; 32];
+    v[0..16].copy_from_slice(&e.v6.addr().octets());
+    v[16..20].copy_from_slice(&e.v4.addr().octets());
+    let s4 = 32 - u32::from(e.v4.len());
+    let shift = (128 - u32::from(e.v6.len())).saturating_sub(s4);
+    v[20..24].copy_from_slice(&s4.to_ne_bytes());
+    v[24..28].copy_from_slice(&shift.to_ne_bytes());
+    v[28..32].copy_from_slice(&u32::from(e.v6.len()).to_ne_bytes());
+    v
+}
+
+/// The loaded program and its maps.
+pub struct FastPath {
+    obj: *mut ffi::bpf_object,
+    prog_fd: c_int,
+    gen_fd: c_int,
+    cfg_fd: c_int,
+    eam4_fd: c_int,
+    eam6_fd: c_int,
+    slow4_fd: c_int,
+    counters: std::sync::Arc<Counters>,
+    gen: u32,
+    current: Option<Tables>,
+    attached: Vec<(i32, String)>,
+}
+
+// The object pointer is only used under the daemon's mutex.
+unsafe impl Send for FastPath {}
+
+/// Reads the per-CPU counters (shared with the stats registry).
+#[derive(Debug)]
+pub struct Counters {
+    fd: AtomicI32,
+    cpus: usize,
+}
+
+impl Counters {
+    /// Sums over all CPUs; zeros once the program is unloaded.
+    pub fn read(&self) -> [u64; COUNTERS.len()] {
+        let mut out = [0u64; COUNTERS.len()];
+        let fd = self.fd.load(Ordering::Acquire);
+        if fd < 0 {
+            return out;
+        }
+        let mut vals = vec![0u64; self.cpus];
+        for (i, o) in out.iter_mut().enumerate() {
+            let k = i as u32;
+            let rc = unsafe {
+                ffi::bpf_map_lookup_elem(
+                    fd,
+                    &k as *const u32 as *const c_void,
+                    vals.as_mut_ptr() as *mut c_void,
+                )
+            };
+            if rc == 0 {
+                *o = vals.iter().sum();
+            }
+        }
+        out
+    }
+}
+
+fn quiet_libbpf() {
+    if std::env::var_os("XLAT_BPF_DEBUG").is_none() {
+        unsafe {
+            ffi::libbpf_set_print(None);
+        }
+    }
+}
+
+impl FastPath {
+    /// Loads the programs and creates the maps (needs CAP_BPF and
+    /// CAP_NET_ADMIN, or root). Nothing is attached yet.
+    pub fn load() -> Result<FastPath, String> {
+        if std::env::var_os(FORCE_FAIL_ENV).is_some_and(|v| !v.is_empty()) {
+            return Err(format!(
+                "load failure forced by {FORCE_FAIL_ENV} (test hook)"
+            ));
+        }
+        quiet_libbpf();
+        let obj = unsafe {
+            ffi::bpf_object__open_mem(
+                OBJECT.as_ptr() as *const c_void,
+                OBJECT.len(),
+                std::ptr::null(),
+            )
+        };
+        if obj.is_null() {
+            return Err(format!("cannot open the eBPF object: {}", errstr(0)));
+        }
+        let rc = unsafe { ffi::bpf_object__load(obj) };
+        if rc != 0 {
+            unsafe { ffi::bpf_object__close(obj) };
+            return Err(format!(
+                "the kernel refused the eBPF programs: {} (needs Linux >= 5.10 with BPF, CAP_BPF and CAP_NET_ADMIN; XLAT_BPF_DEBUG=1 prints the verifier log)",
+                errstr(rc)
+            ));
+        }
+        let map = |n: &str| -> Result<c_int, String> {
+            let c = CString::new(n).unwrap();
+            let fd = unsafe { ffi::bpf_object__find_map_fd_by_name(obj, c.as_ptr()) };
+            if fd < 0 {
+                Err(format!("eBPF object has no map {n}"))
+            } else {
+                Ok(fd)
+            }
+        };
+        let res = (|| {
+            let name = CString::new("xlat_ingress").unwrap();
+            let p = unsafe { ffi::bpf_object__find_program_by_name(obj, name.as_ptr()) };
+            if p.is_null() {
+                return Err("eBPF object has no program xlat_ingress".to_string());
+            }
+            let cpus = unsafe { ffi::libbpf_num_possible_cpus() };
+            if cpus <= 0 {
+                return Err(format!("cannot count the possible CPUs: {}", errstr(cpus)));
+            }
+            Ok(FastPath {
+                obj,
+                prog_fd: unsafe { ffi::bpf_program__fd(p) },
+                gen_fd: map("xlat_gen")?,
+                cfg_fd: map("xlat_cfg")?,
+                eam4_fd: map("xlat_eam4")?,
+                eam6_fd: map("xlat_eam6")?,
+                slow4_fd: map("xlat_slow4")?,
+                counters: std::sync::Arc::new(Counters {
+                    fd: AtomicI32::new(map("xlat_counters")?),
+                    cpus: cpus as usize,
+                }),
+                gen: 0,
+                current: None,
+                attached: vec![],
+            })
+        })();
+        if res.is_err() {
+            unsafe { ffi::bpf_object__close(obj) };
+        }
+        res
+    }
+
+    pub fn counters(&self) -> std::sync::Arc<Counters> {
+        self.counters.clone()
+    }
+
+    fn update(&self, fd: c_int, k: &[u8], v: &[u8]) -> Result<(), String> {
+        let rc = unsafe {
+            ffi::bpf_map_update_elem(
+                fd,
+                k.as_ptr() as *const c_void,
+                v.as_ptr() as *const c_void,
+                0,
+            )
+        };
+        if rc != 0 {
+            return Err(format!("eBPF map update failed: {}", errstr(rc)));
+        }
+        Ok(())
+    }
+
+    fn delete_gen(&self, gen: u32, t: &Tables) {
+        for e in &t.eam {
+            let k4 = key4(gen, &e.v4);
+            let k6 = key6(gen, &e.v6);
+            unsafe {
+                ffi::bpf_map_delete_elem(self.eam4_fd, k4.as_ptr() as *const c_void);
+                ffi::bpf_map_delete_elem(self.eam6_fd, k6.as_ptr() as *const c_void);
+            }
+        }
+        for (p, _) in &t.slow4 {
+            let k = key4(gen, p);
+            unsafe {
+                ffi::bpf_map_delete_elem(self.slow4_fd, k.as_ptr() as *const c_void);
+            }
+        }
+    }
+
+    /// Installs `t` atomically: the inactive generation is written whole,
+    /// then the generation word is flipped, then the old entries go.
+    pub fn install(&mut self, t: &Tables) -> Result<(), String> {
+        if self.current.as_ref() == Some(t) {
+            return Ok(());
+        }
+        let next = self.gen ^ 1;
+        let written = (|| {
+            for e in &t.eam {
+                let v = eam_value(e);
+                self.update(self.eam4_fd, &key4(next, &e.v4), &v)?;
+                self.update(self.eam6_fd, &key6(next, &e.v6), &v)?;
+            }
+            for (p, bits) in &t.slow4 {
+                self.update(self.slow4_fd, &key4(next, p), &bits.to_ne_bytes())?;
+            }
+            self.update(self.cfg_fd, &next.to_ne_bytes(), &t.cfg.bytes())
+        })();
+        if let Err(e) = written {
+            self.delete_gen(next, t);
+            return Err(e);
+        }
+        self.update(self.gen_fd, &0u32.to_ne_bytes(), &next.to_ne_bytes())?;
+        let old_gen = self.gen;
+        self.gen = next;
+        if let Some(old) = self.current.take() {
+            // Packets that read the old generation finish within
+            // microseconds (RCU); give them a moment before deleting.
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            self.delete_gen(old_gen, &old);
+        }
+        self.current = Some(t.clone());
+        Ok(())
+    }
+
+    fn hook(ifindex: i32) -> ffi::bpf_tc_hook {
+        ffi::bpf_tc_hook {
+            sz: std::mem::size_of::<ffi::bpf_tc_hook>(),
+            ifindex,
+            attach_point: ffi::BPF_TC_INGRESS,
+            parent: 0,
+            _pad: 0,
+        }
+    }
+
+    /// Attaches the program to `dev`'s tc ingress hook (clsact created if
+    /// missing), replacing a stale copy left by a previous xlat.
+    pub fn attach(&mut self, dev: &str) -> Result<(), String> {
+        let ifindex = ifindex(dev).ok_or_else(|| format!("{dev}: no such interface"))?;
+        let mut hook = Self::hook(ifindex);
+        let rc = unsafe { ffi::bpf_tc_hook_create(&mut hook) };
+        if rc != 0 && rc != -libc::EEXIST {
+            return Err(format!(
+                "{dev}: cannot create the clsact qdisc: {}",
+                errstr(rc)
+            ));
+        }
+        let mut opts = ffi::bpf_tc_opts {
+            sz: std::mem::size_of::<ffi::bpf_tc_opts>(),
+            prog_fd: self.prog_fd,
+            flags: ffi::BPF_TC_F_REPLACE,
+            prog_id: 0,
+            handle: TC_HANDLE,
+            priority: TC_PRIORITY,
+            _pad: 0,
+        };
+        let rc = unsafe { ffi::bpf_tc_attach(&hook, &mut opts) };
+        if rc != 0 {
+            return Err(format!(
+                "{dev}: cannot attach to tc ingress: {}",
+                errstr(rc)
+            ));
+        }
+        self.attached.push((ifindex, dev.to_string()));
+        Ok(())
+    }
+
+    /// The interfaces the program is attached to.
+    pub fn attached(&self) -> Vec<String> {
+        self.attached.iter().map(|(_, n)| n.clone()).collect()
+    }
+
+    /// Detaches from every interface (the clsact qdisc stays: others may use it).
+    pub fn detach_all(&mut self) -> Vec<String> {
+        let mut errs = vec![];
+        for (ifindex, dev) in self.attached.drain(..) {
+            let hook = Self::hook(ifindex);
+            let opts = ffi::bpf_tc_opts {
+                sz: std::mem::size_of::<ffi::bpf_tc_opts>(),
+                prog_fd: 0,
+                flags: 0,
+                prog_id: 0,
+                handle: TC_HANDLE,
+                priority: TC_PRIORITY,
+                _pad: 0,
+            };
+            let rc = unsafe { ffi::bpf_tc_detach(&hook, &opts) };
+            if rc != 0 && rc != -libc::ENOENT && rc != -libc::ENODEV {
+                errs.push(format!("{dev}: {}", errstr(rc)));
+            }
+        }
+        errs
+    }
+
+    /// Runs the program once on `frame` (an Ethernet frame) with
+    /// BPF_PROG_TEST_RUN: (return code, output frame).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn test_run(&self, frame: &[u8]) -> Result<(u32, Vec<u8>), String> {
+        let mut out = vec![0u8; frame.len() + 256];
+        let mut o = ffi::bpf_test_run_opts {
+            sz: std::mem::size_of::<ffi::bpf_test_run_opts>(),
+            data_in: frame.as_ptr() as *const c_void,
+            data_out: out.as_mut_ptr() as *mut c_void,
+            data_size_in: frame.len() as u32,
+            data_size_out: out.len() as u32,
+            ctx_in: std::ptr::null(),
+            ctx_out: std::ptr::null_mut(),
+            ctx_size_in: 0,
+            ctx_size_out: 0,
+            retval: 0,
+            repeat: 1,
+            duration: 0,
+            flags: 0,
+            cpu: 0,
+            batch_size: 0,
+            _pad: 0,
+        };
+        let rc = unsafe { ffi::bpf_prog_test_run_opts(self.prog_fd, &mut o) };
+        if rc != 0 {
+            return Err(format!("BPF_PROG_TEST_RUN: {}", errstr(rc)));
+        }
+        out.truncate(o.data_size_out as usize);
+        Ok((o.retval, out))
+    }
+}
+
+impl Drop for FastPath {
+    fn drop(&mut self) {
+        self.detach_all();
+        self.counters.fd.store(-1, Ordering::Release);
+        unsafe { ffi::bpf_object__close(self.obj) };
+    }
+}
+
+pub fn ifindex(dev: &str) -> Option<i32> {
+    let c = CString::new(dev).ok()?;
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (i != 0).then_some(i as i32)
+}
+
+/// The default interfaces to attach to: every interface that is up, but
+/// the loopback and the TUN device.
+pub fn default_interfaces(tun: &str) -> Vec<String> {
+    let mut v = vec![];
+    let Ok(rd) = std::fs::read_dir("/sys/class/net") else {
+        return v;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name == "lo" || name == tun {
+            continue;
+        }
+        let flags = std::fs::read_to_string(e.path().join("flags")).unwrap_or_default();
+        let up = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16)
+            .is_ok_and(|f| f & 1 != 0);
+        // ARPHRD_ETHER (1): the program reads an Ethernet header.
+        let ty = std::fs::read_to_string(e.path().join("type")).unwrap_or_default();
+        if up && ty.trim() == "1" {
+            v.push(name);
+        }
+    }
+    v.sort();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The LPM trie returns only the longest match: a prefix carries the
+    /// bits of every prefix containing it (224.0.0.0/3 denied contains the
+    /// non-global 240.0.0.0/4 of RFC 6052 section 3.1).
+    #[test]
+    fn slow4_bits_include_covering_prefixes() {
+        let s = crate::config::parse("pool6 = \"64:ff9b::/96\"\n").unwrap();
+        let t = tables(&s, s.pool6, &[], 7, false);
+        let get = |p: &str| {
+            let p: Ipv4Prefix = p.parse().unwrap();
+            t.slow4.iter().find(|(q, _)| *q == p).map(|(_, b)| *b)
+        };
+        assert_eq!(get("240.0.0.0/4"), Some(S_DENY | S_NONGLOBAL));
+        assert_eq!(get("224.0.0.0/3"), Some(S_DENY));
+        assert_eq!(get("10.0.0.0/8"), Some(S_NONGLOBAL));
+        assert_eq!(t.cfg.flags & F_ENABLED, F_ENABLED);
+        assert_eq!(t.cfg.flags & F_TEST, 0);
+        assert_eq!(t.cfg.tun_ifindex, 7);
+        assert_eq!(t.cfg.pool6_len, 96);
+        // Not the WKP: no non-global blocks.
+        let s = crate::config::parse("pool6 = \"2001:db8:64::/96\"\n").unwrap();
+        let t = tables(&s, s.pool6, &[], 7, false);
+        assert!(t.slow4.iter().all(|(_, b)| *b == S_DENY));
+        // NAT64: the fast path is off (no flow cache yet).
+        let s = crate::config::parse(
+            "mode = \"nat64\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n",
+        )
+        .unwrap();
+        assert!(unsupported(&s).is_some());
+        assert_eq!(tables(&s, s.pool6, &[], 7, false).cfg.flags & F_ENABLED, 0);
+    }
+
+    /// RFC 7757 section 3.2: suffix position of an EAM entry.
+    #[test]
+    fn eam_value_layout() {
+        let e = EamEntry {
+            v4: "192.0.2.0/24".parse().unwrap(),
+            v6: "2001:db8:77::/120".parse().unwrap(),
+        };
+        let v = eam_value(&e);
+        assert_eq!(&v[16..20], &[192, 0, 2, 0]);
+        assert_eq!(u32::from_ne_bytes(v[20..24].try_into().unwrap()), 8);
+        assert_eq!(u32::from_ne_bytes(v[24..28].try_into().unwrap()), 0);
+        assert_eq!(u32::from_ne_bytes(v[28..32].try_into().unwrap()), 120);
+    }
+}
+
+#[cfg(test)]
+#[path = "ebpf_diff.rs"]
+mod diff;

@@ -1,0 +1,557 @@
+//! Differential test of the eBPF fast path against the Rust core (issue 7):
+//! every packet of a corpus (hand-written vectors for the RFC 7915 edge
+//! cases plus generated TCP / UDP / ICMP packets of both families) is run
+//! through the tc program with BPF_PROG_TEST_RUN (test flag: no FIB lookup,
+//! no redirect) and through `xlat_core::Translator` (TTL policy Decrement:
+//! the fast path is the one hop). The program must either return TC_ACT_OK
+//! with the frame unchanged (slow path) or return TC_ACT_REDIRECT with a
+//! frame whose IP packet is byte-identical to the core's `Forward` output.
+//! Anything else fails.
+//!
+//! Needs root (BPF_PROG_TEST_RUN); run by `cargo test` / `make test`.
+
+use super::*;
+use crate::config;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use xlat_core::checksum;
+use xlat_core::translate::TtlPolicy;
+use xlat_core::{FragBuf, PacketMeta, Translator, Verdict, HEADROOM};
+
+const TC_ACT_OK: u32 = 0;
+const TC_ACT_REDIRECT: u32 = 7;
+
+/// xorshift64*: deterministic, seeded, no dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn u8(&mut self) -> u8 {
+        self.next() as u8
+    }
+    fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.u8()).collect()
+    }
+    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+        v[self.below(v.len() as u64) as usize]
+    }
+}
+
+struct Case {
+    settings: Settings,
+    translator: Translator,
+    tables: Tables,
+    /// IPv4 / IPv6 addresses worth generating for this configuration.
+    v4s: Vec<Ipv4Addr>,
+    v6s: Vec<Ipv6Addr>,
+}
+
+fn case(toml: &str) -> Case {
+    let s = config::parse(toml).unwrap_or_else(|e| panic!("{toml}: {e:?}"));
+    let all: Vec<EamEntry> = s.clat.iter().chain(s.eamt.iter()).copied().collect();
+    let mut cfg = s.core_config(&all).expect("core config");
+    // The fast path forwards the packet itself (bpf_redirect_neigh): it is
+    // the hop, like a kernel router (RFC 7915 section 4.1 / 5.1).
+    cfg.ttl = TtlPolicy::Decrement;
+    let tables = tables(&s, s.pool6, &s.eamt, 0, true);
+    let mut v4s: Vec<Ipv4Addr> = [
+        "198.51.100.2",
+        "203.0.113.9",
+        "8.8.8.8",
+        "1.2.3.4",
+        "9.9.9.9",
+        "93.184.216.34",
+        "151.101.1.1",
+        "45.33.2.1",
+        "10.1.2.3",
+        "192.168.1.1",
+        "127.0.0.1",
+        "224.0.0.5",
+        "255.255.255.255",
+        "0.0.0.1",
+        "169.254.3.3",
+        "192.0.0.9",
+        "100.64.0.1",
+    ]
+    .iter()
+    .map(|a| a.parse().unwrap())
+    .collect();
+    let mut v6s: Vec<Ipv6Addr> = ["2001:db8:1::1", "fe80::1", "ff02::1", "::1"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    for e in &all {
+        v4s.push(e.v4.addr());
+        v4s.push(Ipv4Addr::from(u32::from(e.v4.addr()) | 1));
+        v6s.push(e.v6.addr());
+        v6s.push(e.map4(Ipv4Addr::from(u32::from(e.v4.addr()) | 1)));
+    }
+    if let Some(p) = s.pool6 {
+        let pool = xlat_core::addr::Pool6::new(p).unwrap();
+        for a in v4s.clone() {
+            v6s.push(pool.embed(a));
+        }
+        // A non-zero u-octet (RFC 6052 section 2.2) and a non-zero suffix.
+        let mut o = pool.embed("8.8.4.4".parse().unwrap()).octets();
+        o[8] = 1;
+        v6s.push(Ipv6Addr::from(o));
+        let mut o = pool.embed("8.8.4.4".parse().unwrap()).octets();
+        o[15] ^= 0x40;
+        v6s.push(Ipv6Addr::from(o));
+    }
+    Case {
+        settings: s,
+        translator: Translator::new(cfg),
+        tables,
+        v4s,
+        v6s,
+    }
+}
+
+fn frame(ethertype: u16, pkt: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(pkt);
+    f
+}
+
+/// Builds an L4 payload (TCP / UDP / ICMP) with a correct checksum for the
+/// pseudo-header sum `pseudo` (0 for ICMPv4), sometimes a wrong one.
+fn l4(r: &mut Rng, proto: u8, v6: bool, pseudo: impl Fn(u32) -> u64) -> Vec<u8> {
+    let data_len = if r.chance(20) {
+        r.below(1400) as usize
+    } else {
+        r.below(120) as usize
+    };
+    let mut m;
+    let csum_at;
+    match proto {
+        6 => {
+            let opts = r.pick(&[0usize, 0, 12, 20, 40]);
+            m = r.bytes(20 + opts + data_len);
+            m[12] = (((20 + opts) / 4) as u8) << 4 | (m[12] & 0x0f);
+            if r.chance(3) {
+                m[12] = r.u8(); // bad data offset
+            }
+            csum_at = 16;
+        }
+        17 => {
+            m = r.bytes(8 + data_len);
+            let ulen = (8 + data_len) as u16;
+            let ulen = if r.chance(4) {
+                r.below(80) as u16
+            } else {
+                ulen
+            };
+            m[4..6].copy_from_slice(&ulen.to_be_bytes());
+            csum_at = 6;
+        }
+        _ => {
+            m = r.bytes(8 + data_len);
+            m[0] = if v6 {
+                r.pick(&[128, 129, 128, 129, 1, 3, 135, 143, 2])
+            } else {
+                r.pick(&[8, 0, 8, 0, 3, 11, 13, 5])
+            };
+            m[1] = if r.chance(80) { 0 } else { r.u8() };
+            csum_at = 2;
+        }
+    }
+    m[csum_at] = 0;
+    m[csum_at + 1] = 0;
+    let c = checksum::finish(checksum::sum(pseudo(m.len() as u32), &m));
+    let c = if proto == 17 && c == 0 { 0xffff } else { c };
+    m[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
+    if proto == 17 && r.chance(5) {
+        m[6] = 0;
+        m[7] = 0; // no checksum
+    } else if r.chance(3) {
+        m[csum_at] ^= 0x5a; // wrong checksum: translated incrementally as is
+    }
+    m
+}
+
+fn gen_v4(r: &mut Rng, c: &Case) -> Vec<u8> {
+    let src = if r.chance(10) {
+        Ipv4Addr::from(r.next() as u32)
+    } else {
+        r.pick(&c.v4s)
+    };
+    let dst = if r.chance(10) {
+        Ipv4Addr::from(r.next() as u32)
+    } else {
+        r.pick(&c.v4s)
+    };
+    let proto = r.pick(&[6u8, 6, 17, 17, 1, 1, 47, 58, 2]);
+    let body = l4(r, proto, false, |len| {
+        if proto == 1 {
+            0
+        } else {
+            checksum::pseudo_v4(src, dst, proto, len as u16)
+        }
+    });
+    let opts = if r.chance(5) { 4 } else { 0 };
+    let mut h = vec![0u8; 20 + opts];
+    h[0] = 0x40 | ((20 + opts) / 4) as u8;
+    h[1] = r.u8();
+    let total = (h.len() + body.len()) as u16;
+    h[2..4].copy_from_slice(&total.to_be_bytes());
+    h[4] = r.u8();
+    h[5] = r.u8();
+    let mut ff: u16 = if r.chance(60) { 0x4000 } else { 0 };
+    if r.chance(5) {
+        ff |= 0x2000;
+    }
+    if r.chance(4) {
+        ff |= (r.below(100) as u16) & 0x1fff;
+    }
+    h[6..8].copy_from_slice(&ff.to_be_bytes());
+    h[8] = if r.chance(8) {
+        r.pick(&[0, 1, 2, 255])
+    } else {
+        (r.below(250) + 2) as u8
+    };
+    h[9] = proto;
+    h[12..16].copy_from_slice(&src.octets());
+    h[16..20].copy_from_slice(&dst.octets());
+    if opts > 0 {
+        h[20] = 1; // NOPs
+        h[21] = 1;
+        h[22] = 1;
+        h[23] = 0;
+    }
+    let c = checksum::checksum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    if r.chance(2) {
+        h[10] ^= 1;
+    }
+    h.extend_from_slice(&body);
+    if r.chance(3) {
+        h.extend_from_slice(&[0u8; 6]); // link padding
+    }
+    h
+}
+
+fn gen_v6(r: &mut Rng, c: &Case) -> Vec<u8> {
+    let src = r.pick(&c.v6s);
+    let dst = r.pick(&c.v6s);
+    let proto = r.pick(&[6u8, 6, 17, 17, 58, 58, 0, 44, 47]);
+    let l4proto = if proto == 0 || proto == 44 {
+        r.pick(&[6u8, 17])
+    } else {
+        proto
+    };
+    let body = l4(r, l4proto, true, |len| {
+        checksum::pseudo_v6(&src, &dst, l4proto, len)
+    });
+    let mut ext = vec![];
+    if proto == 0 {
+        ext = vec![l4proto, 0, 1, 4, 0, 0, 0, 0];
+    } else if proto == 44 {
+        ext = vec![l4proto, 0, 0, 0, 0, 0, 0, 7]; // atomic fragment
+    }
+    let mut h = vec![0u8; 40];
+    let tc = r.u8();
+    let fl = if r.chance(50) {
+        r.next() as u32 & 0xfffff
+    } else {
+        0
+    };
+    let w = (6u32 << 28) | (u32::from(tc) << 20) | fl;
+    h[0..4].copy_from_slice(&w.to_be_bytes());
+    let plen = (ext.len() + body.len()) as u16;
+    h[4..6].copy_from_slice(&plen.to_be_bytes());
+    h[6] = proto;
+    h[7] = if r.chance(8) {
+        r.pick(&[0, 1, 2, 255])
+    } else {
+        (r.below(250) + 2) as u8
+    };
+    h[8..24].copy_from_slice(&src.octets());
+    h[24..40].copy_from_slice(&dst.octets());
+    h.extend_from_slice(&ext);
+    h.extend_from_slice(&body);
+    if r.chance(3) {
+        h.extend_from_slice(&[0u8; 4]);
+    }
+    h
+}
+
+#[derive(Default, Debug)]
+struct Tally {
+    translated: usize,
+    passed: usize,
+}
+
+/// One packet: fast path vs core.
+fn check(fp: &FastPath, c: &Case, pkt: &[u8], t: &mut Tally) {
+    let v6 = pkt[0] >> 4 == 6;
+    let f = frame(if v6 { 0x86dd } else { 0x0800 }, pkt);
+    let (ret, out) = fp.test_run(&f).expect("test run");
+    match ret {
+        TC_ACT_OK => {
+            assert_eq!(out, f, "TC_ACT_OK but the frame changed: {pkt:02x?}");
+            t.passed += 1;
+        }
+        TC_ACT_REDIRECT => {
+            t.translated += 1;
+            let got = &out[14..];
+            let et = u16::from_be_bytes([out[12], out[13]]);
+            assert_eq!(et, if v6 { 0x0800 } else { 0x86dd }, "ethertype");
+            let seed = if v6 {
+                u32::from(u16::from_be_bytes([got[4], got[5]]))
+            } else {
+                0
+            };
+            let mut buf = vec![0u8; HEADROOM + pkt.len() + 64];
+            buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
+            let meta = PacketMeta {
+                csum_partial: false,
+                ident_seed: seed,
+                gso: false,
+            };
+            let mut frags = FragBuf::new();
+            let v = c
+                .translator
+                .translate(&mut buf, HEADROOM, pkt.len(), meta, &mut frags);
+            match v {
+                Verdict::Forward { start, len } => {
+                    let want = &buf[start..start + len];
+                    assert!(
+                        got == want,
+                        "fast path and core differ\n input {:02x?}\n ebpf  {:02x?}\n core  {:02x?}",
+                        &pkt[..pkt.len().min(80)],
+                        &got[..got.len().min(80)],
+                        &want[..want.len().min(80)]
+                    );
+                }
+                other => panic!(
+                    "fast path translated a packet the core answers with {other:?}: {pkt:02x?}\n ebpf {got:02x?}"
+                ),
+            }
+        }
+        other => panic!("unexpected tc verdict {other} for {pkt:02x?}"),
+    }
+}
+
+const CONFIGS: [&str; 7] = [
+    // RFC 6052 /96 with EAM entries of several shapes (RFC 7757).
+    "pool6 = \"2001:db8:64::/96\"\n[[eamt]]\nipv4 = \"192.0.2.2/32\"\nipv6 = \"2001:db8:6::2/128\"\n[[eamt]]\nipv4 = \"198.18.0.0/24\"\nipv6 = \"2001:db8:aaaa::/120\"\n[[eamt]]\nipv4 = \"203.0.113.0/28\"\nipv6 = \"2001:db8:bbbb::/124\"\n",
+    // The Well-Known Prefix (RFC 6052 section 3.1: non-global addresses refused).
+    "pool6 = \"64:ff9b::/96\"\n",
+    "pool6 = \"64:ff9b::/96\"\nallow-wkp-non-global = true\n",
+    // The other RFC 6052 lengths (u-octet skipped), TOS policies.
+    "pool6 = \"2001:db8:100::/40\"\nzeroize-traffic-class = true\n",
+    "pool6 = \"2001:db8::/32\"\noverride-tos = true\ntos = 40\n",
+    "pool6 = \"2001:db8:1:2::/64\"\neam-hairpin-mode = \"simple\"\n[[eamt]]\nipv4 = \"192.0.2.0/24\"\nipv6 = \"2001:db8:77::/120\"\n",
+    // CLAT (RFC 6877): the CLAT entry is an EAM.
+    "mode = \"clat\"\npool6 = \"2001:db8:46::/56\"\n[clat]\nipv4 = \"192.0.0.1/32\"\nipv6 = \"2001:db8:aaaa::1/128\"\n",
+];
+
+fn load() -> FastPath {
+    FastPath::load().unwrap_or_else(|e| {
+        panic!("the differential test needs the eBPF fast path (root, BPF enabled): {e}")
+    })
+}
+
+/// RFC 7915 sections 4 and 5 through both implementations.
+#[test]
+fn ebpf_matches_core_on_generated_packets() {
+    let mut fp = load();
+    let mut total = Tally::default();
+    for (i, toml) in CONFIGS.iter().enumerate() {
+        let c = case(toml);
+        fp.install(&c.tables).expect("install tables");
+        let mut r = Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1));
+        let mut t = Tally::default();
+        for n in 0..8000 {
+            let pkt = if n % 2 == 0 {
+                gen_v4(&mut r, &c)
+            } else {
+                gen_v6(&mut r, &c)
+            };
+            check(&fp, &c, &pkt, &mut t);
+        }
+        assert!(
+            t.translated > 200,
+            "config {i}: only {t:?} packets translated by the fast path ({:?})",
+            c.settings.pool6
+        );
+        total.translated += t.translated;
+        total.passed += t.passed;
+    }
+    eprintln!("ebpf differential: {total:?}");
+}
+
+/// Hand-written vectors: the common cases must be translated (not only
+/// passed), the listed slow-path cases must be passed unchanged.
+#[test]
+fn ebpf_vectors_translated_or_passed_as_documented() {
+    let mut fp = load();
+    let c = case(CONFIGS[0]);
+    fp.install(&c.tables).expect("install tables");
+    let h4: Ipv4Addr = "198.51.100.2".parse().unwrap();
+    let h6v4: Ipv4Addr = "192.0.2.2".parse().unwrap();
+    let h6: Ipv6Addr = "2001:db8:6::2".parse().unwrap();
+    let h4v6: Ipv6Addr = "2001:db8:64::c633:6402".parse().unwrap();
+    let v4 = |proto: u8, ttl: u8, ff: u16, body: &[u8], fix: bool| {
+        let mut body = body.to_vec();
+        if fix {
+            let at = if proto == 6 { 16 } else { 6 };
+            let ps = checksum::pseudo_v4(h4, h6v4, proto, body.len() as u16);
+            let cs = checksum::finish(checksum::sum(ps, &body));
+            body[at..at + 2].copy_from_slice(&cs.to_be_bytes());
+        } else if proto == 1 {
+            let cs = checksum::checksum(&body);
+            body[2..4].copy_from_slice(&cs.to_be_bytes());
+        }
+        let mut h = vec![0x45, 0x28, 0, 0, 0x12, 0x34, 0, 0, ttl, proto, 0, 0];
+        h[2..4].copy_from_slice(&((20 + body.len()) as u16).to_be_bytes());
+        h[6..8].copy_from_slice(&ff.to_be_bytes());
+        h.extend_from_slice(&h4.octets());
+        h.extend_from_slice(&h6v4.octets());
+        let cs = checksum::checksum(&h);
+        h[10..12].copy_from_slice(&cs.to_be_bytes());
+        h.extend_from_slice(&body);
+        h
+    };
+    let v6 = |nh: u8, hop: u8, body: &[u8]| {
+        let mut body = body.to_vec();
+        let at = match nh {
+            6 => 16,
+            17 => 6,
+            _ => 2,
+        };
+        let ps = checksum::pseudo_v6(&h6, &h4v6, nh, body.len() as u32);
+        let cs = checksum::finish(checksum::sum(ps, &body));
+        body[at..at + 2].copy_from_slice(&cs.to_be_bytes());
+        let mut h = vec![0x60, 0, 0, 0, 0, 0, nh, hop];
+        h[4..6].copy_from_slice(&(body.len() as u16).to_be_bytes());
+        h.extend_from_slice(&h6.octets());
+        h.extend_from_slice(&h4v6.octets());
+        h.extend_from_slice(&body);
+        h
+    };
+    let mut tcp = vec![0u8; 32];
+    tcp[12] = 0x50;
+    let mut udp = vec![0u8; 20];
+    udp[5] = 20;
+    let mut echo4 = vec![8u8, 0, 0, 0, 0, 1, 0, 1];
+    echo4.extend_from_slice(&[0xab; 56]);
+    let mut echo6 = vec![128u8, 0, 0, 0, 0, 1, 0, 1];
+    echo6.extend_from_slice(&[0xab; 56]);
+    let big = {
+        let mut b = vec![0u8; 1400];
+        b[12] = 0x50;
+        b
+    };
+    let translated = [
+        ("tcp 4to6", v4(6, 64, 0x4000, &tcp, true)),
+        ("udp 4to6", v4(17, 64, 0x4000, &udp, true)),
+        ("echo 4to6", v4(1, 64, 0, &echo4, false)),
+        ("tcp 4to6 ttl 2", v4(6, 2, 0x4000, &tcp, true)),
+        ("tcp 6to4", v6(6, 64, &tcp)),
+        ("udp 6to4", v6(17, 64, &udp)),
+        ("echo 6to4", v6(58, 64, &echo6)),
+        ("tcp 6to4 > 1260: DF", v6(6, 64, &big)),
+    ];
+    let mut udp0 = udp.clone();
+    udp0[6] = 0;
+    udp0[7] = 0;
+    let mut dest_unreach = vec![3u8, 1, 0, 0, 0, 0, 0, 0];
+    dest_unreach.extend_from_slice(&v4(17, 64, 0x4000, &udp, true)[..28]);
+    let passed = [
+        (
+            "ttl 1 (RFC 7915 4.1: slow path answers)",
+            v4(6, 1, 0x4000, &tcp, true),
+        ),
+        ("hop limit 1", v6(6, 1, &tcp)),
+        ("fragment (MF)", v4(6, 64, 0x2000, &tcp, true)),
+        ("fragment offset", v4(17, 64, 0x0010, &udp, true)),
+        (
+            "udp checksum 0 (RFC 7915 4.5)",
+            v4(17, 64, 0x4000, &udp0, false),
+        ),
+        (
+            "icmp error (RFC 7915 4.2)",
+            v4(1, 64, 0, &dest_unreach, false),
+        ),
+        (
+            "no DF, > 1280 as IPv6 (fragmented)",
+            v4(6, 64, 0, &big, true),
+        ),
+        ("GRE", v4(47, 64, 0x4000, &udp, false)),
+    ];
+    for (name, p) in translated {
+        let mut t = Tally::default();
+        check(&fp, &c, &p, &mut t);
+        assert_eq!(
+            t.translated, 1,
+            "{name}: expected the fast path to translate it"
+        );
+    }
+    for (name, p) in passed {
+        let mut t = Tally::default();
+        check(&fp, &c, &p, &mut t);
+        assert_eq!(t.passed, 1, "{name}: expected the slow path");
+    }
+    // The counters moved (per-CPU map, merged in `xlat stats`).
+    let n = fp.counters().read();
+    assert!(n[C_V4TO6] >= 4 && n[C_V6TO4] >= 4, "{n:?}");
+}
+
+/// Table updates are atomic and complete: a second install replaces the
+/// first (an EAM removed is no longer used by the program).
+#[test]
+fn ebpf_install_replaces_tables() {
+    let mut fp = load();
+    let with = case(CONFIGS[0]);
+    let without = case("pool6 = \"2001:db8:64::/96\"\n");
+    let h4: Ipv4Addr = "198.51.100.2".parse().unwrap();
+    let mut udp = vec![0u8; 8];
+    udp[5] = 8;
+    let ps = checksum::pseudo_v4(h4, "192.0.2.2".parse().unwrap(), 17, 8);
+    let cs = checksum::finish(checksum::sum(ps, &udp));
+    udp[6..8].copy_from_slice(&cs.to_be_bytes());
+    let mut p = vec![0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0];
+    p.extend_from_slice(&h4.octets());
+    p.extend_from_slice(&[192, 0, 2, 2]);
+    let cs = checksum::checksum(&p);
+    p[10..12].copy_from_slice(&cs.to_be_bytes());
+    p.extend_from_slice(&udp);
+    let f = frame(0x0800, &p);
+    fp.install(&with.tables).unwrap();
+    let (_, out) = fp.test_run(&f).unwrap();
+    // dst 192.0.2.2 -> 2001:db8:6::2 through the EAM.
+    assert_eq!(
+        &out[14 + 24..14 + 40],
+        &"2001:db8:6::2".parse::<Ipv6Addr>().unwrap().octets()
+    );
+    fp.install(&without.tables).unwrap();
+    let (_, out) = fp.test_run(&f).unwrap();
+    // Now through pool6 (RFC 6052 section 2.2).
+    assert_eq!(
+        &out[14 + 24..14 + 40],
+        &"2001:db8:64::c000:202"
+            .parse::<Ipv6Addr>()
+            .unwrap()
+            .octets()
+    );
+    fp.install(&with.tables).unwrap();
+    let (_, out) = fp.test_run(&f).unwrap();
+    assert_eq!(
+        &out[14 + 24..14 + 40],
+        &"2001:db8:6::2".parse::<Ipv6Addr>().unwrap().octets()
+    );
+}

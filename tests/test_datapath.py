@@ -1,0 +1,242 @@
+"""The datapaths (docs/datapaths.md, issue 7): ``[datapath] kind`` selection and
+fallback, attach/detach of the eBPF fast path, map updates at run time, restart.
+
+The per-packet behaviour of both datapaths is checked by the SIIT, control,
+malformed-packet, 464XLAT and NAT64 tests, which run once per datapath
+(conftest.DATAPATHS); the fast path's translation is compared byte for byte
+with the Rust core in crates/xlat/src/ebpf_diff.rs.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from conftest import XLAT, Xlat, close_siit, make_siit, need_xlat, ping
+
+from lab.topology import siit_single
+
+FORCE_FAIL = {"XLAT_EBPF_FORCE_FAIL": "1"}
+
+
+def _tc_filters(lab, ns, dev) -> str:
+    return lab.exec(ns, ["tc", "filter", "show", "dev", dev, "ingress"]).stdout
+
+
+def _new_xlat(datapath: str, extra: str = ""):
+    need_xlat()
+    topo = siit_single()
+    d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+    conf = topo.xlat_toml(socket=f"{d}/xlat0.sock", extra=extra)
+    return topo, Xlat(topo.lab, topo.router, conf, d, datapath=datapath)
+
+
+def _close(topo, x):
+    try:
+        if x.proc is not None and x.alive():
+            x.stop()
+    finally:
+        topo.close()
+        shutil.rmtree(x.workdir, ignore_errors=True)
+
+
+@pytest.mark.timeout(40)
+def test_auto_falls_back_to_tun_when_the_load_fails():
+    """kind = "auto" and a kernel that refuses the programs (forced by the
+    documented test hook): a warning with the reason, the TUN datapath runs."""
+    topo, x = _new_xlat("auto")
+    try:
+        x.start(env=FORCE_FAIL)
+        log = x.log()
+        assert "falling back to the TUN datapath" in log, log
+        assert "XLAT_EBPF_FORCE_FAIL" in log, log
+        assert "msg=datapath kind=tun" in log, log
+        assert "xlat" not in _tc_filters(topo.lab, topo.router, topo.dev6)
+        before = x.stats()
+        assert ping(topo.lab, topo.h6, topo.h4_v6, count=3).returncode == 0
+        after = x.stats()
+        assert after["datapath_ebpf"] == 0
+        assert after["translated_6to4_packets"] - before["translated_6to4_packets"] >= 3
+    finally:
+        _close(topo, x)
+
+
+@pytest.mark.timeout(40)
+def test_ebpf_load_failure_is_fatal():
+    """kind = "ebpf": no silent fallback; exit code 1 and an error naming the kind."""
+    topo, x = _new_xlat("ebpf")
+    try:
+        x.start(wait_ready=False, env=FORCE_FAIL)
+        rc = x.proc.wait(timeout=15)
+        log = x.log()
+        assert rc == 1, log
+        assert re.search(
+            r"level=error msg=.cannot start the eBPF fast path. kind=ebpf", log
+        ), log
+        assert "xlat0" not in topo.lab.links(topo.router)
+    finally:
+        _close(topo, x)
+
+
+@pytest.mark.timeout(40)
+def test_auto_uses_ebpf_and_shutdown_detaches():
+    """kind = "auto" on this kernel: the fast path carries echo; SIGTERM detaches
+    the programs from every interface they were attached to."""
+    topo, x = _new_xlat("auto")
+    try:
+        x.start()
+        log = x.log()
+        assert "msg=datapath kind=ebpf" in log, log
+        for dev in (topo.dev4, topo.dev6):
+            assert "xlat_ingress" in _tc_filters(topo.lab, topo.router, dev)
+        before = x.stats()
+        assert ping(topo.lab, topo.h4, topo.h6_v4, count=3).returncode == 0
+        after = x.stats()
+        assert (
+            after["ebpf_translated_4to6_packets"]
+            - before["ebpf_translated_4to6_packets"]
+            >= 3
+        )
+        x.signal(signal.SIGTERM)
+        assert x.proc.wait(timeout=10) == 0, x.log()
+        assert "eBPF fast path detached" in x.log()
+        for dev in (topo.dev4, topo.dev6):
+            assert "xlat_ingress" not in _tc_filters(topo.lab, topo.router, dev)
+    finally:
+        _close(topo, x)
+
+
+@pytest.mark.timeout(40)
+def test_interfaces_key_limits_the_attachment():
+    """``[datapath] interfaces``: only the listed interfaces get the program; the
+    other direction still works through the TUN datapath (slow path)."""
+    topo, x = _new_xlat("ebpf")
+    x.datapath = "ebpf"
+    x.write_config(
+        x.conf.read_text().replace(
+            'kind = "ebpf"', f'kind = "ebpf"\ninterfaces = ["{topo.dev6}"]'
+        )
+    )
+    try:
+        x.start()
+        assert "xlat_ingress" in _tc_filters(topo.lab, topo.router, topo.dev6)
+        assert "xlat_ingress" not in _tc_filters(topo.lab, topo.router, topo.dev4)
+        before = x.stats()
+        assert ping(topo.lab, topo.h6, topo.h4_v6, count=3).returncode == 0
+        after = x.stats()
+        # Requests (from dev6) by the fast path, replies (dev4) by the TUN path.
+        assert (
+            after["ebpf_translated_6to4_packets"]
+            - before["ebpf_translated_6to4_packets"]
+            >= 3
+        )
+        assert after["translated_4to6_packets"] - before["translated_4to6_packets"] >= 3
+    finally:
+        _close(topo, x)
+
+
+@pytest.mark.timeout(60)
+def test_restart_interrupts_siit_only_for_the_restart():
+    """Issue 7: a restart of the daemon does not break SIIT traffic longer than
+    the restart itself (the new instance replaces the programs)."""
+    t, x = make_siit(datapath="ebpf")
+    try:
+        interval = 0.02
+        p = t.lab.spawn(
+            t.h6,
+            ["ping", "-n", "-i", str(interval), "-c", "300", "-W", "1", t.h4_v6],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        assert x.stop() == 0, x.log()
+        x.start()
+        restart = time.monotonic() - t0
+        out, _ = p.communicate(timeout=30)
+        m = re.search(r"(\d+) packets transmitted, (\d+) received", out)
+        assert m, out
+        lost = int(m.group(1)) - int(m.group(2))
+        # Packets sent while no xlat ran are lost, and no more (+ slack for the
+        # ping that was in flight and scheduling on a loaded machine).
+        assert lost <= restart / interval + 15, (lost, restart, out[-300:])
+        assert int(m.group(2)) > 100, out[-300:]
+        # After the restart the fast path carries the traffic again.
+        before = x.stats()
+        assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0
+        after = x.stats()
+        assert (
+            after["ebpf_translated_6to4_packets"]
+            > before["ebpf_translated_6to4_packets"]
+        )
+    finally:
+        close_siit(t, x)
+
+
+@pytest.mark.timeout(40)
+def test_sighup_pool6_change_updates_the_fast_path():
+    """SIGHUP with a new pool6: the fast path's maps follow (no stale mapping):
+    the old pool6 address no longer reaches h4, the new one does, fast-pathed."""
+    t, x = make_siit(datapath="ebpf")
+    try:
+        assert ping(t.lab, t.h6, t.h4_v6, count=1).returncode == 0
+        conf = x.conf.read_text()
+        new_pool6 = "2001:db8:65::/96"
+        x.write_config(conf.replace(t.pool6, new_pool6))
+        x.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while "configuration reloaded" not in x.log():
+            assert time.monotonic() < deadline, x.log()
+            time.sleep(0.05)
+        before = x.stats()
+        assert ping(t.lab, t.h6, "2001:db8:65::c633:6402", count=3).returncode == 0
+        after = x.stats()
+        assert (
+            after["ebpf_translated_6to4_packets"]
+            - before["ebpf_translated_6to4_packets"]
+            >= 3
+        )
+        assert ping(t.lab, t.h6, t.h4_v6, count=1, wait=1).returncode != 0
+    finally:
+        close_siit(t, x)
+
+
+@pytest.mark.timeout(20)
+def test_check_names_bad_datapath_keys(tmp_path):
+    """`xlat check`: a bad kind or interface is an error naming the key."""
+    need_xlat()
+    f = tmp_path / "x.toml"
+    f.write_text(
+        'pool6 = "64:ff9b::/96"\n[datapath]\nkind = "xdp"\ninterfaces = ["a/b", "xlat0"]\n'
+    )
+    cp = subprocess.run(
+        [str(XLAT), "check", "-c", str(f)], check=False, capture_output=True, text=True
+    )
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 2, cp
+    assert 'error: datapath.kind: xdp: expected "tun", "ebpf" or "auto"' in out
+    assert "error: datapath.interfaces[0]: a/b: not a valid interface name" in out
+    assert "error: datapath.interfaces: xlat0: is the TUN device" in out
+    f.write_text('pool6 = "64:ff9b::/96"\n[datapath]\nkind = "auto"\n')
+    cp = subprocess.run(
+        [str(XLAT), "check", "-c", str(f)], check=False, capture_output=True, text=True
+    )
+    assert cp.returncode == 0, cp
+    assert "datapath=auto: ebpf" in cp.stdout, cp.stdout
+    cp = subprocess.run(
+        [str(XLAT), "check", "-c", str(f)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={"XLAT_EBPF_FORCE_FAIL": "1", "PATH": "/usr/bin:/bin"},
+    )
+    assert cp.returncode == 0, cp
+    assert (
+        "datapath=auto: tun (load failure forced by XLAT_EBPF_FORCE_FAIL" in cp.stdout
+    )
