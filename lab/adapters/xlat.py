@@ -145,7 +145,8 @@ class Xlat(Adapter):
                         f"xlat could not load its eBPF datapath: {e}"
                     ) from e
                 raise
-            if self.datapath == "ebpf" and "msg=datapath kind=ebpf" not in d.log_tail():
+            started = d.log_path.read_text(errors="replace")
+            if self.datapath == "ebpf" and "msg=datapath kind=ebpf" not in started:
                 # Never measure the TUN datapath under the eBPF DUT's name.
                 raise Unsupported(
                     f"xlat {tag} did not start the eBPF datapath: {d.log_tail()[-300:]}"
