@@ -61,7 +61,7 @@ def _f(v, spec=",.0f") -> str:
 
 
 def _slug(s: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")[:40]
+    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")[:40].strip("-")
 
 
 # -- the headline metrics (also used by `lab compare` and the demo's table) ---------
