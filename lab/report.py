@@ -278,11 +278,22 @@ def plot_flr(run, duts, path) -> bool:
             label=d,
             **st[d],
         )
+        bad = [p for p in pts if not p["valid"]]
+        if bad:
+            ax.plot(
+                [p["rate"] / 1000 for p in bad],
+                [p["flr_percent"] for p in bad],
+                "o",
+                markerfacecolor="white",
+                markeredgecolor=st[d]["color"],
+                markersize=8,
+            )
     if not any_:
         plt.close(fig)
         return False
     ax.set(
-        title="Frame loss rate by offered rate (RFC 8219 7.4)",
+        title="Frame loss rate by offered rate (RFC 8219 7.4)\n"
+        "hollow: invalid trial (the sender fell behind schedule)",
         xlabel="offered kframes/s",
         ylabel="FLR (%)",
     )
