@@ -247,8 +247,26 @@ impl Drop for Mmap {
     }
 }
 
+/// Raises the calling thread's scheduling weight (nice -10, best effort):
+/// on a shared machine a preempted sender bunches frames it owes, which a
+/// rate-limiting DUT drops. Env `XLAT_PERF_NICE=0` leaves the thread alone.
+pub fn boost() {
+    let nice: i32 = std::env::var("XLAT_PERF_NICE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-10);
+    if nice != 0 {
+        // SAFETY: plain syscalls on the calling thread.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, nice);
+        }
+    }
+}
+
 /// Pins the calling thread to `cpu`.
 pub fn pin(cpu: Option<usize>) -> Result<(), String> {
+    boost();
     let Some(cpu) = cpu else { return Ok(()) };
     // SAFETY: cpu_set_t is plain data; CPU_SET within bounds checked below.
     unsafe {
