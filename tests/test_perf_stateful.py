@@ -125,32 +125,35 @@ def stateful(s: str, d: str, r: str) -> list[str]:
 
 
 # RFC 2544 section 26.4 / RFC 9004 (RFC 8219 section 7.5): a token bucket of
-# depth B = 2000 frames refilled at R = 5000 frames/s passes a burst sent at
-# F = 50000 frames/s as long as B + R * K / F >= K, i.e. K <= B / (1 - R/F)
+# depth B = 2000 frames refilled at R = 2000 frames/s passes a burst sent at
+# F = 20000 frames/s as long as B + R * K / F >= K, i.e. K <= B / (1 - R/F)
 # = 2222 frames. The measured back-to-back value must be within +-5%.
 @pytest.mark.timeout(60)
 def test_rfc2544_s26_4_back_to_back_calibrated_against_token_bucket(lab):
     s, _r, d = router(
-        lab, "limit rate over 5000/second burst 2000 packets drop", quiet=True
+        lab, "limit rate over 2000/second burst 2000 packets drop", quiet=True
     )
     r = perf_json(
         "back-to-back",
         *common(s, d),
         "--rate",
-        "50000",
+        "20000",
         "--max-burst",
-        "8000",
-        # The bucket refills 2000 tokens in 0.4 s.
+        "6000",
+        # The bucket refills 2000 tokens in 1 s.
         "--gap",
-        "0.6",
+        "1.1",
         "--wait",
         "0.1",
         "--error",
         "0.01",
+        # A loaded machine makes some bursts invalid (sender late): retry.
+        "--retries",
+        "5",
     )
     rep = r["repetitions"][0]
     got = rep["back_to_back_frames"]
-    expected = 2000 / (1 - 5000 / 50000)
+    expected = 2000 / (1 - 2000 / 20000)
     print(f"back-to-back: {got} frames, expected {expected:.0f}")
     assert abs(got - expected) <= 0.05 * expected, rep
     # The result is a burst that passed; the bound above it failed.
@@ -416,8 +419,10 @@ def test_rfc9693_throughput_with_filled_state_table(lab):
     print(f"state-throughput {got} frames/s")
     # 1 s trials: the 250-frame bucket adds up to 2.5%.
     assert 9500 <= got <= 10500, rep
+    # Every valid trial first filled the table with all 1000 connections.
     for t in rep["trials"]:
-        assert t["preliminary"]["received"] == 1000, t
+        if t["valid"]:
+            assert t["preliminary"]["received"] == 1000, t
 
 
 # Config file (issue 5): every parameter in TOML, the command line
