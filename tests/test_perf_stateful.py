@@ -327,35 +327,43 @@ def test_rfc9693_validation_of_established_connections(lab):
     assert rep["all_validated"] is False
 
 
-# RFC 9693 section 4.5 calibration: a NAT44 that admits at most 10000 new
-# connections/s (nft limit on ct state new, 100-connection bucket) has a
-# maximum connection establishment rate of 10000/s (+ at most 100/4000 =
-# 2.5% from the bucket with 4000 connections per trial), measured within
-# +-5%. Between trials the DUT's table is flushed (--between-cmd).
-@pytest.mark.timeout(60)
+# RFC 9693 section 4.5 calibration: a NAT44 that admits new connections
+# through a token bucket of X = 10000/s and depth B = 400 (nft limit on ct
+# state new) establishes N = 8000 connections sent at rate R only if
+# B + X * N / R >= N: its maximum connection establishment rate for N is
+# X * N / (N - B) = 10526/s, measured within +-5%. Between trials the DUT's
+# table is flushed (--between-cmd).
+@pytest.mark.timeout(90)
 def test_rfc9693_cer_calibrated_against_new_connection_limit(lab):
     s, r, d = router(
         lab,
-        "ct state new limit rate over 10000/second burst 100 packets drop",
+        "ct state new limit rate over 10000/second burst 400 packets drop",
         nat=True,
     )
     out = perf_json(
         "cer",
         *stateful(s, d, r),
         "--connections",
-        "4000",
+        "8000",
         "--max-rate",
         "25000",
         "--error",
         "0.02",
+        # A loaded machine makes some trials invalid (sender late): retry.
+        "--retries",
+        "4",
+        timeout=80,
     )
     rep = out["repetitions"][0]
     got = rep["connection_establishment_rate"]
-    print(f"CER {got}/s; trials {[t['result'] for t in rep['trials']]}")
-    assert abs(got - 10000) <= 500, rep
+    expected = 10000 * 8000 / (8000 - 400)
+    print(
+        f"CER {got}/s (expected {expected:.0f}); {[t['result'] for t in rep['trials']]}"
+    )
+    assert abs(got - expected) <= 0.05 * expected, rep
     passed = [t for t in rep["trials"] if t["result"] == "pass"]
     assert any(t["prelim_rate"] == got for t in passed)
-    assert all(t["validation"]["received"] == 4000 for t in passed)
+    assert all(t["validation"]["received"] == 8000 for t in passed)
 
 
 # RFC 9693 section 4.8 calibration: a NAT44 that holds at most 1000
@@ -377,6 +385,8 @@ def test_rfc9693_capacity_calibrated_against_connection_limit(lab):
         "20",
         "--max-connections",
         "20000",
+        "--retries",
+        "4",
     )
     rep = out["repetitions"][0]
     print(f"capacity {rep['capacity']} at {rep['rate_at_capacity']}/s: {rep['steps']}")
