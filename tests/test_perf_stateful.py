@@ -165,8 +165,8 @@ def test_rfc2544_s26_4_back_to_back_calibrated_against_token_bucket(lab):
 
 # RFC 2544 section 26.5 (RFC 8219 section 7.6): 110% of a 20000 frames/s
 # limit for 2 s loses the excess (2 s * 2000/s minus the 500-frame bucket =
-# 3500 of 44000 frames, 8%); at 50% the policer loses nothing, so the DUT
-# recovers at once (recovery time ~0, far below 50 ms).
+# 3500 of 44000 frames, 8%); at 50% the policer loses (next to) nothing,
+# so the DUT recovers at once (recovery time ~0, far below 50 ms).
 @pytest.mark.timeout(40)
 def test_rfc2544_s26_5_system_recovery_of_a_policer(lab):
     s, _r, d = router(
@@ -192,7 +192,10 @@ def test_rfc2544_s26_5_system_recovery_of_a_policer(lab):
     # A sender that catches up after a scheduling hiccup sends a burst the
     # bucket cannot absorb: on a loaded machine a few hundred more are lost.
     assert 2800 <= rep["overload_lost"] <= 5500, rep
-    assert rep["recovery_lost"] == 0, rep
+    # The bucket is empty at the change; it refills at 20000/s against
+    # 10000/s offered, so at most a catch-up burst of the sender right
+    # after the change can be lost: a recovery of a few ms at most.
+    assert rep["recovery_lost"] <= 50, rep
     assert rep["system_recovery_time_ms"] < 50, rep
 
 
@@ -371,14 +374,23 @@ def test_rfc9693_cer_calibrated_against_new_connection_limit(lab):
 # 1000; the search (C0 = 300, exponential then binary, E = 20) finds it.
 @pytest.mark.timeout(60)
 def test_rfc9693_capacity_calibrated_against_connection_limit(lab):
-    s, r, d = router(lab, "ct state new ct count over 1000 drop", nat=True)
+    rule = "ct state new ct count over 1000 drop"
+    s, r, d = router(lab, rule, nat=True)
+    # Between trials: flush conntrack and re-create the rule, whose own list
+    # of counted connections forgets flushed entries only lazily.
+    between = (
+        f"{flush_cmd(r)} && ip netns exec {r} nft flush chain inet xlq xforward"
+        f" && ip netns exec {r} nft add rule inet xlq xforward {rule}"
+    )
+    args = stateful(s, d, r)
+    args[args.index("--between-cmd") + 1] = between
     out = perf_json(
         "capacity",
-        *stateful(s, d, r),
+        *args,
         "--c0",
         "300",
         "--max-rate",
-        "20000",
+        "10000",
         "--error",
         "0.3",
         "--capacity-error",
@@ -391,6 +403,8 @@ def test_rfc9693_capacity_calibrated_against_connection_limit(lab):
     rep = out["repetitions"][0]
     print(f"capacity {rep['capacity']} at {rep['rate_at_capacity']}/s: {rep['steps']}")
     assert 980 <= rep["capacity"] <= 1000, rep
+    # Below the limit the rate does not depend on the table's size.
+    assert rep["rate_at_capacity"] == rep["steps"][0]["rate"], rep
     assert (
         rep["capacity_upper_bound"] > 1000
         or rep["capacity_upper_bound"] - rep["capacity"] <= 20
