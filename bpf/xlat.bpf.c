@@ -72,6 +72,7 @@ enum {
 	P_TOO_BIG,
 	P_NO_ROUTE,
 	P_MALFORMED,
+	P_UNSUPPORTED, /* bpf_skb_change_proto refused (e.g. a GSO type) */
 	D_ERROR,
 	C_MAX,
 };
@@ -395,7 +396,11 @@ static __always_inline int routed_to_tun(struct __sk_buff *skb, const struct xla
 		__builtin_memcpy(p.ipv6_src, src, 16);
 		__builtin_memcpy(p.ipv6_dst, dst, 16);
 	}
-	long rc = bpf_fib_lookup(skb, &p, sizeof(p), 0);
+	/* Only the output device matters: no neighbour lookup (Linux >= 6.5;
+	 * older kernels refuse the flag, then the lookup is repeated without). */
+	long rc = bpf_fib_lookup(skb, &p, sizeof(p), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	if (rc < 0)
+		rc = bpf_fib_lookup(skb, &p, sizeof(p), 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return 0;
 	return p.ifindex == c->tun_ifindex;
@@ -532,10 +537,13 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 			return pass(r);
 	}
 
-	/* Upper layer: checksum update for the pseudo-header change
-	 * (RFC 7915 section 5.5, RFC 1624). */
+	/* Everything is computed before the packet changes: a failure of
+	 * bpf_skb_change_proto (the first write) leaves it to the slow path. */
+	__s64 diff = 0;
+	__u8 nb[4] = {};
 	if (proto == IPPROTO_ICMPV6_) {
-		/* Type 128/129 -> 8/0 and the ICMPv6 pseudo-header removed. */
+		/* Type 128/129 -> 8/0 and the ICMPv6 pseudo-header removed
+		 * (RFC 7915 section 5.2). */
 		__u8 t4 = l4b[0] == 128 ? 8 : 0;
 		__u64 pseudo = sum_words(h.src, 16) + sum_words(h.dst, 16) + (plen >> 16) +
 			       (plen & 0xffff) + IPPROTO_ICMPV6_;
@@ -546,26 +554,19 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		__u16 old = fold(pseudo + old_word);
 		__u64 acc = (__u64)(__u16)~field + (__u16)~old + new_word;
 		__u16 nc = ~fold(acc);
-		__u8 nb[4] = {t4, l4b[1], nc >> 8, nc & 0xff};
-		if (bpf_skb_store_bytes(skb, l4, nb, 4, 0) < 0)
-			return TC_ACT_SHOT;
+		nb[0] = t4;
+		nb[1] = l4b[1];
+		nb[2] = nc >> 8;
+		nb[3] = nc & 0xff;
 	} else {
 		__u32 from[8], to[2];
 		__builtin_memcpy(from, h.src, 16);
 		__builtin_memcpy(from + 4, h.dst, 16);
 		__builtin_memcpy(&to[0], s4, 4);
 		__builtin_memcpy(&to[1], d4, 4);
-		__s64 diff = bpf_csum_diff(from, 32, to, 8, 0);
-		if (diff < 0) {
-			count(D_ERROR);
-			return TC_ACT_OK;
-		}
-		__u32 off = l4 + (proto == IPPROTO_TCP ? 16 : 6);
-		__u64 fl = BPF_F_PSEUDO_HDR | (proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0);
-		if (bpf_l4_csum_replace(skb, off, 0, diff, fl) < 0) {
-			count(D_ERROR);
-			return TC_ACT_OK;
-		}
+		diff = bpf_csum_diff(from, 32, to, 8, 0);
+		if (diff < 0)
+			return pass(P_UNSUPPORTED);
 	}
 
 	/* RFC 7915 section 5.1: the IPv4 header. */
@@ -587,19 +588,31 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	__builtin_memcpy(o.dst, d4, 4);
 	o.csum = bpf_htons(~fold(sum_words(&o, 20)));
 
-	if (bpf_skb_change_proto(skb, bpf_htons(ETH_P_IP), 0) < 0) {
-		/* nothing written but the L4 checksum: drop rather than send a
-		 * corrupt packet */
-		count(D_ERROR);
-		return TC_ACT_SHOT;
+	/* Headers (and the GSO type) from here on: no way back. */
+	if (bpf_skb_change_proto(skb, bpf_htons(ETH_P_IP), 0) < 0)
+		return pass(P_UNSUPPORTED);
+	l4 = ETH_LEN + 20;
+	if (proto == IPPROTO_ICMPV6_) {
+		if (bpf_skb_store_bytes(skb, l4, nb, 4, 0) < 0)
+			goto fail;
+	} else {
+		/* RFC 7915 section 5.5, RFC 1624: the pseudo-header change. */
+		__u32 off = l4 + (proto == IPPROTO_TCP ? 16 : 6);
+		__u64 fl = BPF_F_PSEUDO_HDR | (proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0);
+		if (bpf_l4_csum_replace(skb, off, 0, diff, fl) < 0)
+			goto fail;
 	}
 	if (bpf_skb_store_bytes(skb, ETH_LEN, &o, sizeof(o), 0) < 0)
-		return TC_ACT_SHOT;
+		goto fail;
 	__be16 et = bpf_htons(ETH_P_IP);
-	bpf_skb_store_bytes(skb, 12, &et, 2, 0);
+	if (bpf_skb_store_bytes(skb, 12, &et, 2, 0) < 0)
+		goto fail;
 	if (skb->len > ETH_LEN + total && bpf_skb_change_tail(skb, ETH_LEN + total, 0) < 0)
-		return TC_ACT_SHOT;
+		goto fail;
 	return send(skb, c, &nh, C_V6TO4);
+fail:
+	count(D_ERROR);
+	return TC_ACT_SHOT;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -691,6 +704,9 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 			return pass(r);
 	}
 
+	/* Computed before the packet changes (see do_6to4). */
+	__s64 diff = 0;
+	__u8 nb[4] = {};
 	if (proto == IPPROTO_ICMP) {
 		/* Echo 8/0 -> 128/129 and the ICMPv6 pseudo-header added
 		 * (RFC 7915 section 4.2). */
@@ -704,26 +720,19 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 		__u16 old = fold(old_word);
 		__u64 acc = (__u64)(__u16)~field + (__u16)~old + new_word + pseudo;
 		__u16 nc = ~fold(acc);
-		__u8 nb[4] = {t6, l4b[1], nc >> 8, nc & 0xff};
-		if (bpf_skb_store_bytes(skb, l4, nb, 4, 0) < 0)
-			return TC_ACT_SHOT;
+		nb[0] = t6;
+		nb[1] = l4b[1];
+		nb[2] = nc >> 8;
+		nb[3] = nc & 0xff;
 	} else {
 		__u32 from[2], to[8];
 		__builtin_memcpy(&from[0], h.src, 4);
 		__builtin_memcpy(&from[1], h.dst, 4);
 		__builtin_memcpy(to, s6, 16);
 		__builtin_memcpy(to + 4, d6, 16);
-		__s64 diff = bpf_csum_diff(from, 8, to, 32, 0);
-		if (diff < 0) {
-			count(D_ERROR);
-			return TC_ACT_OK;
-		}
-		__u32 off = l4 + (proto == IPPROTO_TCP ? 16 : 6);
-		__u64 fl = BPF_F_PSEUDO_HDR | (proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0);
-		if (bpf_l4_csum_replace(skb, off, 0, diff, fl) < 0) {
-			count(D_ERROR);
-			return TC_ACT_OK;
-		}
+		diff = bpf_csum_diff(from, 8, to, 32, 0);
+		if (diff < 0)
+			return pass(P_UNSUPPORTED);
 	}
 
 	/* RFC 7915 section 4.1: the IPv6 header, flow label 0. */
@@ -736,17 +745,32 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	__builtin_memcpy(o.src, s6, 16);
 	__builtin_memcpy(o.dst, d6, 16);
 
-	if (skb->len > ETH_LEN + total && bpf_skb_change_tail(skb, ETH_LEN + total, 0) < 0)
-		return TC_ACT_SHOT;
-	if (bpf_skb_change_proto(skb, bpf_htons(ETH_P_IPV6), 0) < 0) {
-		count(D_ERROR);
-		return TC_ACT_SHOT;
+	/* Headers (and the GSO type) from here on: no way back. */
+	if (bpf_skb_change_proto(skb, bpf_htons(ETH_P_IPV6), 0) < 0)
+		return pass(P_UNSUPPORTED);
+	l4 = ETH_LEN + 40;
+	if (proto == IPPROTO_ICMP) {
+		if (bpf_skb_store_bytes(skb, l4, nb, 4, 0) < 0)
+			goto fail;
+	} else {
+		/* RFC 7915 section 4.5, RFC 1624: the pseudo-header change. */
+		__u32 off = l4 + (proto == IPPROTO_TCP ? 16 : 6);
+		__u64 fl = BPF_F_PSEUDO_HDR | (proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0);
+		if (bpf_l4_csum_replace(skb, off, 0, diff, fl) < 0)
+			goto fail;
 	}
 	if (bpf_skb_store_bytes(skb, ETH_LEN, &o, sizeof(o), 0) < 0)
-		return TC_ACT_SHOT;
+		goto fail;
 	__be16 et = bpf_htons(ETH_P_IPV6);
-	bpf_skb_store_bytes(skb, 12, &et, 2, 0);
+	if (bpf_skb_store_bytes(skb, 12, &et, 2, 0) < 0)
+		goto fail;
+	/* Link padding after the IPv4 packet is not part of it. */
+	if (skb->len > ETH_LEN + 40 + plen && bpf_skb_change_tail(skb, ETH_LEN + 40 + plen, 0) < 0)
+		goto fail;
 	return send(skb, c, &nh, C_V4TO6);
+fail:
+	count(D_ERROR);
+	return TC_ACT_SHOT;
 }
 
 SEC("tc")

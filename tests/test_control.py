@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, close_siit, make_siit, need_tool, ping
+from conftest import DATAPATHS, ROOT, close_siit, make_siit, need_tool, ping
 
 
 def _drop_reason_names() -> list[str]:
@@ -122,10 +122,12 @@ def test_eamt_add_rejects_bad_entry(siit_fn):
 
 
 @pytest.mark.timeout(40)
-def test_metrics_endpoint():
-    """[metrics] listen: Prometheus text with the counters that moved."""
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_metrics_endpoint(datapath):
+    """[metrics] listen: Prometheus text with the counters that moved (the TUN
+    datapath's series, or with the eBPF fast path its own, docs/datapaths.md)."""
     need_tool("curl")
-    t, x = make_siit(extra='[metrics]\nlisten = "[::1]:9464"\n')
+    t, x = make_siit(extra='[metrics]\nlisten = "[::1]:9464"\n', datapath=datapath)
     try:
         assert ping(t.lab, t.h6, t.h4_v6, count=4).returncode == 0
         deadline = time.monotonic() + 5
@@ -139,14 +141,17 @@ def test_metrics_endpoint():
                 break
             time.sleep(0.1)
         assert cp.returncode == 0, cp.stderr
-        m = re.search(
-            r'^xlat_packets_total\{direction="6to4"\} (\d+)$', cp.stdout, re.MULTILINE
+        series = (
+            "xlat_ebpf_packets_total" if datapath == "ebpf" else "xlat_packets_total"
         )
-        assert m and int(m.group(1)) >= 4, cp.stdout[:2000]
-        m = re.search(
-            r'^xlat_packets_total\{direction="4to6"\} (\d+)$', cp.stdout, re.MULTILINE
-        )
-        assert m and int(m.group(1)) >= 4
+        for d in ("6to4", "4to6"):
+            m = re.search(
+                rf'^{series}\{{direction="{d}"\}} (\d+)$', cp.stdout, re.MULTILINE
+            )
+            assert m and int(m.group(1)) >= 4, cp.stdout[:3000]
+        if datapath == "ebpf":
+            assert 'xlat_ebpf_passed_total{reason="ttl"}' in cp.stdout
+            assert "xlat_ebpf_dropped_total 0" in cp.stdout
         for n in _drop_reason_names():
             assert f'xlat_drops_total{{reason="{n}"}}' in cp.stdout, n
         # The endpoint listens only inside the router namespace.

@@ -12,6 +12,7 @@ import re
 
 import pytest
 from conftest import (
+    DATAPATHS,
     close_siit,
     iperf3,
     mac_of,
@@ -234,10 +235,11 @@ def test_udp_checksum_zero_dropped_by_default(siit_mod):
 
 
 @pytest.mark.timeout(40)
-def test_udp_checksum_zero_amended():
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_udp_checksum_zero_amended(datapath):
     """RFC 7915 section 4.5: with amend-udp-checksum-zero the checksum is computed; the
     IPv6 host's kernel accepts the datagram (so the checksum is right)."""
-    t, x = make_siit(extra="amend-udp-checksum-zero = true")
+    t, x = make_siit(extra="amend-udp-checksum-zero = true", datapath=datapath)
     try:
         mac = mac_of(t.lab, t.router, t.dev4)
         rx = nsio_bg(
@@ -303,11 +305,12 @@ def _route_mtu(lab, ns, dst) -> int | None:
 
 
 @pytest.mark.timeout(60)
-def test_pmtud_ipv6_link_1280():
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_pmtud_ipv6_link_1280(datapath):
     """RFC 7915 section 5.2: an ICMPv6 Packet Too Big (MTU 1280) on the IPv6 side comes
     back to the IPv4 sender as Fragmentation Needed with MTU 1280 - 20 = 1260; a TCP
     transfer whose MSS was negotiated for 1500 still completes."""
-    t, x = make_siit(mtu6=1280)
+    t, x = make_siit(mtu6=1280, datapath=datapath)
     try:
         lab = t.lab
         # h6 receives up to 1500 and advertises MSS 1440 but sends <= 1280 (route MTU), so the

@@ -74,6 +74,7 @@ IO (traffic and I/O engine, see docs/xlat-perf.md, I/O):
 The tester's own ceiling, port to port over a veth pair of its own (no DUT):
   xlat-perf self-test [--features 64,64-random-ports,64-timestamps,84-ipv6,1518]
                       [--duration SECS] [--max-rate FPS] [--repeat N] [--save FILE] [--json]
+                      [--send-cpu N] [--recv-cpu N] [--rps CPU] [--io packet|socket]
                       [--send-netns A --recv-netns B (--src4 A --dst4 B | --src6 A --dst6 B)]
 
 RFC 9693 stateful measurements (Initiator on the private/IPv6 side, Responder

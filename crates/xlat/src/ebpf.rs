@@ -28,7 +28,7 @@ pub static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xlat.bpf.o"
 pub const FORCE_FAIL_ENV: &str = "XLAT_EBPF_FORCE_FAIL";
 
 /// Fast-path counters, in the order of the program's enum.
-pub const COUNTERS: [&str; 19] = [
+pub const COUNTERS: [&str; 20] = [
     "translated_6to4_packets",
     "translated_4to6_packets",
     "passed_not_ip",
@@ -47,6 +47,7 @@ pub const COUNTERS: [&str; 19] = [
     "passed_too_big",
     "passed_no_route",
     "passed_malformed",
+    "passed_unsupported",
     "dropped_helper_error",
 ];
 pub const C_V6TO4: usize = 0;
@@ -109,8 +110,12 @@ mod ffi {
         pub flags: u32,
         pub cpu: u32,
         pub batch_size: u32,
-        pub _pad: u32,
     }
+    // The sizes libbpf 1.x expects, without tail padding it would have to
+    // check for zeros (`OPTS_VALID`): 24, 32 and 80 bytes on 64-bit.
+    const _: () = assert!(std::mem::size_of::<bpf_tc_hook>() == 24);
+    const _: () = assert!(std::mem::size_of::<bpf_tc_opts>() == 32);
+    const _: () = assert!(std::mem::size_of::<bpf_test_run_opts>() == 80);
     pub const BPF_TC_INGRESS: c_int = 1;
     pub const BPF_TC_F_REPLACE: u32 = 1;
 
@@ -584,6 +589,23 @@ impl FastPath {
     /// BPF_PROG_TEST_RUN: (return code, output frame).
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn test_run(&self, frame: &[u8]) -> Result<(u32, Vec<u8>), String> {
+        self.test_run_gso(frame, None)
+    }
+
+    /// As [`FastPath::test_run`]; `gso`: (gso_size, gso_segs) for the test
+    /// skb, so that the program sees a GSO super-packet.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn test_run_gso(
+        &self,
+        frame: &[u8],
+        gso: Option<(u32, u32)>,
+    ) -> Result<(u32, Vec<u8>), String> {
+        // struct __sk_buff (192 bytes): gso_segs at 164, gso_size at 176.
+        let mut ctx = [0u8; 192];
+        if let Some((size, segs)) = gso {
+            ctx[164..168].copy_from_slice(&segs.to_ne_bytes());
+            ctx[176..180].copy_from_slice(&size.to_ne_bytes());
+        }
         let mut out = vec![0u8; frame.len() + 256];
         let mut o = ffi::bpf_test_run_opts {
             sz: std::mem::size_of::<ffi::bpf_test_run_opts>(),
@@ -591,9 +613,9 @@ impl FastPath {
             data_out: out.as_mut_ptr() as *mut c_void,
             data_size_in: frame.len() as u32,
             data_size_out: out.len() as u32,
-            ctx_in: std::ptr::null(),
+            ctx_in: ctx.as_ptr() as *const c_void,
             ctx_out: std::ptr::null_mut(),
-            ctx_size_in: 0,
+            ctx_size_in: ctx.len() as u32,
             ctx_size_out: 0,
             retval: 0,
             repeat: 1,
@@ -601,7 +623,6 @@ impl FastPath {
             flags: 0,
             cpu: 0,
             batch_size: 0,
-            _pad: 0,
         };
         let rc = unsafe { ffi::bpf_prog_test_run_opts(self.prog_fd, &mut o) };
         if rc != 0 {

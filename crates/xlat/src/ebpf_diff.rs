@@ -296,9 +296,17 @@ struct Tally {
 
 /// One packet: fast path vs core.
 fn check(fp: &FastPath, c: &Case, pkt: &[u8], t: &mut Tally) {
+    check_gso(fp, c, pkt, false, t)
+}
+
+/// One packet; `gso`: the program sees a GSO skb (gso_size 1000, 2
+/// segments) and the core `PacketMeta::gso` (no fragmentation, no MTU check).
+fn check_gso(fp: &FastPath, c: &Case, pkt: &[u8], gso: bool, t: &mut Tally) {
     let v6 = pkt[0] >> 4 == 6;
     let f = frame(if v6 { 0x86dd } else { 0x0800 }, pkt);
-    let (ret, out) = fp.test_run(&f).expect("test run");
+    let (ret, out) = fp
+        .test_run_gso(&f, gso.then_some((1000, 2)))
+        .expect("test run");
     match ret {
         TC_ACT_OK => {
             assert_eq!(out, f, "TC_ACT_OK but the frame changed: {pkt:02x?}");
@@ -319,7 +327,7 @@ fn check(fp: &FastPath, c: &Case, pkt: &[u8], t: &mut Tally) {
             let meta = PacketMeta {
                 csum_partial: false,
                 ident_seed: seed,
-                gso: false,
+                gso,
             };
             let mut frags = FragBuf::new();
             let v = c
@@ -381,7 +389,9 @@ fn ebpf_matches_core_on_generated_packets() {
             } else {
                 gen_v6(&mut r, &c)
             };
-            check(&fp, &c, &pkt, &mut t);
+            // Every fifth packet as a GSO super-packet (RFC 7915 section 4:
+            // never fragmented by the translator).
+            check_gso(&fp, &c, &pkt, n % 5 == 4, &mut t);
         }
         assert!(
             t.translated > 200,

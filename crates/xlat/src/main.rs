@@ -135,7 +135,7 @@ fn check(path: &str) -> i32 {
                 String::new()
             };
             println!(
-                "ok: {path}: mode={} pool6={} eamt={} tun={} queues={} routes={} socket={}{nat}",
+                "ok: {path}: mode={} pool6={} eamt={} tun={} queues={} routes={} socket={}{nat} datapath={}",
                 s.mode.name(),
                 s.pool6
                     .map(|p| p.to_string())
@@ -152,9 +152,9 @@ fn check(path: &str) -> i32 {
                     s.tun.queues.to_string()
                 },
                 s.tun.routes,
-                s.control_socket
+                s.control_socket,
+                datapath_verdict(&s)
             );
-            println!("datapath={}", datapath_verdict(&s));
             0
         }
         Err(ps) => {
