@@ -61,7 +61,7 @@ def _f(v, spec=",.0f") -> str:
 
 
 def _slug(s: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")[:40]
+    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")[:40].strip("-")
 
 
 # -- the headline metrics (also used by `lab compare` and the demo's table) ---------
@@ -278,11 +278,22 @@ def plot_flr(run, duts, path) -> bool:
             label=d,
             **st[d],
         )
+        bad = [p for p in pts if not p["valid"]]
+        if bad:
+            ax.plot(
+                [p["rate"] / 1000 for p in bad],
+                [p["flr_percent"] for p in bad],
+                "o",
+                markerfacecolor="white",
+                markeredgecolor=st[d]["color"],
+                markersize=8,
+            )
     if not any_:
         plt.close(fig)
         return False
     ax.set(
-        title="Frame loss rate by offered rate (RFC 8219 7.4)",
+        title="Frame loss rate by offered rate (RFC 8219 7.4)\n"
+        "hollow: invalid trial (the sender fell behind schedule)",
         xlabel="offered kframes/s",
         ylabel="FLR (%)",
     )
@@ -315,7 +326,8 @@ def plot_tcp(run, duts, path) -> bool:
                 ax.plot(range(1, len(s) + 1), s, label=d, **{**st[d], "marker": "."})
         streams, direction = k.split("/")[1].split("-")
         ax.set(
-            title=f"TCP {streams} stream(s), {'reverse (-R)' if direction == 'rev' else 'forward'}",
+            title=f"TCP, {streams[1:]} stream{'s' if streams != 'x1' else ''}, "
+            + ("reverse (-R)" if direction == "rev" else "forward"),
             xlabel="second",
             ylabel="Gbit/s",
         )

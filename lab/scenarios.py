@@ -144,6 +144,40 @@ _add(
     )
 )
 
+_add(
+    Scenario(
+        "datapaths",
+        "xlat's datapaths: TUN vs eBPF fast path vs kernel forwarding (docs/datapaths.md)",
+        [
+            Part(
+                "SIIT, single DUT: datapaths",
+                ["kernel-v6", "xlat", "xlat-ebpf"],
+                {
+                    "throughput": {
+                        "frame_sizes": [0, 1518],
+                        "trial": 2.0,
+                        "max_trials": 6,
+                    },
+                    "latency": {"duration": 5, "warmup": 1, "rate_fraction": 0.5},
+                    "tcp": {
+                        "streams": [1, 4],
+                        "directions": ["fwd", "rev"],
+                        "seconds": 4,
+                    },
+                    "ping": {"count": 200},
+                    "http": {
+                        "profiles": ["small"],
+                        "concurrency": [1, 10, 50],
+                        "seconds": 2.0,
+                    },
+                },
+            )
+        ],
+        budget_min=10.0,
+        headline=["kernel-v6", "xlat", "xlat-ebpf"],
+    )
+)
+
 _SIIT = Part(
     "SIIT, single DUT (RFC 8219)",
     ["kernel-v6", "kernel-v4", "tayga", "xlat", "xlat-ebpf"],

@@ -163,9 +163,10 @@ def test_rfc8219_s7_1_self_test_ceiling(lab, tmp_path):
         assert "within 10% of the tester's ceiling" in perf("throughput", *args).stdout
 
 
-def _udp_listener(lab: netns.Lab, ns: str, expect: int):
+def _udp_listener(lab: netns.Lab, ns: str):
     """A kernel UDP socket per family on port 7000 in ``ns`` that counts test
-    datagrams (signature XLPT) by (family, length) until ``expect`` arrived."""
+    datagrams (signature XLPT) by (family, length) until 1.5 s pass without
+    one (or 30 s in all)."""
     code = (
         "import json, select, socket, sys, time\n"
         "a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
@@ -175,19 +176,33 @@ def _udp_listener(lab: netns.Lab, ns: str, expect: int):
         "for x in (a, b):\n"
         "    x.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)\n"
         "print('ready', flush=True)\n"
-        "n, c, end = 0, {}, time.time() + 20\n"
-        f"while n < {expect} and time.time() < end:\n"
+        "c, end, last = {}, time.time() + 30, time.time() + 10\n"
+        "while time.time() < min(end, last + 1.5):\n"
         "    for x in select.select([a, b], [], [], 0.2)[0]:\n"
         "        d = x.recv(4096)\n"
         "        if d[:4] == b'XLPT':\n"
         "            k = f'{x.family.name}-{len(d)}'\n"
         "            c[k] = c.get(k, 0) + 1\n"
-        "            n += 1\n"
+        "            last = time.time()\n"
         "print(json.dumps(c), flush=True)\n"
     )
     p = lab.spawn(ns, [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready"
     return p
+
+
+def _snmp(lab: netns.Lab, ns: str) -> dict:
+    """``/proc/net/snmp`` and ``snmp6`` counters of ``ns``, e.g. "Udp.InCsumErrors"."""
+    out = {}
+    lines = lab.exec(ns, ["cat", "/proc/net/snmp"]).stdout.splitlines()
+    for head, vals in zip(lines[::2], lines[1::2]):
+        proto, names = head.split(":")
+        for n, v in zip(names.split(), vals.split(":")[1].split()):
+            out[f"{proto}.{n}"] = int(v)
+    for line in lab.exec(ns, ["cat", "/proc/net/snmp6"]).stdout.splitlines():
+        k, v = line.split()
+        out[k] = int(v)
+    return out
 
 
 # Packet I/O builds whole frames (Ethernet, IPv4/IPv6, UDP): the kernel of
@@ -198,7 +213,9 @@ def _udp_listener(lab: netns.Lab, ns: str, expect: int):
 @pytest.mark.timeout(60)
 def test_packet_io_frames_accepted_by_kernel_and_ports_spread(lab):
     s, d = _pair(lab)
-    listener = _udp_listener(lab, d, 3 * 1000)
+    listener = _udp_listener(lab, d)
+    before = _snmp(lab, d)
+    received = {}
     runs = [
         ("192.0.2.2:7000", "192.0.2.1", "64"),
         ("192.0.2.2:7000", "192.0.2.1", "1518"),
@@ -223,17 +240,36 @@ def test_packet_io_frames_accepted_by_kernel_and_ports_spread(lab):
             "--rates",
             "100%",
             "--duration",
-            "0.2",
+            "0.4",
             "--wait",
             "0.1",
+            "--retries",
+            "4",
         )
         t = r["repetitions"][0]["trials"][0]
-        assert t["received"] == t["planned"] == 1000, (size, t)
+        # Whatever was sent arrived (a sender behind schedule on this loaded
+        # machine stops early; retried, but then still counted exactly).
+        assert t["received"] == t["sent"] > 0, (size, t)
+        assert t["foreign"] == 0 and t["duplicates"] == 0, (size, t)
         assert r["parameters"]["io"]["kind"].startswith("packet")
-    counts = json.loads(listener.communicate(timeout=25)[0].strip().splitlines()[-1])
-    # UDP payload = frame - 18 - IP header - 8 (RFC 8219 section 5.1.1).
-    assert counts == {"AF_INET-18": 1000, "AF_INET-1472": 1000, "AF_INET6-18": 1000}, (
-        counts
+        received[size] = t["received"]
+    counts = json.loads(listener.communicate(timeout=40)[0].strip().splitlines()[-1])
+    after = _snmp(lab, d)
+    # UDP payload = frame - 18 - IP header - 8 (RFC 8219 section 5.1.1). The
+    # kernel delivered every frame of the final trials (retried attempts add
+    # more) and found no bad checksum or header.
+    assert counts.get("AF_INET-18", 0) >= received["64"] > 0, counts
+    assert counts.get("AF_INET-1472", 0) >= received["1518"] > 0, counts
+    assert counts.get("AF_INET6-18", 0) >= received["84"] > 0, counts
+    for k in (
+        "Udp.InCsumErrors",
+        "Ip.InHdrErrors",
+        "Udp6InCsumErrors",
+        "Ip6InHdrErrors",
+    ):
+        assert after[k] == before[k], (k, before[k], after[k])
+    assert after["Udp.InDatagrams"] - before["Udp.InDatagrams"] == (
+        counts["AF_INET-18"] + counts["AF_INET-1472"]
     )
     # Port spread, seen by the receiving kernel's input hook.
     lab.exec(
@@ -246,6 +282,7 @@ def test_packet_io_frames_accepted_by_kernel_and_ports_spread(lab):
         "  udp dport 1-4999 counter\n"
         "  udp dport 5000-9999 counter\n }\n}\n",
     )
+    total = 0
     for dst, src in (
         ("192.0.2.2:7000", "192.0.2.1"),
         ("[2001:db8::2]:7000", "2001:db8::1"),
@@ -268,10 +305,14 @@ def test_packet_io_frames_accepted_by_kernel_and_ports_spread(lab):
             "0.5",
             "--wait",
             "0.1",
+            # One attempt: the counters below see every frame sent.
+            "--retries",
+            "0",
         )
         t = r["repetitions"][0]["trials"][0]
-        assert t["received"] == t["planned"] == 2500, t
+        assert t["received"] == t["sent"] > 2000, t
         assert r["parameters"]["io"]["dst_ports"] == "1-9999"
+        total += t["sent"]
     out = lab.exec(d, ["nft", "-j", "list", "chain", "inet", "xlp", "xin"]).stdout
     c = [
         e["counter"]["packets"]
@@ -279,9 +320,9 @@ def test_packet_io_frames_accepted_by_kernel_and_ports_spread(lab):
         for e in item.get("rule", {}).get("expr", [])
         if "counter" in e
     ]
-    # 5000 frames; each half expects 2500 (binomial sd 35).
-    assert len(c) == 4 and c[0] + c[1] == 5000 and c[2] + c[3] == 5000, c
-    assert min(c) > 2200, c
+    # About 5000 frames; each half expects half of them (binomial sd 35).
+    assert len(c) == 4 and c[0] + c[1] == total and c[2] + c[3] == total, (c, total)
+    assert min(c) > 0.44 * total, (c, total)
 
 
 # Bad parameters fail before any frame is sent (issue 5): exit 2, a clear
@@ -419,7 +460,7 @@ def test_rfc8219_s7_1_throughput_calibrated_against_rate_limit(lab):
 
 
 # RFC 8219 section 7.4 calibration: 1% random loss in the router gives an FLR
-# of 1% +- 0.3 (40000 frames: the binomial standard deviation is 0.05%).
+# of 1% +- 0.2 (40000 frames: the binomial standard deviation is 0.05%).
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("io", ["packet", "socket"])
 def test_rfc8219_s7_4_frame_loss_rate_calibrated(lab, io):
@@ -442,7 +483,7 @@ def test_rfc8219_s7_4_frame_loss_rate_calibrated(lab, io):
     print(f"FLR {t['frame_loss_rate_percent']:.3f}% {t}")
     assert t["valid"], t
     assert t["planned"] == 40000
-    assert abs(t["frame_loss_rate_percent"] - 1.0) <= 0.3, t
+    assert abs(t["frame_loss_rate_percent"] - 1.0) <= 0.2, t
 
 
 # RFC 8219 section 7.1: a DUT that forwards nothing has throughput 0, which is
@@ -575,15 +616,19 @@ def test_rfc8219_s6_1_bidirectional_and_background_traffic(lab):
         "0.5",
         "--wait",
         "0.2",
+        "--retries",
+        "4",
     ]
     t = perf_json("frame-loss", *args)["repetitions"][0]["trials"][0]
     rev, bg = t["reverse"], t["background"]
     # 2000 frames forward: every 4th is background (RFC 8219 section 6.1).
     assert (t["planned"], bg["planned"], rev["planned"]) == (1500, 500, 2000), t
-    assert (
-        t["received"] == 1500 and bg["received"] == 500 and rev["received"] == 2000
-    ), t
-    assert t["zero_loss"] and t["frame_loss_rate_percent"] == 0.0, t
+    # Every frame sent arrived, per direction and stream; all were sent unless
+    # a sender fell behind on this loaded machine (invalid after the retries).
+    for x in (t, bg, rev):
+        assert x["received"] == x["sent"] > 0 and x["duplicates"] == 0, t
+    if t["valid"]:
+        assert t["zero_loss"] and t["frame_loss_rate_percent"] == 0.0, t
     # The router now drops IPv6: only the background stream loses frames,
     # and the trial is not lossless.
     lab.exec(
@@ -595,6 +640,8 @@ def test_rfc8219_s6_1_bidirectional_and_background_traffic(lab):
     )
     t = perf_json("frame-loss", *args)["repetitions"][0]["trials"][0]
     rev, bg = t["reverse"], t["background"]
-    assert t["received"] == 1500 and rev["received"] == 2000, t
-    assert bg["received"] == 0 and bg["lost"] == 500, t
-    assert not t["zero_loss"] and t["frame_loss_rate_percent"] == 12.5, t
+    assert t["received"] == t["sent"] > 0 and rev["received"] == rev["sent"] > 0, t
+    assert bg["sent"] > 0 and bg["received"] == 0 and bg["lost"] == 500, t
+    assert not t["zero_loss"], t
+    if t["valid"]:
+        assert t["frame_loss_rate_percent"] == 12.5, t

@@ -145,6 +145,12 @@ class Xlat(Adapter):
                         f"xlat could not load its eBPF datapath: {e}"
                     ) from e
                 raise
+            started = d.log_path.read_text(errors="replace")
+            if self.datapath == "ebpf" and "msg=datapath kind=ebpf" not in started:
+                # Never measure the TUN datapath under the eBPF DUT's name.
+                raise Unsupported(
+                    f"xlat {tag} did not start the eBPF datapath: {d.log_tail()[-300:]}"
+                )
             sock = re.search(r'socket = "([^"]+)"', toml).group(1)
             self.instances.append((d, sock))
         self.config_path = Path(conf)

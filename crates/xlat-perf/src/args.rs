@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 
+#[derive(Debug)]
 pub struct Args {
     values: HashMap<String, String>,
     flags: Vec<String>,
@@ -58,6 +59,34 @@ impl Args {
         Ok(())
     }
 
+    /// Removes and returns the value of `key` (e.g. `--config`).
+    pub fn take(&mut self, key: &str) -> Option<String> {
+        self.values.remove(key)
+    }
+
+    /// Given on the command line (a value or a flag)?
+    pub fn has(&self, key: &str) -> bool {
+        self.values.contains_key(key) || self.flag(key)
+    }
+
+    /// Adds a value from a config file unless the command line gave `key`
+    /// (command-line flags override the file).
+    pub fn set_default(&mut self, key: &str, value: Option<String>) {
+        if self.has(key) {
+            return;
+        }
+        match value {
+            Some(v) => {
+                self.values.insert(key.to_string(), v);
+            }
+            None => self.flags.push(key.to_string()),
+        }
+    }
+
+    pub fn is_flag(key: &str) -> bool {
+        FLAGS.contains(&key)
+    }
+
     pub fn flag(&self, key: &str) -> bool {
         self.flags.iter().any(|f| f == key)
     }
@@ -68,7 +97,7 @@ impl Args {
             Some(v) => v
                 .parse()
                 .map(Some)
-                .map_err(|_| format!("--{key}: {v:?}: not a valid value")),
+                .map_err(|_| format!("--{key} {v:?}: not a valid value")),
         }
     }
 

@@ -97,6 +97,9 @@ pub struct TrialOut {
     pub reverse: Option<Box<TrialOut>>,
     /// Background traffic (RFC 8219 section 6.1), counted apart.
     pub background: Option<Box<TrialOut>>,
+    /// Packet I/O: CPU seconds of the sender thread (incl. the kernel work
+    /// its send calls did); 0 when unknown.
+    pub tx_cpu_s: f64,
 }
 
 impl TrialOut {

@@ -147,6 +147,32 @@ impl VethPair {
     }
 }
 
+impl VethPair {
+    /// Steers the receive processing of `ns`'s end to `cpu` (RPS).
+    pub fn rps(&self, ns: &str, cpu: usize) -> Result<(), String> {
+        let mask = format!("{:x}", 1u64 << cpu.min(63));
+        let path = format!("/sys/class/net/{IF_NAME}/queues/rx-0/rps_cpus");
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                ns,
+                "sh",
+                "-c",
+                &format!("echo {mask} > {path}"),
+            ])
+            .output()
+            .map_err(|e| format!("RPS: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "RPS on {IF_NAME} in {ns}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Drop for VethPair {
     fn drop(&mut self) {
         // Deleting a namespace deletes its end of the veth pair, and the pair.
@@ -171,6 +197,10 @@ pub struct SelfTest {
     pub retries: usize,
     pub save: Option<String>,
     pub json: bool,
+    /// `--rps CPU`: Receive Packet Steering of the own pair's receiving end
+    /// to this CPU (the receiving side's kernel work leaves the sender's CPU,
+    /// at the price of an inter-processor interrupt per frame).
+    pub rps_cpu: Option<usize>,
 }
 
 const KNOWN: &[&str] = &[
@@ -193,6 +223,7 @@ const KNOWN: &[&str] = &[
     "batch",
     "send-cpu",
     "recv-cpu",
+    "rps",
 ];
 
 impl SelfTest {
@@ -236,8 +267,26 @@ impl SelfTest {
             );
         }
         let mut common = Vec::new();
-        for k in ["io", "batch", "send-cpu", "recv-cpu"] {
-            if let Some(v) = a.opt::<String>(k)? {
+        // With two CPUs or more, the sender gets one CPU and the receiver
+        // thread another, unless told otherwise.
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let own_pair = send_netns.is_none();
+
+        for (k, dflt) in [
+            ("io", None),
+            ("batch", None),
+            ("send-cpu", Some(0)),
+            ("recv-cpu", Some(1)),
+        ] {
+            let v = a.opt::<String>(k)?.or_else(|| {
+                dflt.filter(|_| {
+                    cpus >= 2
+                        && own_pair
+                        && a.opt::<String>("io").ok().flatten().as_deref() != Some("socket")
+                })
+                .map(|c: usize| c.to_string())
+            });
+            if let Some(v) = v {
                 common.push(format!("--{k}"));
                 common.push(v);
             }
@@ -266,6 +315,13 @@ impl SelfTest {
             retries,
             save: a.opt("save")?,
             json: a.flag("json"),
+            rps_cpu: match a.opt::<usize>("rps")? {
+                Some(c) if !own_pair => {
+                    return Err(format!("--rps {c}: only for the self-test's own veth pair"))
+                }
+                Some(c) if c >= cpus => return Err(format!("--rps {c}: no such CPU")),
+                c => c,
+            },
         };
         // Every feature's parameters are checked now (exit 2), with
         // placeholders for the namespaces a veth pair of our own would have.
@@ -371,6 +427,11 @@ pub fn run(st: &SelfTest) -> Result<String, String> {
         Some(p) => (Some(p.a.as_str()), Some(p.b.as_str())),
         None => (None, None),
     };
+    if let (Some(p), Some(cpu)) = (&own, st.rps_cpu) {
+        // RPS: the receiving veth's kernel work (the ring tap) runs on the
+        // receiver's CPU, not in the sender's send(2).
+        p.rps(&p.b, cpu)?;
+    }
     if let Some(p) = &own {
         // Neighbour entries both ways before the first frame.
         for (ns, to) in [(&p.a, B4), (&p.a, B6), (&p.b, A4), (&p.b, A6)] {
@@ -451,6 +512,11 @@ pub fn run(st: &SelfTest) -> Result<String, String> {
             } else {
                 "veth pair between two namespaces of its own, no DUT"
             }),
+        ),
+        ("rps_cpu", st.rps_cpu.map_or(J::Null, |c| J::u(c as u64))),
+        (
+            "options",
+            J::Arr(st.common.iter().map(|c| J::s(c.clone())).collect()),
         ),
         ("duration", J::f(st.duration)),
         ("max_rate", J::u(st.max_rate)),

@@ -11,13 +11,19 @@
 //!   until it has seen the expected count or its timeout passes.
 //! - `xlat-perf frame-payload`: RFC 8219 section 5.1.1 frame-size arithmetic.
 //!
-//! Measurement commands (RFC 8219 section 7; `measure`, `engine`): each runs
-//! its own sender and receiver threads, each in its own network namespace:
-//! `throughput`, `frame-loss`, `latency`, `pdv`, `ipdv`. See docs/xlat-perf.md.
+//! Measurement commands (RFC 8219 section 7; `measure`, `engine`,
+//! `procedures`, `flows`): each runs its own sender and receiver threads,
+//! each in its own network namespace: `throughput`, `frame-loss`, `latency`,
+//! `pdv`, `ipdv`, `back-to-back`, `system-recovery`. RFC 9693 stateful tests
+//! (`stateful`): `cer`, `validate`, `state-throughput`, `capacity`. Every
+//! measurement takes `--config FILE` (`config`). `delay-relay` (`relay`) is
+//! the known-delay DUT of the latency calibration. See docs/xlat-perf.md.
 
 mod args;
+mod config;
 mod engine;
 mod flood;
+mod flows;
 mod io_frame;
 mod io_opts;
 mod io_packet;
@@ -27,8 +33,11 @@ mod json;
 mod measure;
 mod pace;
 mod payload;
+mod procedures;
+mod relay;
 mod search;
 mod sink;
+mod stateful;
 mod stats;
 
 use std::process::ExitCode;
@@ -47,10 +56,14 @@ its own network namespace; see docs/xlat-perf.md):
   xlat-perf latency    --dst ADDR:PORT --rate FPS [--warmup SECS] [--tagged N] COMMON
   xlat-perf pdv        --dst ADDR:PORT --rate FPS COMMON
   xlat-perf ipdv       --dst ADDR:PORT --rate FPS COMMON
+  xlat-perf back-to-back --dst ADDR:PORT --src ADDR --rate FPS [--max-burst N] [--gap SECS]
+                       [--error E] [--max-trials N] COMMON
+  xlat-perf system-recovery --dst ADDR:PORT --src ADDR --throughput FPS
+                       [--recovery-duration SECS] COMMON
 COMMON: [--src ADDR] [--recv-bind ADDR:PORT] [--send-netns NAME] [--recv-netns NAME]
         [--frame-size BYTES] [--link-gbps G] [--duration SECS] [--wait SECS]
         [--repeat N] [--retries N] [--batch N] [--random-ports [--src-ports LO-HI]]
-        [--json | --csv] [--ceiling-file FILE] IO
+        [--json | --csv] [--ceiling-file FILE] [--config FILE] IO
 IO (traffic and I/O engine, see docs/xlat-perf.md, I/O):
         [--io packet|socket] [--send-if IF] [--recv-if IF] [--src-mac MAC] [--dst-mac MAC]
         [--send-cpu N] [--recv-cpu N] [--src-port P] [--dst-ports LO-HI]
@@ -61,7 +74,24 @@ IO (traffic and I/O engine, see docs/xlat-perf.md, I/O):
 The tester's own ceiling, port to port over a veth pair of its own (no DUT):
   xlat-perf self-test [--features 64,64-random-ports,64-timestamps,84-ipv6,1518]
                       [--duration SECS] [--max-rate FPS] [--repeat N] [--save FILE] [--json]
+                      [--send-cpu N] [--recv-cpu N] [--rps CPU] [--io packet|socket]
                       [--send-netns A --recv-netns B (--src4 A --dst4 B | --src6 A --dst6 B)]
+
+RFC 9693 stateful measurements (Initiator on the private/IPv6 side, Responder
+on the public/IPv4 side):
+  xlat-perf cer      --max-rate FPS [--connections N] [--error E] [--max-trials N] SCOMMON
+  xlat-perf validate --prelim-rate FPS [--connections N] SCOMMON
+  xlat-perf state-throughput --prelim-rate FPS --max-rate FPS [--connections N]
+                     [--direction forward|reverse|bidirectional] [--duration SECS] [--error E] SCOMMON
+  xlat-perf capacity --max-rate FPS [--c0 N] [--beta B] [--gamma G] [--capacity-error E]
+                     [--max-connections N] [--error E] SCOMMON
+SCOMMON: --initiator ADDR --dst ADDR [--responder ADDR] [--initiator-netns NAME]
+        [--responder-netns NAME] [--sports LO-HI] [--dports LO-HI] [--frame-size BYTES]
+        [--alpha A] [--between-cmd CMD] [--between-wait SECS] [--wait SECS] [--repeat N]
+        [--retries N] [--batch N] [--json | --csv] [--config FILE]
+
+Utility: xlat-perf delay-relay (--interface IF --dport PORT | --listen ADDR:PORT --to ADDR:PORT)
+                               --delay-ms MS [--duration SECS]
 
 Frames are Ethernet frames incl. FCS (RFC 8219 section 5): UDP payload =
 frame - 18 - L3 header (20 or 40) - 8. 84-byte IPv6 frames => 18-byte payload
@@ -75,12 +105,24 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let rest = &argv[1..];
-    let parsed = match args::Args::parse(rest) {
+    let mut parsed = match args::Args::parse(rest) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("xlat-perf: {e}\n{USAGE}");
             return ExitCode::from(2);
         }
+    };
+    // --config FILE: the file's values where the command line gave none;
+    // bad parameters are then reported as `error: KEY: VALUE: reason`.
+    let with_config = match parsed.take("config") {
+        Some(path) => {
+            if let Err(e) = config::apply(cmd, &path, &mut parsed) {
+                eprintln!("xlat-perf: {cmd}: {e}");
+                return ExitCode::from(2);
+            }
+            true
+        }
+        None => false,
     };
     let result = match cmd.as_str() {
         "udp-flood" => flood::Config::from_args(&parsed).map(|c| flood::run(&c)),
@@ -91,6 +133,13 @@ fn main() -> ExitCode {
         "latency" => measured(measure::Test::Latency, &parsed),
         "pdv" => measured(measure::Test::Pdv, &parsed),
         "ipdv" => measured(measure::Test::Ipdv, &parsed),
+        "back-to-back" => measured(measure::Test::BackToBack, &parsed),
+        "system-recovery" => measured(measure::Test::SystemRecovery, &parsed),
+        "delay-relay" => relay::Config::from_args(&parsed).map(|c| relay::run(&c)),
+        "cer" => stateful_test(stateful::STest::Cer, &parsed),
+        "validate" => stateful_test(stateful::STest::Validate, &parsed),
+        "state-throughput" => stateful_test(stateful::STest::StateThroughput, &parsed),
+        "capacity" => stateful_test(stateful::STest::Capacity, &parsed),
         "self-test" => io_selftest::SelfTest::from_args(&parsed).map(|s| io_selftest::run(&s)),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
@@ -108,6 +157,11 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
         Err(e) => {
+            let e = if with_config {
+                config::format_error(&e)
+            } else {
+                e
+            };
             eprintln!("xlat-perf: {cmd}: {e}\n{USAGE}");
             ExitCode::from(2)
         }
@@ -118,6 +172,10 @@ fn main() -> ExitCode {
 /// is sent.
 fn measured(test: measure::Test, a: &args::Args) -> Result<Result<String, String>, String> {
     measure::Params::from_args(test, a).map(|p| measure::run(&p))
+}
+
+fn stateful_test(t: stateful::STest, a: &args::Args) -> Result<Result<String, String>, String> {
+    stateful::SParams::from_args(t, a).map(|p| stateful::run(&p))
 }
 
 fn frame_payload(a: &args::Args) -> Result<String, String> {

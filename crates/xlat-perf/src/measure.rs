@@ -24,6 +24,8 @@ pub enum Test {
     Latency,
     Pdv,
     Ipdv,
+    BackToBack,
+    SystemRecovery,
 }
 
 impl Test {
@@ -34,15 +36,19 @@ impl Test {
             Test::Latency => "latency",
             Test::Pdv => "pdv",
             Test::Ipdv => "ipdv",
+            Test::BackToBack => "back-to-back",
+            Test::SystemRecovery => "system-recovery",
         }
     }
-    fn section(self) -> &'static str {
+    pub(crate) fn section(self) -> &'static str {
         match self {
             Test::Throughput => "RFC 8219 section 7.1",
             Test::FrameLoss => "RFC 8219 section 7.4",
             Test::Latency => "RFC 8219 section 7.2",
             Test::Pdv => "RFC 8219 section 7.3.1",
             Test::Ipdv => "RFC 8219 section 7.3.2",
+            Test::BackToBack => "RFC 8219 section 7.5 (RFC 2544 section 26.4, RFC 9004)",
+            Test::SystemRecovery => "RFC 8219 section 7.6 (RFC 2544 section 26.5)",
         }
     }
 }
@@ -68,6 +74,13 @@ pub struct Params {
     pub rates: Vec<u64>,
     pub warmup: f64,
     pub tagged: u64,
+    /// back-to-back: longest burst tried (frames); pause between bursts (s).
+    pub max_burst: u64,
+    pub gap: f64,
+    /// system-recovery: the measured throughput (frames/s) and the length of
+    /// the 50% phase (s); `duration` is the 110% phase.
+    pub throughput: u64,
+    pub recovery_duration: f64,
     pub json: bool,
     pub csv: bool,
 }
@@ -91,19 +104,19 @@ const COMMON: &[&str] = &[
     "csv",
 ];
 
-fn parse_addr(key: &str, s: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_addr(key: &str, s: &str) -> Result<SocketAddr, String> {
     s.parse::<SocketAddr>()
         .map_err(|_| format!("--{key} {s:?}: not ADDR:PORT (IPv6 as [ADDR]:PORT)"))
 }
 
-fn parse_ip(key: &str, s: &str) -> Result<IpAddr, String> {
+pub(crate) fn parse_ip(key: &str, s: &str) -> Result<IpAddr, String> {
     s.trim_start_matches('[')
         .trim_end_matches(']')
         .parse()
         .map_err(|_| format!("--{key} {s:?}: not an IP address"))
 }
 
-fn check_netns(key: &str, name: &str) -> Result<(), String> {
+pub(crate) fn check_netns(key: &str, name: &str) -> Result<(), String> {
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
         return Err(format!("--{key} {name:?}: not a namespace name"));
     }
@@ -116,7 +129,7 @@ fn check_netns(key: &str, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
+pub(crate) fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
     let (a, b) = s
         .split_once('-')
         .ok_or_else(|| format!("--src-ports {s:?}: not LO-HI"))?;
@@ -164,17 +177,27 @@ fn parse_rates(s: &str, max_rate: u64) -> Result<Vec<u64>, String> {
     Ok(out)
 }
 
+/// The options (and config-file keys) of a measurement subcommand.
+pub fn known_keys(test: Test) -> Vec<&'static str> {
+    let mut known: Vec<&str> = COMMON.to_vec();
+    if !matches!(test, Test::BackToBack | Test::SystemRecovery) {
+        known.extend_from_slice(crate::io_opts::KNOWN);
+    }
+    known.extend_from_slice(match test {
+        Test::Throughput => &["max-rate", "error", "max-trials", "ceiling", "ceiling-file"][..],
+        Test::FrameLoss => &["max-rate", "rates"][..],
+        Test::Latency => &["rate", "warmup", "tagged"][..],
+        Test::Pdv | Test::Ipdv => &["rate"][..],
+        Test::BackToBack => &["rate", "max-burst", "error", "max-trials", "gap"][..],
+        Test::SystemRecovery => &["throughput", "recovery-duration"][..],
+    });
+    known
+}
+
 impl Params {
     /// Parses and checks every parameter; nothing is sent before this passed.
     pub fn from_args(test: Test, a: &Args) -> Result<Params, String> {
-        let mut known: Vec<&str> = COMMON.to_vec();
-        known.extend_from_slice(crate::io_opts::KNOWN);
-        known.extend_from_slice(match test {
-            Test::Throughput => &["max-rate", "error", "max-trials", "ceiling", "ceiling-file"][..],
-            Test::FrameLoss => &["max-rate", "rates"][..],
-            Test::Latency => &["rate", "warmup", "tagged"][..],
-            Test::Pdv | Test::Ipdv => &["rate"][..],
-        });
+        let known = known_keys(test);
         a.check_known(&known)?;
         let dst = parse_addr("dst", &a.req::<String>("dst")?)?;
         if dst.port() == 0 {
@@ -335,14 +358,27 @@ impl Params {
                     .collect(),
                 Some(s) => parse_rates(&s, max_rate)?,
             },
+            // RFC 2544 section 26.5: 110% of the throughput, then 50%.
+            Test::SystemRecovery => {
+                let thr: u64 = a.req("throughput")?;
+                if thr < 2 {
+                    return Err(format!(
+                        "--throughput {thr}: must be at least 2 frames/s (the measured throughput)"
+                    ));
+                }
+                vec![
+                    (thr as f64 * 1.1).ceil() as u64,
+                    (thr as f64 * 0.5).round() as u64,
+                ]
+            }
             _ => vec![a.req::<u64>("rate")?],
         };
         for &r in &rates {
             check_rate(
-                if test == Test::FrameLoss {
-                    "rates"
-                } else {
-                    "rate"
+                match test {
+                    Test::FrameLoss => "rates",
+                    Test::SystemRecovery => "throughput",
+                    _ => "rate",
                 },
                 r,
             )?;
@@ -369,10 +405,44 @@ impl Params {
             Test::Throughput | Test::FrameLoss => engine::MAX_FRAMES,
             _ => engine::MAX_DELAY_FRAMES,
         };
-        if engine::planned_frames(peak, duration) > limit {
+        let recovery_duration: f64 = a.opt("recovery-duration")?.unwrap_or(30.0);
+        if !(recovery_duration > 0.0 && recovery_duration <= 3600.0) {
             return Err(format!(
-                "{} frames per trial is over the limit {limit}: shorten --duration or lower the rate",
-                engine::planned_frames(peak, duration),
+                "--recovery-duration {recovery_duration}: must be in (0, 3600] s"
+            ));
+        }
+        let planned_all = match test {
+            Test::BackToBack => 0,
+            Test::SystemRecovery => {
+                engine::planned_frames(rates[0], duration)
+                    + engine::planned_frames(rates[1], recovery_duration)
+            }
+            _ => engine::planned_frames(peak, duration),
+        };
+        if matches!(test, Test::SystemRecovery | Test::BackToBack) && src.is_none() {
+            return Err(format!(
+                "--src is required ({} sends from a raw socket bound to it)",
+                test.name()
+            ));
+        }
+        // RFC 2544 section 26.4: bursts of up to 2 s at the given rate by default.
+        let max_burst: u64 = match test {
+            Test::BackToBack => a.opt("max-burst")?.unwrap_or(rates[0].saturating_mul(2)),
+            _ => 0,
+        };
+        if test == Test::BackToBack && !(1..=engine::MAX_FRAMES).contains(&max_burst) {
+            return Err(format!(
+                "--max-burst {max_burst}: must be 1..={}",
+                engine::MAX_FRAMES
+            ));
+        }
+        let gap: f64 = a.opt("gap")?.unwrap_or(2.0);
+        if !(0.0..=600.0).contains(&gap) {
+            return Err(format!("--gap {gap}: must be in [0, 600] s"));
+        }
+        if planned_all > limit {
+            return Err(format!(
+                "{planned_all} frames per trial is over the limit {limit}: shorten --duration or lower the rate",
             ));
         }
         if a.flag("json") && a.flag("csv") {
@@ -406,6 +476,10 @@ impl Params {
             rates,
             warmup,
             tagged,
+            max_burst,
+            gap,
+            throughput: a.opt("throughput")?.unwrap_or(0),
+            recovery_duration,
             json: a.flag("json"),
             csv: a.flag("csv"),
         };
@@ -414,7 +488,7 @@ impl Params {
         Ok(p)
     }
 
-    fn to_json(&self) -> J {
+    pub(crate) fn to_json(&self) -> J {
         J::obj(vec![
             ("test", J::s(self.test.name())),
             ("procedure", J::s(self.test.section())),
@@ -455,7 +529,19 @@ impl Params {
             ),
             ("warmup", J::f(self.warmup)),
             ("tagged", J::u(self.tagged)),
-            ("io", crate::io_opts::to_json(&self.ep)),
+            ("max_burst", J::u(self.max_burst)),
+            ("gap", J::f(self.gap)),
+            ("throughput", J::u(self.throughput)),
+            ("recovery_duration", J::f(self.recovery_duration)),
+            (
+                "io",
+                match self.test {
+                    Test::BackToBack | Test::SystemRecovery => {
+                        J::s("raw IPPROTO_UDP socket (sendmmsg); AF_PACKET receiver")
+                    }
+                    _ => crate::io_opts::to_json(&self.ep),
+                },
+            ),
         ])
     }
 }
@@ -496,7 +582,7 @@ pub fn environment() -> J {
     ])
 }
 
-fn trial_json(t: &TrialOut, extra: Vec<(&str, J)>) -> J {
+pub(crate) fn trial_json(t: &TrialOut, extra: Vec<(&str, J)>) -> J {
     let mut v = vec![
         ("rate", J::u(t.rate)),
         ("planned", J::u(t.planned)),
@@ -545,7 +631,7 @@ fn csv_row(test: Test, r: &Row) -> String {
     )
 }
 
-fn fmt_us(ns: f64) -> String {
+pub(crate) fn fmt_us(ns: f64) -> String {
     if ns.is_finite() {
         format!("{:.1}", ns / 1000.0)
     } else {
@@ -553,7 +639,7 @@ fn fmt_us(ns: f64) -> String {
     }
 }
 
-fn summary_json(v: &[f64]) -> J {
+pub(crate) fn summary_json(v: &[f64]) -> J {
     match stats::summary(v) {
         None => J::Null,
         Some(s) => J::obj(vec![
@@ -565,7 +651,12 @@ fn summary_json(v: &[f64]) -> J {
     }
 }
 
-fn summary_line(name: &str, unit: &str, v: &[f64], fmt: &dyn Fn(f64) -> String) -> String {
+pub(crate) fn summary_line(
+    name: &str,
+    unit: &str,
+    v: &[f64],
+    fmt: &dyn Fn(f64) -> String,
+) -> String {
     match stats::summary(v) {
         None => format!("{name}: no result"),
         Some(s) => format!(
@@ -582,7 +673,7 @@ fn summary_line(name: &str, unit: &str, v: &[f64], fmt: &dyn Fn(f64) -> String) 
 /// nothing about the DUT, so it is repeated up to `--retries` times. The
 /// invalid attempts are returned in `invalid` (they are reported, never
 /// counted as passes). Each attempt uses a new stream id.
-fn trial_with_retries(
+pub(crate) fn trial_with_retries(
     p: &Params,
     rate: u64,
     delays: bool,
@@ -615,6 +706,11 @@ fn trial_with_retries(
 
 /// Runs the test and renders the chosen output.
 pub fn run(p: &Params) -> Result<String, String> {
+    match p.test {
+        Test::BackToBack => return crate::procedures::back_to_back(p),
+        Test::SystemRecovery => return crate::procedures::system_recovery(p),
+        _ => {}
+    }
     let mut stream: u16 = (engine::monotonic_ns() & 0xffff) as u16;
     let mut rows: Vec<Row> = Vec::new();
     let mut reps: Vec<J> = Vec::new();
@@ -728,6 +824,9 @@ pub fn run(p: &Params) -> Result<String, String> {
                     ("repetition", J::u(rep as u64)),
                     ("trials", J::Arr(tj)),
                 ]));
+            }
+            Test::BackToBack | Test::SystemRecovery => {
+                return Err("internal: handled by procedures".into())
             }
             Test::Latency | Test::Pdv | Test::Ipdv => {
                 let rate = p.rates[0];

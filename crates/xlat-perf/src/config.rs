@@ -1,0 +1,245 @@
+//! `--config FILE`: every parameter of a measurement in a TOML file.
+//!
+//! Keys are the long option names without the dashes (`dst`, `max-rate`,
+//! `send-netns`, ...). Top-level keys apply to the subcommand being run and
+//! must all be options of it; a table named after a subcommand (`[latency]`,
+//! `[cer]`, ...) holds keys for that subcommand only and overrides the
+//! top-level ones when that subcommand runs (its keys are checked too, so a
+//! file may hold several tests). Values: strings, integers, floats, arrays
+//! of those (joined with commas, e.g. `rates = ["100%", 50000]`), and `true`
+//! for flags (`json = true`, `random-ports = true`; `false` leaves the flag
+//! off). Options given on the command line override the file.
+//!
+//! Every bad key or value is reported as `error: KEY: VALUE: reason` (exit
+//! 2) before anything is sent; the remaining checks of the values are the
+//! subcommand's own, whose messages `format_error` puts in the same form.
+
+use crate::args::Args;
+use crate::measure::{self, Test};
+use crate::stateful::{self, STest};
+
+/// Subcommands that take a config file, with their keys.
+pub fn subcommands() -> Vec<(&'static str, Vec<&'static str>)> {
+    let m = [
+        Test::Throughput,
+        Test::FrameLoss,
+        Test::Latency,
+        Test::Pdv,
+        Test::Ipdv,
+        Test::BackToBack,
+        Test::SystemRecovery,
+    ];
+    let s = [
+        STest::Cer,
+        STest::Validate,
+        STest::StateThroughput,
+        STest::Capacity,
+    ];
+    m.iter()
+        .map(|&t| (t.name(), measure::known_keys(t)))
+        .chain(s.iter().map(|&t| (t.name(), stateful::known_keys(t))))
+        .collect()
+}
+
+fn scalar(key: &str, v: &toml::Value) -> Result<String, String> {
+    match v {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        other => Err(format!(
+            "error: {key}: {other}: expected a string or a number"
+        )),
+    }
+}
+
+/// (apply?, value) of `v` for `key`: a flag has no value and applies when
+/// `true`; Err for a value of the wrong type.
+fn value_of(key: &str, v: &toml::Value) -> Result<(bool, Option<String>), String> {
+    if Args::is_flag(key) {
+        return match v {
+            toml::Value::Boolean(b) => Ok((*b, None)),
+            other => Err(format!("error: {key}: {other}: expected true or false")),
+        };
+    }
+    match v {
+        toml::Value::Array(items) => {
+            if items.is_empty() {
+                return Err(format!("error: {key}: []: empty list"));
+            }
+            let parts: Result<Vec<String>, String> = items.iter().map(|x| scalar(key, x)).collect();
+            Ok((true, Some(parts?.join(","))))
+        }
+        other => Ok((true, Some(scalar(key, other)?))),
+    }
+}
+
+/// Loads `path` and adds its values for subcommand `cmd` to `args` where the
+/// command line did not give them.
+pub fn apply(cmd: &str, path: &str, args: &mut Args) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("error: config: {path}: {e}"))?;
+    let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        format!(
+            "error: config: {path}: not valid TOML: {}",
+            e.to_string().replace('\n', " ")
+        )
+    })?;
+    let subs = subcommands();
+    let Some((_, known)) = subs.iter().find(|(n, _)| *n == cmd) else {
+        return Err(format!(
+            "error: config: {path}: the {cmd} command takes no config file"
+        ));
+    };
+    let mut top: Vec<(String, toml::Value)> = Vec::new();
+    let mut own: Vec<(String, toml::Value)> = Vec::new();
+    for (k, v) in &doc {
+        if let toml::Value::Table(t) = v {
+            let Some((_, sub_known)) = subs.iter().find(|(n, _)| n == k) else {
+                return Err(format!(
+                    "error: {k}: [table]: not a subcommand (tables are named after subcommands: {})",
+                    subs.iter().map(|s| s.0).collect::<Vec<_>>().join(", ")
+                ));
+            };
+            for (sk, sv) in t {
+                if !sub_known.contains(&sk.as_str()) || sk == "config" {
+                    return Err(format!("error: {k}.{sk}: {sv}: unknown key for {k}"));
+                }
+                value_of(&format!("{k}.{sk}"), sv)?;
+                if k == cmd {
+                    own.push((sk.clone(), sv.clone()));
+                }
+            }
+            continue;
+        }
+        if !known.contains(&k.as_str()) {
+            return Err(format!("error: {k}: {v}: unknown key for {cmd}"));
+        }
+        top.push((k.clone(), v.clone()));
+    }
+    // The subcommand's table first: set_default keeps the first value.
+    for (k, v) in own.iter().chain(top.iter()) {
+        // `flag = false` adds nothing: the flag stays off unless given.
+        if let (true, val) = value_of(k, v)? {
+            args.set_default(k, val);
+        }
+    }
+    Ok(())
+}
+
+/// Puts a parameter error in the form `error: KEY: VALUE: reason`: messages
+/// of the form `--KEY VALUE: reason` are rewritten, others keep their text
+/// after `error: `.
+pub fn format_error(msg: &str) -> String {
+    if msg.starts_with("error: ") {
+        return msg.to_string();
+    }
+    if let Some(rest) = msg.strip_prefix("--") {
+        if let Some((head, reason)) = rest.split_once(": ") {
+            if let Some((key, value)) = head.split_once(' ') {
+                return format!("error: {key}: {value}: {reason}");
+            }
+            return format!("error: {head}: -: {reason}");
+        }
+        if let Some((key, reason)) = rest.split_once(' ') {
+            return format!("error: {key}: -: {reason}");
+        }
+    }
+    format!("error: {msg}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> tempfile {
+        let p = std::env::temp_dir().join(format!(
+            "xlp-config-{}-{}.toml",
+            std::process::id(),
+            crate::engine::monotonic_ns()
+        ));
+        std::fs::write(&p, text).unwrap();
+        tempfile(p)
+    }
+    #[allow(non_camel_case_types)]
+    struct tempfile(std::path::PathBuf);
+    impl Drop for tempfile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn apply_to(cmd: &str, text: &str, cli: &[&str]) -> Result<Args, String> {
+        let f = file(text);
+        let mut a = Args::parse(&cli.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        apply(cmd, f.0.to_str().unwrap(), &mut a)?;
+        Ok(a)
+    }
+
+    #[test]
+    fn file_values_apply_and_the_command_line_overrides() {
+        let a = apply_to(
+            "frame-loss",
+            "dst = \"192.0.2.2:9\"\nmax-rate = 1000\nrates = [\"50%\", 250]\nduration = 0.5\njson = true\n[frame-loss]\nmax-rate = 2000\n[latency]\nrate = 10\n",
+            &["--duration", "2"],
+        )
+        .unwrap();
+        assert_eq!(a.req::<String>("dst").unwrap(), "192.0.2.2:9");
+        assert_eq!(
+            a.req::<u64>("max-rate").unwrap(),
+            2000,
+            "table over top level"
+        );
+        assert_eq!(a.req::<String>("rates").unwrap(), "50%,250");
+        assert_eq!(a.req::<f64>("duration").unwrap(), 2.0, "command line wins");
+        assert!(a.flag("json"));
+        let p = measure::Params::from_args(Test::FrameLoss, &a).unwrap();
+        assert_eq!(p.rates, vec![1000, 250]);
+    }
+
+    #[test]
+    fn bad_keys_and_values_name_key_value_and_reason() {
+        let e = apply_to("throughput", "dst = \"192.0.2.2:9\"\nrate = 5\n", &[]).unwrap_err();
+        assert_eq!(e, "error: rate: 5: unknown key for throughput");
+        let e = apply_to("throughput", "json = 1\n", &[]).unwrap_err();
+        assert_eq!(e, "error: json: 1: expected true or false");
+        let e = apply_to("throughput", "[latency]\nmax-rate = 5\n", &[]).unwrap_err();
+        assert_eq!(e, "error: latency.max-rate: 5: unknown key for latency");
+        let e = apply_to("throughput", "[nonsense]\nx = 1\n", &[]).unwrap_err();
+        assert!(
+            e.starts_with("error: nonsense: [table]: not a subcommand"),
+            "{e}"
+        );
+        let e = apply_to("throughput", "dst = { a = 1 }\n", &[]).unwrap_err();
+        assert!(e.starts_with("error: dst: [table]"), "{e}");
+        let e = apply_to("throughput", "dst = \n", &[]).unwrap_err();
+        assert!(e.contains("not valid TOML"), "{e}");
+        let e = apply_to("throughput", "dst = true\n", &[]).unwrap_err();
+        assert_eq!(e, "error: dst: true: expected a string or a number");
+        let e = apply(
+            "throughput",
+            "/nonexistent/xlp.toml",
+            &mut Args::parse(&[]).unwrap(),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("error: config: /nonexistent/xlp.toml: "),
+            "{e}"
+        );
+        // Semantic checks are the subcommand's, in the same form.
+        let a = apply_to(
+            "throughput",
+            "dst = \"192.0.2.2:9\"\nmax-rate = 20000000\n",
+            &[],
+        )
+        .unwrap();
+        let e = format_error(&measure::Params::from_args(Test::Throughput, &a).unwrap_err());
+        assert!(
+            e.starts_with("error: max-rate: 20000000: over the media maximum"),
+            "{e}"
+        );
+        assert_eq!(
+            format_error("--dst is required"),
+            "error: dst: -: is required"
+        );
+        assert_eq!(format_error("oops"), "error: oops");
+    }
+}

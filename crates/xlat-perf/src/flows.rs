@@ -1,0 +1,729 @@
+//! Per-frame flows for the procedures that need more than one fixed 4-tuple
+//! or more than one rate in a trial: RFC 9693 stateful tests (every frame its
+//! own port pair, a Responder that records the 4-tuples it receives and sends
+//! back to them) and RFC 8219 section 7.6 system recovery (a rate change in
+//! the middle of a trial, per-frame send and arrival times).
+//!
+//! Sender: a raw `IPPROTO_UDP` socket bound to the source address (the kernel
+//! writes the IP header; we write the UDP header and its checksum), one
+//! destination address and port pair per frame, `sendmmsg` in batches, paced
+//! by a schedule per rate phase like `pace::Pacer`'s (a sender that falls
+//! behind makes the trial invalid).
+//!
+//! Receiver: an `AF_PACKET` `SOCK_DGRAM` socket on every interface of its
+//! namespace (so it sees any destination port without binding it), keeping
+//! the IPv4/IPv6 UDP frames addressed to its address that carry a timed test
+//! payload of the trial's stream. It records, per sequence number, the arrival
+//! time and (if asked) the 4-tuple as received, i.e. after translation.
+//! Frames the tester itself sends (`PACKET_OUTGOING`) are ignored.
+
+use crate::engine::{self, enter_netns, monotonic_ns, udp_checksum};
+use crate::pace::BEHIND_TOLERANCE;
+use crate::payload;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+const RX_BATCH: usize = 64;
+const RX_BUF: usize = 2048;
+
+/// A UDP 4-tuple as seen on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tuple {
+    pub src: IpAddr,
+    pub sport: u16,
+    pub dst: IpAddr,
+    pub dport: u16,
+}
+
+/// Destination of frame `seq`: (address, source port, destination port).
+pub type Gen = Arc<dyn Fn(u64) -> (IpAddr, u16, u16) + Send + Sync>;
+
+/// One direction of a trial.
+#[derive(Clone)]
+pub struct Dir {
+    pub tx_netns: Option<String>,
+    pub src: IpAddr,
+    pub rx_netns: Option<String>,
+    /// The receiver keeps frames addressed to this address.
+    pub rx_addr: IpAddr,
+    pub payload: usize,
+    pub batch: usize,
+    pub stream: u16,
+    pub gen: Gen,
+    /// (frames, rate) phases, sent back to back with sequence numbers
+    /// continuing across phases.
+    pub phases: Vec<(u64, u64)>,
+    pub record_tuples: bool,
+    pub record_times: bool,
+    pub record_send_times: bool,
+    /// Absolute lateness (ns) the sender may have at the end of a phase
+    /// besides the relative 0.1% before the trial is invalid (short
+    /// back-to-back bursts last less than a scheduler tick).
+    pub slack_ns: u64,
+}
+
+impl Dir {
+    pub fn planned(&self) -> u64 {
+        self.phases.iter().map(|p| p.0).sum()
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct DirOut {
+    pub planned: u64,
+    pub sent: u64,
+    pub received: u64,
+    pub duplicates: u64,
+    pub foreign: u64,
+    pub send_errors: u64,
+    pub behind: bool,
+    pub max_lag_us: u64,
+    pub elapsed: f64,
+    /// CLOCK_MONOTONIC ns at which each phase started (sender side).
+    pub phase_start_ns: Vec<u64>,
+    /// Per sequence number: send time (ns), if recorded.
+    pub send_ns: Vec<u64>,
+    /// Per sequence number: arrival time (ns), None if never arrived.
+    pub arrival_ns: Vec<Option<u64>>,
+    /// Per sequence number: the 4-tuple as received.
+    pub tuples: Vec<Option<Tuple>>,
+}
+
+impl DirOut {
+    /// The counters in the engine's form (for the shared JSON/CSV writers).
+    pub fn as_trial(&self, rate: u64) -> engine::TrialOut {
+        engine::TrialOut {
+            rate,
+            planned: self.planned,
+            sent: self.sent,
+            received: self.received,
+            duplicates: self.duplicates,
+            foreign: self.foreign,
+            send_errors: self.send_errors,
+            elapsed: self.elapsed,
+            max_lag_us: self.max_lag_us,
+            behind: self.behind,
+            ..Default::default()
+        }
+    }
+    pub fn lost(&self) -> u64 {
+        self.planned.saturating_sub(self.received)
+    }
+    pub fn valid(&self) -> bool {
+        !self.behind
+    }
+    pub fn zero_loss(&self) -> bool {
+        self.sent == self.planned && self.received == self.planned && self.duplicates == 0
+    }
+}
+
+fn sockaddr_ip(ip: IpAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero sockaddr_storage is valid.
+    let mut st: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match ip {
+        IpAddr::V4(a) => {
+            let p = &mut st as *mut _ as *mut libc::sockaddr_in;
+            // SAFETY: sockaddr_storage is large enough for sockaddr_in.
+            unsafe {
+                (*p).sin_family = libc::AF_INET as libc::sa_family_t;
+                (*p).sin_addr.s_addr = u32::from_ne_bytes(a.octets());
+            }
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        IpAddr::V6(a) => {
+            let p = &mut st as *mut _ as *mut libc::sockaddr_in6;
+            // SAFETY: sockaddr_storage is large enough for sockaddr_in6.
+            unsafe {
+                (*p).sin6_family = libc::AF_INET6 as libc::sa_family_t;
+                (*p).sin6_addr.s6_addr = a.octets();
+            }
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (st, len as libc::socklen_t)
+}
+
+fn set_int(fd: i32, level: i32, name: i32, val: i32) -> bool {
+    // SAFETY: valid fd, pointer to a live i32 of the given length.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &val as *const i32 as *const libc::c_void,
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+fn raw_sender(src: IpAddr) -> Result<OwnedFd, String> {
+    let fam = if src.is_ipv6() {
+        libc::AF_INET6
+    } else {
+        libc::AF_INET
+    };
+    // SAFETY: plain socket(2).
+    let fd = unsafe { libc::socket(fam, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::IPPROTO_UDP) };
+    if fd < 0 {
+        return Err(format!("raw socket: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: fresh fd we own.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let (st, len) = sockaddr_ip(src);
+    // SAFETY: valid sockaddr of `len` bytes.
+    if unsafe { libc::bind(fd, &st as *const _ as *const libc::sockaddr, len) } != 0 {
+        return Err(format!(
+            "bind {src}: {} (is the address configured in the sender's namespace?)",
+            std::io::Error::last_os_error()
+        ));
+    }
+    if !set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 4 << 20) {
+        set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
+    }
+    Ok(owned)
+}
+
+/// Send schedule of one phase: frame `i` is due `i / rate` s after the
+/// start; sends what is due, at most a batch; gives up once it is certain to
+/// end later than `scheduled * (1 + 0.1%) + slack`.
+struct Sched {
+    start: std::time::Instant,
+    rate: u128,
+    total: u64,
+    batch: u64,
+    hard_stop: Duration,
+    max_lag: Duration,
+    aborted: bool,
+}
+
+impl Sched {
+    fn new(total: u64, rate: u64, batch: usize, slack_ns: u64) -> Sched {
+        let scheduled = total as f64 / rate as f64;
+        Sched {
+            start: std::time::Instant::now(),
+            rate: rate as u128,
+            total,
+            batch: batch as u64,
+            hard_stop: Duration::from_secs_f64(scheduled * (1.0 + BEHIND_TOLERANCE))
+                + Duration::from_nanos(slack_ns),
+            max_lag: Duration::ZERO,
+            aborted: false,
+        }
+    }
+    fn due_at(&self, idx: u64) -> Duration {
+        Duration::from_nanos((idx as u128 * 1_000_000_000 / self.rate) as u64)
+    }
+    fn next(&mut self, sent: u64) -> Option<usize> {
+        while sent < self.total {
+            let now = self.start.elapsed();
+            if now > self.hard_stop {
+                self.aborted = true;
+                return None;
+            }
+            let due = ((now.as_nanos() * self.rate / 1_000_000_000) as u64 + 1).min(self.total);
+            if due <= sent {
+                let last = sent + self.batch.min(self.total - sent) - 1;
+                let wake = self.due_at(last);
+                if wake > now {
+                    std::thread::sleep(wake - now);
+                }
+                continue;
+            }
+            let n = (due - sent).min(self.batch) as usize;
+            let last_sched = self.due_at(sent + n as u64 - 1);
+            if now > last_sched {
+                self.max_lag = self.max_lag.max(now - last_sched);
+            }
+            return Some(n);
+        }
+        None
+    }
+    fn past_hard_stop(&mut self) -> bool {
+        if self.start.elapsed() > self.hard_stop {
+            self.aborted = true;
+        }
+        self.aborted
+    }
+    fn behind(&self, sent: u64) -> bool {
+        self.aborted || sent < self.total || self.start.elapsed() > self.hard_stop
+    }
+}
+
+struct TxOut {
+    sent: u64,
+    send_errors: u64,
+    behind: bool,
+    max_lag_us: u64,
+    elapsed: f64,
+    phase_start_ns: Vec<u64>,
+    send_ns: Vec<u64>,
+}
+
+fn send_loop(d: &Dir) -> Result<TxOut, String> {
+    if let Some(ns) = &d.tx_netns {
+        enter_netns(ns)?;
+    }
+    let sock = raw_sender(d.src)?;
+    let fd = sock.as_raw_fd();
+    // SAFETY: plain prctl with integer arguments (precise sleeps).
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+    let batch = d.batch.max(1);
+    let len = payload::UDP_HEADER + d.payload;
+    let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| vec![0u8; len]).collect();
+    let mut names: Vec<(libc::sockaddr_storage, libc::socklen_t)> =
+        (0..batch).map(|_| sockaddr_ip(d.src)).collect();
+    let mut iovs: Vec<libc::iovec> = bufs
+        .iter_mut()
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        })
+        .collect();
+    // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
+    let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
+    let planned = d.planned();
+    let mut send_ns = if d.record_send_times {
+        vec![0u64; planned as usize]
+    } else {
+        Vec::new()
+    };
+    let (mut sent, mut send_errors) = (0u64, 0u64);
+    let (mut behind, mut max_lag) = (false, Duration::ZERO);
+    let mut phase_start_ns = Vec::new();
+    let t0 = std::time::Instant::now();
+    'phases: for &(count, rate) in &d.phases {
+        phase_start_ns.push(monotonic_ns());
+        let mut pacer = Sched::new(count, rate, batch, d.slack_ns);
+        let mut in_phase = 0u64;
+        while let Some(n) = pacer.next(in_phase) {
+            let ts = monotonic_ns();
+            for i in 0..n {
+                let seq = sent + i as u64;
+                let (dst, sport, dport) = (d.gen)(seq);
+                let b = &mut bufs[i];
+                b[0..2].copy_from_slice(&sport.to_be_bytes());
+                b[2..4].copy_from_slice(&dport.to_be_bytes());
+                b[4..6].copy_from_slice(&(len as u16).to_be_bytes());
+                b[6..8].copy_from_slice(&[0, 0]);
+                payload::write_timed(&mut b[payload::UDP_HEADER..], d.stream, seq as u32, ts);
+                let c = udp_checksum(d.src, dst, b);
+                b[6..8].copy_from_slice(&c.to_be_bytes());
+                names[i] = sockaddr_ip(dst);
+                let m = &mut msgs[i];
+                m.msg_hdr.msg_iov = &mut iovs[i] as *mut libc::iovec;
+                m.msg_hdr.msg_iovlen = 1;
+                m.msg_hdr.msg_name = &mut names[i].0 as *mut _ as *mut libc::c_void;
+                m.msg_hdr.msg_namelen = names[i].1;
+                if d.record_send_times {
+                    send_ns[seq as usize] = ts;
+                }
+            }
+            let mut done = 0usize;
+            while done < n {
+                // SAFETY: msgs[done..n] point at live iovecs, names and buffers.
+                let r = unsafe {
+                    libc::sendmmsg(fd, msgs.as_mut_ptr().add(done), (n - done) as u32, 0)
+                };
+                if r > 0 {
+                    done += r as usize;
+                    continue;
+                }
+                let err = std::io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::EINTR) => {}
+                    Some(libc::ENOBUFS)
+                    | Some(libc::EAGAIN)
+                    | Some(libc::ECONNREFUSED)
+                    | Some(libc::EHOSTUNREACH)
+                    | Some(libc::ENETUNREACH) => {
+                        send_errors += 1;
+                        std::thread::yield_now();
+                    }
+                    _ => return Err(format!("sendmmsg: {err}")),
+                }
+                if pacer.past_hard_stop() {
+                    break;
+                }
+            }
+            sent += done as u64;
+            in_phase += done as u64;
+            if pacer.aborted {
+                break;
+            }
+        }
+        max_lag = max_lag.max(pacer.max_lag);
+        if pacer.behind(in_phase) {
+            behind = true;
+            break 'phases;
+        }
+    }
+    Ok(TxOut {
+        sent,
+        send_errors,
+        behind,
+        max_lag_us: max_lag.as_micros() as u64,
+        elapsed: t0.elapsed().as_secs_f64(),
+        phase_start_ns,
+        send_ns,
+    })
+}
+
+/// (src, dst, sport, dport, UDP payload) of an IPv4/IPv6 UDP packet.
+pub fn parse_udp(pkt: &[u8]) -> Option<(IpAddr, IpAddr, u16, u16, &[u8])> {
+    let (src, dst, l4) = match pkt.first()? >> 4 {
+        4 => {
+            let ihl = ((pkt[0] & 0x0f) as usize) * 4;
+            if pkt.len() < ihl + 8 || ihl < 20 || pkt[9] != 17 {
+                return None;
+            }
+            // Fragments (offset or more-fragments set) carry no whole datagram.
+            if u16::from_be_bytes([pkt[6], pkt[7]]) & 0x3fff != 0 {
+                return None;
+            }
+            let s: [u8; 4] = pkt[12..16].try_into().ok()?;
+            let d: [u8; 4] = pkt[16..20].try_into().ok()?;
+            (
+                IpAddr::V4(Ipv4Addr::from(s)),
+                IpAddr::V4(Ipv4Addr::from(d)),
+                ihl,
+            )
+        }
+        6 => {
+            if pkt.len() < 48 || pkt[6] != 17 {
+                return None;
+            }
+            let s: [u8; 16] = pkt[8..24].try_into().ok()?;
+            let d: [u8; 16] = pkt[24..40].try_into().ok()?;
+            (
+                IpAddr::V6(Ipv6Addr::from(s)),
+                IpAddr::V6(Ipv6Addr::from(d)),
+                40,
+            )
+        }
+        _ => return None,
+    };
+    let udp = &pkt[l4..];
+    let sport = u16::from_be_bytes([udp[0], udp[1]]);
+    let dport = u16::from_be_bytes([udp[2], udp[3]]);
+    let ulen = (u16::from_be_bytes([udp[4], udp[5]]) as usize).min(udp.len());
+    if ulen < 8 {
+        return None;
+    }
+    Some((src, dst, sport, dport, &udp[8..ulen]))
+}
+
+struct RxOut {
+    received: u64,
+    duplicates: u64,
+    foreign: u64,
+    arrival_ns: Vec<Option<u64>>,
+    tuples: Vec<Option<Tuple>>,
+}
+
+fn packet_socket() -> Result<OwnedFd, String> {
+    let proto = (libc::ETH_P_ALL as u16).to_be() as i32;
+    // SAFETY: plain socket(2).
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            proto,
+        )
+    };
+    if fd < 0 {
+        return Err(format!(
+            "AF_PACKET socket: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: fresh fd we own.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    if !set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 64 << 20) {
+        set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 64 << 20);
+    }
+    let tv = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 10_000,
+    };
+    // SAFETY: valid fd, pointer to a live timeval.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            &tv as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        );
+    }
+    Ok(owned)
+}
+
+fn recv_loop(
+    d: &Dir,
+    ready: mpsc::Sender<Result<(), String>>,
+    stop_at: Arc<AtomicU64>,
+    limit_s: f64,
+) -> Result<RxOut, String> {
+    let setup = (|| {
+        if let Some(ns) = &d.rx_netns {
+            enter_netns(ns)?;
+        }
+        packet_socket()
+    })();
+    let sock = match setup {
+        Ok(s) => {
+            let _ = ready.send(Ok(()));
+            s
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e.clone()));
+            return Err(e);
+        }
+    };
+    let fd = sock.as_raw_fd();
+    let planned = d.planned();
+    let mut bufs: Vec<Vec<u8>> = (0..RX_BATCH).map(|_| vec![0u8; RX_BUF]).collect();
+    let mut iovs: Vec<libc::iovec> = bufs
+        .iter_mut()
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        })
+        .collect();
+    // SAFETY: all-zero sockaddr_ll / mmsghdr are valid.
+    let mut names: Vec<libc::sockaddr_ll> = (0..RX_BATCH)
+        .map(|_| unsafe { std::mem::zeroed() })
+        .collect();
+    // SAFETY: as above.
+    let mut msgs: Vec<libc::mmsghdr> = (0..RX_BATCH)
+        .map(|_| unsafe { std::mem::zeroed() })
+        .collect();
+    let mut seen = vec![0u64; (planned as usize).div_ceil(64)];
+    let mut arrival_ns = if d.record_times {
+        vec![None; planned as usize]
+    } else {
+        Vec::new()
+    };
+    let mut tuples = if d.record_tuples {
+        vec![None; planned as usize]
+    } else {
+        Vec::new()
+    };
+    let (mut received, mut duplicates, mut foreign) = (0u64, 0u64, 0u64);
+    let limit = monotonic_ns() + (limit_s * 1e9) as u64;
+    loop {
+        let now = monotonic_ns();
+        let stop = stop_at.load(Ordering::Acquire);
+        if (stop != 0 && now >= stop) || now >= limit {
+            break;
+        }
+        for i in 0..RX_BATCH {
+            let m = &mut msgs[i];
+            m.msg_hdr.msg_iov = &mut iovs[i] as *mut libc::iovec;
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
+            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            m.msg_len = 0;
+        }
+        // SAFETY: msgs point at live iovecs, names and buffers owned above.
+        let r = unsafe {
+            libc::recvmmsg(
+                fd,
+                msgs.as_mut_ptr(),
+                RX_BATCH as u32,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            let err = std::io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
+                _ => return Err(format!("recvmmsg: {err}")),
+            }
+        }
+        let rx = monotonic_ns();
+        for i in 0..r as usize {
+            if names[i].sll_pkttype == libc::PACKET_OUTGOING {
+                continue;
+            }
+            let len = (msgs[i].msg_len as usize).min(RX_BUF);
+            let Some((src, dst, sport, dport, pl)) = parse_udp(&bufs[i][..len]) else {
+                continue;
+            };
+            if dst != d.rx_addr {
+                continue;
+            }
+            let Some((seq, _tx)) = payload::parse_timed(pl, d.stream) else {
+                foreign += 1;
+                continue;
+            };
+            let seq = seq as u64;
+            if seq >= planned {
+                foreign += 1;
+                continue;
+            }
+            let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
+            if seen[w] & bit != 0 {
+                duplicates += 1;
+                continue;
+            }
+            seen[w] |= bit;
+            received += 1;
+            if d.record_times {
+                arrival_ns[seq as usize] = Some(rx);
+            }
+            if d.record_tuples {
+                tuples[seq as usize] = Some(Tuple {
+                    src,
+                    sport,
+                    dst,
+                    dport,
+                });
+            }
+        }
+    }
+    Ok(RxOut {
+        received,
+        duplicates,
+        foreign,
+        arrival_ns,
+        tuples,
+    })
+}
+
+/// Runs every direction at once (receivers first, then the senders), waits
+/// `wait` seconds after the last sender finished, and stops the receivers.
+/// Errors (namespaces, sockets, bind) come before the first frame is sent.
+pub fn run(dirs: &[Dir], wait: f64) -> Result<Vec<DirOut>, String> {
+    for d in dirs {
+        let planned = d.planned();
+        if planned > engine::MAX_DELAY_FRAMES {
+            return Err(format!(
+                "{planned} frames in one trial is over the limit {}",
+                engine::MAX_DELAY_FRAMES
+            ));
+        }
+        if d.phases.iter().any(|p| p.1 == 0) {
+            return Err("a rate of 0 frames/s".into());
+        }
+    }
+    let stop_at = Arc::new(AtomicU64::new(0));
+    let mut rxs = Vec::new();
+    for d in dirs {
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let longest: f64 = d.phases.iter().map(|p| p.0 as f64 / p.1 as f64).sum();
+        let limit = longest * 2.0 + wait + 30.0;
+        let (dc, st) = (d.clone(), stop_at.clone());
+        let h = std::thread::Builder::new()
+            .name("xlp-frx".into())
+            .spawn(move || recv_loop(&dc, ready_tx, st, limit))
+            .map_err(|e| format!("spawn receiver: {e}"))?;
+        let ok = ready_rx.recv_timeout(Duration::from_secs(10));
+        rxs.push(h);
+        let err = match ok {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(format!("receiver: {e}")),
+            Err(_) => Some("receiver did not start".to_string()),
+        };
+        if let Some(e) = err {
+            stop_at.store(1, Ordering::Release);
+            for h in rxs {
+                let _ = h.join();
+            }
+            return Err(e);
+        }
+    }
+    let mut txs = Vec::new();
+    for d in dirs {
+        let dc = d.clone();
+        txs.push(
+            std::thread::Builder::new()
+                .name("xlp-ftx".into())
+                .spawn(move || send_loop(&dc))
+                .map_err(|e| format!("spawn sender: {e}"))?,
+        );
+    }
+    let txr: Vec<Result<TxOut, String>> = txs
+        .into_iter()
+        .map(|h| h.join().unwrap_or_else(|_| Err("sender panicked".into())))
+        .collect();
+    stop_at.store(monotonic_ns() + (wait * 1e9) as u64, Ordering::Release);
+    let rxr: Vec<Result<RxOut, String>> = rxs
+        .into_iter()
+        .map(|h| h.join().unwrap_or_else(|_| Err("receiver panicked".into())))
+        .collect();
+    let mut out = Vec::new();
+    for ((d, t), r) in dirs.iter().zip(txr).zip(rxr) {
+        let t = t.map_err(|e| format!("sender: {e}"))?;
+        let r = r.map_err(|e| format!("receiver: {e}"))?;
+        out.push(DirOut {
+            planned: d.planned(),
+            sent: t.sent,
+            received: r.received,
+            duplicates: r.duplicates,
+            foreign: r.foreign,
+            send_errors: t.send_errors,
+            behind: t.behind,
+            max_lag_us: t.max_lag_us,
+            elapsed: t.elapsed,
+            phase_start_ns: t.phase_start_ns,
+            send_ns: t.send_ns,
+            arrival_ns: r.arrival_ns,
+            tuples: r.tuples,
+        });
+    }
+    Ok(out)
+}
+
+/// A fixed destination: every frame to `dst` with the same ports.
+pub fn fixed(dst: SocketAddr, sport: u16) -> Gen {
+    Arc::new(move |_| (dst.ip(), sport, dst.port()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ipv4_and_ipv6_udp() {
+        let mut p4 = vec![0u8; 20 + 8 + 4];
+        p4[0] = 0x45;
+        p4[9] = 17;
+        p4[12..16].copy_from_slice(&[192, 0, 2, 1]);
+        p4[16..20].copy_from_slice(&[198, 51, 100, 2]);
+        p4[20..22].copy_from_slice(&1234u16.to_be_bytes());
+        p4[22..24].copy_from_slice(&80u16.to_be_bytes());
+        p4[24..26].copy_from_slice(&12u16.to_be_bytes());
+        p4[28..32].copy_from_slice(b"abcd");
+        let (s, d, sp, dp, pl) = parse_udp(&p4).unwrap();
+        assert_eq!(s.to_string(), "192.0.2.1");
+        assert_eq!(d.to_string(), "198.51.100.2");
+        assert_eq!((sp, dp, pl), (1234, 80, &b"abcd"[..]));
+        // A non-first fragment is not a datagram.
+        p4[6] = 0x00;
+        p4[7] = 0x10;
+        assert!(parse_udp(&p4).is_none());
+        let mut p6 = vec![0u8; 40 + 8 + 2];
+        p6[0] = 0x60;
+        p6[6] = 17;
+        p6[23] = 1;
+        p6[39] = 2;
+        p6[40..42].copy_from_slice(&5u16.to_be_bytes());
+        p6[42..44].copy_from_slice(&6u16.to_be_bytes());
+        p6[44..46].copy_from_slice(&10u16.to_be_bytes());
+        let (s, d, sp, dp, pl) = parse_udp(&p6).unwrap();
+        assert_eq!(
+            (s.to_string().as_str(), d.to_string().as_str()),
+            ("::1", "::2")
+        );
+        assert_eq!((sp, dp, pl.len()), (5, 6, 2));
+        p6[6] = 6;
+        assert!(parse_udp(&p6).is_none(), "TCP is not ours");
+    }
+}

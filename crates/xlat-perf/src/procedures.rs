@@ -1,0 +1,417 @@
+//! RFC 8219 section 7.5 back-to-back frames and section 7.6 system recovery
+//! (after RFC 2544 sections 26.4 and 26.5, with RFC 9004's update of the
+//! back-to-back procedure). Parameters are `measure::Params`.
+
+use crate::engine::{self, TrialOut};
+use crate::flows::{self, Dir};
+use crate::json::J;
+use crate::measure::{self, Params};
+use crate::search::{self, Outcome};
+use std::sync::Arc;
+
+/// Source port of the system-recovery frames when ports are not
+/// pseudorandom (any fixed port in the RFC 4814 source range).
+const FIXED_SPORT: u16 = 49152;
+
+fn outcome(t: &TrialOut) -> Outcome {
+    if !t.valid() {
+        Outcome::Invalid
+    } else if t.zero_loss() {
+        Outcome::Pass
+    } else {
+        Outcome::Fail
+    }
+}
+
+fn verdict(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Pass => "pass",
+        Outcome::Fail => "fail",
+        Outcome::Invalid => "invalid: sender behind",
+    }
+}
+
+pub(crate) fn render(
+    p: &Params,
+    reps: Vec<J>,
+    headline: &[(String, String, Vec<f64>)],
+    table: Vec<String>,
+    csv: Vec<String>,
+    csv_head: &str,
+    warnings: &[String],
+) -> String {
+    if p.json {
+        let summ = J::Obj(
+            headline
+                .iter()
+                .map(|(n, u, v)| {
+                    (
+                        n.clone(),
+                        J::obj(vec![
+                            ("unit", J::s(u.clone())),
+                            ("summary", measure::summary_json(v)),
+                        ]),
+                    )
+                })
+                .collect(),
+        );
+        return J::obj(vec![
+            ("mode", J::s(p.test.name())),
+            ("parameters", p.to_json()),
+            ("environment", measure::environment()),
+            ("repetitions", J::Arr(reps)),
+            ("summary", summ),
+            (
+                "warnings",
+                J::Arr(warnings.iter().map(|w| J::s(w.clone())).collect()),
+            ),
+        ])
+        .render();
+    }
+    if p.csv {
+        let mut out = vec![csv_head.to_string()];
+        out.extend(csv);
+        return out.join("\n");
+    }
+    let mut out = table;
+    for (name, unit, v) in headline {
+        out.push(measure::summary_line(name, unit, v, &|x| format!("{x:.3}")));
+    }
+    out.extend(warnings.iter().map(|w| format!("WARNING: {w}")));
+    out.join("\n")
+}
+
+/// RFC 2544 section 26.4 / RFC 9004 section 6: the longest burst of frames
+/// sent at `--rate` (the maximum rate: the medium's, or the tester's own
+/// ceiling on a virtual link) that the DUT forwards without losing one.
+/// Binary search over the burst length between 1 and `--max-burst` (default
+/// 2 s of frames), reporting the final lower bound; `--gap` seconds between
+/// bursts let the DUT drain its buffers. Repeated `--repeat` times.
+pub fn back_to_back(p: &Params) -> Result<String, String> {
+    let rate = p.rates[0];
+    let mut stream: u16 = (engine::monotonic_ns() & 0xffff) as u16;
+    let mut reps = Vec::new();
+    let mut values = Vec::new();
+    let mut table = vec![
+        format!(
+            "xlat-perf back-to-back ({}); {} -> {}, {}-byte frames, bursts at {rate} frames/s, max burst {}, gap {} s",
+            p.test.section(),
+            p.ep.src.map_or("any".into(), |s| s.to_string()),
+            p.ep.dst,
+            p.frame_size,
+            p.max_burst,
+            p.gap
+        ),
+        format!(
+            "{:>3} {:>10} {:>10} {:>10} {:>8} {:>9}  result",
+            "rep", "burst", "received", "lost", "dup", "lag_us"
+        ),
+    ];
+    let mut csv = Vec::new();
+    let mut warnings = Vec::new();
+    let mut first = true;
+    for rep in 1..=p.repeat {
+        let mut trials: Vec<(u64, TrialOut)> = Vec::new();
+        let res = search::binary_search(p.max_burst, p.error, 1, p.max_trials, |burst| {
+            let mut attempt = 0;
+            loop {
+                if !first && p.gap > 0.0 {
+                    std::thread::sleep(std::time::Duration::from_secs_f64(p.gap));
+                }
+                first = false;
+                stream = stream.wrapping_add(1);
+                let d = dir(p, stream, vec![(burst, rate)], B2B_SLACK_NS, false)?;
+                let t = flows::run(&[d], p.wait)?.remove(0).as_trial(rate);
+                let o = outcome(&t);
+                trials.push((burst, t));
+                if o != Outcome::Invalid || attempt >= p.retries {
+                    return Ok::<Outcome, String>(o);
+                }
+                attempt += 1;
+            }
+        })?;
+        for (burst, t) in &trials {
+            let v = verdict(outcome(t));
+            table.push(format!(
+                "{:>3} {:>10} {:>10} {:>10} {:>8} {:>9}  {v}",
+                rep,
+                burst,
+                t.received,
+                t.lost(),
+                t.duplicates,
+                t.max_lag_us
+            ));
+            csv.push(format!(
+                "back-to-back,{rep},{rate},{burst},{},{},{},{},{},{},{v}",
+                t.sent,
+                t.received,
+                t.lost(),
+                t.duplicates,
+                t.valid(),
+                t.max_lag_us
+            ));
+        }
+        let invalid = trials.iter().filter(|(_, t)| !t.valid()).count();
+        if res.throughput == 0 && invalid > 0 {
+            warnings.push(format!(
+                "repetition {rep}: no burst passed and {invalid} trial(s) were invalid: the tester cannot keep {rate} frames/s; lower --rate"
+            ));
+        }
+        values.push(res.throughput as f64);
+        reps.push(J::obj(vec![
+            ("repetition", J::u(rep as u64)),
+            ("back_to_back_frames", J::u(res.throughput)),
+            ("upper_bound_frames", J::u(res.upper)),
+            // RFC 9004 section 6: the implied DUT buffer time (burst / rate).
+            (
+                "implied_buffer_time_s",
+                J::f(res.throughput as f64 / rate as f64),
+            ),
+            ("invalid_trials", J::u(invalid as u64)),
+            (
+                "trials",
+                J::Arr(
+                    trials
+                        .iter()
+                        .map(|(b, t)| {
+                            measure::trial_json(
+                                t,
+                                vec![("burst", J::u(*b)), ("outcome", J::s(verdict(outcome(t))))],
+                            )
+                        })
+                        .collect(),
+                ),
+            ),
+        ]));
+    }
+    let headline = vec![("back-to-back".to_string(), "frames".to_string(), values)];
+    Ok(render(
+        p,
+        reps,
+        &headline,
+        table,
+        csv,
+        "test,repetition,rate,burst,sent,received,lost,duplicates,valid,max_lag_us,note",
+        &warnings,
+    ))
+}
+
+/// Absolute lateness a back-to-back burst may have at its end (besides
+/// 0.1%): a burst of a few frames lasts less than a scheduler tick.
+const B2B_SLACK_NS: u64 = 1_000_000;
+
+/// One direction from the sender to the receiver of `p`, with a fixed source
+/// port or RFC 4814 pseudorandom ones (`--random-ports`).
+fn dir(
+    p: &Params,
+    stream: u16,
+    phases: Vec<(u64, u64)>,
+    slack_ns: u64,
+    times: bool,
+) -> Result<Dir, String> {
+    let src = p.ep.src.ok_or("--src is required (raw socket sender)")?;
+    let gen: flows::Gen = match p.ep.src_ports {
+        None => flows::fixed(p.ep.dst, FIXED_SPORT),
+        Some((lo, hi)) => {
+            let (dst, seed) = (p.ep.dst, engine::monotonic_ns());
+            Arc::new(move |seq| {
+                let mut r = engine::Rng::new(seed ^ seq.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                (dst.ip(), r.range(lo, hi), dst.port())
+            })
+        }
+    };
+    Ok(Dir {
+        tx_netns: p.ep.send_netns.clone(),
+        src,
+        rx_netns: p.ep.recv_netns.clone(),
+        rx_addr: p.ep.recv_bind.ip(),
+        payload: p.ep.payload,
+        batch: p.ep.batch,
+        stream,
+        gen,
+        phases,
+        record_tuples: false,
+        record_times: times,
+        record_send_times: times,
+        slack_ns,
+    })
+}
+
+/// Result of one system-recovery trial, from per-frame records.
+#[derive(Debug, PartialEq)]
+pub struct Recovery {
+    pub overload_lost: u64,
+    pub recovery_lost: u64,
+    /// B - A in ns: send time of the last frame lost after the rate change
+    /// (B) minus the time of the change (A); 0 if nothing was lost after it.
+    pub recovery_ns: u64,
+}
+
+/// RFC 2544 section 26.5: A = when the rate was reduced; B = the time of the
+/// last frame lost (we take its send time: a lost frame has no arrival);
+/// recovery time = B - A.
+pub fn recovery_of(
+    n_overload: u64,
+    a_ns: u64,
+    send_ns: &[u64],
+    arrival: &[Option<u64>],
+) -> Recovery {
+    let n1 = n_overload as usize;
+    let overload_lost = arrival[..n1.min(arrival.len())]
+        .iter()
+        .filter(|x| x.is_none())
+        .count() as u64;
+    let mut recovery_lost = 0;
+    let mut last_lost: Option<usize> = None;
+    for (i, a) in arrival.iter().enumerate().skip(n1) {
+        if a.is_none() {
+            recovery_lost += 1;
+            last_lost = Some(i);
+        }
+    }
+    let recovery_ns = last_lost.map_or(0, |i| send_ns[i].saturating_sub(a_ns));
+    Recovery {
+        overload_lost,
+        recovery_lost,
+        recovery_ns,
+    }
+}
+
+/// RFC 8219 section 7.6 / RFC 2544 section 26.5: `--duration` seconds at
+/// 110% of `--throughput`, then `--recovery-duration` seconds at 50%; the
+/// system recovery time is the time from the rate change until the last lost
+/// frame. One trial per repetition; an invalid one (sender behind) is retried.
+pub fn system_recovery(p: &Params) -> Result<String, String> {
+    let (r1, r2) = (p.rates[0], p.rates[1]);
+    let n1 = engine::planned_frames(r1, p.duration);
+    let n2 = engine::planned_frames(r2, p.recovery_duration);
+    let src = p.ep.src.ok_or("--src is required")?;
+    let mut stream: u16 = (engine::monotonic_ns() & 0xffff) as u16;
+    let mut reps = Vec::new();
+    let mut values = Vec::new();
+    let mut table = vec![
+        format!(
+            "xlat-perf system-recovery ({}); {} -> {}, {}-byte frames, {} s at {r1} frames/s (110% of {}), then {} s at {r2} frames/s (50%)",
+            p.test.section(),
+            src,
+            p.ep.dst,
+            p.frame_size,
+            p.duration,
+            p.throughput,
+            p.recovery_duration
+        ),
+        format!(
+            "{:>3} {:>10} {:>10} {:>12} {:>12} {:>12}  result",
+            "rep", "planned", "received", "overload_lost", "after_lost", "recovery_ms"
+        ),
+    ];
+    let mut csv = Vec::new();
+    for rep in 1..=p.repeat {
+        let mut attempt = 0;
+        let out = loop {
+            stream = stream.wrapping_add(1);
+            let d = dir(p, stream, vec![(n1, r1), (n2, r2)], 0, true)?;
+            let mut o = flows::run(&[d], p.wait)?;
+            let o = o.remove(0);
+            if o.valid() || attempt >= p.retries {
+                break o;
+            }
+            attempt += 1;
+            table.push(format!(
+                "{rep:>3} {:>10} {:>10} {:>12} {:>12} {:>12}  invalid: sender behind (retried)",
+                o.planned, o.received, "-", "-", "-"
+            ));
+        };
+        let a_ns = out.phase_start_ns.get(1).copied().unwrap_or(0);
+        let rec = if out.phase_start_ns.len() == 2 {
+            Some(recovery_of(n1, a_ns, &out.send_ns, &out.arrival_ns))
+        } else {
+            None
+        };
+        let note = if !out.valid() {
+            "invalid: sender behind".to_string()
+        } else {
+            match &rec {
+                Some(r) if r.recovery_lost == 0 => "recovered at once".into(),
+                Some(r) => format!("recovered after {:.3} ms", r.recovery_ns as f64 / 1e6),
+                None => "no result".into(),
+            }
+        };
+        let (ol, rl, rms) = rec.as_ref().map_or((0, 0, f64::NAN), |r| {
+            (r.overload_lost, r.recovery_lost, r.recovery_ns as f64 / 1e6)
+        });
+        if out.valid() && rec.is_some() {
+            values.push(rms);
+        }
+        table.push(format!(
+            "{rep:>3} {:>10} {:>10} {:>12} {:>12} {:>12.3}  {note}",
+            out.planned, out.received, ol, rl, rms
+        ));
+        csv.push(format!(
+            "system-recovery,{rep},{r1},{r2},{},{},{},{ol},{rl},{rms:.3},{},{},{note}",
+            out.planned,
+            out.sent,
+            out.received,
+            out.valid(),
+            out.max_lag_us
+        ));
+        reps.push(J::obj(vec![
+            ("repetition", J::u(rep as u64)),
+            ("overload_rate_fps", J::u(r1)),
+            ("recovery_rate_fps", J::u(r2)),
+            ("planned", J::u(out.planned)),
+            ("sent", J::u(out.sent)),
+            ("received", J::u(out.received)),
+            ("duplicates", J::u(out.duplicates)),
+            ("valid", J::Bool(out.valid())),
+            ("max_lag_us", J::u(out.max_lag_us)),
+            ("overload_frames", J::u(n1)),
+            ("overload_lost", J::u(ol)),
+            (
+                "overload_loss_rate_percent",
+                J::f(ol as f64 * 100.0 / n1 as f64),
+            ),
+            ("recovery_frames", J::u(n2)),
+            ("recovery_lost", J::u(rl)),
+            ("system_recovery_time_ms", J::f(rms)),
+            ("note", J::s(note)),
+        ]));
+    }
+    let headline = vec![("system recovery time".to_string(), "ms".to_string(), values)];
+    Ok(render(
+        p,
+        reps,
+        &headline,
+        table,
+        csv,
+        "test,repetition,overload_rate,recovery_rate,planned,sent,received,overload_lost,recovery_lost,recovery_ms,valid,max_lag_us,note",
+        &[],
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // RFC 2544 section 26.5: recovery time = B - A, B the last lost frame
+    // after the rate reduction at A; losses before A do not count.
+    #[test]
+    fn rfc2544_s26_5_recovery_time_from_frame_records() {
+        let send: Vec<u64> = (0..10).map(|i| 1000 + i * 100).collect();
+        let mut arr: Vec<Option<u64>> = send.iter().map(|&s| Some(s + 5)).collect();
+        arr[2] = None; // overload phase
+        arr[6] = None; // after the change at frame 5 (A = 1500)
+        let r = recovery_of(5, 1500, &send, &arr);
+        assert_eq!(
+            r,
+            Recovery {
+                overload_lost: 1,
+                recovery_lost: 1,
+                recovery_ns: 100
+            }
+        );
+        arr[6] = Some(1);
+        let r = recovery_of(5, 1500, &send, &arr);
+        assert_eq!((r.recovery_lost, r.recovery_ns), (0, 0));
+    }
+}

@@ -1,0 +1,1244 @@
+//! RFC 9693 stateful tests (benchmarking stateful NATxy gateways with RFC
+//! 4814 pseudorandom port numbers): `cer`, `validate`, `state-throughput`,
+//! `capacity`.
+//!
+//! The Tester has an **Initiator** (the private / IPv6 side, `--initiator-netns`,
+//! source address `--initiator`) and a **Responder** (the public / IPv4 side,
+//! `--responder-netns`, address `--responder`). Every trial starts with the
+//! **preliminary phase** (RFC 9693 "test phase 1"): the Initiator sends
+//! `--connections N` frames at `--prelim-rate R`, each with its own 4-tuple
+//! from the restricted port ranges `--sports` x `--dports` (each distinct
+//! 4-tuple makes one connection in the DUT); the Responder records the
+//! 4-tuple of every frame as received, i.e. after translation (the DUT's
+//! public address and port). The phase passes when every frame arrived.
+//!
+//! Emptying the DUT's state table between trials (RFC 9693 asks that each
+//! trial start from an empty table, or at least that its new connections be
+//! new): every trial runs `--between-cmd` (e.g. a command that flushes the
+//! DUT's connection tracking) and sleeps `--between-wait` seconds (e.g. the
+//! DUT's UDP timeout), and in addition every trial takes its 4-tuples from a
+//! fresh part of the tuple space (trial k uses tuple numbers S+k*N ..
+//! S+k*N+N-1 modulo the size of the space, S a pseudorandom start per run),
+//! so that a connection left over from an earlier trial is not counted as
+//! newly established while the space lasts. Neither the hook nor the wait is
+//! run when not given.
+
+use crate::args::Args;
+use crate::engine::{self, monotonic_ns, Rng};
+use crate::flows::{self, Dir, DirOut, Tuple};
+use crate::json::J;
+use crate::measure::{self, check_netns, parse_ip};
+use crate::payload;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// Absolute lateness a phase may have at its end besides 0.1% of its
+/// length: the phases of a stateful trial are short (N / R seconds) and, on
+/// veth, the DUT's per-connection work runs in the sender's own system call.
+/// 2 ms on a 100 ms phase overstates the rate by at most 2%.
+pub const STATE_SLACK_NS: u64 = 2_000_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum STest {
+    Cer,
+    Validate,
+    StateThroughput,
+    Capacity,
+}
+
+impl STest {
+    pub fn name(self) -> &'static str {
+        match self {
+            STest::Cer => "cer",
+            STest::Validate => "validate",
+            STest::StateThroughput => "state-throughput",
+            STest::Capacity => "capacity",
+        }
+    }
+    fn section(self) -> &'static str {
+        match self {
+            STest::Cer => "RFC 9693 section 4.5 (maximum connection establishment rate)",
+            STest::Validate => "RFC 9693 section 4.6 (validation of connection establishment)",
+            STest::StateThroughput => {
+                "RFC 9693 sections 4.2-4.4 and 4.10 (throughput with the state table filled)"
+            }
+            STest::Capacity => "RFC 9693 section 4.8 (connection tracking table capacity)",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Forward,
+    Reverse,
+    Bidirectional,
+}
+
+#[derive(Clone, Debug)]
+pub struct SParams {
+    pub test: STest,
+    pub initiator_netns: Option<String>,
+    pub responder_netns: Option<String>,
+    pub initiator: IpAddr,
+    pub dst: IpAddr,
+    pub responder: IpAddr,
+    pub sports: (u16, u16),
+    pub dports: (u16, u16),
+    pub connections: u64,
+    pub prelim_rate: u64,
+    pub alpha: f64,
+    pub frame_size: usize,
+    pub payload: usize,
+    pub batch: usize,
+    pub wait: f64,
+    pub repeat: usize,
+    pub retries: usize,
+    pub between_cmd: Option<String>,
+    pub between_wait: f64,
+    pub max_rate: u64,
+    pub error: f64,
+    pub max_trials: usize,
+    pub direction: Direction,
+    pub duration: f64,
+    pub c0: u64,
+    pub beta: f64,
+    pub gamma: f64,
+    pub capacity_error: u64,
+    pub max_connections: u64,
+    pub json: bool,
+    pub csv: bool,
+}
+
+const COMMON: &[&str] = &[
+    "initiator-netns",
+    "responder-netns",
+    "initiator",
+    "dst",
+    "responder",
+    "sports",
+    "dports",
+    "frame-size",
+    "batch",
+    "wait",
+    "repeat",
+    "retries",
+    "between-cmd",
+    "between-wait",
+    "alpha",
+    "json",
+    "csv",
+];
+
+pub fn known_keys(test: STest) -> Vec<&'static str> {
+    let mut k = COMMON.to_vec();
+    k.extend_from_slice(match test {
+        STest::Cer => &["connections", "max-rate", "error", "max-trials"][..],
+        STest::Validate => &["connections", "prelim-rate"][..],
+        STest::StateThroughput => &[
+            "connections",
+            "prelim-rate",
+            "direction",
+            "max-rate",
+            "error",
+            "max-trials",
+            "duration",
+        ][..],
+        STest::Capacity => &[
+            "c0",
+            "max-rate",
+            "error",
+            "max-trials",
+            "beta",
+            "gamma",
+            "capacity-error",
+            "max-connections",
+        ][..],
+    });
+    k
+}
+
+fn port_range(key: &str, s: &str) -> Result<(u16, u16), String> {
+    let bad = || format!("--{key} {s:?}: not LO-HI with 1 <= LO <= HI <= 65535");
+    let (a, b) = s.split_once('-').unwrap_or((s, s));
+    let lo: u16 = a.trim().parse().map_err(|_| bad())?;
+    let hi: u16 = b.trim().parse().map_err(|_| bad())?;
+    if lo == 0 || lo > hi {
+        return Err(bad());
+    }
+    Ok((lo, hi))
+}
+
+fn span(r: (u16, u16)) -> u64 {
+    (r.1 - r.0) as u64 + 1
+}
+
+impl SParams {
+    pub fn from_args(test: STest, a: &Args) -> Result<SParams, String> {
+        a.check_known(&known_keys(test))?;
+        let initiator = parse_ip("initiator", &a.req::<String>("initiator")?)?;
+        let dst = parse_ip("dst", &a.req::<String>("dst")?)?;
+        if initiator.is_ipv6() != dst.is_ipv6() {
+            return Err(format!(
+                "--dst {dst}: not of the family of --initiator {initiator} (give the Responder's address as the Initiator reaches it, e.g. its NAT64 form)"
+            ));
+        }
+        let responder = match a.opt::<String>("responder")? {
+            Some(s) => parse_ip("responder", &s)?,
+            None => dst,
+        };
+        let initiator_netns: Option<String> = a.opt("initiator-netns")?;
+        let responder_netns: Option<String> = a.opt("responder-netns")?;
+        if let Some(n) = &initiator_netns {
+            check_netns("initiator-netns", n)?;
+        }
+        if let Some(n) = &responder_netns {
+            check_netns("responder-netns", n)?;
+        }
+        if initiator_netns == responder_netns && initiator == responder {
+            return Err("--initiator and --responder are the same address in the same namespace: the Responder would see the Initiator's own frames".into());
+        }
+        // RFC 9693 section 4.1: restricted port ranges; RFC 4814 section 4.5
+        // source ports 1024-65535, destination ports 1-49151.
+        let sports = match a.opt::<String>("sports")? {
+            Some(s) => port_range("sports", &s)?,
+            None => (1024, 65535),
+        };
+        let dports = match a.opt::<String>("dports")? {
+            Some(s) => port_range("dports", &s)?,
+            None => (7000, 7099),
+        };
+        let space = span(sports) * span(dports);
+        let v6 = initiator.is_ipv6();
+        let min_frame = payload::ETHERNET_OVERHEAD
+            + payload::l3_header(v6)
+            + payload::UDP_HEADER
+            + payload::TIMED_LEN;
+        let frame_size: usize = a.opt("frame-size")?.unwrap_or(min_frame);
+        if frame_size < min_frame || frame_size > 9018 {
+            return Err(format!(
+                "--frame-size {frame_size}: must be {min_frame}..=9018 for {} frames (RFC 8219 section 5.1.1)",
+                if v6 { "IPv6" } else { "IPv4" }
+            ));
+        }
+        let payload = payload::payload_for_frame(frame_size, v6)?;
+        let connections: u64 = a.opt("connections")?.unwrap_or(10_000);
+        if test != STest::Capacity && !(1..=engine::MAX_DELAY_FRAMES).contains(&connections) {
+            return Err(format!(
+                "--connections {connections}: must be 1..={}",
+                engine::MAX_DELAY_FRAMES
+            ));
+        }
+        if test != STest::Capacity && connections > space {
+            return Err(format!(
+                "--connections {connections}: more than the {space} 4-tuples of --sports {}-{} x --dports {}-{}",
+                sports.0, sports.1, dports.0, dports.1
+            ));
+        }
+        let rate_ok = |key: &str, r: u64| -> Result<u64, String> {
+            if r == 0 || r > 100_000_000 {
+                return Err(format!("--{key} {r}: must be 1..=100000000 frames/s"));
+            }
+            Ok(r)
+        };
+        let prelim_rate = match test {
+            STest::Validate | STest::StateThroughput => {
+                rate_ok("prelim-rate", a.req("prelim-rate")?)?
+            }
+            _ => 0,
+        };
+        let max_rate = match test {
+            STest::Validate => 0,
+            _ => rate_ok("max-rate", a.req("max-rate")?)?,
+        };
+        let alpha: f64 = a.opt("alpha")?.unwrap_or(1.0);
+        if !(alpha > 0.0 && alpha <= 10.0) {
+            return Err(format!("--alpha {alpha}: must be in (0, 10]"));
+        }
+        let batch: usize = a.opt("batch")?.unwrap_or(32);
+        if !(1..=256).contains(&batch) {
+            return Err(format!("--batch {batch}: must be 1..=256"));
+        }
+        let wait: f64 = a.opt("wait")?.unwrap_or(2.0);
+        if !(0.0..=60.0).contains(&wait) {
+            return Err(format!("--wait {wait}: must be in [0, 60] s"));
+        }
+        let repeat: usize = a.opt("repeat")?.unwrap_or(1);
+        if !(1..=1000).contains(&repeat) {
+            return Err(format!("--repeat {repeat}: must be 1..=1000"));
+        }
+        let retries: usize = a.opt("retries")?.unwrap_or(2);
+        if retries > 10 {
+            return Err(format!("--retries {retries}: must be 0..=10"));
+        }
+        let between_cmd: Option<String> = a.opt("between-cmd")?;
+        if between_cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
+            return Err("--between-cmd \"\": empty command".into());
+        }
+        let between_wait: f64 = a.opt("between-wait")?.unwrap_or(0.0);
+        if !(0.0..=3600.0).contains(&between_wait) {
+            return Err(format!(
+                "--between-wait {between_wait}: must be in [0, 3600] s"
+            ));
+        }
+        let error: f64 = a.opt("error")?.unwrap_or(0.01);
+        if !(error > 0.0 && error < 0.5) {
+            return Err(format!("--error {error}: must be in (0, 0.5)"));
+        }
+        let max_trials: usize = a.opt("max-trials")?.unwrap_or(40);
+        if !(1..=200).contains(&max_trials) {
+            return Err(format!("--max-trials {max_trials}: must be 1..=200"));
+        }
+        let direction = match a.opt::<String>("direction")?.as_deref() {
+            None | Some("reverse") => Direction::Reverse,
+            Some("forward") => Direction::Forward,
+            Some("bidirectional") => Direction::Bidirectional,
+            Some(o) => {
+                return Err(format!(
+                    "--direction {o:?}: must be forward, reverse or bidirectional"
+                ))
+            }
+        };
+        let duration: f64 = a.opt("duration")?.unwrap_or(60.0);
+        if !(duration > 0.0 && duration <= 3600.0) {
+            return Err(format!("--duration {duration}: must be in (0, 3600] s"));
+        }
+        if test == STest::StateThroughput
+            && engine::planned_frames(max_rate, duration) > engine::MAX_DELAY_FRAMES
+        {
+            return Err(format!(
+                "--max-rate {max_rate} x --duration {duration}: over {} frames per trial",
+                engine::MAX_DELAY_FRAMES
+            ));
+        }
+        let c0: u64 = a.opt("c0")?.unwrap_or(1000);
+        let max_connections: u64 = a
+            .opt("max-connections")?
+            .unwrap_or(space.min(engine::MAX_DELAY_FRAMES));
+        let beta: f64 = a.opt("beta")?.unwrap_or(0.2);
+        let gamma: f64 = a.opt("gamma")?.unwrap_or(0.4);
+        let capacity_error: u64 = a.opt("capacity-error")?.unwrap_or(1);
+        if test == STest::Capacity {
+            if max_connections > space.min(engine::MAX_DELAY_FRAMES) || max_connections < 2 {
+                return Err(format!(
+                    "--max-connections {max_connections}: must be 2..={} (the 4-tuples of --sports x --dports)",
+                    space.min(engine::MAX_DELAY_FRAMES)
+                ));
+            }
+            if c0 == 0 || c0 >= max_connections {
+                return Err(format!(
+                    "--c0 {c0}: must be 1..{max_connections} (a number of connections the DUT surely holds)"
+                ));
+            }
+            for (k, v) in [("beta", beta), ("gamma", gamma)] {
+                if !(v > 0.0 && v < 1.0) {
+                    return Err(format!("--{k} {v}: must be in (0, 1)"));
+                }
+            }
+            if capacity_error == 0 {
+                return Err("--capacity-error 0: must be at least 1 connection".into());
+            }
+        }
+        if a.flag("json") && a.flag("csv") {
+            return Err("give at most one of --json, --csv".into());
+        }
+        Ok(SParams {
+            test,
+            initiator_netns,
+            responder_netns,
+            initiator,
+            dst,
+            responder,
+            sports,
+            dports,
+            connections,
+            prelim_rate,
+            alpha,
+            frame_size,
+            payload,
+            batch,
+            wait,
+            repeat,
+            retries,
+            between_cmd,
+            between_wait,
+            max_rate,
+            error,
+            max_trials,
+            direction,
+            duration,
+            c0,
+            beta,
+            gamma,
+            capacity_error,
+            max_connections,
+            json: a.flag("json"),
+            csv: a.flag("csv"),
+        })
+    }
+
+    fn to_json(&self) -> J {
+        let ns = |n: &Option<String>| n.clone().map_or(J::Null, J::s);
+        J::obj(vec![
+            ("test", J::s(self.test.name())),
+            ("procedure", J::s(self.test.section())),
+            ("initiator_netns", ns(&self.initiator_netns)),
+            ("responder_netns", ns(&self.responder_netns)),
+            ("initiator", J::s(self.initiator.to_string())),
+            ("dst", J::s(self.dst.to_string())),
+            ("responder", J::s(self.responder.to_string())),
+            (
+                "sports",
+                J::s(format!("{}-{}", self.sports.0, self.sports.1)),
+            ),
+            (
+                "dports",
+                J::s(format!("{}-{}", self.dports.0, self.dports.1)),
+            ),
+            ("connections", J::u(self.connections)),
+            ("prelim_rate", J::u(self.prelim_rate)),
+            ("alpha", J::f(self.alpha)),
+            ("frame_size", J::u(self.frame_size as u64)),
+            ("udp_payload", J::u(self.payload as u64)),
+            ("batch", J::u(self.batch as u64)),
+            ("wait", J::f(self.wait)),
+            ("repeat", J::u(self.repeat as u64)),
+            ("retries", J::u(self.retries as u64)),
+            (
+                "between_cmd",
+                self.between_cmd.clone().map_or(J::Null, J::s),
+            ),
+            ("between_wait", J::f(self.between_wait)),
+            ("max_rate", J::u(self.max_rate)),
+            ("error", J::f(self.error)),
+            ("max_trials", J::u(self.max_trials as u64)),
+            (
+                "direction",
+                J::s(format!("{:?}", self.direction).to_lowercase()),
+            ),
+            ("duration", J::f(self.duration)),
+            ("c0", J::u(self.c0)),
+            ("beta", J::f(self.beta)),
+            ("gamma", J::f(self.gamma)),
+            ("capacity_error", J::u(self.capacity_error)),
+            ("max_connections", J::u(self.max_connections)),
+            (
+                "io",
+                J::s("raw IPPROTO_UDP sockets (sendmmsg); AF_PACKET receivers"),
+            ),
+        ])
+    }
+}
+
+/// The tuple numbers a trial uses: `n` numbers from `base` on (modulo the
+/// space), in a pseudorandom order (each used exactly once).
+pub fn trial_tuples(base: u64, n: u64, space: u64, seed: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..n).map(|i| (base + i) % space).collect();
+    let mut r = Rng::new(seed);
+    for i in (1..v.len()).rev() {
+        let j = (r.next() % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+    v
+}
+
+/// (source port, destination port) of tuple number `k`.
+pub fn ports_of(k: u64, sports: (u16, u16), dports: (u16, u16)) -> (u16, u16) {
+    let ns = span(sports);
+    (
+        sports.0 + (k % ns) as u16,
+        dports.0 + ((k / ns) % span(dports)) as u16,
+    )
+}
+
+/// Everything one stateful trial measured.
+struct Trial {
+    connections: u64,
+    rate: u64,
+    prelim: DirOut,
+    /// Validation (RFC 9693 section 4.6): one frame per recorded 4-tuple.
+    validation: Option<DirOut>,
+    /// The Responder's table: the 4-tuples it received.
+    recorded: Vec<Tuple>,
+    phase2: Vec<(&'static str, DirOut)>,
+    phase2_rate: u64,
+}
+
+impl Trial {
+    fn prelim_ok(&self) -> bool {
+        self.prelim.valid() && self.prelim.zero_loss()
+    }
+    fn validation_ok(&self) -> bool {
+        self.validation
+            .as_ref()
+            .is_some_and(|v| v.valid() && v.zero_loss())
+    }
+    fn valid(&self) -> bool {
+        self.prelim.valid()
+            && self.validation.as_ref().is_none_or(|v| v.valid())
+            && self.phase2.iter().all(|(_, d)| d.valid())
+    }
+}
+
+struct Runner<'a> {
+    p: &'a SParams,
+    stream: u16,
+    trial_no: u64,
+    /// Where this run starts in the tuple space (pseudorandom, so that two
+    /// runs against a DUT that still holds the first run's connections are
+    /// unlikely to reuse them).
+    first_tuple: u64,
+}
+
+impl Runner<'_> {
+    fn between(&self) -> Result<(), String> {
+        if let Some(cmd) = &self.p.between_cmd {
+            let st = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(cmd)
+                .stdin(std::process::Stdio::null())
+                .status()
+                .map_err(|e| format!("--between-cmd {cmd:?}: {e}"))?;
+            if !st.success() {
+                return Err(format!("--between-cmd {cmd:?}: exited with {st}"));
+            }
+        }
+        if self.p.between_wait > 0.0 {
+            std::thread::sleep(std::time::Duration::from_secs_f64(self.p.between_wait));
+        }
+        Ok(())
+    }
+
+    fn next_stream(&mut self) -> u16 {
+        self.stream = self.stream.wrapping_add(1);
+        self.stream
+    }
+
+    /// One trial: preliminary phase of `n` connections at `rate`, then the
+    /// validation at alpha * rate and/or phase 2 at `phase2_rate`.
+    fn trial(
+        &mut self,
+        n: u64,
+        rate: u64,
+        validate: bool,
+        phase2_rate: u64,
+    ) -> Result<Trial, String> {
+        let p = self.p;
+        self.between()?;
+        let space = span(p.sports) * span(p.dports);
+        let base = (self.first_tuple + self.trial_no * n) % space;
+        self.trial_no += 1;
+        let order = Arc::new(trial_tuples(base, n, space, monotonic_ns()));
+        let (sports, dports, dst) = (p.sports, p.dports, p.dst);
+        let o = order.clone();
+        let gen: flows::Gen = Arc::new(move |seq| {
+            let (s, d) = ports_of(o[seq as usize], sports, dports);
+            (dst, s, d)
+        });
+        let stream = self.next_stream();
+        let prelim_dir = Dir {
+            tx_netns: p.initiator_netns.clone(),
+            src: p.initiator,
+            rx_netns: p.responder_netns.clone(),
+            rx_addr: p.responder,
+            payload: p.payload,
+            batch: p.batch,
+            stream,
+            gen,
+            phases: vec![(n, rate)],
+            record_tuples: true,
+            record_times: false,
+            record_send_times: false,
+            slack_ns: STATE_SLACK_NS,
+        };
+        let prelim = flows::run(&[prelim_dir], p.wait)?.remove(0);
+        let recorded: Vec<Tuple> = prelim.tuples.iter().flatten().copied().collect();
+        let mut t = Trial {
+            connections: n,
+            rate,
+            prelim,
+            validation: None,
+            recorded,
+            phase2: Vec::new(),
+            phase2_rate,
+        };
+        // `validate` checks the connections that were made even when some
+        // frames of the preliminary phase were lost; a search needs not.
+        let validate_anyway = p.test == STest::Validate && !t.recorded.is_empty();
+        if !t.prelim_ok() && !validate_anyway {
+            return Ok(t);
+        }
+        if validate {
+            let vrate = ((rate as f64 * p.alpha).round() as u64).max(1);
+            let rec = Arc::new(t.recorded.clone());
+            let r2 = rec.clone();
+            let gen: flows::Gen = Arc::new(move |seq| {
+                let tu = r2[seq as usize];
+                (tu.src, tu.dport, tu.sport)
+            });
+            let stream = self.next_stream();
+            let d = Dir {
+                tx_netns: p.responder_netns.clone(),
+                src: p.responder,
+                rx_netns: p.initiator_netns.clone(),
+                rx_addr: p.initiator,
+                payload: p.payload,
+                batch: p.batch,
+                stream,
+                gen,
+                phases: vec![(rec.len() as u64, vrate)],
+                record_tuples: false,
+                record_times: false,
+                record_send_times: false,
+                slack_ns: STATE_SLACK_NS,
+            };
+            t.validation = Some(flows::run(&[d], p.wait)?.remove(0));
+            if !t.validation_ok() || !t.prelim_ok() {
+                return Ok(t);
+            }
+        }
+        if phase2_rate > 0 {
+            let frames = engine::planned_frames(phase2_rate, p.duration);
+            let mut dirs = Vec::new();
+            let mut names = Vec::new();
+            let seed = monotonic_ns();
+            if matches!(p.direction, Direction::Forward | Direction::Bidirectional) {
+                // Initiator -> Responder over the 4-tuples of phase 1 (every
+                // one an existing connection), pseudorandomly chosen.
+                let o = order.clone();
+                let gen: flows::Gen = Arc::new(move |seq| {
+                    let mut r = Rng::new(seed ^ seq.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                    let k = o[(r.next() % o.len() as u64) as usize];
+                    let (s, d) = ports_of(k, sports, dports);
+                    (dst, s, d)
+                });
+                dirs.push(Dir {
+                    tx_netns: p.initiator_netns.clone(),
+                    src: p.initiator,
+                    rx_netns: p.responder_netns.clone(),
+                    rx_addr: p.responder,
+                    payload: p.payload,
+                    batch: p.batch,
+                    stream: self.next_stream(),
+                    gen,
+                    phases: vec![(frames, phase2_rate)],
+                    record_tuples: false,
+                    record_times: false,
+                    record_send_times: false,
+                    slack_ns: STATE_SLACK_NS,
+                });
+                names.push("forward");
+            }
+            if matches!(p.direction, Direction::Reverse | Direction::Bidirectional) {
+                // Responder -> Initiator to the recorded 4-tuples (RFC 9693:
+                // the Responder uses its state table).
+                let rec = Arc::new(t.recorded.clone());
+                let gen: flows::Gen = Arc::new(move |seq| {
+                    let mut r = Rng::new(seed ^ 0x5555 ^ seq.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                    let tu = rec[(r.next() % rec.len() as u64) as usize];
+                    (tu.src, tu.dport, tu.sport)
+                });
+                dirs.push(Dir {
+                    tx_netns: p.responder_netns.clone(),
+                    src: p.responder,
+                    rx_netns: p.initiator_netns.clone(),
+                    rx_addr: p.initiator,
+                    payload: p.payload,
+                    batch: p.batch,
+                    stream: self.next_stream(),
+                    gen,
+                    phases: vec![(frames, phase2_rate)],
+                    record_tuples: false,
+                    record_times: false,
+                    record_send_times: false,
+                    slack_ns: STATE_SLACK_NS,
+                });
+                names.push("reverse");
+            }
+            let outs = flows::run(&dirs, p.wait)?;
+            t.phase2 = names.into_iter().zip(outs).collect();
+        }
+        Ok(t)
+    }
+
+    /// A trial with retries while invalid (sender behind schedule).
+    fn trial_retry(
+        &mut self,
+        n: u64,
+        rate: u64,
+        validate: bool,
+        phase2_rate: u64,
+        log: &mut Vec<Trial>,
+    ) -> Result<usize, String> {
+        let mut attempt = 0;
+        loop {
+            let t = self.trial(n, rate, validate, phase2_rate)?;
+            let valid = t.valid();
+            log.push(t);
+            if valid || attempt >= self.p.retries {
+                return Ok(log.len() - 1);
+            }
+            attempt += 1;
+        }
+    }
+
+    /// RFC 9693 section 4.5: binary search for the highest preliminary-phase
+    /// rate at which all `n` connections are established (every frame
+    /// arrives, and every one validated). Stops early once the upper bound
+    /// falls under `stop_below` (the capacity search's beta / gamma rule).
+    /// Returns the final lower bound (0 if no rate passed).
+    fn cer_search(
+        &mut self,
+        n: u64,
+        max_rate: u64,
+        stop_below: u64,
+        log: &mut Vec<Trial>,
+    ) -> Result<u64, String> {
+        let (mut lo, mut hi) = (0u64, max_rate + 1);
+        let mut rate = max_rate;
+        for _ in 0..self.p.max_trials {
+            let i = self.trial_retry(n, rate, true, 0, log)?;
+            let t = &log[i];
+            if t.valid() && t.prelim_ok() && t.validation_ok() {
+                lo = rate;
+            } else {
+                hi = rate;
+            }
+            let gap = hi - lo;
+            if hi <= 1 || gap as f64 <= self.p.error * hi as f64 || gap <= 1 || hi < stop_below {
+                break;
+            }
+            rate = lo + gap / 2;
+        }
+        Ok(lo)
+    }
+}
+
+/// Result of the RFC 9693 capacity search.
+#[derive(Debug)]
+pub struct Capacity {
+    /// CS: the largest number of connections established at a rate not
+    /// below the gamma (beta) fraction of the safe rate.
+    pub capacity: u64,
+    /// CT: the smallest number found to fail (= capacity if max reached).
+    pub upper: u64,
+    /// RS: the connection establishment rate measured at CS.
+    pub rate: u64,
+    pub hit_max: bool,
+    /// (stage, connections, measured rate) of every search step.
+    pub steps: Vec<(&'static str, u64, u64)>,
+}
+
+/// RFC 9693 connection tracking table capacity: R0 = CER(C0); exponential
+/// search CT = 2 CS while CER(CT) (searched up to RS) stays at or above
+/// beta * RS; then binary search between CS and CT (within `e`
+/// connections) while CER(C) stays at or above gamma * RS. `cer(n, max,
+/// stop)` runs a maximum connection establishment rate search for `n`
+/// connections up to `max`, which may give up under `stop`. None when
+/// nothing establishes C0 connections.
+pub fn capacity_search<E>(
+    c0: u64,
+    max_rate: u64,
+    max_connections: u64,
+    beta: f64,
+    gamma: f64,
+    e: u64,
+    mut cer: impl FnMut(u64, u64, u64) -> Result<u64, E>,
+) -> Result<Option<Capacity>, E> {
+    let mut steps = Vec::new();
+    let r0 = cer(c0, max_rate, 0)?;
+    steps.push(("R0", c0, r0));
+    if r0 == 0 {
+        return Ok(None);
+    }
+    let (mut cs, mut rs) = (c0, r0);
+    let mut ct;
+    let mut hit_max = false;
+    loop {
+        ct = (cs * 2).min(max_connections);
+        let stop = (rs as f64 * beta).ceil() as u64;
+        let rt = cer(ct, rs, stop)?;
+        steps.push(("exponential", ct, rt));
+        if rt < stop {
+            break;
+        }
+        cs = ct;
+        rs = rt;
+        if ct >= max_connections {
+            hit_max = true;
+            break;
+        }
+    }
+    if !hit_max {
+        while ct - cs > e {
+            let c = (cs + ct) / 2;
+            let stop = (rs as f64 * gamma).ceil() as u64;
+            let rc = cer(c, rs, stop)?;
+            steps.push(("binary", c, rc));
+            if rc < stop {
+                ct = c;
+            } else {
+                cs = c;
+                rs = rc;
+            }
+        }
+    }
+    Ok(Some(Capacity {
+        capacity: cs,
+        upper: if hit_max { cs } else { ct },
+        rate: rs,
+        hit_max,
+        steps,
+    }))
+}
+
+fn trial_json(t: &Trial) -> J {
+    let d = |o: &DirOut| {
+        J::obj(vec![
+            ("planned", J::u(o.planned)),
+            ("sent", J::u(o.sent)),
+            ("received", J::u(o.received)),
+            ("lost", J::u(o.lost())),
+            ("duplicates", J::u(o.duplicates)),
+            ("valid", J::Bool(o.valid())),
+            ("max_lag_us", J::u(o.max_lag_us)),
+            ("elapsed", J::f(o.elapsed)),
+        ])
+    };
+    J::obj(vec![
+        ("connections", J::u(t.connections)),
+        ("prelim_rate", J::u(t.rate)),
+        ("preliminary", d(&t.prelim)),
+        ("recorded_tuples", J::u(t.recorded.len() as u64)),
+        // The first few 4-tuples of the Responder's table, as received (after
+        // translation): shows the DUT's public address and ports.
+        (
+            "recorded_sample",
+            J::Arr(
+                t.recorded
+                    .iter()
+                    .take(4)
+                    .map(|u| J::s(format!("{} {} -> {} {}", u.src, u.sport, u.dst, u.dport)))
+                    .collect(),
+            ),
+        ),
+        ("validation", t.validation.as_ref().map_or(J::Null, d)),
+        ("phase2_rate", J::u(t.phase2_rate)),
+        (
+            "phase2",
+            J::Obj(
+                t.phase2
+                    .iter()
+                    .map(|(n, o)| (n.to_string(), d(o)))
+                    .collect(),
+            ),
+        ),
+        ("valid", J::Bool(t.valid())),
+        ("result", J::s(verdict(t))),
+    ])
+}
+
+fn verdict(t: &Trial) -> String {
+    if !t.valid() {
+        return "invalid: sender behind".into();
+    }
+    if !t.prelim_ok() {
+        let v = t.validation.as_ref().map_or(String::new(), |v| {
+            format!("; {} of them validated", v.received)
+        });
+        return format!(
+            "fail: preliminary phase {} of {} arrived{v}",
+            t.prelim.received, t.connections
+        );
+    }
+    if let Some(v) = &t.validation {
+        if !(v.valid() && v.zero_loss()) {
+            return format!("fail: validation {} of {} returned", v.received, v.planned);
+        }
+    }
+    for (n, d) in &t.phase2 {
+        if !d.zero_loss() {
+            return format!("fail: {n} {} of {} arrived", d.received, d.planned);
+        }
+    }
+    "pass".into()
+}
+
+fn row(rep: usize, step: &str, t: &Trial) -> (String, String) {
+    let vr = t.validation.as_ref().map_or(0, |v| v.received);
+    let p2: u64 = t.phase2.iter().map(|(_, d)| d.received).sum();
+    let p2p: u64 = t.phase2.iter().map(|(_, d)| d.planned).sum();
+    (
+        format!(
+            "{rep:>3} {step:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11}  {}",
+            t.connections,
+            t.rate,
+            t.prelim.received,
+            vr,
+            t.phase2_rate,
+            format!("{p2}/{p2p}"),
+            verdict(t)
+        ),
+        format!(
+            "{rep},{step},{},{},{},{},{},{},{},{},{},{}",
+            t.connections,
+            t.rate,
+            t.prelim.sent,
+            t.prelim.received,
+            vr,
+            t.phase2_rate,
+            p2p,
+            p2,
+            t.valid(),
+            verdict(t)
+        ),
+    )
+}
+
+/// Runs the test and renders the chosen output.
+pub fn run(p: &SParams) -> Result<String, String> {
+    let mut r = Runner {
+        p,
+        stream: (monotonic_ns() & 0xffff) as u16,
+        trial_no: 0,
+        first_tuple: Rng::new(monotonic_ns()).next() % (span(p.sports) * span(p.dports)),
+    };
+    let mut reps = Vec::new();
+    let mut rows: Vec<(String, String)> = Vec::new();
+    let mut headline: Vec<(String, String, Vec<f64>)> = Vec::new();
+    let mut push = |name: &str, unit: &str, v: f64| {
+        if let Some(h) = headline.iter_mut().find(|h| h.0 == name) {
+            h.2.push(v);
+        } else {
+            headline.push((name.into(), unit.into(), vec![v]));
+        }
+    };
+    for rep in 1..=p.repeat {
+        let mut log = Vec::new();
+        let mut res: Vec<(&str, J)> = vec![("repetition", J::u(rep as u64))];
+        match p.test {
+            STest::Cer => {
+                let cer = r.cer_search(p.connections, p.max_rate, 0, &mut log)?;
+                push(
+                    "maximum connection establishment rate",
+                    "connections/s",
+                    cer as f64,
+                );
+                res.push(("connection_establishment_rate", J::u(cer)));
+                for t in &log {
+                    rows.push(row(rep, "cer", t));
+                }
+            }
+            STest::Validate => {
+                let i = r.trial_retry(p.connections, p.prelim_rate, true, 0, &mut log)?;
+                let t = &log[i];
+                let validated = t.validation.as_ref().map_or(0, |v| v.received);
+                push(
+                    "established connections",
+                    "connections",
+                    t.prelim.received as f64,
+                );
+                push("validated connections", "connections", validated as f64);
+                res.push(("established", J::u(t.prelim.received)));
+                res.push(("validated", J::u(validated)));
+                res.push(("all_validated", J::Bool(t.prelim_ok() && t.validation_ok())));
+                for t in &log {
+                    rows.push(row(rep, "validate", t));
+                }
+            }
+            STest::StateThroughput => {
+                // RFC 8219 section 7.1 binary search over the phase-2 rate;
+                // each trial refills the state table first (phase 1).
+                let (mut lo, mut hi) = (0u64, p.max_rate + 1);
+                let mut rate = p.max_rate;
+                let mut setup_failed = false;
+                for _ in 0..p.max_trials {
+                    let i = r.trial_retry(p.connections, p.prelim_rate, false, rate, &mut log)?;
+                    let t = &log[i];
+                    if !t.prelim_ok() {
+                        // No table to measure with: not a result about the rate.
+                        setup_failed = t.valid();
+                        if setup_failed {
+                            break;
+                        }
+                    }
+                    if t.valid() && t.prelim_ok() && t.phase2.iter().all(|(_, d)| d.zero_loss()) {
+                        lo = rate;
+                    } else {
+                        hi = rate;
+                    }
+                    let gap = hi - lo;
+                    if hi <= 1 || gap as f64 <= p.error * hi as f64 || gap <= 1 {
+                        break;
+                    }
+                    rate = lo + gap / 2;
+                }
+                if setup_failed {
+                    return Err(format!(
+                        "preliminary phase failed: {} of {} frames reached the Responder at {} frames/s (lower --prelim-rate or --connections; see `cer`)",
+                        log.last().map_or(0, |t| t.prelim.received),
+                        p.connections,
+                        p.prelim_rate
+                    ));
+                }
+                push("throughput with filled state table", "frames/s", lo as f64);
+                res.push(("throughput_fps", J::u(lo)));
+                res.push(("upper_bound_fps", J::u(hi)));
+                for t in &log {
+                    rows.push(row(rep, "tput", t));
+                }
+            }
+            STest::Capacity => {
+                // RFC 9693 section 4.8: R0 at C0; exponential search doubling
+                // C while R stays above beta * RS; then binary search between
+                // CS and CT while R stays above gamma * RS.
+                let cap = capacity_search(
+                    p.c0,
+                    p.max_rate,
+                    p.max_connections,
+                    p.beta,
+                    p.gamma,
+                    p.capacity_error,
+                    |n, max, stop| r.cer_search(n, max, stop, &mut log),
+                )?;
+                let Some(cap) = cap else {
+                    return Err(format!(
+                        "--c0 {}: no rate establishes C0 connections (choose a C0 the DUT surely holds)",
+                        p.c0
+                    ));
+                };
+                let (cs, rs, hit_max) = (cap.capacity, cap.rate, cap.hit_max);
+                let steps: Vec<J> = cap
+                    .steps
+                    .iter()
+                    .map(|(stage, n, rate)| {
+                        J::obj(vec![
+                            ("stage", J::s(*stage)),
+                            ("connections", J::u(*n)),
+                            ("rate", J::u(*rate)),
+                        ])
+                    })
+                    .collect();
+                push(
+                    "connection tracking table capacity",
+                    "connections",
+                    cs as f64,
+                );
+                push("rate at capacity", "connections/s", rs as f64);
+                res.push(("capacity", J::u(cs)));
+                res.push(("capacity_upper_bound", J::u(cap.upper)));
+                res.push(("rate_at_capacity", J::u(rs)));
+                res.push(("reached_max_connections", J::Bool(hit_max)));
+                res.push(("steps", J::Arr(steps)));
+                for t in &log {
+                    rows.push(row(rep, "cap", t));
+                }
+            }
+        }
+        res.push(("trials", J::Arr(log.iter().map(trial_json).collect())));
+        reps.push(J::Obj(
+            res.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        ));
+    }
+    if p.json {
+        let summ = J::Obj(
+            headline
+                .iter()
+                .map(|(n, u, v)| {
+                    (
+                        n.clone(),
+                        J::obj(vec![
+                            ("unit", J::s(u.clone())),
+                            ("summary", measure::summary_json(v)),
+                        ]),
+                    )
+                })
+                .collect(),
+        );
+        return Ok(J::obj(vec![
+            ("mode", J::s(p.test.name())),
+            ("parameters", p.to_json()),
+            ("environment", measure::environment()),
+            ("repetitions", J::Arr(reps)),
+            ("summary", summ),
+        ])
+        .render());
+    }
+    if p.csv {
+        let mut out = vec![
+            "test,repetition,step,connections,prelim_rate,prelim_sent,prelim_received,validated,phase2_rate,phase2_planned,phase2_received,valid,result"
+                .to_string(),
+        ];
+        out.extend(rows.iter().map(|r| format!("{},{}", p.test.name(), r.1)));
+        return Ok(out.join("\n"));
+    }
+    let mut out = vec![
+        format!(
+            "xlat-perf {} ({}); Initiator {} -> {} (Responder {}), sports {}-{}, dports {}-{}, {}-byte frames",
+            p.test.name(),
+            p.test.section(),
+            p.initiator,
+            p.dst,
+            p.responder,
+            p.sports.0,
+            p.sports.1,
+            p.dports.0,
+            p.dports.1,
+            p.frame_size
+        ),
+        format!(
+            "{:>3} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11}  result",
+            "rep", "step", "conns", "R", "arrived", "validated", "p2_rate", "p2_recv"
+        ),
+    ];
+    out.extend(rows.into_iter().map(|r| r.0));
+    for (name, unit, v) in &headline {
+        out.push(measure::summary_line(name, unit, v, &|x| format!("{x:.0}")));
+    }
+    Ok(out.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Args {
+        Args::parse(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    // RFC 9693 section 4.1 / RFC 4814 section 4.5: every connection of a
+    // trial is a distinct 4-tuple from the restricted ranges; consecutive
+    // trials use fresh tuples while the space allows.
+    #[test]
+    fn rfc9693_s4_1_trial_tuples_are_unique_and_move() {
+        let (sp, dp) = ((1024u16, 1123u16), (80u16, 89u16));
+        let space = 1000;
+        let a = trial_tuples(0, 400, space, 1);
+        let b = trial_tuples(400, 400, space, 2);
+        let mut all: Vec<(u16, u16)> = a
+            .iter()
+            .chain(b.iter())
+            .map(|&k| ports_of(k, sp, dp))
+            .collect();
+        assert!(all
+            .iter()
+            .all(|&(s, d)| (1024..=1123).contains(&s) && (80..=89).contains(&d)));
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 800, "no 4-tuple twice in two trials");
+        // Pseudorandom order, not counting up.
+        assert!(a.windows(2).filter(|w| w[1] == w[0] + 1).count() < 40);
+        // The whole space: every tuple exactly once.
+        let mut c = trial_tuples(700, 1000, space, 3);
+        c.sort();
+        assert_eq!(c, (0..1000).collect::<Vec<_>>());
+    }
+
+    // RFC 9693 capacity search on a simulated DUT that establishes up to
+    // `cap` connections at 10000/s and none beyond: exponential then binary
+    // search, result within E; the max-connections cap is reported as such.
+    #[test]
+    fn rfc9693_capacity_search_finds_the_table_size() {
+        for &(cap, c0, e) in &[(1000u64, 300u64, 20u64), (65536, 1000, 1), (5000, 4999, 1)] {
+            let c = capacity_search::<()>(c0, 20000, 1 << 24, 0.2, 0.4, e, |n, max, _| {
+                Ok(if n <= cap { max.min(10000) } else { 0 })
+            })
+            .unwrap()
+            .unwrap();
+            assert!(c.capacity <= cap && cap - c.capacity <= e, "{cap}: {c:?}");
+            assert!(c.upper > cap, "{c:?}");
+            assert_eq!(c.rate, 10000);
+            assert!(!c.hit_max);
+        }
+        let c = capacity_search::<()>(100, 20000, 800, 0.2, 0.4, 1, |_, max, _| Ok(max.min(5000)))
+            .unwrap()
+            .unwrap();
+        assert!(c.hit_max && c.capacity == 800, "{c:?}");
+        // A rate that drops with the table (a slower DUT when full) stops
+        // the exponential phase at beta * RS.
+        let c = capacity_search::<()>(1000, 20000, 1 << 24, 0.2, 0.4, 10, |n, max, _| {
+            Ok(if n <= 4000 { max.min(10000) } else { 1000 })
+        })
+        .unwrap()
+        .unwrap();
+        assert!(c.capacity <= 4000 && c.capacity >= 3990, "{c:?}");
+        assert!(
+            capacity_search::<()>(10, 100, 1000, 0.2, 0.4, 1, |_, _, _| Ok(0))
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        let base = [
+            "--initiator",
+            "2001:db8::1",
+            "--dst",
+            "64:ff9b::c633:6402",
+            "--responder",
+            "198.51.100.2",
+        ];
+        let e = |extra: &[&str], t: STest| {
+            let mut v = base.to_vec();
+            v.extend_from_slice(extra);
+            SParams::from_args(t, &args(&v)).unwrap_err()
+        };
+        assert!(e(&["--max-rate", "0"], STest::Cer).contains("--max-rate 0"));
+        assert!(e(&[], STest::Cer).contains("--max-rate is required"));
+        let m = e(
+            &[
+                "--max-rate",
+                "10",
+                "--sports",
+                "2000-2009",
+                "--dports",
+                "80-81",
+                "--connections",
+                "21",
+            ],
+            STest::Cer,
+        );
+        assert!(m.contains("more than the 20 4-tuples"), "{m}");
+        assert!(e(&["--max-rate", "10", "--sports", "9-3"], STest::Cer).contains("LO <= HI"));
+        assert!(e(
+            &[
+                "--prelim-rate",
+                "10",
+                "--direction",
+                "up",
+                "--max-rate",
+                "5"
+            ],
+            STest::StateThroughput
+        )
+        .contains("--direction \"up\""));
+        assert!(e(&["--max-rate", "10", "--c0", "0"], STest::Capacity).contains("--c0 0"));
+        assert!(e(&["--max-rate", "10", "--beta", "1.5"], STest::Capacity).contains("--beta 1.5"));
+        assert!(e(
+            &["--max-rate", "10", "--initiator-netns", "xlp-nope"],
+            STest::Cer
+        )
+        .contains("no such network namespace"));
+        assert!(e(&["--max-rate", "10", "--frame-size", "64"], STest::Cer).contains("84..=9018"));
+        let ok = SParams::from_args(
+            STest::Cer,
+            &args(&[&base[..], &["--max-rate", "1000"]].concat()),
+        )
+        .unwrap();
+        assert_eq!(ok.frame_size, 84);
+        assert_eq!(ok.connections, 10_000);
+        let e = SParams::from_args(
+            STest::Cer,
+            &args(&[
+                "--initiator",
+                "192.0.2.1",
+                "--dst",
+                "2001:db8::2",
+                "--max-rate",
+                "5",
+            ]),
+        )
+        .unwrap_err();
+        assert!(e.contains("not of the family"), "{e}");
+    }
+}
