@@ -405,7 +405,7 @@ def test_bad_parameters_fail_before_sending(lab):
             [*good, "--max-rate", "1000", "--dst-mac", "02:00:00:00:00"],
             "not a MAC address",
         ),
-        ([*good, "--max-rate", "1000", "--io", "xdp"], "--io"),
+        ([*good, "--max-rate", "1000", "--io", "dpdk"], "--io"),
         ([*good, "--max-rate", "1000", "--background", "1/4"], "--background-dst"),
     ]
     for args, msg in cases:

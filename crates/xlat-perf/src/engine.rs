@@ -567,7 +567,7 @@ pub fn run_trial(ep: &Endpoints, spec: &TrialSpec) -> Result<TrialOut, String> {
             "{planned} frames in one trial is over the limit {limit}: shorten --duration"
         ));
     }
-    if ep.io.kind == IoKind::Packet {
+    if ep.io.kind != IoKind::Socket {
         return crate::io_packet::run_trial(ep, spec, planned);
     }
     if ep.io.reverse_dst.is_some() || ep.io.background.is_some() || ep.io.dst_ports.is_some() {

@@ -40,8 +40,9 @@ pub fn kind(a: &Args) -> Result<IoKind, String> {
     match a.opt::<String>("io")?.as_deref() {
         None | Some("packet") => Ok(IoKind::Packet),
         Some("socket") => Ok(IoKind::Socket),
+        Some("xdp") => Ok(IoKind::Xdp),
         Some(o) => Err(format!(
-            "--io {o:?}: must be packet (AF_PACKET rings) or socket (UDP sockets)"
+            "--io {o:?}: must be packet (AF_PACKET rings), xdp (AF_XDP, copy mode) or socket (UDP sockets)"
         )),
     }
 }
@@ -186,6 +187,11 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
             return Err("--bidirectional needs --io packet".into());
         }
         return Ok(());
+    }
+    if io_kind == IoKind::Xdp && a.flag("bidirectional") {
+        // Both directions would need a sending and a receiving AF_XDP socket
+        // on queue 0 of the same interface (one UMEM shared by two threads).
+        return Err("--bidirectional with --io xdp: not supported (one AF_XDP socket per interface queue); use --io packet".into());
     }
     let v6 = ep.dst.is_ipv6();
     let src_port: u16 = a.opt("src-port")?.unwrap_or(DEFAULT_SRC_PORT);
@@ -404,10 +410,14 @@ pub fn to_json(ep: &Endpoints) -> J {
             "kind",
             J::s("socket: UDP sockets (sendmmsg/recvmmsg); raw socket for random source ports"),
         )]),
-        IoKind::Packet => J::obj(vec![
+        IoKind::Packet | IoKind::Xdp => J::obj(vec![
             (
                 "kind",
-                J::s("packet: AF_PACKET, PACKET_TX_RING (TPACKET_V2, qdisc bypass) and PACKET_RX_RING (TPACKET_V3)"),
+                J::s(if io.kind == IoKind::Xdp {
+                    "xdp: AF_XDP sockets on queue 0 in copy mode; XDP program redirecting test frames to the receiving socket, arrival time read from the RX ring"
+                } else {
+                    "packet: AF_PACKET, PACKET_TX_RING (TPACKET_V2, qdisc bypass) and PACKET_RX_RING (TPACKET_V3)"
+                }),
             ),
             ("send_port", port(&io.send_port)),
             ("recv_port", port(&io.recv_port)),
@@ -416,7 +426,9 @@ pub fn to_json(ep: &Endpoints) -> J {
             ("src_port", J::u(io.src_port as u64)),
             (
                 "recv_drop",
-                J::s(if io.recv_drop {
+                J::s(if io.kind == IoKind::Xdp {
+                    "xdp: test frames redirected to the AF_XDP socket, never reach the IP stack"
+                } else if io.recv_drop {
                     "test frames dropped at the receiving interface's nftables netdev ingress hook after the ring saw them"
                 } else {
                     "off: test frames reach the receiving namespace's IP stack"
@@ -424,12 +436,16 @@ pub fn to_json(ep: &Endpoints) -> J {
             ),
             (
                 "dst_ports",
-                io.dst_ports.map_or(J::Null, |(a, b)| J::s(format!("{a}-{b}"))),
+                io.dst_ports
+                    .map_or(J::Null, |(a, b)| J::s(format!("{a}-{b}"))),
             ),
             ("src_addrs", range(io.src_addrs)),
             ("dst_addrs", range(io.dst_addrs)),
             ("bidirectional", J::Bool(io.reverse_dst.is_some())),
-            ("reverse_dst", io.reverse_dst.map_or(J::Null, |d| J::s(d.to_string()))),
+            (
+                "reverse_dst",
+                io.reverse_dst.map_or(J::Null, |d| J::s(d.to_string())),
+            ),
             (
                 "background",
                 io.background.as_ref().map_or(J::Null, |b| {
@@ -461,7 +477,8 @@ mod tests {
         assert!(!overlap((49152, 65535), (1, 49151)));
         assert_eq!(kind(&args(&[])).unwrap(), IoKind::Packet);
         assert_eq!(kind(&args(&["--io", "socket"])).unwrap(), IoKind::Socket);
-        assert!(kind(&args(&["--io", "xdp"])).unwrap_err().contains("--io"));
+        assert_eq!(kind(&args(&["--io", "xdp"])).unwrap(), IoKind::Xdp);
+        assert!(kind(&args(&["--io", "dpdk"])).unwrap_err().contains("--io"));
         let r = parse_addr_range("src-addrs", "10.0.0.1-10.0.0.9", false).unwrap();
         assert_eq!(r.1, "10.0.0.9".parse::<IpAddr>().unwrap());
         assert!(parse_addr_range("src-addrs", "10.0.0.9-10.0.0.1", false).is_err());
@@ -475,5 +492,7 @@ mod tests {
         assert!(e.contains("--send-if needs --io packet"), "{e}");
         let e = apply(&args(&["--io", "socket", "--bidirectional"]), &mut ep).unwrap_err();
         assert!(e.contains("--bidirectional"), "{e}");
+        let e = apply(&args(&["--io", "xdp", "--bidirectional"]), &mut ep).unwrap_err();
+        assert!(e.contains("--bidirectional with --io xdp"), "{e}");
     }
 }

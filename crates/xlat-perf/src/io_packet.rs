@@ -58,6 +58,9 @@ pub enum IoKind {
     Socket,
     /// AF_PACKET with memory-mapped TX/RX rings (this module).
     Packet,
+    /// AF_XDP sockets in copy mode and an XDP receive program (`io_xdp`);
+    /// frames and counting as for `Packet`.
+    Xdp,
 }
 
 /// One port (interface) as the packet I/O sees it, resolved before a trial.
@@ -505,6 +508,7 @@ impl MmsgTx {
 pub enum Tx {
     Ring(TxRing),
     Mmsg(MmsgTx),
+    Xsk(Box<crate::io_xdp::XskTx>),
 }
 
 impl Tx {
@@ -512,18 +516,21 @@ impl Tx {
         match self {
             Tx::Ring(r) => r.next_slot(kind, tpl),
             Tx::Mmsg(m) => m.next_slot(kind, tpl),
+            Tx::Xsk(x) => x.next_slot(kind, tpl),
         }
     }
     fn commit(&mut self, len: usize) {
         match self {
             Tx::Ring(r) => r.commit(len),
             Tx::Mmsg(m) => m.commit(len),
+            Tx::Xsk(x) => x.commit(len),
         }
     }
     fn flush(&mut self) -> Result<bool, String> {
         match self {
             Tx::Ring(r) => r.flush(),
             Tx::Mmsg(m) => m.flush(),
+            Tx::Xsk(x) => x.flush(),
         }
     }
 }
@@ -671,7 +678,7 @@ fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16) -> Result<TxOut, String> {
 
 /// Counters of one stream at a receiver.
 #[derive(Default)]
-struct StreamRx {
+pub(crate) struct StreamRx {
     stream: u16,
     planned: u64,
     seen: Vec<u64>,
@@ -682,10 +689,65 @@ struct StreamRx {
 }
 
 pub struct RxOut {
-    streams: Vec<StreamRx>,
-    foreign: u64,
-    other: u64,
-    ring_drops: u64,
+    pub(crate) streams: Vec<StreamRx>,
+    pub(crate) foreign: u64,
+    pub(crate) other: u64,
+    pub(crate) ring_drops: u64,
+}
+
+/// The per-stream counters of a receiver.
+pub(crate) fn rx_streams(p: &RxPlan) -> Vec<StreamRx> {
+    p.streams
+        .iter()
+        .map(|&(stream, planned, d)| StreamRx {
+            stream,
+            planned,
+            seen: vec![0u64; (planned as usize).div_ceil(64)],
+            delays: d.then(|| vec![None; planned as usize]),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// Counts one received frame (both packet and xdp I/O): a test frame of a
+/// stream of this trial is received, duplicate or late (arrival `rx_ns`
+/// after `stop`, the end of the post-trial wait); anything else is
+/// foreign (UDP) or other.
+pub(crate) fn count_frame(
+    streams: &mut [StreamRx],
+    data: &[u8],
+    rx_ns: u64,
+    stop: u64,
+    foreign: &mut u64,
+    other: &mut u64,
+) {
+    match io_frame::parse(data, true) {
+        Rx::Other => *other += 1,
+        Rx::Foreign => *foreign += 1,
+        Rx::Test(stream, seq, tx) => match streams.iter_mut().find(|s| s.stream == stream) {
+            None => *foreign += 1,
+            Some(s) => {
+                let seq = seq as u64;
+                if seq >= s.planned {
+                    *foreign += 1;
+                } else if stop > 1 && rx_ns > stop {
+                    // RFC 2544 section 23: after the wait, a frame is lost.
+                    s.late += 1;
+                } else {
+                    let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
+                    if s.seen[w] & bit != 0 {
+                        s.duplicates += 1;
+                    } else {
+                        s.seen[w] |= bit;
+                        s.received += 1;
+                        if let Some(d) = &mut s.delays {
+                            d[seq as usize] = Some(rx_ns.saturating_sub(tx));
+                        }
+                    }
+                }
+            }
+        },
+    }
 }
 
 /// While it lives, the receiving namespace's kernel drops test frames at
@@ -761,10 +823,10 @@ impl Drop for IngressDrop {
     }
 }
 
-struct RxPlan {
-    netns: Option<String>,
-    ifname: String,
-    cpu: Option<usize>,
+pub(crate) struct RxPlan {
+    pub(crate) netns: Option<String>,
+    pub(crate) ifname: String,
+    pub(crate) cpu: Option<usize>,
     /// Drop test frames at the netdev ingress hook (see [`IngressDrop`]).
     ingress_drop: bool,
     /// Where to swallow test frames in the kernel (no ICMP port unreachable
@@ -862,17 +924,7 @@ fn rx_loop(
         }
     };
     let fd = sock.as_raw_fd();
-    let mut streams: Vec<StreamRx> = p
-        .streams
-        .iter()
-        .map(|&(stream, planned, d)| StreamRx {
-            stream,
-            planned,
-            seen: vec![0u64; (planned as usize).div_ceil(64)],
-            delays: d.then(|| vec![None; planned as usize]),
-            ..Default::default()
-        })
-        .collect();
+    let mut streams = rx_streams(p);
     let (mut foreign, mut other) = (0u64, 0u64);
     let off = realtime_minus_monotonic();
     let limit = monotonic_ns() + (limit_s * 1e9) as u64;
@@ -942,35 +994,7 @@ fn rx_loop(
             } else {
                 now_mono
             };
-            match io_frame::parse(data, true) {
-                Rx::Other => other += 1,
-                Rx::Foreign => foreign += 1,
-                Rx::Test(stream, seq, tx) => {
-                    match streams.iter_mut().find(|s| s.stream == stream) {
-                        None => foreign += 1,
-                        Some(s) => {
-                            let seq = seq as u64;
-                            if seq >= s.planned {
-                                foreign += 1;
-                            } else if stop > 1 && rx_ns > stop {
-                                // RFC 2544 section 23: after the wait, a frame is lost.
-                                s.late += 1;
-                            } else {
-                                let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
-                                if s.seen[w] & bit != 0 {
-                                    s.duplicates += 1;
-                                } else {
-                                    s.seen[w] |= bit;
-                                    s.received += 1;
-                                    if let Some(d) = &mut s.delays {
-                                        d[seq as usize] = Some(rx_ns.saturating_sub(tx));
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            count_frame(&mut streams, data, rx_ns, stop, &mut foreign, &mut other);
             if next == 0 {
                 break;
             }
@@ -1015,11 +1039,18 @@ fn spawn_rx(
     p: RxPlan,
     stop_at: Arc<AtomicU64>,
     limit_s: f64,
+    kind: IoKind,
 ) -> Result<std::thread::JoinHandle<Result<RxOut, String>>, String> {
     let (tx, rx) = mpsc::channel();
     let h = std::thread::Builder::new()
         .name("xlp-prx".into())
-        .spawn(move || rx_loop(&p, tx, stop_at, limit_s))
+        .spawn(move || {
+            if kind == IoKind::Xdp {
+                crate::io_xdp::rx_loop(&p, tx, stop_at, limit_s)
+            } else {
+                rx_loop(&p, tx, stop_at, limit_s)
+            }
+        })
         .map_err(|e| format!("spawn receiver: {e}"))?;
     match rx.recv_timeout(Duration::from_secs(10)) {
         Ok(Ok(())) => Ok(h),
@@ -1181,7 +1212,7 @@ pub fn run_trial(
             drain: d.rx.drain,
             streams: std::mem::take(&mut d.rx.streams),
         };
-        match spawn_rx(plan, stop_at.clone(), limit_s) {
+        match spawn_rx(plan, stop_at.clone(), limit_s, io.kind) {
             Ok(h) => rxs.push(h),
             Err(e) => {
                 stop_at.store(1, Ordering::Release);
@@ -1197,6 +1228,7 @@ pub fn run_trial(
     let go = Arc::new(std::sync::Barrier::new(dirs.len()));
     let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut txs = Vec::new();
+    let kind = io.kind;
     for d in dirs {
         let (go, failed) = (go.clone(), failed.clone());
         let tx = d.tx;
@@ -1212,6 +1244,10 @@ pub fn run_trial(
                         .main
                         .len()
                         .max(tx.bg.as_ref().map_or(0, |(b, _)| b.len()));
+                    if kind == IoKind::Xdp {
+                        return crate::io_xdp::XskTx::open(&tx.port.ifname)
+                            .map(|x| Tx::Xsk(Box::new(x)));
+                    }
                     // Without a TX ring (older kernels): sendmmsg(2) on the
                     // same kind of socket.
                     TxRing::open(&tx.port.ifname, max_len)

@@ -29,6 +29,7 @@ mod io_opts;
 mod io_packet;
 mod io_resolve;
 mod io_selftest;
+mod io_xdp;
 mod json;
 mod measure;
 mod pace;
@@ -65,7 +66,7 @@ COMMON: [--src ADDR] [--recv-bind ADDR:PORT] [--send-netns NAME] [--recv-netns N
         [--repeat N] [--retries N] [--batch N] [--random-ports [--src-ports LO-HI]]
         [--json | --csv] [--ceiling-file FILE] [--config FILE] IO
 IO (traffic and I/O engine, see docs/xlat-perf.md, I/O):
-        [--io packet|socket] [--send-if IF] [--recv-if IF] [--src-mac MAC] [--dst-mac MAC]
+        [--io packet|xdp|socket] [--send-if IF] [--recv-if IF] [--src-mac MAC] [--dst-mac MAC]
         [--send-cpu N] [--recv-cpu N] [--src-port P] [--dst-ports LO-HI]
         [--src-addrs A-B] [--dst-addrs A-B] [--bidirectional [--reverse-dst ADDR:PORT]
         [--reverse-dst-mac MAC]] [--background N/M --background-dst [IPV6]:PORT
@@ -74,7 +75,7 @@ IO (traffic and I/O engine, see docs/xlat-perf.md, I/O):
 The tester's own ceiling, port to port over a veth pair of its own (no DUT):
   xlat-perf self-test [--features 64,64-random-ports,64-timestamps,84-ipv6,1518]
                       [--duration SECS] [--max-rate FPS] [--repeat N] [--save FILE] [--json]
-                      [--send-cpu N] [--recv-cpu N] [--rps CPU] [--io packet|socket]
+                      [--send-cpu N] [--recv-cpu N] [--rps CPU] [--io packet|xdp|socket]
                       [--send-netns A --recv-netns B (--src4 A --dst4 B | --src6 A --dst6 B)]
 
 RFC 9693 stateful measurements (Initiator on the private/IPv6 side, Responder

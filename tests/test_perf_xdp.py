@@ -1,0 +1,170 @@
+"""AF_XDP I/O of the xlat-perf tester (``--io xdp``, issue 5).
+
+Through a kernel router namespace (the same DUTs as tests/test_perf.py): every
+frame is counted, a known packet-rate limit is measured within +-5%, a setup
+that cannot work fails clearly before anything is sent, and the XDP receive
+program is detached after every trial (also after a failed one).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from lab import netns
+from tests.test_perf import (
+    LIMIT_BURST,
+    LIMIT_PPS,
+    ROOT,
+    _common,
+    _router,
+    perf,
+    perf_json,
+)
+
+
+@pytest.fixture
+def lab():
+    with netns.Lab(netns.random_prefix("xlx")) as lab:
+        yield lab
+
+
+def _xdp_attached(lab: netns.Lab, ns: str) -> list[str]:
+    """Interfaces of ``ns`` with an XDP program attached (``ip link`` shows it)."""
+    out = lab.exec(ns, ["ip", "-j", "-d", "link", "show"]).stdout
+    return [link["ifname"] for link in json.loads(out) if "xdp" in link]
+
+
+def _tx_packets(lab: netns.Lab, ns: str, dev: str) -> int:
+    out = lab.exec(ns, ["ip", "-j", "-s", "link", "show", "dev", dev]).stdout
+    return json.loads(out)[0]["stats64"]["tx"]["packets"]
+
+
+# Every frame sent is received exactly once through the router, at the RFC
+# 8219 section 5.1.1 sizes (64 and 1518 bytes IPv4); ARP still reaches the
+# stack while the program is attached (XDP_PASS); the program is detached
+# afterwards.
+@pytest.mark.timeout(40)
+def test_xdp_io_frames_counted_through_router(lab):
+    s, d = _router(lab, "counter")
+    for size in ("64", "1518"):
+        r = perf_json(
+            "frame-loss",
+            *_common(s, d),
+            "--io",
+            "xdp",
+            "--random-ports",
+            "--src-ports",
+            "10000-60000",
+            "--frame-size",
+            size,
+            "--max-rate",
+            "5000",
+            "--rates",
+            "100%",
+            "--duration",
+            "0.5",
+            "--wait",
+            "0.1",
+            "--retries",
+            "4",
+        )
+        assert r["parameters"]["io"]["kind"].startswith("xdp"), r["parameters"]["io"]
+        t = r["repetitions"][0]["trials"][0]
+        assert t["received"] == t["sent"] > 2000, (size, t)
+        assert t["foreign"] == 0 and t["duplicates"] == 0 and t["late"] == 0, t
+        assert t["rx_ring_drops"] == 0, t
+    assert _xdp_attached(lab, d) == [] and _xdp_attached(lab, s) == []
+    # The stack of the receiving namespace still resolves neighbours.
+    lab.exec(d, ["ip", "neigh", "flush", "dev", "p0"])
+    lab.exec(d, ["ping", "-c1", "-W2", "198.51.100.254"])
+
+
+# RFC 8219 section 7.1 calibration on AF_XDP I/O: a router forwarding at most
+# LIMIT_PPS frames/s is measured within +-5%.
+@pytest.mark.timeout(55)
+def test_rfc8219_s7_1_xdp_throughput_calibrated_against_rate_limit(lab):
+    s, d = _router(
+        lab, f"limit rate over {LIMIT_PPS}/second burst {LIMIT_BURST} packets drop"
+    )
+    r = perf_json(
+        "throughput",
+        *_common(s, d),
+        "--io",
+        "xdp",
+        "--max-rate",
+        str(5 * LIMIT_PPS // 2),
+        "--duration",
+        "2",
+        "--wait",
+        "0.2",
+        "--error",
+        "0.02",
+    )
+    rep = r["repetitions"][0]
+    got = rep["throughput_fps"]
+    print(f"xdp: limit {LIMIT_PPS} fps measured as {got} fps: {rep['search']}")
+    assert abs(got - LIMIT_PPS) <= 0.05 * LIMIT_PPS, rep
+    passed = [t["rate"] for t in rep["trials"] if t["zero_loss"] and t["valid"]]
+    assert got in passed
+    assert _xdp_attached(lab, d) == []
+
+
+# A receiving interface that already has an XDP program (not ours) cannot be
+# used: a clear error naming --io xdp before anything is sent, the other
+# program is left in place. --bidirectional is refused as a usage error.
+@pytest.mark.timeout(30)
+def test_xdp_io_bad_setup_fails_before_sending(lab, tmp_path):
+    s, d = _router(lab, "counter")
+    obj = tmp_path / "other.o"
+    subprocess.run(
+        [
+            "clang",
+            "-O2",
+            "-g",
+            "-target",
+            "bpf",
+            "-I/usr/include/x86_64-linux-gnu",
+            "-c",
+            str(ROOT / "crates/xlat-perf/bpf/xlp_rx.bpf.c"),
+            "-o",
+            str(obj),
+        ],
+        check=True,
+        timeout=30,
+    )
+    lab.exec(
+        d,
+        ["ip", "link", "set", "dev", "p0", "xdpgeneric", "obj", str(obj), "sec", "xdp"],
+    )
+    before = _tx_packets(lab, s, "p0")
+    cp = perf(
+        "throughput",
+        *_common(s, d),
+        "--io",
+        "xdp",
+        "--max-rate",
+        "1000",
+        "--duration",
+        "0.2",
+        check=False,
+    )
+    assert cp.returncode == 1, (cp.stdout, cp.stderr)
+    assert "--io xdp" in cp.stderr and "another XDP program" in cp.stderr, cp.stderr
+    assert _tx_packets(lab, s, "p0") == before
+    assert _xdp_attached(lab, d) == ["p0"]
+    lab.exec(d, ["ip", "link", "set", "dev", "p0", "xdpgeneric", "off"])
+    cp = perf(
+        "throughput",
+        *_common(s, d),
+        "--io",
+        "xdp",
+        "--bidirectional",
+        "--max-rate",
+        "1000",
+        check=False,
+    )
+    assert cp.returncode == 2 and "--io xdp" in cp.stderr, cp.stderr
+    assert _tx_packets(lab, s, "p0") == before
