@@ -17,9 +17,31 @@
 # (= the self-test's path) and through the router; their ratio is the ratio
 # of the two ceilings on one CPU.
 #
-# Usage: scripts/perf_selftest_vs_kernel.sh [REPS]   (as root, after `make build`)
+# With --io KIND (repeatable: packet, xdp, socket; default packet) both
+# measurements of a repetition use that I/O, one kind after the other in the
+# same repetition, and medians and ratios are printed per kind.
+#
+# With --napi-threaded every veth end of both set-ups (sender, router and
+# receiver of the forwarding path, both ends of the self-test pair) gets GRO
+# on (which gives a veth a NAPI context) and threaded NAPI: the receiving
+# side's kernel work of each veth runs in a kernel thread the scheduler may
+# put on the other CPU, identically for the self-test and the kernel path.
+# The self-test uses the script's own pair (namespaces A/B) so the settings
+# apply to it.
+#
+# Usage: scripts/perf_selftest_vs_kernel.sh [--io KIND]... [--napi-threaded] [REPS]
+#        (as root, after `make build`)
 # Env: XLAT_PERF_BIN, DURATION (trial seconds, default 1).
 set -euo pipefail
+IOS=() NAPI=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --io) IOS+=("$2"); shift 2 ;;
+    --napi-threaded) NAPI=1; shift ;;
+    *) break ;;
+    esac
+done
+[ ${#IOS[@]} -gt 0 ] || IOS=(packet)
 REPS=${1:-3}
 BIN=${XLAT_PERF_BIN:-$(dirname "$0")/../target/release/xlat-perf}
 DURATION=${DURATION:-1}
@@ -49,6 +71,13 @@ for l in "$S p0" "$R p0" "$R p1" "$D p0" "$A p0" "$B p0"; do
     set -- $l
     ip -n "$1" link set "$2" up
 done
+if [ "$NAPI" = 1 ]; then
+    for l in "$S p0" "$R p0" "$R p1" "$D p0" "$A p0" "$B p0"; do
+        set -- $l
+        ip netns exec "$1" ethtool -K "$2" gro on >/dev/null
+        ip netns exec "$1" sh -c "echo 1 > /sys/class/net/$2/threaded"
+    done
+fi
 ip -n "$S" -6 route add default via 2001:db8:1::fe
 ip -n "$D" -6 route add default via 2001:db8:2::fe
 ip netns exec "$R" sysctl -qw net.ipv6.conf.all.forwarding=1
@@ -63,33 +92,43 @@ DIRECT=(--send-netns "$A" --recv-netns "$B" --src 192.0.2.1 --dst 192.0.2.2:7000
     --frame-size 64)
 PIN=(--send-cpu 0 --recv-cpu 1)
 cost() {
-    "$BIN" frame-loss "$@" "${PIN[@]}" --max-rate 100000 --rates 100% \
+    local io=$1; shift
+    "$BIN" frame-loss "$@" "${PIN[@]}" --io "$io" --max-rate 100000 --rates 100% \
         --duration "$DURATION" --wait 0.1 --json |
         field 'j["repetitions"][0]["trials"][0].get("tx_cpu_ns_per_frame")'
 }
 
-kernel=() self=() ck=() cs=()
+rows=()
 for i in $(seq 1 "$REPS"); do
-    k=$("$BIN" throughput "${KERNEL[@]}" "${PIN[@]}" --max-rate 2000000 \
-        --duration "$DURATION" --wait 0.1 --error 0.02 --retries 1 --json |
-        field 'j["repetitions"][0]["throughput_fps"]')
-    s=$("$BIN" self-test --features 64 --max-rate 2000000 "${PIN[@]}" \
-        --duration "$DURATION" --error 0.02 --json |
-        field 'j["features"][0]["ceiling_fps"]')
-    a=$(cost "${KERNEL[@]}")
-    b=$(cost "${DIRECT[@]}")
-    echo "repetition $i: kernel IPv6 forwarding $k fps, self-test (64-byte) $s fps;" \
-        "sender CPU per frame: through the router $a ns, direct $b ns"
-    kernel+=("$k") self+=("$s") ck+=("$a") cs+=("$b")
+    for io in "${IOS[@]}"; do
+        k=$("$BIN" throughput "${KERNEL[@]}" "${PIN[@]}" --io "$io" --max-rate 2000000 \
+            --duration "$DURATION" --wait 0.1 --error 0.02 --retries 1 --json |
+            field 'j["repetitions"][0]["throughput_fps"]')
+        s=$("$BIN" self-test --features 64 --max-rate 2000000 "${PIN[@]}" --io "$io" \
+            --send-netns "$A" --recv-netns "$B" --src4 192.0.2.1 --dst4 192.0.2.2 \
+            --duration "$DURATION" --error 0.02 --json |
+            field 'j["features"][0]["ceiling_fps"]')
+        a=$(cost "$io" "${KERNEL[@]}")
+        b=$(cost "$io" "${DIRECT[@]}")
+        echo "repetition $i, --io $io: kernel IPv6 forwarding $k fps, self-test (64-byte) $s fps;" \
+            "sender CPU per frame: through the router $a ns, direct $b ns"
+        rows+=("$io $k $s $a $b")
+    done
 done
-python3 - "${kernel[*]}" "${self[*]}" "${ck[*]}" "${cs[*]}" <<'EOF'
+python3 - "$NAPI" "${rows[@]}" <<'EOF'
 import statistics, sys
-k, s, ck, cs = ([float(x) for x in a.split()] for a in sys.argv[1:5])
-mk, ms = statistics.median(k), statistics.median(s)
-print(f"median kernel IPv6 forwarding (84-byte frames): {mk:.0f} fps over {len(k)} runs {k}")
-print(f"median self-test ceiling (64-byte frames):      {ms:.0f} fps over {len(s)} runs {s}")
-print(f"ratio of the rates: {ms / mk:.2f} (issue 5 asks for >= 2)")
-mck, mcs = statistics.median(ck), statistics.median(cs)
-print(f"median sender CPU per frame: through the router {mck:.0f} ns, direct {mcs:.0f} ns;"
-      f" one-CPU ceiling ratio {mck / mcs:.2f}")
+by = {}
+for line in sys.argv[2:]:
+    io, *v = line.split()
+    by.setdefault(io, []).append([float(x) if x != "None" else float("nan") for x in v])
+for io, rows in by.items():
+    k, s, ck, cs = ([r[i] for r in rows] for i in range(4))
+    mk, ms = statistics.median(k), statistics.median(s)
+    print(f"--io {io}" + (" (threaded NAPI on every veth)" if sys.argv[1] == "1" else "") + ":")
+    print(f"  median kernel IPv6 forwarding (84-byte frames): {mk:.0f} fps over {len(k)} runs {k}")
+    print(f"  median self-test ceiling (64-byte frames):      {ms:.0f} fps over {len(s)} runs {s}")
+    print(f"  ratio of the rates: {ms / mk:.2f} (issue 5 asks for >= 2)")
+    mck, mcs = statistics.median(ck), statistics.median(cs)
+    print(f"  median sender CPU per frame: through the router {mck:.0f} ns, direct {mcs:.0f} ns;"
+          f" one-CPU ceiling ratio {mck / mcs:.2f}")
 EOF
