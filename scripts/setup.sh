@@ -15,7 +15,7 @@ APT_PACKAGES=(
     iproute2 iputils-ping iperf3 nftables tcpdump traceroute ethtool
     tayga unbound nginx-light curl dnsutils
     python3 python3-pip python3-venv
-    clang llvm libbpf-dev
+    clang llvm libbpf-dev linux-libc-dev  # the eBPF fast path (bpf/, crates/xlat/build.rs)
 )
 
 missing=()
