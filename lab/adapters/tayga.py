@@ -86,6 +86,10 @@ class Tayga(Adapter):
             conf = d.dir / "tayga.conf"
             conf.write_text("\n".join([*lines, f"data-dir {d.dir}"]) + "\n")
             topo.lab.exec(ns, [self.binary, "--mktun", "--config", str(conf)])
+            if hasattr(
+                topo, "mid_mtu"
+            ):  # dual_dut: translated frames are 20 bytes longer
+                topo.lab.ip(ns, "link", "set", TUN, "mtu", str(topo.mid_mtu))
             topo.lab.ip(ns, "link", "set", TUN, "up")
             for r in routes:
                 topo.lab.route(ns, r, dev=TUN)

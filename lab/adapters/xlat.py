@@ -75,17 +75,18 @@ class Xlat(Adapter):
             return [(topo.router, "xlat", self.config_text(topo, sock) + dp)]
         if kind in ("dual_dut", "xlat464"):
             discover = getattr(topo, "dns64", None) is not None
+            mtu = f"mtu = {topo.mid_mtu}\n" if hasattr(topo, "mid_mtu") else ""
             p6 = "" if discover else f'pool6 = "{topo.pool6}"\n'
             clat = (
                 f'mode = "clat"\n{p6}{self.extra_toml}\n[clat]\nipv4 = "{topo.clat_v4_prefix}"\n'
                 f'ipv6 = "{topo.clat_v6_prefix}"\n\n'
-                f'[tun]\nname = "clat0"\nipv4-routes = [{_routes(topo.clat_ipv4_routes)}]\n\n'
+                f'[tun]\nname = "clat0"\n{mtu}ipv4-routes = [{_routes(topo.clat_ipv4_routes)}]\n\n'
                 f'[control]\nsocket = "{workdir}/clat.sock"\n\n[privileges]\nuser = ""\n'
             )
             plat = (
                 f'mode = "siit"\npool6 = "{topo.pool6}"\n{self.extra_toml}\n\n'
                 f"{_eams(topo.plat_eamt)}"
-                f'[tun]\nname = "plat0"\nipv4-routes = [{_routes(topo.plat_ipv4_routes)}]\n\n'
+                f'[tun]\nname = "plat0"\n{mtu}ipv4-routes = [{_routes(topo.plat_ipv4_routes)}]\n\n'
                 f'[control]\nsocket = "{workdir}/plat.sock"\n\n[privileges]\nuser = ""\n'
             )
             return [(topo.plat, "plat", plat + dp), (topo.clat, "clat", clat + dp)]

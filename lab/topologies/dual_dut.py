@@ -44,6 +44,11 @@ class DualDut(Topology):
     plat_v4: str = "198.51.100.1"
     srv_v4: str = "198.51.100.2"
     srv_v6: str = "2001:db8:64::c633:6402"
+    # The IPv6 link carries the translated frames, 20 bytes longer than the
+    # IPv4 ones: 1520 lets 1500-byte IPv4 packets (1518-byte frames) through
+    # unfragmented, as RFC 8219's frame sizes need. DUTs set their own devices
+    # (TUN) to ``mid_mtu`` too.
+    mid_mtu: int = 1520
     plat_eamt: list[tuple[str, str]] = field(
         default_factory=lambda: [("203.0.113.0/28", "2001:db8:aaaa::/124")]
     )
@@ -59,7 +64,7 @@ class DualDut(Topology):
         ),
         links=(
             Link("app", "eth0", "clat", "lan"),
-            Link("clat", "mid", "plat", "mid"),
+            Link("clat", "mid", "plat", "mid", mtu="{mid_mtu}"),
             Link("plat", "srv", "srv", "eth0"),
         ),
         addrs=(

@@ -343,6 +343,7 @@ fn send_loop(ep: &Endpoints, spec: &TrialSpec, planned: u64) -> Result<TxOut, St
         enter_netns(ns)?;
     }
     let (sock, hdr) = sender_socket(ep)?;
+    crate::io_packet::boost();
     let fd = sock.as_raw_fd();
     // SAFETY: plain prctl with integer arguments (precise sleeps).
     unsafe {

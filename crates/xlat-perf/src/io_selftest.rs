@@ -397,7 +397,12 @@ impl SelfTest {
                 "--src-ports".into(),
                 SELF_SRC_PORTS.into(),
             ]);
-            if !check_only {
+            // Socket I/O randomises source ports only.
+            let socket = self
+                .common
+                .windows(2)
+                .any(|w| w[0] == "--io" && w[1] == "socket");
+            if !check_only && !socket {
                 v.extend(["--dst-ports".into(), SELF_DST_PORTS.into()]);
             }
         }

@@ -158,18 +158,28 @@ fn send_l3(v4: &OwnedFd, v6: &OwnedFd, pkt: &[u8]) -> bool {
             (v6.as_raw_fd(), std::mem::size_of::<libc::sockaddr_in6>())
         }
     };
-    // SAFETY: valid buffer and sockaddr of `len` bytes.
-    let r = unsafe {
-        libc::sendto(
-            fd,
-            pkt.as_ptr() as *const libc::c_void,
-            pkt.len(),
-            0,
-            &st as *const _ as *const libc::sockaddr,
-            len as libc::socklen_t,
-        )
-    };
-    r == pkt.len() as isize
+    for _ in 0..100 {
+        // SAFETY: valid buffer and sockaddr of `len` bytes.
+        let r = unsafe {
+            libc::sendto(
+                fd,
+                pkt.as_ptr() as *const libc::c_void,
+                pkt.len(),
+                0,
+                &st as *const _ as *const libc::sockaddr,
+                len as libc::socklen_t,
+            )
+        };
+        if r == pkt.len() as isize {
+            return true;
+        }
+        // A full queue (ENOBUFS) is transient: try again shortly.
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOBUFS) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(20));
+    }
+    false
 }
 
 /// Lowers the TTL / hop limit by one, as a router would (the kernel fills
@@ -248,6 +258,17 @@ fn run_router(interface: &str, dport: u16, delay: u64, duration: f64) -> Result<
             "bind {interface}: {}",
             std::io::Error::last_os_error()
         ));
+    }
+    let big: i32 = 8 << 20;
+    // SAFETY: valid fd, pointer to a live i32.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &big as *const i32 as *const libc::c_void,
+            4,
+        );
     }
     let tv = libc::timeval {
         tv_sec: 0,
