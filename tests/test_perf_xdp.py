@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
 
@@ -17,6 +18,7 @@ from lab import netns
 from tests.test_perf import (
     LIMIT_BURST,
     LIMIT_PPS,
+    PERF,
     ROOT,
     _common,
     _router,
@@ -43,9 +45,9 @@ def _tx_packets(lab: netns.Lab, ns: str, dev: str) -> int:
 
 
 # Every frame sent is received exactly once through the router, at the RFC
-# 8219 section 5.1.1 sizes (64 and 1518 bytes IPv4); ARP still reaches the
-# stack while the program is attached (XDP_PASS); the program is detached
-# afterwards.
+# 8219 section 5.1.1 sizes (64 and 1518 bytes IPv4); while the program is
+# attached, ARP still reaches the receiving namespace's stack (XDP_PASS);
+# the program is detached afterwards.
 @pytest.mark.timeout(40)
 def test_xdp_io_frames_counted_through_router(lab):
     s, d = _router(lab, "counter")
@@ -77,9 +79,41 @@ def test_xdp_io_frames_counted_through_router(lab):
         assert t["foreign"] == 0 and t["duplicates"] == 0 and t["late"] == 0, t
         assert t["rx_ring_drops"] == 0, t
     assert _xdp_attached(lab, d) == [] and _xdp_attached(lab, s) == []
-    # The stack of the receiving namespace still resolves neighbours.
+    # During a trial: the program is on the receiving interface, and the
+    # receiving namespace still resolves its neighbour (ARP passes).
+    proc = lab.spawn(
+        None,
+        [
+            str(PERF),
+            "frame-loss",
+            *_common(s, d),
+            "--io",
+            "xdp",
+            "--max-rate",
+            "2000",
+            "--rates",
+            "100%",
+            "--duration",
+            "3",
+            "--wait",
+            "0.1",
+            "--retries",
+            "0",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 10
+    while _xdp_attached(lab, d) != ["p0"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _xdp_attached(lab, d) == ["p0"]
     lab.exec(d, ["ip", "neigh", "flush", "dev", "p0"])
     lab.exec(d, ["ping", "-c1", "-W2", "198.51.100.254"])
+    out, _ = proc.communicate(timeout=20)
+    t = json.loads(out)["repetitions"][0]["trials"][0]
+    assert t["received"] == t["sent"] > 0, t
+    assert _xdp_attached(lab, d) == []
 
 
 # RFC 8219 section 7.1 calibration on AF_XDP I/O: a router forwarding at most
