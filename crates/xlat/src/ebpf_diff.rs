@@ -308,15 +308,11 @@ fn check_gso(fp: &FastPath, c: &Case, pkt: &[u8], gso: bool, t: &mut Tally) {
     })
 }
 
+type CoreFn<'a> = dyn FnMut(&mut [u8], usize, usize, PacketMeta) -> Verdict + 'a;
+
 /// One packet through the program and through `core` (the same bytes,
 /// the program's IPv4 Identification as the core's seed).
-fn check_with(
-    fp: &FastPath,
-    pkt: &[u8],
-    gso: bool,
-    t: &mut Tally,
-    core: &mut dyn FnMut(&mut [u8], usize, usize, PacketMeta) -> Verdict,
-) {
+fn check_with(fp: &FastPath, pkt: &[u8], gso: bool, t: &mut Tally, core: &mut CoreFn<'_>) {
     let v6 = pkt[0] >> 4 == 6;
     let f = frame(if v6 { 0x86dd } else { 0x0800 }, pkt);
     let (ret, out) = fp

@@ -43,10 +43,7 @@ pub fn flow_val(src: &[u8], dst: &[u8], sport: u16, dport: u16) -> [u8; 48] {
 
 /// Both entries of a session (RFC 6146 §3.5.1 UDP, §3.5.3 ICMP query):
 /// (6->4 key, value, 4->6 key, value); None for TCP.
-pub fn session_entries(
-    pool6: &Pool6,
-    s: &SessionInfo,
-) -> Option<([u8; 40], [u8; 48], [u8; 40], [u8; 48])> {
+pub fn session_entries(pool6: &Pool6, s: &SessionInfo) -> Option<Entries> {
     let r6 = pool6.embed(s.remote.addr).octets();
     let (v6a, pa, ra) = (
         s.v6.addr.octets(),
@@ -73,6 +70,8 @@ pub fn session_entries(
 }
 
 type SessKey = (Proto, Ta4, Ta4);
+/// (6->4 key, value, 4->6 key, value).
+pub type Entries = ([u8; 40], [u8; 48], [u8; 40], [u8; 48]);
 
 struct Cached {
     v6: Ta6,

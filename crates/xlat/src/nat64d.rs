@@ -249,7 +249,7 @@ fn sync_flows(
             fc.insert(state, p, s);
         }
     }
-    if tick % 5 == 0 {
+    if tick.is_multiple_of(5) {
         fc.reconcile(state);
     }
 }
