@@ -91,10 +91,12 @@ def cmd_compare(a) -> int:
 def cmd_cleanup(a) -> int:
     from lab.cleanup import cleanup
 
-    gone = cleanup(a.prefix)
+    gone, alive = cleanup(a.prefix)
     print(
         f"removed {len(gone)} namespace(s)" + (": " + ", ".join(gone) if gone else "")
     )
+    for p, pid in alive.items():
+        print(f"left {p}-*: its lab run (pid {pid}) is still running")
     return 0
 
 

@@ -25,6 +25,7 @@ import time
 
 from lab import report
 from lab.adapters import make_adapter
+from lab.cleanup import claim
 from lab.netns import ns_exec, random_prefix
 from lab.runner import LAB_PREFIX, run_scenario
 from lab.topologies import siit_single
@@ -44,7 +45,8 @@ def walkthrough() -> None:
     if not xlat.supports():
         raise RuntimeError(xlat.why)
     step("topology siit_single")
-    with siit_single(random_prefix(LAB_PREFIX)) as topo:
+    prefix = random_prefix(LAB_PREFIX)
+    with claim(prefix), siit_single(prefix) as topo:
         print(
             f"IPv6-only client {topo.h6} {topo.h6_addr}  --  router/DUT {topo.router}"
             f"  --  IPv4-only server {topo.h4} {topo.h4_addr}\n"

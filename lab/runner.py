@@ -28,6 +28,7 @@ from pathlib import Path
 
 from lab import hostinfo
 from lab.adapters import Unsupported, make_adapter, repo_root
+from lab.cleanup import claim
 from lab.netns import random_prefix
 from lab.scenarios import SCENARIOS, Scenario
 from lab.topologies import TOPOLOGIES
@@ -227,9 +228,12 @@ class Run:
                 )
                 return len(left)
             # Stateful workloads each get a fresh topology and DUT (no state carried over).
-            batch = [left.pop(0)] if left[0].workload in STATEFUL else []
-            while not batch and left and left[0].workload not in STATEFUL:
-                batch.append(left.pop(0))
+            if left[0].workload in STATEFUL:
+                batch = [left.pop(0)]
+            else:  # every stateless trial of the DUT on one topology
+                batch = []
+                while left and left[0].workload not in STATEFUL:
+                    batch.append(left.pop(0))
             try:
                 self.run_batch(a, batch, rec)
             except Unsupported as e:
@@ -253,7 +257,9 @@ class Run:
 
     def run_batch(self, a, batch: list[Trial], rec: dict) -> None:
         build = TOPOLOGIES[a.topology]
-        with build(random_prefix(LAB_PREFIX)) as topo:
+        prefix = random_prefix(LAB_PREFIX)
+        rec.setdefault("prefixes", []).append(prefix)
+        with claim(prefix), build(prefix) as topo:
             a.start(topo)
             server = None
             try:

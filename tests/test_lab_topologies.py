@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -98,17 +99,22 @@ def test_xlat464_dns64_by_unbound(tmp_path):
 
 
 @pytest.mark.timeout(30)
-def test_lab_cleanup_only_touches_its_prefix():
-    from lab.cleanup import cleanup
+def test_lab_cleanup_only_touches_its_prefix_and_dead_runs():
+    from lab.cleanup import claim, cleanup
 
     other = netns.Lab()  # an "xlt" namespace of the test suite: must survive
     crashed = netns.Lab(netns.random_prefix("xlab"))
+    running = netns.Lab(netns.random_prefix("xlab"))  # a live lab run's topology
     try:
         keep = other.add_ns("keep")
         a = crashed.add_ns("a")
         crashed.spawn(a, ["sleep", "30"])
-        gone = cleanup(crashed.prefix)
-        assert gone == [a]
+        with claim(running.prefix):
+            live = running.add_ns("rt")
+            gone, alive = cleanup(crashed.prefix[:4])  # "xlab": every lab namespace
+            assert a in gone and live not in gone
+            assert alive.get(running.prefix) == os.getpid()
+            assert netns.list_ns(running.prefix) == [live]
         assert netns.list_ns(crashed.prefix) == []
         assert netns.list_ns(other.prefix) == [keep]
         with pytest.raises(SystemExit, match="not the lab's"):
@@ -117,3 +123,4 @@ def test_lab_cleanup_only_touches_its_prefix():
         crashed.procs.clear()
         crashed.namespaces.clear()
         other.close()
+        running.close()
