@@ -42,6 +42,7 @@
 #define F_HAIRPIN_INTRINSIC 16u
 #define F_HAIRPIN_SIMPLE 32u
 #define F_NAT64 64u        /* stateful NAT64: only flows of the flow map */
+#define TCP_FIN_SYN_RST 0x07
 
 struct xlat_cfg {
 	__u32 flags;
@@ -76,7 +77,7 @@ enum {
 	P_UNSUPPORTED, /* bpf_skb_change_proto refused (e.g. a GSO type) */
 	D_ERROR,
 	P_NAT64_NO_FLOW, /* NAT64: not a cached flow (new flow, not yet cached, ...) */
-	P_NAT64_TCP,     /* NAT64: TCP is left to the slow path (state machine) */
+	P_NAT64_TCP,     /* NAT64: TCP SYN / FIN / RST: the slow path's state machine */
 	C_MAX,
 };
 
@@ -577,19 +578,20 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		l4hdr = 8;
 	}
 
-	/* NAT64 (RFC 6146 section 3.5.1 / 3.5.3): a cached UDP or ICMP echo
+	/* NAT64 (RFC 6146 sections 3.5.1-3.5.3): a cached TCP (ESTABLISHED), UDP or ICMP echo
 	 * request flow; its session exists, the Rust side made the entry. */
 	struct flow_val *fv = 0;
 	__u8 np[4] = {};
 	if (nat64) {
-		if (proto == IPPROTO_TCP)
+		/* RFC 6146 section 3.5.2.2: these change the session state */
+		if (proto == IPPROTO_TCP && (l4b[13] & TCP_FIN_SYN_RST))
 			return pass(P_NAT64_TCP);
 		if (proto == IPPROTO_ICMPV6_ && l4b[0] != 128)
 			return pass(P_ICMP);
 		struct flow_key fk = {};
 		fk.dir = 0;
-		fk.proto = proto == IPPROTO_UDP ? IPPROTO_UDP : IPPROTO_ICMP;
-		if (proto == IPPROTO_UDP) {
+		fk.proto = proto == IPPROTO_ICMPV6_ ? IPPROTO_ICMP : proto;
+		if (proto != IPPROTO_ICMPV6_) {
 			__builtin_memcpy(&fk.sport, l4b, 2);
 			__builtin_memcpy(&fk.dport, l4b + 2, 2);
 		} else {
@@ -603,9 +605,9 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 			return pass(P_NAT64_NO_FLOW);
 		__builtin_memcpy(s4, fv->src, 4);
 		__builtin_memcpy(d4, fv->dst, 4);
-		/* UDP: source port <- pool4 port; ICMP: identifier <- pool4 id */
+		/* TCP, UDP: source port <- pool4 port; ICMP: identifier <- pool4 id */
 		__builtin_memcpy(np, &fv->sport, 2);
-		__builtin_memcpy(np + 2, proto == IPPROTO_UDP ? (void *)&fv->dport : (void *)&fv->sport, 2);
+		__builtin_memcpy(np + 2, proto != IPPROTO_ICMPV6_ ? (void *)&fv->dport : (void *)&fv->sport, 2);
 	}
 
 	__u32 total = plen + 20;
@@ -711,7 +713,8 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		if (nat64) {
 			/* RFC 6146 section 3.7: the ports (not in the pseudo-header:
 			 * a CHECKSUM_PARTIAL field is left alone, as by the core) */
-			if (bpf_l4_csum_replace(skb, off, 0, pdiff, BPF_F_MARK_MANGLED_0) < 0)
+			if (bpf_l4_csum_replace(skb, off, 0, pdiff,
+						proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0) < 0)
 				goto fail;
 			if (bpf_skb_store_bytes(skb, l4, np, 4, 0) < 0)
 				goto fail;
@@ -800,19 +803,19 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 		return pass(P_PROTO);
 	}
 
-	/* NAT64 (RFC 6146 section 3.5.1 / 3.5.3): a cached UDP or ICMP echo
+	/* NAT64 (RFC 6146 sections 3.5.1-3.5.3): a cached TCP (ESTABLISHED), UDP or ICMP echo
 	 * reply flow to a pool4 transport address. */
 	struct flow_val *fv = 0;
 	__u8 np[4] = {};
 	if (nat64) {
-		if (proto == IPPROTO_TCP)
+		if (proto == IPPROTO_TCP && (l4b[13] & TCP_FIN_SYN_RST))
 			return pass(P_NAT64_TCP);
 		if (proto == IPPROTO_ICMP && l4b[0] != 0)
 			return pass(P_ICMP);
 		struct flow_key fk = {};
 		fk.dir = 1;
 		fk.proto = proto;
-		if (proto == IPPROTO_UDP) {
+		if (proto != IPPROTO_ICMP) {
 			__builtin_memcpy(&fk.sport, l4b, 2);
 			__builtin_memcpy(&fk.dport, l4b + 2, 2);
 		} else {
@@ -826,8 +829,8 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 			return pass(P_NAT64_NO_FLOW);
 		__builtin_memcpy(s6, fv->src, 16);
 		__builtin_memcpy(d6, fv->dst, 16);
-		/* UDP: destination port <- the client's; ICMP: identifier too */
-		if (proto == IPPROTO_UDP) {
+		/* TCP, UDP: destination port <- the client's; ICMP: identifier */
+		if (proto != IPPROTO_ICMP) {
 			__builtin_memcpy(np, &fv->sport, 2);
 			__builtin_memcpy(np + 2, &fv->dport, 2);
 		} else {
@@ -935,7 +938,8 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 			goto fail;
 		if (nat64) {
 			/* RFC 6146 section 3.7: the ports (see do_6to4) */
-			if (bpf_l4_csum_replace(skb, off, 0, pdiff, BPF_F_MARK_MANGLED_0) < 0)
+			if (bpf_l4_csum_replace(skb, off, 0, pdiff,
+						proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0) < 0)
 				goto fail;
 			if (bpf_skb_store_bytes(skb, l4, np, 4, 0) < 0)
 				goto fail;

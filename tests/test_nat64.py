@@ -519,6 +519,65 @@ def test_issue7_rfc6146_3_5_3_ping_on_fast_path(env):
         assert fast >= 25 and back >= 25, (fast, back)
 
 
+@pytest.mark.timeout(60)
+def test_issue7_rfc6146_3_5_2_tcp_fast_path_and_fin_by_slow_path():
+    """kind = "ebpf": a TCP connection is cached once ESTABLISHED (RFC 6146 section
+    3.5.2.2) and its data segments take the fast path; the FINs take the slow path,
+    which moves the session to V4 FIN + V6 FIN RCV (out of the cache) and lets it
+    expire after TCP_TRANS (2 s here)."""
+    e = Env(nat64="[nat64.timeouts]\ntcp-trans = 2\n", datapath="ebpf")
+    try:
+        t, x = e.t, e.x
+        before = x.stats()
+        srv = nsio_bg(t.lab, t.h4, "tcp-sink", "--bind", t.h4_addr, "--port", 7400)
+        try:
+            out = nsio(
+                t.lab, t.c1, "tcp-send", "--dst", t.h4_v6, "--port", 7400,
+                "--bytes", 200_000_000, timeout=40,
+            )  # fmt: skip
+            assert out["sent"] == 200_000_000, out
+        finally:
+            t.lab.stop(srv)
+        after = x.stats()
+
+        def d(k):
+            return after[k] - before.get(k, 0)
+
+        fast = d("ebpf_translated_6to4_packets") + d("ebpf_translated_4to6_packets")
+        slow = d("translated_6to4_packets") + d("translated_4to6_packets")
+        assert fast > 4 * slow and fast > 1000, (fast, slow, x.log())
+        assert d("ebpf_passed_nat64_tcp") >= 3, after  # SYN, FINs
+        remote = f"{t.h4_addr}#7400"
+        deadline = time.monotonic() + 3
+        mine = []
+        while time.monotonic() < deadline:
+            mine = [s for s in sessions(x, t.c1_addr) if s[3] == remote]
+            if mine and mine[0][4] != "state=established":
+                break
+            time.sleep(0.1)
+        assert mine and mine[0][4] in (
+            "state=v4finv6finrcv",
+            "state=trans",
+        ), mine
+        # Out of the cache within a housekeeping tick or so.
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            if x.stats()["ebpf_nat64_flows_cached"] == 0:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"TCP flow still cached: {x.stats()}")
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            if not [s for s in sessions(x, t.c1_addr) if s[3] == remote]:
+                break
+            time.sleep(0.25)
+        else:
+            pytest.fail("closed TCP session did not expire after TCP_TRANS")
+    finally:
+        e.close()
+
+
 @pytest.mark.timeout(20)
 def test_nat64_sighup_keeps_sessions(env):
     """A configuration reload (SIGHUP) keeps the NAT64 state: sessions survive; static

@@ -110,3 +110,77 @@ fn issue7_new_session_log_is_bounded() {
     // At most 2 per shard (4 shards).
     assert!(!new.is_empty() && new.len() <= 8, "{}", new.len());
 }
+
+/// RFC 6146 §3.5.2.2: a TCP session is cacheable only in ESTABLISHED; it
+/// is recorded when it gets there, reported when a FIN or RST takes it out,
+/// and TCP_EST is refreshed by the fast path's last-seen time.
+#[test]
+fn issue7_rfc6146_3_5_2_tcp_cached_only_while_established() {
+    const SYN: u8 = 0x02;
+    const ACK: u8 = 0x10;
+    const FIN: u8 = 0x01;
+    let mut cfg = Nat64Config {
+        pool4: Pool4Entry::all_protocols("192.0.2.0/28".parse::<Ipv4Prefix>().unwrap()).to_vec(),
+        shards: 4,
+        ..Default::default()
+    };
+    cfg.timeouts.tcp_est_ms = 100_000;
+    cfg.timeouts.tcp_trans_ms = 10_000;
+    let n = Nat64State::new(cfg, [3; 16]).unwrap();
+    n.set_new_session_log(16);
+    let m = n
+        .lookup_or_create_6to4(Proto::Tcp, c6(5000), r4(80), Some(SYN), 0)
+        .unwrap();
+    let mut new = vec![];
+    n.drain_new_sessions(&mut new);
+    assert!(new.is_empty(), "V6 INIT is not cacheable");
+    n.lookup_4to6(Proto::Tcp, r4(80), m.src4, Some(SYN | ACK), 10)
+        .unwrap();
+    n.drain_new_sessions(&mut new);
+    assert_eq!(new.len(), 1);
+    assert_eq!(new[0].tcp_state, Some(TcpState::Established));
+    assert!(n.session_exists(Proto::Tcp, c6(5000), m.src4, r4(80)));
+    // TCP_EST (100 s) runs out, but the fast path saw a packet at 90 s.
+    let o = n.expire_seen(101_000, 100, &mut |_, _, _| Some(90_000));
+    assert_eq!((o.refreshed, o.sessions_removed), (1, 0));
+    assert_eq!(n.sessions(&SessionFilter::default())[0].expires_ms, 190_000);
+    // A FIN (slow path) leaves ESTABLISHED: reported, no longer cacheable.
+    n.lookup_or_create_6to4(Proto::Tcp, c6(5000), r4(80), Some(FIN | ACK), 120_000)
+        .unwrap();
+    let mut left = vec![];
+    n.drain_left_established(&mut left);
+    assert_eq!(left, vec![(m.src4, r4(80))]);
+    assert!(!n.session_exists(Proto::Tcp, c6(5000), m.src4, r4(80)));
+    let s = n.sessions(&SessionFilter::default());
+    assert_eq!(s[0].tcp_state, Some(TcpState::V6FinRcv));
+    // Both FINs: TCP_TRANS, then the session expires.
+    n.lookup_4to6(Proto::Tcp, r4(80), m.src4, Some(FIN | ACK), 121_000)
+        .unwrap();
+    let o = n.expire_seen(131_000, 100, &mut |_, _, _| panic!("not cached"));
+    assert_eq!(o.sessions_removed, 1);
+}
+
+/// A cached ESTABLISHED session whose TCP_EST ran out without fast-path
+/// packets goes to TRANS (probe) and is reported for removal from the cache.
+#[test]
+fn issue7_rfc6146_3_5_2_cached_tcp_idle_goes_trans() {
+    let mut cfg = Nat64Config {
+        pool4: Pool4Entry::all_protocols("192.0.2.0/28".parse::<Ipv4Prefix>().unwrap()).to_vec(),
+        shards: 4,
+        ..Default::default()
+    };
+    cfg.timeouts.tcp_est_ms = 100_000;
+    let n = Nat64State::new(cfg, [4; 16]).unwrap();
+    let m = n
+        .lookup_or_create_6to4(Proto::Tcp, c6(5001), r4(80), Some(0x02), 0)
+        .unwrap();
+    n.lookup_4to6(Proto::Tcp, r4(80), m.src4, Some(0x12), 0)
+        .unwrap();
+    let o = n.expire_seen(100_000, 100, &mut |_, _, _| Some(0));
+    assert_eq!(o.probes.len(), 1);
+    assert_eq!(o.seen_removed.len(), 1);
+    assert_eq!(
+        n.sessions(&SessionFilter::default())[0].tcp_state,
+        Some(TcpState::Trans)
+    );
+}

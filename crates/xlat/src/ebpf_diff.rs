@@ -609,6 +609,19 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
             let port = 1000 + (i * 10 + j) as u16;
             st.lookup_or_create_6to4(Proto::Udp, Ta6::new(*c6, port), Ta4::new(*r4, 53), None, 0)
                 .unwrap();
+            // TCP: opened by a V6 SYN and the V4 SYN+ACK: ESTABLISHED
+            // (RFC 6146 section 3.5.2.2), cacheable.
+            let m = st
+                .lookup_or_create_6to4(
+                    Proto::Tcp,
+                    Ta6::new(*c6, port),
+                    Ta4::new(*r4, 443),
+                    Some(0x02),
+                    0,
+                )
+                .unwrap();
+            st.lookup_4to6(Proto::Tcp, Ta4::new(*r4, 443), m.src4, Some(0x12), 0)
+                .unwrap();
             // ICMP: the identifier is the "port" on both sides.
             st.lookup_or_create_6to4(
                 Proto::Icmp,
@@ -632,11 +645,11 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
     .unwrap();
     let mut sessions: Vec<SessionInfo> = vec![];
     st.drain_new_sessions(&mut sessions);
-    assert_eq!(sessions.len(), 24);
+    assert_eq!(sessions.len(), 36);
     for x in &sessions {
         assert!(fc.insert(&st, &pool6, x));
     }
-    assert_eq!(fc.counters()[0], 24);
+    assert_eq!(fc.counters()[0], 36);
     let uncached = st
         .sessions(&xlat_core::nat64::SessionFilter::default())
         .into_iter()
@@ -651,7 +664,7 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
     base.v6s = clients.clone();
     base.v6s.extend(remotes.iter().map(|a| pool6.embed(*a)));
     let mut t = Tally::default();
-    let mut by_proto = [0usize; 2];
+    let mut by_proto = [0usize; 3];
     for n in 0..6000 {
         let v6 = n % 2 == 1;
         let mut pkt = if v6 {
@@ -677,7 +690,16 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
         );
         if t.translated > before {
             let l4p = if v6 { pkt[6] } else { pkt[9] };
-            by_proto[usize::from(l4p == 17)] += 1;
+            by_proto[match l4p {
+                17 => 1,
+                6 => 2,
+                _ => 0,
+            }] += 1;
+            if l4p == 6 {
+                // RFC 6146 section 3.5.2.2: SYN / FIN / RST take the slow path.
+                let off = if v6 { 40 } else { 20 };
+                assert_eq!(pkt[off + 13] & 0x07, 0, "fast path took a SYN/FIN/RST");
+            }
             // Never the uncached session.
             if l4p == 17 {
                 let (sp, dp) = if v6 { (40, 42) } else { (20, 22) };
@@ -694,14 +716,14 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
         }
     }
     assert!(
-        by_proto[0] > 100 && by_proto[1] > 100,
-        "too few translated: {t:?} icmp/udp {by_proto:?}"
+        by_proto.iter().all(|n| *n > 100),
+        "too few translated: {t:?} icmp/udp/tcp {by_proto:?}"
     );
     // Removed from the cache: passed.
     for x in &sessions {
         fc.remove(x.proto, x.v4, x.remote);
     }
-    assert_eq!(fc.counters()[..3], [0, 24, 24]);
+    assert_eq!(fc.counters()[..3], [0, 36, 36]);
     let mut pkt = gen_v6(&mut r, &base);
     for _ in 0..200 {
         pkt = gen_v6(&mut r, &base);
@@ -711,7 +733,7 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
         assert_eq!((ret, &out), (TC_ACT_OK, &f));
     }
     let _ = pkt;
-    eprintln!("ebpf nat64 differential: {t:?} icmp/udp {by_proto:?}");
+    eprintln!("ebpf nat64 differential: {t:?} icmp/udp/tcp {by_proto:?}");
 }
 
 /// Rewrites a generated packet into one of session `x`'s (direction by
@@ -746,8 +768,12 @@ fn set_flow(
     }
     let (proto, icmp) = match x.proto {
         Proto::Udp => (17u8, false),
+        Proto::Tcp => (6u8, false),
         _ => (if v6 { 58 } else { 1 }, true),
     };
+    if proto == 6 && l4s + 20 > end {
+        return;
+    }
     // Keep the generated body length; only the protocol changes.
     if v6 {
         pkt[6] = proto;
@@ -784,13 +810,27 @@ fn set_flow(
         };
         l4[0..2].copy_from_slice(&sp.to_be_bytes());
         l4[2..4].copy_from_slice(&dp.to_be_bytes());
-        if r.chance(85) {
-            let ulen = l4.len() as u16;
-            l4[4..6].copy_from_slice(&ulen.to_be_bytes());
+        if proto == 6 {
+            // Mostly ACK / PSH+ACK, sometimes SYN, FIN or RST.
+            l4[13] = if r.chance(75) {
+                r.pick(&[0x10, 0x18, 0x10])
+            } else {
+                r.pick(&[0x02, 0x12, 0x11, 0x04, 0x14, 0x19])
+            };
+            if r.chance(85) {
+                let opts = r.pick(&[0u8, 0, 12]);
+                l4[12] = (20 + opts) / 4 << 4;
+            }
+            16
+        } else {
+            if r.chance(85) {
+                let ulen = l4.len() as u16;
+                l4[4..6].copy_from_slice(&ulen.to_be_bytes());
+            }
+            6
         }
-        6
     };
-    let zero_udp = !icmp && r.chance(4);
+    let zero_udp = proto == 17 && r.chance(4);
     l4[csum_at] = 0;
     l4[csum_at + 1] = 0;
     if !zero_udp {

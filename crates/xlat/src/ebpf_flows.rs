@@ -17,6 +17,7 @@ use xlat_core::nat64::{Nat64State, Proto, SessionInfo, Ta4, Ta6};
 use super::ffi;
 
 const IPPROTO_ICMP: u8 = 1;
+const IPPROTO_TCP: u8 = 6;
 const IPPROTO_UDP: u8 = 17;
 
 /// `struct flow_key` (40 bytes).
@@ -41,8 +42,8 @@ pub fn flow_val(src: &[u8], dst: &[u8], sport: u16, dport: u16) -> [u8; 48] {
     v
 }
 
-/// Both entries of a session (RFC 6146 §3.5.1 UDP, §3.5.3 ICMP query):
-/// (6->4 key, value, 4->6 key, value); None for TCP.
+/// Both entries of a session (RFC 6146 §3.5.1 UDP, §3.5.2 TCP in
+/// ESTABLISHED, §3.5.3 ICMP query): (6->4 key, value, 4->6 key, value).
 pub fn session_entries(pool6: &Pool6, s: &SessionInfo) -> Option<Entries> {
     let r6 = pool6.embed(s.remote.addr).octets();
     let (v6a, pa, ra) = (
@@ -51,12 +52,19 @@ pub fn session_entries(pool6: &Pool6, s: &SessionInfo) -> Option<Entries> {
         s.remote.addr.octets(),
     );
     match s.proto {
-        Proto::Udp => Some((
-            flow_key(0, IPPROTO_UDP, s.v6.port, s.remote.port, &v6a, &r6),
-            flow_val(&pa, &ra, s.v4.port, s.remote.port),
-            flow_key(1, IPPROTO_UDP, s.remote.port, s.v4.port, &ra, &pa),
-            flow_val(&r6, &v6a, s.remote.port, s.v6.port),
-        )),
+        Proto::Udp | Proto::Tcp => {
+            let p = if s.proto == Proto::Udp {
+                IPPROTO_UDP
+            } else {
+                IPPROTO_TCP
+            };
+            Some((
+                flow_key(0, p, s.v6.port, s.remote.port, &v6a, &r6),
+                flow_val(&pa, &ra, s.v4.port, s.remote.port),
+                flow_key(1, p, s.remote.port, s.v4.port, &ra, &pa),
+                flow_val(&r6, &v6a, s.remote.port, s.v6.port),
+            ))
+        }
         // The identifier: the client's on the IPv6 side, the pool4 one
         // (= the session's remote "port") on the IPv4 side.
         Proto::Icmp => Some((
@@ -65,7 +73,6 @@ pub fn session_entries(pool6: &Pool6, s: &SessionInfo) -> Option<Entries> {
             flow_key(1, IPPROTO_ICMP, s.v4.port, s.v4.port, &ra, &pa),
             flow_val(&r6, &v6a, s.v6.port, s.v6.port),
         )),
-        Proto::Tcp => None,
     }
 }
 
@@ -140,7 +147,7 @@ impl FlowCache {
         }
     }
 
-    /// Caches a UDP / ICMP session (both directions). A hairpinned one
+    /// Caches a UDP / ICMP / ESTABLISHED TCP session (both directions). A hairpinned one
     /// (remote in pool4, RFC 6146 §3.8) stays on the slow path; a full
     /// cache leaves the session there too (counted).
     pub fn insert(&self, st: &Nat64State, pool6: &Pool6, s: &SessionInfo) -> bool {

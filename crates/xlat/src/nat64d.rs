@@ -218,12 +218,12 @@ fn kind_name(k: MapEventKind) -> &'static str {
 }
 
 /// New UDP / ICMP sessions recorded per state shard between two
-/// housekeeping ticks for the flow cache (more wait for their next packet
-/// on the slow path... and stay there: bounded work per tick).
+/// flow-cache ticks (20 ms); more are not cached (bounded work per tick):
+/// their packets stay on the slow path.
 pub const NEW_SESSIONS_PER_SHARD: usize = 4096;
 
-/// The eBPF flow cache's share of a housekeeping tick: entries of expired
-/// sessions go, new sessions come in, and every 5 ticks the cache is
+/// A flow-cache tick (every 20 ms): TCP sessions that left ESTABLISHED go,
+/// new sessions come in, and every 25 ticks (0.5 s) the cache is
 /// checked against the state (sessions removed by the admin or a pool4
 /// change); a pool6 change empties it.
 fn sync_flows(
@@ -242,6 +242,13 @@ fn sync_flows(
         fc.clear();
         *pool6 = cur;
     }
+    // RFC 6146 §3.5.2.2: a FIN or RST took these out of ESTABLISHED: their
+    // packets drive the state machine again.
+    let mut left = Vec::new();
+    state.drain_left_established(&mut left);
+    for (pool, remote) in left {
+        fc.remove(xlat_core::nat64::Proto::Tcp, pool, remote);
+    }
     new.clear();
     state.drain_new_sessions(new);
     if let Some(p) = pool6 {
@@ -249,7 +256,7 @@ fn sync_flows(
             fc.insert(state, p, s);
         }
     }
-    if tick.is_multiple_of(5) {
+    if tick.is_multiple_of(25) {
         fc.reconcile(state);
     }
 }
@@ -274,10 +281,19 @@ pub fn housekeeping(
     let mut new = Vec::new();
     let mut tick = 0u64;
     while !shared.stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-        tick += 1;
-        let now = shared.now_ms();
         let flows = shared.flows.get().cloned();
+        if let Some(fc) = &flows {
+            // With the flow cache, new flows are cached every 20 ms (their
+            // packets take the slow path until then); the rest every 100 ms.
+            for _ in 0..5 {
+                std::thread::sleep(Duration::from_millis(20));
+                tick += 1;
+                sync_flows(&shared, &state, fc, &mut pool6, &mut new, tick);
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let now = shared.now_ms();
         for _ in 0..16 {
             // A cached flow's packets may all have taken the fast path:
             // its last-seen time decides (RFC 6146 §3.5.1 / §3.5.3).
@@ -316,9 +332,6 @@ pub fn housekeeping(
             if !out.more {
                 break;
             }
-        }
-        if let Some(fc) = &flows {
-            sync_flows(&shared, &state, fc, &mut pool6, &mut new, tick);
         }
         events.clear();
         let lost = state.drain_events(&mut events);
