@@ -819,7 +819,7 @@ fn set_flow(
             };
             if r.chance(85) {
                 let opts = r.pick(&[0u8, 0, 12]);
-                l4[12] = (20 + opts) / 4 << 4;
+                l4[12] = ((20 + opts) / 4) << 4;
             }
             16
         } else {
