@@ -684,7 +684,7 @@ def header(run: dict) -> list[str]:
         f"{m['description']}.",
         "",
         f"- Run: started {m['started']}, finished {m.get('finished', '(not finished)')}"
-        + (f", {el / 60:.1f} min" if el else "")
+        + (f", {el / 60:.1f} min of measuring" if el else "")
         + f" (budget {m['budget_min']:g} min)"
         + (
             f"; {m['unfinished_trials']} trial(s) left pending by the budget"

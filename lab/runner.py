@@ -197,7 +197,10 @@ class Run:
                 continue
             unfinished += self.run_dut(dut, trials)
         meta["finished"] = _now()
-        meta["elapsed_s"] = round(time.monotonic() - self.started, 1)
+        # Summed over the invocations of a resumed run.
+        meta["elapsed_s"] = round(
+            meta.get("elapsed_s", 0) + time.monotonic() - self.started, 1
+        )
         meta["loadavg_end"] = os.getloadavg()
         meta["unfinished_trials"] = unfinished
         _write(self.out / "meta.json", meta)
