@@ -41,6 +41,8 @@
 #define F_OVERRIDE_TOS 8u
 #define F_HAIRPIN_INTRINSIC 16u
 #define F_HAIRPIN_SIMPLE 32u
+#define F_NAT64 64u        /* stateful NAT64: only flows of the flow map */
+#define TCP_FIN_SYN_RST 0x07
 
 struct xlat_cfg {
 	__u32 flags;
@@ -74,6 +76,8 @@ enum {
 	P_MALFORMED,
 	P_UNSUPPORTED, /* bpf_skb_change_proto refused (e.g. a GSO type) */
 	D_ERROR,
+	P_NAT64_NO_FLOW, /* NAT64: not a cached flow (new flow, not yet cached, ...) */
+	P_NAT64_TCP,     /* NAT64: TCP SYN / FIN / RST: the slow path's state machine */
 	C_MAX,
 };
 
@@ -139,6 +143,39 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } xlat_slow4 SEC(".maps");
 
+/*
+ * NAT64 flow cache (RFC 6146 sessions of UDP and ICMP echo), written by the
+ * Rust datapath only: one entry per direction of each cached session. The
+ * program reads the translation and writes the last-seen time (ktime ns),
+ * which the Rust side reads before it expires the session.
+ * Keep in sync with crates/xlat/src/ebpf.rs (FlowCache).
+ */
+struct flow_key {
+	__u8 dir;   /* 0: IPv6 -> IPv4, 1: IPv4 -> IPv6 */
+	__u8 proto; /* IPPROTO_UDP or IPPROTO_ICMP (ICMPv6 echo too) */
+	__u16 pad;
+	__be16 sport; /* ICMP: the identifier in both */
+	__be16 dport;
+	__u8 src[16]; /* IPv4: first 4 bytes, the rest zero */
+	__u8 dst[16];
+};
+
+struct flow_val {
+	__u64 seen;   /* bpf_ktime_get_ns() of the last packet translated */
+	__u8 src[16]; /* translated addresses (IPv4: first 4 bytes) */
+	__u8 dst[16];
+	__be16 sport; /* translated ports; ICMP: 6->4 sport, 4->6 dport = new id */
+	__be16 dport;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 131072);
+	__type(key, struct flow_key);
+	__type(value, struct flow_val);
+} xlat_flows SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, C_MAX);
@@ -190,6 +227,13 @@ static __always_inline __u16 fold(__u64 s)
 	s = (s & 0xffff) + (s >> 16);
 	s = (s & 0xffff) + (s >> 16);
 	return (__u16)s;
+}
+
+/* RFC 1624 equation 3, as checksum::update(field, old, new) in the core. */
+static __always_inline __u16 icsum_update(__u16 field, __u16 old, __u16 new)
+{
+	__u64 acc = (__u64)(__u16)~field + (__u16)~old + new;
+	return ~fold(acc);
 }
 
 /* Sum of big-endian 16-bit words of a 4-byte aligned buffer. */
@@ -446,8 +490,15 @@ static __always_inline int route_out(struct __sk_buff *skb, const struct xlat_cf
 }
 
 static __always_inline int send(struct __sk_buff *skb, const struct xlat_cfg *c,
-				struct nexthop *nh, __u32 counter)
+				struct nexthop *nh, __u32 counter, struct flow_val *fv)
 {
+	if (fv) {
+		/* Last-seen time for the session's expiry (written at most
+		 * once per millisecond: the entry is shared by all CPUs). */
+		__u64 now = bpf_ktime_get_ns();
+		if (now - fv->seen > 1000000)
+			fv->seen = now;
+	}
 	count(counter);
 	if (c->flags & F_TEST)
 		return TC_ACT_REDIRECT;
@@ -473,25 +524,29 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	/* Extension headers (fragments included): slow path. */
 	if (h.nh != IPPROTO_TCP && h.nh != IPPROTO_UDP && h.nh != IPPROTO_ICMPV6_)
 		return pass(P_V6_EXT);
-	if (!(c->flags & F_TEST) && !routed_to_tun(skb, c, AF_INET6, h.src, h.dst, 0))
+	int nat64 = c->flags & F_NAT64;
+	/* NAT64: the flow map only holds flows the kernel routes to the TUN. */
+	if (!nat64 && !(c->flags & F_TEST) && !routed_to_tun(skb, c, AF_INET6, h.src, h.dst, 0))
 		return pass(P_NOT_FOR_XLAT);
 	if (h.hop <= 1)
 		return pass(P_TTL);
 
-	__u8 s4[4], d4[4];
-	int rs = map_6to4(c, gen, h.src, s4);
-	if (rs < 0)
-		return pass(-rs);
-	int rd = map_6to4(c, gen, h.dst, d4);
-	if (rd < 0)
-		return pass(-rd);
-	/* RFC 7757 section 4.2.2: intrinsic hairpinning (to an EAM'd IPv4
-	 * address through pool6) is done by the slow path. */
-	if (rd == 1 && (c->flags & F_HAIRPIN_INTRINSIC)) {
-		struct lpm4 k = {.plen = 64, .gen = gen};
-		__builtin_memcpy(k.a, d4, 4);
-		if (bpf_map_lookup_elem(&xlat_eam4, &k))
-			return pass(P_HAIRPIN);
+	__u8 s4[4] = {}, d4[4] = {};
+	if (!nat64) {
+		int rs = map_6to4(c, gen, h.src, s4);
+		if (rs < 0)
+			return pass(-rs);
+		int rd = map_6to4(c, gen, h.dst, d4);
+		if (rd < 0)
+			return pass(-rd);
+		/* RFC 7757 section 4.2.2: intrinsic hairpinning (to an EAM'd
+		 * IPv4 address through pool6) is done by the slow path. */
+		if (rd == 1 && (c->flags & F_HAIRPIN_INTRINSIC)) {
+			struct lpm4 k = {.plen = 64, .gen = gen};
+			__builtin_memcpy(k.a, d4, 4);
+			if (bpf_map_lookup_elem(&xlat_eam4, &k))
+				return pass(P_HAIRPIN);
+		}
 	}
 
 	__u32 l4 = ETH_LEN + 40;
@@ -523,6 +578,38 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		l4hdr = 8;
 	}
 
+	/* NAT64 (RFC 6146 sections 3.5.1-3.5.3): a cached TCP (ESTABLISHED), UDP or ICMP echo
+	 * request flow; its session exists, the Rust side made the entry. */
+	struct flow_val *fv = 0;
+	__u8 np[4] = {};
+	if (nat64) {
+		/* RFC 6146 section 3.5.2.2: these change the session state */
+		if (proto == IPPROTO_TCP && (l4b[13] & TCP_FIN_SYN_RST))
+			return pass(P_NAT64_TCP);
+		if (proto == IPPROTO_ICMPV6_ && l4b[0] != 128)
+			return pass(P_ICMP);
+		struct flow_key fk = {};
+		fk.dir = 0;
+		fk.proto = proto == IPPROTO_ICMPV6_ ? IPPROTO_ICMP : proto;
+		if (proto != IPPROTO_ICMPV6_) {
+			__builtin_memcpy(&fk.sport, l4b, 2);
+			__builtin_memcpy(&fk.dport, l4b + 2, 2);
+		} else {
+			__builtin_memcpy(&fk.sport, l4b + 4, 2);
+			__builtin_memcpy(&fk.dport, l4b + 4, 2);
+		}
+		__builtin_memcpy(fk.src, h.src, 16);
+		__builtin_memcpy(fk.dst, h.dst, 16);
+		fv = bpf_map_lookup_elem(&xlat_flows, &fk);
+		if (!fv)
+			return pass(P_NAT64_NO_FLOW);
+		__builtin_memcpy(s4, fv->src, 4);
+		__builtin_memcpy(d4, fv->dst, 4);
+		/* TCP, UDP: source port <- pool4 port; ICMP: identifier <- pool4 id */
+		__builtin_memcpy(np, &fv->sport, 2);
+		__builtin_memcpy(np + 2, proto != IPPROTO_ICMPV6_ ? (void *)&fv->dport : (void *)&fv->sport, 2);
+	}
+
 	__u32 total = plen + 20;
 	if (total > 0xffff)
 		return pass(P_TOO_BIG);
@@ -539,8 +626,8 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 
 	/* Everything is computed before the packet changes: a failure of
 	 * bpf_skb_change_proto (the first write) leaves it to the slow path. */
-	__s64 diff = 0;
-	__u8 nb[4] = {};
+	__s64 diff = 0, pdiff = 0;
+	__u8 nb[8] = {};
 	if (proto == IPPROTO_ICMPV6_) {
 		/* Type 128/129 -> 8/0 and the ICMPv6 pseudo-header removed
 		 * (RFC 7915 section 5.2). */
@@ -550,6 +637,16 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		__u16 field = ((__u16)l4b[2] << 8) | l4b[3];
 		__u64 old_word = ((__u16)l4b[0] << 8) | l4b[1];
 		__u64 new_word = ((__u16)t4 << 8) | l4b[1];
+		if (nat64) {
+			/* RFC 6146 section 3.5.3: the identifier too */
+			__u16 oid = ((__u16)l4b[4] << 8) | l4b[5];
+			__u16 nid = ((__u16)np[0] << 8) | np[1];
+			if (oid != nid) {
+				field = icsum_update(field, oid, nid);
+				l4b[4] = np[0];
+				l4b[5] = np[1];
+			}
+		}
 		/* checksum::update(field, pseudo + old_word, new_word) */
 		__u16 old = fold(pseudo + old_word);
 		__u64 acc = (__u64)(__u16)~field + (__u16)~old + new_word;
@@ -558,6 +655,10 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		nb[1] = l4b[1];
 		nb[2] = nc >> 8;
 		nb[3] = nc & 0xff;
+		nb[4] = l4b[4];
+		nb[5] = l4b[5];
+		nb[6] = l4b[6];
+		nb[7] = l4b[7];
 	} else {
 		__u32 from[8], to[2];
 		__builtin_memcpy(from, h.src, 16);
@@ -567,6 +668,14 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		diff = bpf_csum_diff(from, 32, to, 8, 0);
 		if (diff < 0)
 			return pass(P_UNSUPPORTED);
+		if (nat64) {
+			__u32 op, npw;
+			__builtin_memcpy(&op, l4b, 4);
+			__builtin_memcpy(&npw, np, 4);
+			pdiff = bpf_csum_diff(&op, 4, &npw, 4, 0);
+			if (pdiff < 0)
+				return pass(P_UNSUPPORTED);
+		}
 	}
 
 	/* RFC 7915 section 5.1: the IPv4 header. */
@@ -593,7 +702,7 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		return pass(P_UNSUPPORTED);
 	l4 = ETH_LEN + 20;
 	if (proto == IPPROTO_ICMPV6_) {
-		if (bpf_skb_store_bytes(skb, l4, nb, 4, 0) < 0)
+		if (bpf_skb_store_bytes(skb, l4, nb, 8, 0) < 0)
 			goto fail;
 	} else {
 		/* RFC 7915 section 5.5, RFC 1624: the pseudo-header change. */
@@ -601,6 +710,15 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		__u64 fl = BPF_F_PSEUDO_HDR | (proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0);
 		if (bpf_l4_csum_replace(skb, off, 0, diff, fl) < 0)
 			goto fail;
+		if (nat64) {
+			/* RFC 6146 section 3.7: the ports (not in the pseudo-header:
+			 * a CHECKSUM_PARTIAL field is left alone, as by the core) */
+			if (bpf_l4_csum_replace(skb, off, 0, pdiff,
+						proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0) < 0)
+				goto fail;
+			if (bpf_skb_store_bytes(skb, l4, np, 4, 0) < 0)
+				goto fail;
+		}
 	}
 	if (bpf_skb_store_bytes(skb, ETH_LEN, &o, sizeof(o), 0) < 0)
 		goto fail;
@@ -609,7 +727,7 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		goto fail;
 	if (skb->len > ETH_LEN + total && bpf_skb_change_tail(skb, ETH_LEN + total, 0) < 0)
 		goto fail;
-	return send(skb, c, &nh, C_V6TO4);
+	return send(skb, c, &nh, C_V6TO4, fv);
 fail:
 	count(D_ERROR);
 	return TC_ACT_SHOT;
@@ -633,7 +751,8 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	__u16 frag = bpf_ntohs(h.frag);
 	if (frag & 0x3fff) /* MF or an offset */
 		return pass(P_FRAGMENT);
-	if (!(c->flags & F_TEST) && !routed_to_tun(skb, c, AF_INET, h.src, h.dst, h.tos))
+	int nat64 = c->flags & F_NAT64;
+	if (!nat64 && !(c->flags & F_TEST) && !routed_to_tun(skb, c, AF_INET, h.src, h.dst, h.tos))
 		return pass(P_NOT_FOR_XLAT);
 	/* RFC 1812 section 5.2.2: a bad header checksum is the slow path's
 	 * to count and drop. */
@@ -642,13 +761,15 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	if (h.ttl <= 1)
 		return pass(P_TTL);
 
-	__u8 s6[16], d6[16];
-	int rs = map_4to6(c, gen, h.src, s6, 1);
-	if (rs < 0)
-		return pass(-rs);
-	int rd = map_4to6(c, gen, h.dst, d6, 0);
-	if (rd < 0)
-		return pass(-rd);
+	__u8 s6[16] = {}, d6[16] = {};
+	if (!nat64) {
+		int rs = map_4to6(c, gen, h.src, s6, 1);
+		if (rs < 0)
+			return pass(-rs);
+		int rd = map_4to6(c, gen, h.dst, d6, 0);
+		if (rd < 0)
+			return pass(-rd);
+	}
 
 	__u32 l4 = ETH_LEN + 20;
 	__u32 plen = total - 20;
@@ -682,6 +803,41 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 		return pass(P_PROTO);
 	}
 
+	/* NAT64 (RFC 6146 sections 3.5.1-3.5.3): a cached TCP (ESTABLISHED), UDP or ICMP echo
+	 * reply flow to a pool4 transport address. */
+	struct flow_val *fv = 0;
+	__u8 np[4] = {};
+	if (nat64) {
+		if (proto == IPPROTO_TCP && (l4b[13] & TCP_FIN_SYN_RST))
+			return pass(P_NAT64_TCP);
+		if (proto == IPPROTO_ICMP && l4b[0] != 0)
+			return pass(P_ICMP);
+		struct flow_key fk = {};
+		fk.dir = 1;
+		fk.proto = proto;
+		if (proto != IPPROTO_ICMP) {
+			__builtin_memcpy(&fk.sport, l4b, 2);
+			__builtin_memcpy(&fk.dport, l4b + 2, 2);
+		} else {
+			__builtin_memcpy(&fk.sport, l4b + 4, 2);
+			__builtin_memcpy(&fk.dport, l4b + 4, 2);
+		}
+		__builtin_memcpy(fk.src, h.src, 4);
+		__builtin_memcpy(fk.dst, h.dst, 4);
+		fv = bpf_map_lookup_elem(&xlat_flows, &fk);
+		if (!fv)
+			return pass(P_NAT64_NO_FLOW);
+		__builtin_memcpy(s6, fv->src, 16);
+		__builtin_memcpy(d6, fv->dst, 16);
+		/* TCP, UDP: destination port <- the client's; ICMP: identifier */
+		if (proto != IPPROTO_ICMP) {
+			__builtin_memcpy(np, &fv->sport, 2);
+			__builtin_memcpy(np + 2, &fv->dport, 2);
+		} else {
+			__builtin_memcpy(np, &fv->dport, 2);
+		}
+	}
+
 	__u32 out_len = 40 + plen;
 	int df = frag & 0x4000;
 	if (!gso) {
@@ -705,8 +861,8 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	}
 
 	/* Computed before the packet changes (see do_6to4). */
-	__s64 diff = 0;
-	__u8 nb[4] = {};
+	__s64 diff = 0, pdiff = 0;
+	__u8 nb[8] = {};
 	if (proto == IPPROTO_ICMP) {
 		/* Echo 8/0 -> 128/129 and the ICMPv6 pseudo-header added
 		 * (RFC 7915 section 4.2). */
@@ -716,6 +872,16 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 		__u16 field = ((__u16)l4b[2] << 8) | l4b[3];
 		__u64 old_word = ((__u16)l4b[0] << 8) | l4b[1];
 		__u64 new_word = ((__u16)t6 << 8) | l4b[1];
+		if (nat64) {
+			/* RFC 6146 section 3.5.3: the client's identifier */
+			__u16 oid = ((__u16)l4b[4] << 8) | l4b[5];
+			__u16 nid = ((__u16)np[0] << 8) | np[1];
+			if (oid != nid) {
+				field = icsum_update(field, oid, nid);
+				l4b[4] = np[0];
+				l4b[5] = np[1];
+			}
+		}
 		/* checksum::update(field, old_word, new_word + pseudo) */
 		__u16 old = fold(old_word);
 		__u64 acc = (__u64)(__u16)~field + (__u16)~old + new_word + pseudo;
@@ -724,6 +890,10 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 		nb[1] = l4b[1];
 		nb[2] = nc >> 8;
 		nb[3] = nc & 0xff;
+		nb[4] = l4b[4];
+		nb[5] = l4b[5];
+		nb[6] = l4b[6];
+		nb[7] = l4b[7];
 	} else {
 		__u32 from[2], to[8];
 		__builtin_memcpy(&from[0], h.src, 4);
@@ -733,6 +903,14 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 		diff = bpf_csum_diff(from, 8, to, 32, 0);
 		if (diff < 0)
 			return pass(P_UNSUPPORTED);
+		if (nat64) {
+			__u32 op, npw;
+			__builtin_memcpy(&op, l4b, 4);
+			__builtin_memcpy(&npw, np, 4);
+			pdiff = bpf_csum_diff(&op, 4, &npw, 4, 0);
+			if (pdiff < 0)
+				return pass(P_UNSUPPORTED);
+		}
 	}
 
 	/* RFC 7915 section 4.1: the IPv6 header, flow label 0. */
@@ -750,7 +928,7 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 		return pass(P_UNSUPPORTED);
 	l4 = ETH_LEN + 40;
 	if (proto == IPPROTO_ICMP) {
-		if (bpf_skb_store_bytes(skb, l4, nb, 4, 0) < 0)
+		if (bpf_skb_store_bytes(skb, l4, nb, 8, 0) < 0)
 			goto fail;
 	} else {
 		/* RFC 7915 section 4.5, RFC 1624: the pseudo-header change. */
@@ -758,6 +936,14 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 		__u64 fl = BPF_F_PSEUDO_HDR | (proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0);
 		if (bpf_l4_csum_replace(skb, off, 0, diff, fl) < 0)
 			goto fail;
+		if (nat64) {
+			/* RFC 6146 section 3.7: the ports (see do_6to4) */
+			if (bpf_l4_csum_replace(skb, off, 0, pdiff,
+						proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0) < 0)
+				goto fail;
+			if (bpf_skb_store_bytes(skb, l4, np, 4, 0) < 0)
+				goto fail;
+		}
 	}
 	if (bpf_skb_store_bytes(skb, ETH_LEN, &o, sizeof(o), 0) < 0)
 		goto fail;
@@ -767,7 +953,7 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	/* Link padding after the IPv4 packet is not part of it. */
 	if (skb->len > ETH_LEN + 40 + plen && bpf_skb_change_tail(skb, ETH_LEN + 40 + plen, 0) < 0)
 		goto fail;
-	return send(skb, c, &nh, C_V4TO6);
+	return send(skb, c, &nh, C_V4TO6, fv);
 fail:
 	count(D_ERROR);
 	return TC_ACT_SHOT;

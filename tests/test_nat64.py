@@ -444,6 +444,140 @@ def test_rfc6146_3_5_1_udp_session_expires_and_mapping_log(env):
     assert 'msg="bib entry" event=created proto=udp' in env.x.log()
 
 
+@pytest.mark.timeout(40)
+def test_issue7_rfc6146_3_5_1_udp_flow_lives_while_traffic_flows(env):
+    """A UDP flow longer than the UDP timeout (3 s here) keeps its one session while
+    packets flow (RFC 6146 section 3.5.1: every packet refreshes it) and expires a
+    timeout after the last one. With kind = "ebpf" the flow is cached after its first
+    packet: the fast path carries the rest, and the session lives on the last-seen
+    times the program writes (docs/datapaths.md, NAT64)."""
+    t = env.t
+    ebpf = env.x.datapath == "ebpf"
+    before = env.x.stats()
+    srv = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7310)
+    try:
+        res = nsio(
+            t.lab, t.c1, "udp-ping", "--dst", t.h4_v6, "--port", 7310,
+            "--sport", 6100, "--count", 50, "--interval", 0.1, "--size", 200,
+            timeout=30,
+        )  # fmt: skip
+    finally:
+        t.lab.stop(srv)
+    assert res["received"] == 50, res
+    me = f"{t.c1_addr}#6100"
+    mine = [s for s in sessions(env.x, t.c1_addr) if s[1] == me]
+    assert len(mine) == 1, mine
+    # Over 5 s of traffic: the session (and its BIB entry) was never removed.
+    log = env.maplog.read_text()
+    assert f"removed udp {me}" not in log, log
+    assert log.count(f"created udp {me}") == 1, log
+    after = env.x.stats()
+    if ebpf:
+
+        def d(k):
+            return after[k] - before.get(k, 0)
+
+        fast = d("ebpf_translated_6to4_packets") + d("ebpf_translated_4to6_packets")
+        slow = d("translated_6to4_packets") + d("translated_4to6_packets")
+        assert fast >= 90 and slow <= 10, (fast, slow)
+        assert d("ebpf_nat64_flows_inserted") >= 1, after
+        assert after["ebpf_nat64_flows_cached"] >= 1, after
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if not [s for s in sessions(env.x, t.c1_addr) if s[1] == me]:
+            break
+        time.sleep(0.25)
+    else:
+        pytest.fail("UDP session did not expire after the traffic stopped")
+    assert f"removed udp {me}" in env.maplog.read_text()
+    if ebpf:
+        end = env.x.stats()
+        assert end["ebpf_nat64_flows_removed"] > before.get(
+            "ebpf_nat64_flows_removed", 0
+        )
+
+
+@pytest.mark.timeout(30)
+def test_issue7_rfc6146_3_5_3_ping_on_fast_path(env):
+    """ICMP echo (RFC 6146 section 3.5.3): with kind = "ebpf" the requests and
+    replies after the first are translated by the fast path (identifier mapped),
+    TCP stays on the TUN path (its state machine)."""
+    t = env.t
+    before = env.x.stats()
+    cp = ping(t.lab, t.c1, t.h4_v6, count=30, interval=0.02)
+    assert cp.returncode == 0 and " 0% packet loss" in cp.stdout, cp.stdout
+    if env.x.datapath == "ebpf":
+        after = env.x.stats()
+        fast = (
+            after["ebpf_translated_6to4_packets"]
+            - before["ebpf_translated_6to4_packets"]
+        )
+        back = (
+            after["ebpf_translated_4to6_packets"]
+            - before["ebpf_translated_4to6_packets"]
+        )
+        assert fast >= 25 and back >= 25, (fast, back)
+
+
+@pytest.mark.timeout(60)
+def test_issue7_rfc6146_3_5_2_tcp_fast_path_and_fin_by_slow_path():
+    """kind = "ebpf": a TCP connection is cached once ESTABLISHED (RFC 6146 section
+    3.5.2.2) and its data segments take the fast path; the FINs take the slow path,
+    which moves the session to V4 FIN + V6 FIN RCV (out of the cache) and lets it
+    expire after TCP_TRANS (2 s here)."""
+    e = Env(nat64="[nat64.timeouts]\ntcp-trans = 2\n", datapath="ebpf")
+    try:
+        t, x = e.t, e.x
+        before = x.stats()
+        srv = nsio_bg(t.lab, t.h4, "tcp-sink", "--bind", t.h4_addr, "--port", 7400)
+        try:
+            out = nsio(
+                t.lab, t.c1, "tcp-send", "--dst", t.h4_v6, "--port", 7400,
+                "--bytes", 200_000_000, timeout=40,
+            )  # fmt: skip
+            assert out["sent"] == 200_000_000, out
+        finally:
+            t.lab.stop(srv)
+        after = x.stats()
+
+        def d(k):
+            return after[k] - before.get(k, 0)
+
+        fast = d("ebpf_translated_6to4_packets") + d("ebpf_translated_4to6_packets")
+        slow = d("translated_6to4_packets") + d("translated_4to6_packets")
+        assert fast > 4 * slow and fast > 1000, (fast, slow, x.log())
+        assert d("ebpf_passed_nat64_tcp") >= 3, after  # SYN, FINs
+        remote = f"{t.h4_addr}#7400"
+        deadline = time.monotonic() + 3
+        mine = []
+        while time.monotonic() < deadline:
+            mine = [s for s in sessions(x, t.c1_addr) if s[3] == remote]
+            if mine and mine[0][4] != "state=established":
+                break
+            time.sleep(0.1)
+        assert mine and mine[0][4] in (
+            "state=v4finv6finrcv",
+            "state=trans",
+        ), mine
+        # Out of the cache within a housekeeping tick or so.
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            if x.stats()["ebpf_nat64_flows_cached"] == 0:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"TCP flow still cached: {x.stats()}")
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            if not [s for s in sessions(x, t.c1_addr) if s[3] == remote]:
+                break
+            time.sleep(0.25)
+        else:
+            pytest.fail("closed TCP session did not expire after TCP_TRANS")
+    finally:
+        e.close()
+
+
 @pytest.mark.timeout(20)
 def test_nat64_sighup_keeps_sessions(env):
     """A configuration reload (SIGHUP) keeps the NAT64 state: sessions survive; static

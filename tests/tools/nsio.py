@@ -48,9 +48,13 @@ def udp_echo(a) -> None:
 
 def udp_ping(a) -> None:
     s = socket.socket(_family(a.dst), socket.SOCK_DGRAM)
+    if a.sport:
+        s.bind(("", a.sport))
     s.settimeout(a.timeout)
     sizes = []
     for i in range(a.count):
+        if i and a.interval:
+            time.sleep(a.interval)
         payload = bytes([(i + j) & 0xFF for j in range(a.size)])
         s.sendto(payload, (a.dst, a.port))
         try:
@@ -193,6 +197,8 @@ def main(argv=None) -> None:
     x.add_argument("--size", type=int, default=64)
     x.add_argument("--count", type=int, default=3)
     x.add_argument("--timeout", type=float, default=2)
+    x.add_argument("--sport", type=int, default=0)
+    x.add_argument("--interval", type=float, default=0)
     x.set_defaults(fn=udp_ping)
     x = sub.add_parser("udp-recv")
     x.add_argument("--bind", required=True)

@@ -605,6 +605,21 @@ pub fn run(path: &str) -> i32 {
         let _ = stats.nat64.set(n.clone());
     }
     let shared = Arc::new(Shared::new(translator));
+    if let (Some(f), Some(n)) = (&fast, &nat64) {
+        // NAT64 on the fast path: the housekeeping thread caches new UDP /
+        // ICMP sessions in the program's flow map (docs/datapaths.md).
+        match f.flow_cache() {
+            Ok(c) => {
+                let c = Arc::new(c);
+                n.set_new_session_log(crate::nat64d::NEW_SESSIONS_PER_SHARD);
+                let _ = stats.flows.set(c.clone());
+                let _ = shared.flows.set(c);
+            }
+            Err(e) => {
+                warn!("NAT64 flow cache unavailable: every NAT64 packet takes the TUN path", "reason" => e)
+            }
+        }
+    }
     let socket_path = settings.control_socket.clone();
     let daemon = Arc::new(Daemon {
         state: Mutex::new(State {

@@ -46,6 +46,8 @@ pub struct Shared {
     /// Copies of stored IPv4 SYNs (NAT64), by key (bounded by the core's
     /// max-stored-syns).
     pub syns: Mutex<HashMap<StoredSyn, Vec<u8>>>,
+    /// The eBPF fast path's NAT64 flow cache (kind = "ebpf", mode = "nat64").
+    pub flows: std::sync::OnceLock<Arc<crate::ebpf::FlowCache>>,
 }
 
 impl Shared {
@@ -56,6 +58,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             epoch: Instant::now(),
             syns: Mutex::new(HashMap::new()),
+            flows: std::sync::OnceLock::new(),
         }
     }
 

@@ -28,7 +28,7 @@ pub static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xlat.bpf.o"
 pub const FORCE_FAIL_ENV: &str = "XLAT_EBPF_FORCE_FAIL";
 
 /// Fast-path counters, in the order of the program's enum.
-pub const COUNTERS: [&str; 20] = [
+pub const COUNTERS: [&str; 22] = [
     "translated_6to4_packets",
     "translated_4to6_packets",
     "passed_not_ip",
@@ -49,9 +49,12 @@ pub const COUNTERS: [&str; 20] = [
     "passed_malformed",
     "passed_unsupported",
     "dropped_helper_error",
+    "passed_nat64_no_flow",
+    "passed_nat64_tcp",
 ];
 pub const C_V6TO4: usize = 0;
 pub const C_V4TO6: usize = 1;
+pub const D_ERROR: usize = 19;
 
 const F_ENABLED: u32 = 1;
 const F_TEST: u32 = 2;
@@ -59,6 +62,7 @@ const F_ZEROIZE_TC: u32 = 4;
 const F_OVERRIDE_TOS: u32 = 8;
 const F_HAIRPIN_INTRINSIC: u32 = 16;
 const F_HAIRPIN_SIMPLE: u32 = 32;
+const F_NAT64: u32 = 64;
 const S_DENY: u32 = 1;
 const S_NONGLOBAL: u32 = 2;
 
@@ -156,6 +160,9 @@ mod ffi {
     }
 }
 
+/// Entries of `xlat_flows` (bpf/xlat.bpf.c): two per cached session.
+pub const FLOW_MAP_ENTRIES: usize = 131072;
+
 fn errstr(rc: c_int) -> String {
     let e = if rc < 0 {
         -rc
@@ -207,11 +214,10 @@ pub struct Tables {
     pub slow4: Vec<(Ipv4Prefix, u32)>,
 }
 
-/// Why the fast path is off for a configuration, or None.
-pub fn unsupported(s: &Settings) -> Option<&'static str> {
-    (s.mode == Mode::Nat64).then_some(
-        "mode = \"nat64\": the fast path caches no NAT64 flows yet, every NAT64 packet takes the TUN path",
-    )
+/// Why the fast path is off for a configuration, or None (every mode is
+/// supported: NAT64 through the flow cache).
+pub fn unsupported(_s: &Settings) -> Option<&'static str> {
+    None
 }
 
 /// The tables for a configuration: pool6 (all RFC 6052 lengths), the EAMT
@@ -235,6 +241,10 @@ pub fn tables(
     }
     if test {
         cfg.flags |= F_TEST;
+    }
+    if s.mode == Mode::Nat64 {
+        // Only flows of the flow cache (FlowCache), none mapped statelessly.
+        cfg.flags |= F_NAT64;
     }
     if s.zeroize_traffic_class {
         cfg.flags |= F_ZEROIZE_TC;
@@ -325,6 +335,7 @@ pub struct FastPath {
     eam4_fd: c_int,
     eam6_fd: c_int,
     slow4_fd: c_int,
+    flows_fd: c_int,
     counters: std::sync::Arc<Counters>,
     gen: u32,
     current: Option<Tables>,
@@ -430,6 +441,7 @@ impl FastPath {
                 eam4_fd: map("xlat_eam4")?,
                 eam6_fd: map("xlat_eam6")?,
                 slow4_fd: map("xlat_slow4")?,
+                flows_fd: map("xlat_flows")?,
                 counters: std::sync::Arc::new(Counters {
                     fd: AtomicI32::new(map("xlat_counters")?),
                     cpus: cpus as usize,
@@ -447,6 +459,16 @@ impl FastPath {
 
     pub fn counters(&self) -> std::sync::Arc<Counters> {
         self.counters.clone()
+    }
+
+    /// The NAT64 flow cache on this program's flow map (its own file
+    /// descriptor: the map lives as long as the cache does).
+    pub fn flow_cache(&self) -> Result<FlowCache, String> {
+        let fd = unsafe { libc::fcntl(self.flows_fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(format!("cannot duplicate the flow map fd: {}", errstr(0)));
+        }
+        Ok(FlowCache::new(fd, FLOW_MAP_ENTRIES / 2))
     }
 
     fn update(&self, fd: c_int, k: &[u8], v: &[u8]) -> Result<(), String> {
@@ -698,13 +720,14 @@ mod tests {
         let s = crate::config::parse("pool6 = \"2001:db8:64::/96\"\n").unwrap();
         let t = tables(&s, s.pool6, &[], 7, false);
         assert!(t.slow4.iter().all(|(_, b)| *b == S_DENY));
-        // NAT64: the fast path is off (no flow cache yet).
+        // NAT64: only the flow cache's flows.
         let s = crate::config::parse(
             "mode = \"nat64\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n",
         )
         .unwrap();
-        assert!(unsupported(&s).is_some());
-        assert_eq!(tables(&s, s.pool6, &[], 7, false).cfg.flags & F_ENABLED, 0);
+        assert!(unsupported(&s).is_none());
+        let f = tables(&s, s.pool6, &[], 7, false).cfg.flags;
+        assert_eq!(f & (F_ENABLED | F_NAT64), F_ENABLED | F_NAT64);
     }
 
     /// RFC 7757 section 3.2: suffix position of an EAM entry.
@@ -725,3 +748,7 @@ mod tests {
 #[cfg(test)]
 #[path = "ebpf_diff.rs"]
 mod diff;
+
+#[path = "ebpf_flows.rs"]
+mod flows;
+pub use flows::{FlowCache, FLOW_COUNTERS};

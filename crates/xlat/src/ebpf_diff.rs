@@ -302,6 +302,17 @@ fn check(fp: &FastPath, c: &Case, pkt: &[u8], t: &mut Tally) {
 /// One packet; `gso`: the program sees a GSO skb (gso_size 1000, 2
 /// segments) and the core `PacketMeta::gso` (no fragmentation, no MTU check).
 fn check_gso(fp: &FastPath, c: &Case, pkt: &[u8], gso: bool, t: &mut Tally) {
+    check_with(fp, pkt, gso, t, &mut |buf, start, len, meta| {
+        let mut frags = FragBuf::new();
+        c.translator.translate(buf, start, len, meta, &mut frags)
+    })
+}
+
+type CoreFn<'a> = dyn FnMut(&mut [u8], usize, usize, PacketMeta) -> Verdict + 'a;
+
+/// One packet through the program and through `core` (the same bytes,
+/// the program's IPv4 Identification as the core's seed).
+fn check_with(fp: &FastPath, pkt: &[u8], gso: bool, t: &mut Tally, core: &mut CoreFn<'_>) {
     let v6 = pkt[0] >> 4 == 6;
     let f = frame(if v6 { 0x86dd } else { 0x0800 }, pkt);
     let (ret, out) = fp
@@ -329,10 +340,7 @@ fn check_gso(fp: &FastPath, c: &Case, pkt: &[u8], gso: bool, t: &mut Tally) {
                 ident_seed: seed,
                 gso,
             };
-            let mut frags = FragBuf::new();
-            let v = c
-                .translator
-                .translate(&mut buf, HEADROOM, pkt.len(), meta, &mut frags);
+            let v = core(&mut buf, HEADROOM, pkt.len(), meta);
             match v {
                 Verdict::Forward { start, len } => {
                     let want = &buf[start..start + len];
@@ -564,4 +572,295 @@ fn ebpf_install_replaces_tables() {
         &out[14 + 24..14 + 40],
         &"2001:db8:6::2".parse::<Ipv6Addr>().unwrap().octets()
     );
+}
+
+/// Issue 7, NAT64 (RFC 6146 §3.5.1 UDP, §3.5.3 ICMP query): packets of
+/// flows the Rust side cached (both directions of UDP and ICMP echo
+/// sessions), mixed with packets of no cached flow, TCP, ICMP errors and
+/// the RFC 7915 slow-path cases. The program's output must be
+/// byte-identical to `Nat64Translator` on the same state, or the packet
+/// must be passed unchanged.
+#[test]
+fn ebpf_nat64_matches_core_on_cached_flows() {
+    use xlat_core::nat64::{Proto, SessionInfo, Ta4, Ta6};
+    use xlat_core::translate::nat64::Nat64Translator;
+    let toml = "mode = \"nat64\"\npool6 = \"2001:db8:64::/96\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"192.0.2.0/28\"\n";
+    let s = config::parse(toml).unwrap();
+    let mut cfg = s.core_config(&[]).unwrap();
+    cfg.ttl = TtlPolicy::Decrement;
+    let st =
+        std::sync::Arc::new(xlat_core::nat64::Nat64State::new(s.nat64.core(), [5; 16]).unwrap());
+    let tr = Nat64Translator::new(cfg, st.clone()).unwrap();
+    let pool6 = tr.pool6();
+    let mut fp = load();
+    fp.install(&tables(&s, s.pool6, &[], 0, true)).unwrap();
+    let fc = fp.flow_cache().unwrap();
+    st.set_new_session_log(1024);
+    let clients: Vec<Ipv6Addr> = (1..=4)
+        .map(|i| Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, i))
+        .collect();
+    let remotes: Vec<Ipv4Addr> = ["198.51.100.7", "203.0.113.9", "8.8.8.8"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let mut r = Rng(0x5eed_0064);
+    for (i, c6) in clients.iter().enumerate() {
+        for (j, r4) in remotes.iter().enumerate() {
+            let port = 1000 + (i * 10 + j) as u16;
+            st.lookup_or_create_6to4(Proto::Udp, Ta6::new(*c6, port), Ta4::new(*r4, 53), None, 0)
+                .unwrap();
+            // TCP: opened by a V6 SYN and the V4 SYN+ACK: ESTABLISHED
+            // (RFC 6146 section 3.5.2.2), cacheable.
+            let m = st
+                .lookup_or_create_6to4(
+                    Proto::Tcp,
+                    Ta6::new(*c6, port),
+                    Ta4::new(*r4, 443),
+                    Some(0x02),
+                    0,
+                )
+                .unwrap();
+            st.lookup_4to6(Proto::Tcp, Ta4::new(*r4, 443), m.src4, Some(0x12), 0)
+                .unwrap();
+            // ICMP: the identifier is the "port" on both sides.
+            st.lookup_or_create_6to4(
+                Proto::Icmp,
+                Ta6::new(*c6, port),
+                Ta4::new(*r4, port),
+                None,
+                0,
+            )
+            .unwrap();
+        }
+    }
+    // One uncached UDP session: its packets must be passed.
+    st.set_new_session_log(0);
+    st.lookup_or_create_6to4(
+        Proto::Udp,
+        Ta6::new(clients[0], 999),
+        Ta4::new(remotes[0], 53),
+        None,
+        0,
+    )
+    .unwrap();
+    let mut sessions: Vec<SessionInfo> = vec![];
+    st.drain_new_sessions(&mut sessions);
+    assert_eq!(sessions.len(), 36);
+    for x in &sessions {
+        assert!(fc.insert(&st, &pool6, x));
+    }
+    assert_eq!(fc.counters()[0], 36);
+    let uncached = st
+        .sessions(&xlat_core::nat64::SessionFilter::default())
+        .into_iter()
+        .find(|x| x.v6.port == 999)
+        .unwrap();
+    let mut all = sessions.clone();
+    all.push(uncached);
+
+    let mut base = case("pool6 = \"2001:db8:64::/96\"\n");
+    base.v4s = remotes.clone();
+    base.v4s.extend(all.iter().map(|x| x.v4.addr));
+    base.v6s = clients.clone();
+    base.v6s.extend(remotes.iter().map(|a| pool6.embed(*a)));
+    let mut t = Tally::default();
+    let mut by_proto = [0usize; 3];
+    for n in 0..6000 {
+        let v6 = n % 2 == 1;
+        let mut pkt = if v6 {
+            gen_v6(&mut r, &base)
+        } else {
+            gen_v4(&mut r, &base)
+        };
+        if r.chance(85) {
+            let x = all[r.below(all.len() as u64) as usize];
+            set_flow(&mut pkt, &pool6, &x, &mut r);
+        }
+        let before = t.translated;
+        check_with(
+            &fp,
+            &pkt,
+            n % 7 == 3,
+            &mut t,
+            &mut |buf, start, len, meta| {
+                let mut frags = FragBuf::new();
+                let mut stored = None;
+                tr.translate(buf, start, len, meta, &mut frags, 1000, &mut stored)
+            },
+        );
+        if t.translated > before {
+            let l4p = if v6 { pkt[6] } else { pkt[9] };
+            by_proto[match l4p {
+                17 => 1,
+                6 => 2,
+                _ => 0,
+            }] += 1;
+            if l4p == 6 {
+                // RFC 6146 section 3.5.2.2: SYN / FIN / RST take the slow path.
+                let off = if v6 { 40 } else { 20 };
+                assert_eq!(pkt[off + 13] & 0x07, 0, "fast path took a SYN/FIN/RST");
+            }
+            // Never the uncached session.
+            if l4p == 17 {
+                let (sp, dp) = if v6 { (40, 42) } else { (20, 22) };
+                let ports = (
+                    u16::from_be_bytes([pkt[sp], pkt[sp + 1]]),
+                    u16::from_be_bytes([pkt[dp], pkt[dp + 1]]),
+                );
+                assert!(ports.0 != 999 || !v6, "uncached session translated");
+                assert!(
+                    ports.1 != uncached.v4.port || v6,
+                    "uncached session translated"
+                );
+            }
+        }
+    }
+    assert!(
+        by_proto.iter().all(|n| *n > 100),
+        "too few translated: {t:?} icmp/udp/tcp {by_proto:?}"
+    );
+    // Removed from the cache: passed.
+    for x in &sessions {
+        fc.remove(x.proto, x.v4, x.remote);
+    }
+    assert_eq!(fc.counters()[..3], [0, 36, 36]);
+    let mut pkt = gen_v6(&mut r, &base);
+    for _ in 0..200 {
+        pkt = gen_v6(&mut r, &base);
+        set_flow(&mut pkt, &pool6, &sessions[0], &mut r);
+        let f = frame(0x86dd, &pkt);
+        let (ret, out) = fp.test_run(&f).unwrap();
+        assert_eq!((ret, &out), (TC_ACT_OK, &f));
+    }
+    let _ = pkt;
+    eprintln!("ebpf nat64 differential: {t:?} icmp/udp/tcp {by_proto:?}");
+}
+
+/// Rewrites a generated packet into one of session `x`'s (direction by
+/// the packet's family; protocol, addresses, ports / identifier; ICMP type
+/// mostly the query type of that direction) with a correct checksum, or a
+/// wrong one now and then.
+fn set_flow(
+    pkt: &mut [u8],
+    pool6: &xlat_core::addr::Pool6,
+    x: &xlat_core::nat64::SessionInfo,
+    r: &mut Rng,
+) {
+    use xlat_core::nat64::Proto;
+    let v6 = pkt[0] >> 4 == 6;
+    let (l4s, end) = if v6 {
+        (40, 40 + usize::from(u16::from_be_bytes([pkt[4], pkt[5]])))
+    } else {
+        let ihl = usize::from(pkt[0] & 15) * 4;
+        (ihl, usize::from(u16::from_be_bytes([pkt[2], pkt[3]])))
+    };
+    let end = end.min(pkt.len());
+    if l4s + 8 > end {
+        return;
+    }
+    let nh_ok = if v6 {
+        matches!(pkt[6], 6 | 17 | 58)
+    } else {
+        matches!(pkt[9], 1 | 6 | 17)
+    };
+    if !nh_ok {
+        return;
+    }
+    let (proto, icmp) = match x.proto {
+        Proto::Udp => (17u8, false),
+        Proto::Tcp => (6u8, false),
+        _ => (if v6 { 58 } else { 1 }, true),
+    };
+    if proto == 6 && l4s + 20 > end {
+        return;
+    }
+    // Keep the generated body length; only the protocol changes.
+    if v6 {
+        pkt[6] = proto;
+        pkt[8..24].copy_from_slice(&x.v6.addr.octets());
+        pkt[24..40].copy_from_slice(&pool6.embed(x.remote.addr).octets());
+    } else {
+        pkt[9] = proto;
+        pkt[12..16].copy_from_slice(&x.remote.addr.octets());
+        pkt[16..20].copy_from_slice(&x.v4.addr.octets());
+    }
+    let l4 = &mut pkt[l4s..end];
+    let csum_at = if icmp {
+        l4[0] = if r.chance(85) {
+            if v6 {
+                128
+            } else {
+                0
+            }
+        } else {
+            r.pick(&if v6 {
+                [128u8, 129, 1, 3]
+            } else {
+                [8u8, 0, 3, 11]
+            })
+        };
+        let id = if v6 { x.v6.port } else { x.v4.port };
+        l4[4..6].copy_from_slice(&id.to_be_bytes());
+        2
+    } else {
+        let (sp, dp) = if v6 {
+            (x.v6.port, x.remote.port)
+        } else {
+            (x.remote.port, x.v4.port)
+        };
+        l4[0..2].copy_from_slice(&sp.to_be_bytes());
+        l4[2..4].copy_from_slice(&dp.to_be_bytes());
+        if proto == 6 {
+            // Mostly ACK / PSH+ACK, sometimes SYN, FIN or RST.
+            l4[13] = if r.chance(75) {
+                r.pick(&[0x10, 0x18, 0x10])
+            } else {
+                r.pick(&[0x02, 0x12, 0x11, 0x04, 0x14, 0x19])
+            };
+            if r.chance(85) {
+                let opts = r.pick(&[0u8, 0, 12]);
+                l4[12] = ((20 + opts) / 4) << 4;
+            }
+            16
+        } else {
+            if r.chance(85) {
+                let ulen = l4.len() as u16;
+                l4[4..6].copy_from_slice(&ulen.to_be_bytes());
+            }
+            6
+        }
+    };
+    let zero_udp = proto == 17 && r.chance(4);
+    l4[csum_at] = 0;
+    l4[csum_at + 1] = 0;
+    if !zero_udp {
+        let len = l4.len();
+        let ps = if v6 {
+            let s = Ipv6Addr::from(<[u8; 16]>::try_from(&pkt[8..24]).unwrap());
+            let d = Ipv6Addr::from(<[u8; 16]>::try_from(&pkt[24..40]).unwrap());
+            checksum::pseudo_v6(&s, &d, proto, len as u32)
+        } else if icmp {
+            0
+        } else {
+            let s = Ipv4Addr::from(<[u8; 4]>::try_from(&pkt[12..16]).unwrap());
+            let d = Ipv4Addr::from(<[u8; 4]>::try_from(&pkt[16..20]).unwrap());
+            checksum::pseudo_v4(s, d, proto, len as u16)
+        };
+        let l4 = &mut pkt[l4s..end];
+        let mut c = checksum::finish(checksum::sum(ps, l4));
+        if !icmp && c == 0 {
+            c = 0xffff;
+        }
+        if r.chance(3) {
+            c ^= 0x1234; // wrong: translated incrementally as is
+        }
+        l4[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
+    }
+    if !v6 {
+        // A valid header checksum (the generator's rare bad one is lost).
+        pkt[10] = 0;
+        pkt[11] = 0;
+        let c = checksum::checksum(&pkt[..l4s]);
+        pkt[10..12].copy_from_slice(&c.to_be_bytes());
+    }
 }

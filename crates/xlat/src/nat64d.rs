@@ -217,6 +217,50 @@ fn kind_name(k: MapEventKind) -> &'static str {
     }
 }
 
+/// New UDP / ICMP sessions recorded per state shard between two
+/// flow-cache ticks (20 ms); more are not cached (bounded work per tick):
+/// their packets stay on the slow path.
+pub const NEW_SESSIONS_PER_SHARD: usize = 4096;
+
+/// A flow-cache tick (every 20 ms): TCP sessions that left ESTABLISHED go,
+/// new sessions come in, and every 25 ticks (0.5 s) the cache is
+/// checked against the state (sessions removed by the admin or a pool4
+/// change); a pool6 change empties it.
+fn sync_flows(
+    shared: &Shared,
+    state: &Nat64State,
+    fc: &crate::ebpf::FlowCache,
+    pool6: &mut Option<xlat_core::addr::Pool6>,
+    new: &mut Vec<xlat_core::nat64::SessionInfo>,
+    tick: u64,
+) {
+    let cur = match &*shared.current() {
+        crate::datapath::Engine::Nat64(t) => Some(t.pool6()),
+        _ => None,
+    };
+    if cur != *pool6 {
+        fc.clear();
+        *pool6 = cur;
+    }
+    // RFC 6146 §3.5.2.2: a FIN or RST took these out of ESTABLISHED: their
+    // packets drive the state machine again.
+    let mut left = Vec::new();
+    state.drain_left_established(&mut left);
+    for (pool, remote) in left {
+        fc.remove(xlat_core::nat64::Proto::Tcp, pool, remote);
+    }
+    new.clear();
+    state.drain_new_sessions(new);
+    if let Some(p) = pool6 {
+        for s in new.iter() {
+            fc.insert(state, p, s);
+        }
+    }
+    if tick.is_multiple_of(25) {
+        fc.reconcile(state);
+    }
+}
+
 /// The housekeeping thread: every 100 ms expires what is due (bounded
 /// work per call, RFC 6146 §3.5 lifetimes), answers expired stored SYNs
 /// with ICMP port unreachable (RFC 6146 §3.5.2.2) and writes the mapping
@@ -233,11 +277,37 @@ pub fn housekeeping(
     let wall0 = SystemTime::now() - shared.epoch.elapsed();
     let mut events: Vec<MapEvent> = Vec::with_capacity(1024);
     let mut buf = vec![0u8; 64 + crate::datapath::STORED_SYN_QUOTE + VNET_HDR_LEN];
+    let mut pool6 = None;
+    let mut new = Vec::new();
+    let mut tick = 0u64;
     while !shared.stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
+        let flows = shared.flows.get().cloned();
+        if let Some(fc) = &flows {
+            // With the flow cache, new flows are cached every 20 ms (their
+            // packets take the slow path until then); the rest every 100 ms.
+            for _ in 0..5 {
+                std::thread::sleep(Duration::from_millis(20));
+                tick += 1;
+                sync_flows(&shared, &state, fc, &mut pool6, &mut new, tick);
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let now = shared.now_ms();
         for _ in 0..16 {
-            let out = state.expire(now, 20_000);
+            // A cached flow's packets may all have taken the fast path:
+            // its last-seen time decides (RFC 6146 §3.5.1 / §3.5.3).
+            let out = match &flows {
+                Some(fc) => state.expire_seen(now, 20_000, &mut |p, pool, remote| {
+                    fc.last_seen_ms(p, pool, remote, now)
+                }),
+                None => state.expire(now, 20_000),
+            };
+            if let Some(fc) = &flows {
+                for s in &out.seen_removed {
+                    fc.remove(s.proto, s.v4, s.remote);
+                }
+            }
             if !out.stored_syn_expired.is_empty() || !out.stored_syn_discarded.is_empty() {
                 let mut syns = shared.syns.lock().unwrap();
                 for k in &out.stored_syn_discarded {

@@ -83,6 +83,8 @@ pub struct Registry {
     pub nat64: OnceLock<Arc<Nat64State>>,
     /// The eBPF fast path's per-CPU counters, when it is in use.
     pub fast: OnceLock<Arc<crate::ebpf::Counters>>,
+    /// The NAT64 flow cache of the fast path (mode = "nat64", kind = "ebpf").
+    pub flows: OnceLock<Arc<crate::ebpf::FlowCache>>,
 }
 
 /// A summed snapshot.
@@ -98,6 +100,8 @@ pub struct Snapshot {
     /// The eBPF fast path's counters (names in `ebpf::COUNTERS`), or None
     /// when the TUN datapath runs alone.
     pub fast: Option<[u64; crate::ebpf::COUNTERS.len()]>,
+    /// The NAT64 flow cache's counters (names in `ebpf::FLOW_COUNTERS`).
+    pub flows: Option<[u64; crate::ebpf::FLOW_COUNTERS.len()]>,
 }
 
 impl Registry {
@@ -133,6 +137,7 @@ impl Registry {
             nat64: self.nat64.get().map(|n| n.counts()),
             nat64_pool4_drained: self.nat64.get().map_or(0, |n| n.pool4_drained_sessions()),
             fast: self.fast.get().map(|c| c.read()),
+            flows: self.flows.get().map(|c| c.counters()),
         }
     }
 }
@@ -150,6 +155,11 @@ impl Snapshot {
         v.push(("datapath_ebpf".into(), u64::from(self.fast.is_some())));
         if let Some(f) = &self.fast {
             for (n, x) in crate::ebpf::COUNTERS.iter().zip(f.iter()) {
+                v.push((format!("ebpf_{n}"), *x));
+            }
+        }
+        if let Some(f) = &self.flows {
+            for (n, x) in crate::ebpf::FLOW_COUNTERS.iter().zip(f.iter()) {
                 v.push((format!("ebpf_{n}"), *x));
             }
         }
@@ -218,8 +228,26 @@ impl Snapshot {
             let _ = writeln!(
                 o,
                 "# HELP xlat_ebpf_dropped_total Packets the eBPF fast path dropped after a helper failed mid-translation.\n# TYPE xlat_ebpf_dropped_total counter\nxlat_ebpf_dropped_total {}",
-                fx[COUNTERS.len() - 1]
+                fx[crate::ebpf::D_ERROR]
             );
+        }
+        if let Some(f) = &self.flows {
+            let _ = writeln!(
+                o,
+                "# HELP xlat_ebpf_nat64_flows NAT64 sessions in the eBPF flow cache.\n# TYPE xlat_ebpf_nat64_flows gauge\nxlat_ebpf_nat64_flows {}",
+                f[0]
+            );
+            let _ = writeln!(
+                o,
+                "# HELP xlat_ebpf_nat64_flow_events_total NAT64 flow cache events (inserted, removed, cache_full).\n# TYPE xlat_ebpf_nat64_flow_events_total counter"
+            );
+            for (i, e) in ["inserted", "removed", "cache_full"].iter().enumerate() {
+                let _ = writeln!(
+                    o,
+                    "xlat_ebpf_nat64_flow_events_total{{event=\"{e}\"}} {}",
+                    f[i + 1]
+                );
+            }
         }
         let _ = writeln!(
             o,

@@ -489,6 +489,13 @@ pub struct ExpireOutput {
     /// Held out-of-order fragments dropped with them (their first
     /// fragment never came): also added to [`Nat64State::frag_timeouts`].
     pub fragments_timed_out: usize,
+    /// Sessions kept alive by a last-seen time from the `seen` callback of
+    /// [`Nat64State::expire_seen`] (packets carried by a fast path).
+    pub refreshed: usize,
+    /// Sessions removed for which the `seen` callback returned a time, and
+    /// cached TCP sessions whose TCP_EST ran out (now TRANS): the caller
+    /// drops them from its cache.
+    pub seen_removed: Vec<SessionInfo>,
 }
 
 /// Table sizes.
@@ -806,6 +813,11 @@ struct Shard {
     events_cap: usize,
     events_lost: u64,
     syn_discarded: Vec<StoredSyn>,
+    /// New UDP / ICMP sessions not yet drained by
+    /// [`Nat64State::drain_new_sessions`] (only when enabled).
+    new_sessions: Vec<KS>,
+    /// TCP sessions that left ESTABLISHED (only when the log is enabled).
+    left_established: Vec<KS>,
     bib_count: [usize; 3],
     sess_count: [usize; 3],
 }
@@ -829,6 +841,8 @@ impl Shard {
             events_cap,
             events_lost: 0,
             syn_discarded: Vec::new(),
+            new_sessions: Vec::new(),
+            left_established: Vec::new(),
             bib_count: [0; 3],
             sess_count: [0; 3],
         }
@@ -854,6 +868,8 @@ impl Shard {
             + self.heap.capacity() * core::mem::size_of::<Reverse<QE>>()
             + self.events.capacity() * core::mem::size_of::<MapEvent>()
             + self.syn_discarded.capacity() * core::mem::size_of::<StoredSyn>()
+            + (self.new_sessions.capacity() + self.left_established.capacity())
+                * core::mem::size_of::<KS>()
             + core::mem::size_of::<Shard>()
     }
 
@@ -901,6 +917,9 @@ pub struct Nat64State {
     frags: Mutex<frag::FragTable>,
     /// Held fragments dropped on timeout, since start (`nat64_fragment_timeout`).
     frag_timeouts: AtomicU64,
+    /// Per-shard bound of the new-session list (0: not recorded), see
+    /// [`Nat64State::set_new_session_log`].
+    new_sessions_cap: AtomicUsize,
 }
 
 impl core::fmt::Debug for Nat64State {
@@ -1012,6 +1031,7 @@ impl Nat64State {
                 SipBuild::derive(&secret, 3),
             )),
             frag_timeouts: AtomicU64::new(0),
+            new_sessions_cap: AtomicUsize::new(0),
         })
     }
 
@@ -1265,6 +1285,16 @@ impl Nat64State {
             let st = TcpState::from_u8(v.state());
             let (next, life) = tcp::step(st, side, flags).unwrap_or((st, Lifetime::Keep));
             v.set_state(next as u8);
+            if (st == TcpState::Established) != (next == TcpState::Established) {
+                // Into ESTABLISHED: cacheable; out of it: no longer.
+                let cap = self.new_sessions_cap.load(Ordering::Relaxed);
+                if next == TcpState::Established && sh.new_sessions.len() < cap {
+                    sh.new_sessions.push(k);
+                } else if st == TcpState::Established && cap > 0 {
+                    // Never dropped: a cached session must leave the cache.
+                    sh.left_established.push(k);
+                }
+            }
             if let Some(ms) = self.lifetime_ms(proto, life) {
                 Shard::set_deadline(&mut sh.heap, k, v, deadline(now, ms));
             }
@@ -1289,6 +1319,12 @@ impl Nat64State {
         sh.next_gen = sh.next_gen.wrapping_add(1);
         sh.sess.insert(k, VS::new(state, d, gen));
         heap_push(&mut sh.heap, QE::new(d, k, gen));
+        if k.proto() != Proto::Tcp {
+            let cap = self.new_sessions_cap.load(Ordering::Relaxed);
+            if sh.new_sessions.len() < cap {
+                sh.new_sessions.push(k);
+            }
+        }
         sh.sess_count[k.proto() as usize] += 1;
         if let Some(adf) = sh.adf.as_mut() {
             *adf.entry(k.ka()).or_insert(0) += 1;
@@ -1625,6 +1661,25 @@ impl Nat64State {
     /// entries in total (RFC 6146 §3.5.1-§3.5.3 lifetimes, §3.5.2.2 stored
     /// SYNs and ESTABLISHED probes). Call periodically; again if `more`.
     pub fn expire(&self, now: u64, budget: usize) -> ExpireOutput {
+        self.expire_seen(now, budget, &mut |_, _, _| None)
+    }
+
+    /// As [`Nat64State::expire`], for sessions whose packets may also be
+    /// carried elsewhere (the eBPF fast path's flow cache): before a UDP,
+    /// ICMP or ESTABLISHED TCP session expires, `seen(proto, pool4,
+    /// remote)` gives the time (ms, this state's clock) its last packet was
+    /// seen there, or None. If that time plus the session's lifetime
+    /// (TCP_EST for TCP) is still ahead the session lives on to that
+    /// deadline (RFC 6146 §3.5.1 / §3.5.2.2 / §3.5.3: such packets refresh
+    /// it), else it expires as usual (TCP: to TRANS with a probe) and is
+    /// listed in `seen_removed`. The state stays a pure function of its
+    /// inputs.
+    pub fn expire_seen(
+        &self,
+        now: u64,
+        budget: usize,
+        seen: &mut dyn FnMut(Proto, Ta4, Ta4) -> Option<u64>,
+    ) -> ExpireOutput {
         let mut out = ExpireOutput::default();
         // RFC 6146 §3.4: fragment state lives FRAGMENT_MIN.
         let fx = lock(&self.frags).expire(now);
@@ -1648,7 +1703,7 @@ impl Nat64State {
                 }
                 sh.heap.pop();
                 left -= 1;
-                self.expire_one(sh, top, now, &mut out);
+                self.expire_one(sh, top, now, &mut out, seen);
             }
             if let Some(Reverse(top)) = sh.heap.peek() {
                 if secs_ms(top.deadline()) <= now {
@@ -1659,7 +1714,14 @@ impl Nat64State {
         out
     }
 
-    fn expire_one(&self, sh: &mut Shard, e: QE, now: u64, out: &mut ExpireOutput) {
+    fn expire_one(
+        &self,
+        sh: &mut Shard,
+        e: QE,
+        now: u64,
+        out: &mut ExpireOutput,
+        seen: &mut dyn FnMut(Proto, Ta4, Ta4) -> Option<u64>,
+    ) {
         let k = e.key();
         let d = e.deadline();
         if e.gen() == GEN_STORED {
@@ -1684,6 +1746,28 @@ impl Nat64State {
             }
             let st = TcpState::from_u8(v.state());
             if k.proto() == Proto::Tcp && st == TcpState::Established {
+                // A cached ESTABLISHED session: packets without SYN / FIN /
+                // RST seen by the fast path refresh TCP_EST (RFC 6146
+                // §3.5.2.2), as they would have here.
+                if let Some(last) = seen(k.proto(), k.pool(), k.remote()) {
+                    let d = deadline(last.min(now), self.cfg.timeouts.tcp_est_ms);
+                    if secs_ms(d) > now {
+                        v.set_expires(d);
+                        heap_push(&mut sh.heap, QE::new(d, k, v.gen()));
+                        out.refreshed += 1;
+                        return;
+                    }
+                    if let Some(b) = sh.bib4.get(&k.k4()) {
+                        out.seen_removed.push(SessionInfo {
+                            proto: Proto::Tcp,
+                            v6: b.ta6(),
+                            v4: k.pool(),
+                            remote: k.remote(),
+                            tcp_state: Some(TcpState::Trans),
+                            expires_ms: secs_ms(v.expires()),
+                        });
+                    }
+                }
                 // RFC 6146 §3.5.2.2 ESTABLISHED: when TCP_EST runs out the
                 // NAT64 probes the endpoints and moves the session to TRANS
                 // with TCP_TRANS; any packet brings it back.
@@ -1704,8 +1788,32 @@ impl Nat64State {
                 }
                 return;
             }
+            let mut cached = None;
+            if k.proto() != Proto::Tcp {
+                if let Some(last) = seen(k.proto(), k.pool(), k.remote()) {
+                    let ms = self.lifetime_ms(k.proto(), Lifetime::Keep).unwrap_or(0);
+                    let d = deadline(last.min(now), ms);
+                    if secs_ms(d) > now {
+                        v.set_expires(d);
+                        heap_push(&mut sh.heap, QE::new(d, k, v.gen()));
+                        out.refreshed += 1;
+                        return;
+                    }
+                    cached = sh.bib4.get(&k.k4()).map(|b| SessionInfo {
+                        proto: k.proto(),
+                        v6: b.ta6(),
+                        v4: k.pool(),
+                        remote: k.remote(),
+                        tcp_state: None,
+                        expires_ms: secs_ms(v.expires()),
+                    });
+                }
+            }
             self.remove_session(sh, k, now, Some(out));
             out.sessions_removed += 1;
+            if let Some(c) = cached {
+                out.seen_removed.push(c);
+            }
         }
     }
 
@@ -1923,6 +2031,63 @@ impl Nat64State {
     /// Total live sessions (atomic read, no lock).
     pub fn session_count(&self) -> usize {
         self.sessions_total.load(Ordering::Relaxed)
+    }
+
+    /// Records new UDP / ICMP sessions and TCP sessions entering
+    /// ESTABLISHED (RFC 6146 §3.5.2.2; at most `per_shard` per shard
+    /// between two [`Nat64State::drain_new_sessions`]; 0 stops it), and
+    /// TCP sessions leaving ESTABLISHED ([`Nat64State::drain_left_established`]),
+    /// for a flow cache that carries their later packets.
+    pub fn set_new_session_log(&self, per_shard: usize) {
+        self.new_sessions_cap.store(per_shard, Ordering::Relaxed);
+    }
+
+    /// Moves the new UDP / ICMP sessions recorded since the last call
+    /// (those still alive, with their BIB entry) into `out`.
+    pub fn drain_new_sessions(&self, out: &mut Vec<SessionInfo>) {
+        for m in self.shards.iter() {
+            let mut g = lock(m);
+            let sh = &mut *g;
+            for k in sh.new_sessions.drain(..) {
+                let Some(v) = sh.sess.get(&k) else { continue };
+                let tcp = k.proto() == Proto::Tcp;
+                if tcp && TcpState::from_u8(v.state()) != TcpState::Established {
+                    continue;
+                }
+                let Some(v6) = sh.bib4.get(&k.k4()).map(|b| b.ta6()) else {
+                    continue;
+                };
+                out.push(SessionInfo {
+                    proto: k.proto(),
+                    v6,
+                    v4: k.pool(),
+                    remote: k.remote(),
+                    tcp_state: tcp.then_some(TcpState::Established),
+                    expires_ms: secs_ms(v.expires()),
+                });
+            }
+        }
+    }
+
+    /// Moves the TCP sessions that left ESTABLISHED since the last call
+    /// (FIN, RST, TCP_EST ran out) into `out` as (pool4, remote): a flow
+    /// cache must stop carrying them (their packets drive the state
+    /// machine again).
+    pub fn drain_left_established(&self, out: &mut Vec<(Ta4, Ta4)>) {
+        for m in self.shards.iter() {
+            let mut g = lock(m);
+            out.extend(g.left_established.drain(..).map(|k| (k.pool(), k.remote())));
+        }
+    }
+
+    /// Is there a session (`proto`, pool4 `pool`, IPv4 remote `remote`)
+    /// whose BIB entry's IPv6 side is `v6`, and for TCP in ESTABLISHED
+    /// (the sessions a flow cache may carry)?
+    pub fn session_exists(&self, proto: Proto, v6: Ta6, pool: Ta4, remote: Ta4) -> bool {
+        let g = lock(&self.shards[self.shard4(pool.port)]);
+        g.sess.get(&KS::new(proto, pool, remote)).is_some_and(|v| {
+            proto != Proto::Tcp || TcpState::from_u8(v.state()) == TcpState::Established
+        }) && g.bib4.get(&K4::new(proto, pool)).map(|b| b.ta6()) == Some(v6)
     }
 
     /// Moves the mapping-log events into `out`; returns how many were lost

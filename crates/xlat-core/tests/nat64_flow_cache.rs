@@ -1,0 +1,186 @@
+//! Issue 7: NAT64 sessions whose packets a fast path (the eBPF flow cache)
+//! carries. The state learns of those packets only through the last-seen
+//! times fed to `expire_seen`; RFC 6146 §3.5.1 (UDP) and §3.5.3 (ICMP
+//! query): every packet of the session refreshes its lifetime, so a cached
+//! flow lives while packets flow and expires a lifetime after the last one.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use xlat_core::addr::Ipv4Prefix;
+use xlat_core::nat64::*;
+
+fn nat() -> Nat64State {
+    let mut cfg = Nat64Config {
+        pool4: Pool4Entry::all_protocols("192.0.2.0/28".parse::<Ipv4Prefix>().unwrap()).to_vec(),
+        shards: 4,
+        ..Default::default()
+    };
+    cfg.timeouts.udp_ms = 10_000;
+    cfg.timeouts.icmp_ms = 5_000;
+    Nat64State::new(cfg, [9; 16]).unwrap()
+}
+
+fn c6(port: u16) -> Ta6 {
+    Ta6::new(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 5), port)
+}
+
+fn r4(port: u16) -> Ta4 {
+    Ta4::new(Ipv4Addr::new(203, 0, 113, 7), port)
+}
+
+#[test]
+fn issue7_rfc6146_3_5_1_cached_udp_session_lives_while_seen() {
+    let n = nat();
+    n.set_new_session_log(16);
+    let m = n
+        .lookup_or_create_6to4(Proto::Udp, c6(4000), r4(53), None, 0)
+        .unwrap();
+    let mut new = vec![];
+    n.drain_new_sessions(&mut new);
+    assert_eq!(new.len(), 1);
+    assert_eq!(
+        (new[0].v6, new[0].v4, new[0].remote),
+        (c6(4000), m.src4, r4(53))
+    );
+    // Drained once only.
+    let mut again = vec![];
+    n.drain_new_sessions(&mut again);
+    assert!(again.is_empty());
+    assert!(n.session_exists(Proto::Udp, c6(4000), m.src4, r4(53)));
+
+    // The fast path saw a packet at 9 s: at 11 s (past 0 + 10 s) the
+    // session is refreshed to 9 + 10 = 19 s instead of expiring.
+    let mut last = 9_000u64;
+    let mut asked = 0;
+    let o = n.expire_seen(11_000, 1000, &mut |p, pool, remote| {
+        asked += 1;
+        assert_eq!((p, pool, remote), (Proto::Udp, m.src4, r4(53)));
+        Some(last)
+    });
+    assert_eq!(asked, 1);
+    assert_eq!((o.refreshed, o.sessions_removed), (1, 0));
+    let s = n.sessions(&SessionFilter::default());
+    assert_eq!(s[0].expires_ms, 19_000);
+    // Not due before then: no callback.
+    let o = n.expire_seen(18_000, 1000, &mut |_, _, _| panic!("not due"));
+    assert_eq!(o.sessions_removed, 0);
+    // Traffic stopped at 9 s: at 19 s it expires and is reported.
+    last = 9_000;
+    let o = n.expire_seen(19_000, 1000, &mut |_, _, _| Some(last));
+    assert_eq!((o.refreshed, o.sessions_removed), (0, 1));
+    assert_eq!(o.seen_removed.len(), 1);
+    assert_eq!(o.seen_removed[0].v6, c6(4000));
+    assert!(!n.session_exists(Proto::Udp, c6(4000), m.src4, r4(53)));
+    assert_eq!(n.session_count(), 0);
+}
+
+#[test]
+fn issue7_rfc6146_3_5_3_uncached_and_tcp_sessions_expire_as_before() {
+    let n = nat();
+    // Not enabled: nothing recorded.
+    n.lookup_or_create_6to4(Proto::Icmp, c6(77), r4(77), None, 0)
+        .unwrap();
+    let mut new = vec![];
+    n.drain_new_sessions(&mut new);
+    assert!(new.is_empty());
+    // ICMP session, callback says "not cached": expires at 5 s.
+    let o = n.expire_seen(5_000, 1000, &mut |_, _, _| None);
+    assert_eq!(o.sessions_removed, 1);
+    assert!(o.seen_removed.is_empty());
+    // TCP sessions are never cached: TCP is not recorded, and the callback
+    // is not asked (a V6 SYN opens V6_INIT, TCP_TRANS = 240 s).
+    n.set_new_session_log(16);
+    n.lookup_or_create_6to4(Proto::Tcp, c6(5000), r4(80), Some(0x02), 0)
+        .unwrap();
+    n.drain_new_sessions(&mut new);
+    assert!(new.is_empty());
+    let o = n.expire_seen(300_000, 1000, &mut |_, _, _| panic!("tcp asked"));
+    assert_eq!(o.sessions_removed, 1);
+}
+
+#[test]
+fn issue7_new_session_log_is_bounded() {
+    let n = nat();
+    n.set_new_session_log(2);
+    for p in 0..50 {
+        n.lookup_or_create_6to4(Proto::Udp, c6(1000 + p), r4(53), None, 0)
+            .unwrap();
+    }
+    let mut new = vec![];
+    n.drain_new_sessions(&mut new);
+    // At most 2 per shard (4 shards).
+    assert!(!new.is_empty() && new.len() <= 8, "{}", new.len());
+}
+
+/// RFC 6146 §3.5.2.2: a TCP session is cacheable only in ESTABLISHED; it
+/// is recorded when it gets there, reported when a FIN or RST takes it out,
+/// and TCP_EST is refreshed by the fast path's last-seen time.
+#[test]
+fn issue7_rfc6146_3_5_2_tcp_cached_only_while_established() {
+    const SYN: u8 = 0x02;
+    const ACK: u8 = 0x10;
+    const FIN: u8 = 0x01;
+    let mut cfg = Nat64Config {
+        pool4: Pool4Entry::all_protocols("192.0.2.0/28".parse::<Ipv4Prefix>().unwrap()).to_vec(),
+        shards: 4,
+        ..Default::default()
+    };
+    cfg.timeouts.tcp_est_ms = 100_000;
+    cfg.timeouts.tcp_trans_ms = 10_000;
+    let n = Nat64State::new(cfg, [3; 16]).unwrap();
+    n.set_new_session_log(16);
+    let m = n
+        .lookup_or_create_6to4(Proto::Tcp, c6(5000), r4(80), Some(SYN), 0)
+        .unwrap();
+    let mut new = vec![];
+    n.drain_new_sessions(&mut new);
+    assert!(new.is_empty(), "V6 INIT is not cacheable");
+    n.lookup_4to6(Proto::Tcp, r4(80), m.src4, Some(SYN | ACK), 10)
+        .unwrap();
+    n.drain_new_sessions(&mut new);
+    assert_eq!(new.len(), 1);
+    assert_eq!(new[0].tcp_state, Some(TcpState::Established));
+    assert!(n.session_exists(Proto::Tcp, c6(5000), m.src4, r4(80)));
+    // TCP_EST (100 s) runs out, but the fast path saw a packet at 90 s.
+    let o = n.expire_seen(101_000, 100, &mut |_, _, _| Some(90_000));
+    assert_eq!((o.refreshed, o.sessions_removed), (1, 0));
+    assert_eq!(n.sessions(&SessionFilter::default())[0].expires_ms, 190_000);
+    // A FIN (slow path) leaves ESTABLISHED: reported, no longer cacheable.
+    n.lookup_or_create_6to4(Proto::Tcp, c6(5000), r4(80), Some(FIN | ACK), 120_000)
+        .unwrap();
+    let mut left = vec![];
+    n.drain_left_established(&mut left);
+    assert_eq!(left, vec![(m.src4, r4(80))]);
+    assert!(!n.session_exists(Proto::Tcp, c6(5000), m.src4, r4(80)));
+    let s = n.sessions(&SessionFilter::default());
+    assert_eq!(s[0].tcp_state, Some(TcpState::V6FinRcv));
+    // Both FINs: TCP_TRANS, then the session expires.
+    n.lookup_4to6(Proto::Tcp, r4(80), m.src4, Some(FIN | ACK), 121_000)
+        .unwrap();
+    let o = n.expire_seen(131_000, 100, &mut |_, _, _| panic!("not cached"));
+    assert_eq!(o.sessions_removed, 1);
+}
+
+/// A cached ESTABLISHED session whose TCP_EST ran out without fast-path
+/// packets goes to TRANS (probe) and is reported for removal from the cache.
+#[test]
+fn issue7_rfc6146_3_5_2_cached_tcp_idle_goes_trans() {
+    let mut cfg = Nat64Config {
+        pool4: Pool4Entry::all_protocols("192.0.2.0/28".parse::<Ipv4Prefix>().unwrap()).to_vec(),
+        shards: 4,
+        ..Default::default()
+    };
+    cfg.timeouts.tcp_est_ms = 100_000;
+    let n = Nat64State::new(cfg, [4; 16]).unwrap();
+    let m = n
+        .lookup_or_create_6to4(Proto::Tcp, c6(5001), r4(80), Some(0x02), 0)
+        .unwrap();
+    n.lookup_4to6(Proto::Tcp, r4(80), m.src4, Some(0x12), 0)
+        .unwrap();
+    let o = n.expire_seen(100_000, 100, &mut |_, _, _| Some(0));
+    assert_eq!(o.probes.len(), 1);
+    assert_eq!(o.seen_removed.len(), 1);
+    assert_eq!(
+        n.sessions(&SessionFilter::default())[0].tcp_state,
+        Some(TcpState::Trans)
+    );
+}

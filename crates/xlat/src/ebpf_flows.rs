@@ -1,0 +1,267 @@
+//! The NAT64 flow cache of the eBPF fast path (docs/datapaths.md, NAT64):
+//! the Rust datapath stays the single source of truth. The housekeeping
+//! thread writes both directions of each new UDP / ICMP echo session into
+//! the program's `xlat_flows` hash map, reads the last-seen times the
+//! program writes before the session may expire, and deletes the entries
+//! when the session goes (expiry, `bib remove`, pool4 drained, restart).
+
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use xlat_core::addr::Pool6;
+use xlat_core::nat64::{Nat64State, Proto, SessionInfo, Ta4, Ta6};
+
+use super::ffi;
+
+const IPPROTO_ICMP: u8 = 1;
+const IPPROTO_TCP: u8 = 6;
+const IPPROTO_UDP: u8 = 17;
+
+/// `struct flow_key` (40 bytes).
+pub fn flow_key(dir: u8, proto: u8, sport: u16, dport: u16, src: &[u8], dst: &[u8]) -> [u8; 40] {
+    let mut k = [0u8; 40];
+    k[0] = dir;
+    k[1] = proto;
+    k[4..6].copy_from_slice(&sport.to_be_bytes());
+    k[6..8].copy_from_slice(&dport.to_be_bytes());
+    k[8..8 + src.len()].copy_from_slice(src);
+    k[24..24 + dst.len()].copy_from_slice(dst);
+    k
+}
+
+/// `struct flow_val` (48 bytes), last-seen time 0.
+pub fn flow_val(src: &[u8], dst: &[u8], sport: u16, dport: u16) -> [u8; 48] {
+    let mut v = [0u8; 48];
+    v[8..8 + src.len()].copy_from_slice(src);
+    v[24..24 + dst.len()].copy_from_slice(dst);
+    v[40..42].copy_from_slice(&sport.to_be_bytes());
+    v[42..44].copy_from_slice(&dport.to_be_bytes());
+    v
+}
+
+/// Both entries of a session (RFC 6146 §3.5.1 UDP, §3.5.2 TCP in
+/// ESTABLISHED, §3.5.3 ICMP query): (6->4 key, value, 4->6 key, value).
+pub fn session_entries(pool6: &Pool6, s: &SessionInfo) -> Option<Entries> {
+    let r6 = pool6.embed(s.remote.addr).octets();
+    let (v6a, pa, ra) = (
+        s.v6.addr.octets(),
+        s.v4.addr.octets(),
+        s.remote.addr.octets(),
+    );
+    match s.proto {
+        Proto::Udp | Proto::Tcp => {
+            let p = if s.proto == Proto::Udp {
+                IPPROTO_UDP
+            } else {
+                IPPROTO_TCP
+            };
+            Some((
+                flow_key(0, p, s.v6.port, s.remote.port, &v6a, &r6),
+                flow_val(&pa, &ra, s.v4.port, s.remote.port),
+                flow_key(1, p, s.remote.port, s.v4.port, &ra, &pa),
+                flow_val(&r6, &v6a, s.remote.port, s.v6.port),
+            ))
+        }
+        // The identifier: the client's on the IPv6 side, the pool4 one
+        // (= the session's remote "port") on the IPv4 side.
+        Proto::Icmp => Some((
+            flow_key(0, IPPROTO_ICMP, s.v6.port, s.v6.port, &v6a, &r6),
+            flow_val(&pa, &ra, s.v4.port, s.v4.port),
+            flow_key(1, IPPROTO_ICMP, s.v4.port, s.v4.port, &ra, &pa),
+            flow_val(&r6, &v6a, s.v6.port, s.v6.port),
+        )),
+    }
+}
+
+type SessKey = (Proto, Ta4, Ta4);
+/// (6->4 key, value, 4->6 key, value).
+pub type Entries = ([u8; 40], [u8; 48], [u8; 40], [u8; 48]);
+
+struct Cached {
+    v6: Ta6,
+    k64: [u8; 40],
+    k46: [u8; 40],
+}
+
+/// Counters of the flow cache (`xlat stats`: `ebpf_nat64_flows_*`).
+pub const FLOW_COUNTERS: [&str; 4] = [
+    "nat64_flows_cached",
+    "nat64_flows_inserted",
+    "nat64_flows_removed",
+    "nat64_flows_cache_full",
+];
+
+pub struct FlowCache {
+    fd: c_int,
+    max: usize,
+    reg: Mutex<HashMap<SessKey, Cached>>,
+    inserted: AtomicU64,
+    removed: AtomicU64,
+    full: AtomicU64,
+}
+
+/// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
+pub fn ktime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl FlowCache {
+    /// `fd`: a file descriptor of `xlat_flows` owned by the cache;
+    /// `max`: sessions it may hold (two map entries each).
+    pub fn new(fd: c_int, max: usize) -> FlowCache {
+        FlowCache {
+            fd,
+            max,
+            reg: Mutex::new(HashMap::new()),
+            inserted: AtomicU64::new(0),
+            removed: AtomicU64::new(0),
+            full: AtomicU64::new(0),
+        }
+    }
+
+    fn put(&self, k: &[u8; 40], v: &[u8; 48]) -> bool {
+        // SAFETY: key and value have the map's sizes.
+        unsafe {
+            ffi::bpf_map_update_elem(
+                self.fd,
+                k.as_ptr() as *const c_void,
+                v.as_ptr() as *const c_void,
+                0,
+            ) == 0
+        }
+    }
+
+    fn del(&self, k: &[u8; 40]) {
+        // SAFETY: the key has the map's size.
+        unsafe {
+            ffi::bpf_map_delete_elem(self.fd, k.as_ptr() as *const c_void);
+        }
+    }
+
+    /// Caches a UDP / ICMP / ESTABLISHED TCP session (both directions). A hairpinned one
+    /// (remote in pool4, RFC 6146 §3.8) stays on the slow path; a full
+    /// cache leaves the session there too (counted).
+    pub fn insert(&self, st: &Nat64State, pool6: &Pool6, s: &SessionInfo) -> bool {
+        if st.is_pool4(None, s.remote.addr) || s.remote.addr == Ipv4Addr::UNSPECIFIED {
+            return false;
+        }
+        let Some((k64, v64, k46, v46)) = session_entries(pool6, s) else {
+            return false;
+        };
+        let mut reg = self.reg.lock().unwrap();
+        let key = (s.proto, s.v4, s.remote);
+        if reg.contains_key(&key) {
+            return true;
+        }
+        if reg.len() >= self.max {
+            self.full.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        // 4->6 first: a 6->4 hit then always finds its way back.
+        if !self.put(&k46, &v46) {
+            self.full.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        if !self.put(&k64, &v64) {
+            self.del(&k46);
+            self.full.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        reg.insert(key, Cached { v6: s.v6, k64, k46 });
+        self.inserted.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Removes a session's entries (if cached).
+    pub fn remove(&self, proto: Proto, pool: Ta4, remote: Ta4) {
+        let c = self.reg.lock().unwrap().remove(&(proto, pool, remote));
+        if let Some(c) = c {
+            self.del(&c.k64);
+            self.del(&c.k46);
+            self.removed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn seen(&self, k: &[u8; 40]) -> u64 {
+        let mut v = [0u8; 48];
+        // SAFETY: key and value buffers have the map's sizes.
+        let rc = unsafe {
+            ffi::bpf_map_lookup_elem(
+                self.fd,
+                k.as_ptr() as *const c_void,
+                v.as_mut_ptr() as *mut c_void,
+            )
+        };
+        if rc != 0 {
+            return 0;
+        }
+        u64::from_ne_bytes(v[..8].try_into().unwrap())
+    }
+
+    /// The time (ms on the NAT64 state's clock, whose present is `now_ms`)
+    /// the fast path last translated a packet of the session, 0 if never;
+    /// None if the session is not cached.
+    pub fn last_seen_ms(&self, proto: Proto, pool: Ta4, remote: Ta4, now_ms: u64) -> Option<u64> {
+        let reg = self.reg.lock().unwrap();
+        let c = reg.get(&(proto, pool, remote))?;
+        let seen = self.seen(&c.k64).max(self.seen(&c.k46));
+        if seen == 0 {
+            return Some(0);
+        }
+        let ago_ms = ktime_ns().saturating_sub(seen) / 1_000_000;
+        Some(now_ms.saturating_sub(ago_ms))
+    }
+
+    /// Drops the entries whose session is gone (removed by `bib remove`,
+    /// a pool4 change, ...). O(cached sessions).
+    pub fn reconcile(&self, st: &Nat64State) {
+        let gone: Vec<SessKey> = {
+            let reg = self.reg.lock().unwrap();
+            reg.iter()
+                .filter(|((p, pool, remote), c)| !st.session_exists(*p, c.v6, *pool, *remote))
+                .map(|(k, _)| *k)
+                .collect()
+        };
+        for (p, pool, remote) in gone {
+            self.remove(p, pool, remote);
+        }
+    }
+
+    /// Drops every entry (pool6 changed: the cached translations are stale).
+    pub fn clear(&self) {
+        let keys: Vec<SessKey> = self.reg.lock().unwrap().keys().copied().collect();
+        for (p, pool, remote) in keys {
+            self.remove(p, pool, remote);
+        }
+    }
+
+    pub fn counters(&self) -> [u64; 4] {
+        [
+            self.reg.lock().unwrap().len() as u64,
+            self.inserted.load(Ordering::Relaxed),
+            self.removed.load(Ordering::Relaxed),
+            self.full.load(Ordering::Relaxed),
+        ]
+    }
+}
+
+impl Drop for FlowCache {
+    fn drop(&mut self) {
+        let reg = std::mem::take(&mut *self.reg.lock().unwrap());
+        for c in reg.values() {
+            self.del(&c.k64);
+            self.del(&c.k46);
+        }
+        // SAFETY: the fd is ours (duplicated for the cache).
+        unsafe { libc::close(self.fd) };
+    }
+}
