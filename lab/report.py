@@ -624,6 +624,73 @@ def _nat_tables(run, duts) -> str:
     return "\n".join(out)
 
 
+def rfc9693_rows(run, duts) -> list[list[str]]:
+    """One row per DUT with an RFC 9693 result: CER, validation, throughput with
+    the state table filled, capacity (xlat-perf cer / validate / state-throughput
+    / capacity)."""
+    rows = []
+    for d in duts:
+        r = {
+            t: res(run, d, f"rfc9693/{t}")
+            for t in ("cer", "validate", "state-throughput", "capacity")
+        }
+        if not any(r.values()):
+            continue
+        cer, val, st, cap = (
+            r["cer"],
+            r["validate"],
+            r["state-throughput"],
+            r["capacity"],
+        )
+        cells = [d]
+        cells.append(
+            f"{_f(cer['cer_fps'])} ({_f(cer['connections'])} conn.)" if cer else "–"
+        )
+        cells.append(
+            f"{_f(val['validated'])} of {_f(val['established'])}"
+            f"{'' if val['all_validated'] else ' (NOT all)'}"
+            if val
+            else "–"
+        )
+        cells.append(
+            f"{_f(st['throughput_fps'])} ({st['direction']}, {_f(st['connections'])} conn.)"
+            if st
+            else "–"
+        )
+        if cap:
+            more = ">= " if cap["reached_max_connections"] else ""
+            cells.append(
+                f"{more}{_f(cap['capacity'])} at {_f(cap['rate_at_capacity'])} conn/s"
+            )
+        else:
+            cells.append("–")
+        flushed = [x.get("table_flushed") for x in r.values() if x]
+        cells.append("yes" if all(flushed) else "no (fresh 4-tuples only)")
+        sample = next(
+            (
+                x["recorded_sample"]
+                for x in r.values()
+                if x and x.get("recorded_sample")
+            ),
+            [],
+        )
+        cells.append(f"`{sample[0]}`" if sample else "–")
+        rows.append(cells)
+    return rows
+
+
+def _rfc9693_table(run, duts) -> str:
+    rows = rfc9693_rows(run, duts)
+    if not rows:
+        return ""
+    out = [
+        "| DUT | CER (conn/s) | validated | throughput, table filled (fps) | capacity | table emptied between trials | the Responder saw |",
+        "|---|---:|---:|---:|---:|---|---|",
+    ]
+    out += ["| " + " | ".join(c) + " |" for c in rows]
+    return "\n".join(out)
+
+
 def _cpu_table(run, duts) -> str:
     groups = [
         "throughput",
@@ -635,6 +702,7 @@ def _cpu_table(run, duts) -> str:
         "http",
         "conn_rate",
         "scale",
+        "rfc9693",
     ]
     present = [
         g
@@ -776,6 +844,16 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
                 "sessions",
                 _nat_tables(run, duts),
                 "",
+            ),
+            (
+                "RFC 9693 (xlat-perf cer, validate, state-throughput, capacity)",
+                None,
+                _rfc9693_table(run, duts),
+                (
+                    "UDP, RFC 4814 pseudorandom ports within the restricted ranges "
+                    "(sports 1024-65535, dports 7000-7099); see docs/xlat-perf.md. "
+                    "Capacity '>= N': the search reached --max-connections."
+                ),
             ),
             (
                 "DUT CPU use",

@@ -35,13 +35,14 @@ from lab.topologies import TOPOLOGIES
 from lab.workloads import http as w_http
 from lab.workloads import nat64 as w_nat64
 from lab.workloads import ping as w_ping
+from lab.workloads import rfc9693 as w_rfc9693
 from lab.workloads import tcp as w_tcp
 from lab.workloads import xlatperf as w_perf
 from lab.workloads.common import log, wait_reachable
 from lab.workloads.cpu import CpuSampler
 
 LAB_PREFIX = "xlab"  # namespaces: xlab<4 hex>-<role>; `lab cleanup` removes xlab*
-STATEFUL = ("conn_rate", "scale")
+STATEFUL = ("conn_rate", "scale", "rfc9693")
 DONE = ("ok", "unsupported")
 
 
@@ -82,6 +83,9 @@ def expand(workload: str, p: dict) -> list[tuple[str, dict]]:
             for prof in p["profiles"]
             for c in p["concurrency"]
         ]
+    if workload == "rfc9693":
+        # One trial (and a fresh topology) per RFC 9693 test: {"cer": {...}, ...}.
+        return [(f"rfc9693/{sub}", {"test": sub, **q}) for sub, q in p.items()]
     return [(workload, dict(p))]
 
 
@@ -394,6 +398,8 @@ class Run:
                 est_max_rate=p["est_max_rate"],
                 deadline=self.deadline,
             )
+        if w == "rfc9693":
+            return w_rfc9693.run(a, topo, flow, p["test"], p)
         raise ValueError(f"unknown workload {w}")
 
 
@@ -420,6 +426,8 @@ def _brief(rec: dict) -> str:
         return f"PDV {r['pdv_us']} us"
     if w == "conn_rate":
         return f"{r['flows_per_s']:,} new flows/s"
+    if w == "rfc9693":
+        return w_rfc9693.brief(r)
     if w == "scale":
         return ", ".join(
             f"{p['target_sessions']}: {p['zero_loss_fps']:,.0f} fps"

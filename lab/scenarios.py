@@ -15,6 +15,9 @@ ping            ``count`` (at 10 ms)
 http            ``profiles`` (small, large), ``concurrency`` list, ``seconds``
 conn_rate       ``trial``, ``max_trials``, ``start_rate``, ``max_rate`` (stateful DUTs)
 scale           ``sessions`` list, ``trial``, ``max_trials``, ``est_max_rate``
+rfc9693         ``{test: params}`` for the tests ``cer``, ``validate``,
+                ``state-throughput``, ``capacity`` (xlat-perf's RFC 9693
+                subcommands, lab/workloads/rfc9693.py; one trial each)
 ==============  ===============================================================
 """
 
@@ -136,6 +139,7 @@ _add(
                         "max_trials": 1,
                         "est_max_rate": 5000,
                     },
+                    "rfc9693": {"validate": {"connections": 500, "prelim_rate": 5000}},
                 },
             ),
         ],
@@ -206,6 +210,45 @@ _464 = Part(
         },
     },
 )
+# RFC 9693 (xlat-perf cer / validate / state-throughput / capacity). The
+# preliminary phase of state-throughput must pass (all N frames arrive): its rate
+# stays well under the CER.
+RFC9693_FULL = {
+    "cer": {"connections": 50000, "max_rate": 1000000, "error": 0.02},
+    "validate": {"connections": 50000, "prelim_rate": 10000},
+    "state-throughput": {
+        "connections": 20000,
+        "prelim_rate": 10000,
+        "max_rate": 1000000,
+        "duration": 1,
+        "error": 0.02,
+    },
+    # Capped at 160k: xlat has no flush, the sessions of earlier trials stay.
+    "capacity": {
+        "connections": 10000,
+        "max_rate": 500000,
+        "max_connections": 160000,
+        "capacity_error": 10000,
+        "timeout": 900,
+    },
+}
+RFC9693_QUICK = {
+    "cer": {"connections": 10000, "max_rate": 500000},
+    "validate": {"connections": 10000, "prelim_rate": 10000},
+    "state-throughput": {
+        "connections": 10000,
+        "prelim_rate": 10000,
+        "max_rate": 500000,
+        "duration": 1,
+    },
+    "capacity": {
+        "connections": 5000,
+        "max_rate": 200000,
+        "max_connections": 80000,
+        "capacity_error": 5000,
+        "timeout": 600,
+    },
+}
 _NAT = Part(
     "Stateful NAT64 / NAT44 (RFC 9693)",
     ["nft-nat44", "tayga-nat44", "xlat-nat64"],
@@ -225,6 +268,7 @@ _NAT = Part(
             "max_trials": 7,
             "est_max_rate": 400000,
         },
+        "rfc9693": RFC9693_FULL,
     },
 )
 
@@ -250,12 +294,18 @@ _add(
         10.0,
     )
 )
-_add(Scenario("nat64", "stateful NAT64 vs TAYGA + NAT44 vs NAT44", [_NAT], 25.0))
+_add(Scenario("nat64", "stateful NAT64 vs TAYGA + NAT44 vs NAT44", [_NAT], 40.0))
 _add(
     Scenario(
         "bench",
         "the full comparison: every topology, DUT and workload (make bench)",
-        [_SIIT, _DUAL, _464, _NAT],
+        # The RFC 9693 tests at the quick sizes: the full ones take ~5 min per DUT.
+        [
+            _SIIT,
+            _DUAL,
+            _464,
+            Part(_NAT.title, _NAT.duts, {**_NAT.workloads, "rfc9693": RFC9693_QUICK}),
+        ],
         budget_min=52.0,
         headline=["kernel-v6", "tayga", "xlat"],
     )
@@ -330,6 +380,7 @@ _add(
                         "max_trials": 5,
                         "est_max_rate": 400000,
                     },
+                    "rfc9693": RFC9693_QUICK,
                 },
             ),
         ],

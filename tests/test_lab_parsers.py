@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.workloads import rfc9693
 from lab.workloads.common import describe, percentile
 from lab.workloads.cpu import read_stat
 from lab.workloads.http import parse_client
@@ -149,3 +150,104 @@ def test_proc_stat():
     assert s["softirq"] == 10010 and s["idle"] == 95281
     # user nice system idle iowait irq softirq steal (guest time is inside user)
     assert s["total"] == 58982 + 3104 + 24892 + 95281 + 633 + 0 + 10010 + 44
+
+
+# -- RFC 9693 (xlat-perf cer / validate / state-throughput / capacity) -------------
+# Recorded through the lab's xlat-nat64 DUT (nat_stateful topology), small sizes.
+
+
+def test_rfc9693_validate():
+    r = rfc9693.parse("validate", _json("xlat-perf-rfc9693-validate.json"))
+    assert r["connections"] == 2000
+    assert r["established"] == r["validated"] == 2000 and r["all_validated"] is True
+    assert r["failed_trials"] == 0
+    # The Responder saw the NAT64's pool4 (203.0.113.0/27) as the source.
+    assert r["recorded_sample"][0].startswith("203.0.113.")
+
+
+def test_rfc9693_cer():
+    r = rfc9693.parse("cer", _json("xlat-perf-rfc9693-cer.json"))
+    assert r["cer_fps"] == 81250 and r["connections"] == 5000
+    # Binary search: the trials above the CER failed or were invalid.
+    assert r["trials"] == 17 and r["failed_trials"] == 14
+
+
+def test_rfc9693_state_throughput():
+    r = rfc9693.parse(
+        "state-throughput", _json("xlat-perf-rfc9693-state-throughput.json")
+    )
+    assert r["throughput_fps"] == 109375 and r["upper_bound_fps"] == 112500
+    assert r["direction"] == "reverse" and r["connections"] == 2000
+
+
+def test_rfc9693_capacity():
+    r = rfc9693.parse("capacity", _json("xlat-perf-rfc9693-capacity.json"))
+    assert r["connections"] == 2000  # C0
+    assert r["capacity"] == r["capacity_upper_bound"] == 16000
+    assert r["reached_max_connections"] is True and r["rate_at_capacity"] == 65625
+    assert [s["connections"] for s in r["steps"]] == [2000, 4000, 8000, 16000]
+    assert r["steps"][0]["stage"] == "R0"
+
+
+def test_rfc9693_bad_input():
+    with pytest.raises(RuntimeError, match="no repetitions"):
+        rfc9693.parse("cer", {"parameters": {}})
+    with pytest.raises(ValueError, match="unknown test 'tput'"):
+        rfc9693.command("tput", None, {}, None)
+
+
+def test_rfc9693_command_and_plan():
+    from lab.adapters.base import Flow
+    from lab.runner import expand
+
+    f = Flow(
+        "c1",
+        "2001:db8:6::2",
+        "h4",
+        "64:ff9b::c633:6402",
+        "0.0.0.0",
+        84,
+        "6->4",
+        "198.51.100.2",
+    )
+    cmd = rfc9693.command(
+        "capacity",
+        f,
+        {"connections": 1000, "max_rate": 5000, "max_connections": 8000},
+        "true",
+    )
+    assert cmd[1] == "capacity" and cmd[-1] == "--json"
+    pairs = dict(zip(cmd[2:-1:2], cmd[3:-1:2], strict=False))
+    assert pairs["--initiator-netns"] == "c1" and pairs["--responder-netns"] == "h4"
+    assert (
+        pairs["--dst"] == "64:ff9b::c633:6402"
+        and pairs["--responder"] == "198.51.100.2"
+    )
+    assert pairs["--c0"] == "1000" and pairs["--max-connections"] == "8000"
+    assert pairs["--between-cmd"] == "true"
+    keys = [
+        k for k, _ in expand("rfc9693", {"cer": {"connections": 1}, "validate": {}})
+    ]
+    assert keys == ["rfc9693/cer", "rfc9693/validate"]
+
+
+def test_rfc9693_report_row():
+    from lab.report import rfc9693_rows
+
+    ok = lambda sub: {
+        "status": "ok",
+        "result": {
+            **rfc9693.parse(sub, _json(f"xlat-perf-rfc9693-{sub}.json")),
+            "table_flushed": False,
+        },
+    }
+    run = {"trials": {"xlat-nat64": {f"rfc9693/{s}": ok(s) for s in rfc9693.TESTS}}}
+    (row,) = rfc9693_rows(run, ["xlat-nat64", "nft-nat44"])
+    assert row[:6] == [
+        "xlat-nat64",
+        "81,250 (5,000 conn.)",
+        "2,000 of 2,000",
+        "109,375 (reverse, 2,000 conn.)",
+        ">= 16,000 at 65,625 conn/s",
+        "no (fresh 4-tuples only)",
+    ]

@@ -48,7 +48,7 @@ def smoke(tmp_path_factory):
     cp = lab("run", "smoke", "--out", out)
     prefixes = run_prefixes(out)
     # One topology per DUT for the stateless trials, a fresh one per stateful trial.
-    assert len(prefixes) == 4, prefixes
+    assert len(prefixes) == 5, prefixes
     assert [ns for p in prefixes for ns in netns.list_ns(p + "-")] == [], (
         "namespaces left behind"
     )
@@ -65,6 +65,7 @@ def test_smoke_every_workload_ok(smoke):
     for w in ("throughput", "flr", "latency", "pdv", "tcp", "ping", "http"):
         assert ("xlat", w) in by and ("kernel-v6", w) in by, w
     assert ("xlat-nat64", "conn_rate") in by and ("xlat-nat64", "scale") in by
+    assert ("xlat-nat64", "rfc9693") in by
     bad = [(t["dut"], t["key"], t.get("error")) for t in trials if t["status"] != "ok"]
     assert bad == []
     for t in trials:
@@ -105,6 +106,7 @@ def test_smoke_report_and_plots(smoke):
         "RTT (ping, ms)",
         "HTTP transactions",
         "new-flow rate",
+        "RFC 9693 (xlat-perf cer, validate",
         "DUT CPU use",
     ):
         assert section in md, section

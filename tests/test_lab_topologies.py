@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -124,3 +126,75 @@ def test_lab_cleanup_only_touches_its_prefix_and_dead_runs():
         crashed.namespaces.clear()
         other.close()
         running.close()
+
+
+_TCP_SERVER = """
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(1)
+print("listening", flush=True)
+c, peer = s.accept()
+c.sendall(b"hello " + peer[0].encode() + b"\\n")
+c.close()
+"""
+_TCP_CLIENT = (
+    "import socket, sys\n"
+    "c = socket.create_connection((sys.argv[1], 8080), 5)\n"
+    "print(c.makefile().readline().strip())\n"
+)
+
+
+@pytest.mark.timeout(60)
+def test_xlat464_stateful_plat(tmp_path):
+    """RFC 6877 section 2: the PLAT is a stateful NAT64 (RFC 6146). The IPv4-only app
+    reaches the IPv4 server by its literal through the CLAT (pool6 learnt by RFC 7050
+    from the DNS64) and the PLAT; the server sees a pool4 address (RFC 6146 section
+    3.5: the BIB binds the CLAT's IPv6 address to a pool4 transport address), and
+    the PLAT's session table holds the ICMP and TCP sessions."""
+    from lab.adapters import make_adapter
+
+    a = make_adapter("xlat-464")
+    if not a.supports():
+        pytest.skip(a.why)
+    with TOPOLOGIES["xlat464"]() as t:
+        prefix, clat = t.prefix, t.clat
+        a.start(t)  # starts unbound's DNS64 in the core first
+        try:
+            clat_log = a.daemons[1].log_path.read_text()
+            assert "2001:db8:64::/96" in clat_log, clat_log[-500:]  # RFC 7050 result
+            cp = _ping(t.app, t.srv_v4, count=2)
+            assert cp.returncode == 0, cp.stdout + a.log_tail()
+            srv = t.lab.spawn(
+                t.srv,
+                ["python3", "-c", _TCP_SERVER, t.srv_v4, "8080"],
+                stdout=subprocess.PIPE,
+            )
+            assert srv.stdout.readline().strip() == b"listening"
+            cp = ns_exec(
+                t.app,
+                ["python3", "-c", _TCP_CLIENT, t.srv_v4],
+                timeout=15,
+            )
+            peer = cp.stdout.split()[-1]
+            assert ipaddress.ip_address(peer) in ipaddress.ip_network(t.plat_pool4), (
+                cp.stdout
+            )
+            plat_d, plat_sock = a.instances[0]
+            assert plat_d.ns == t.plat
+            sess = ns_exec(
+                t.plat, [a.binary, "session", "show", "-s", plat_sock], timeout=10
+            ).stdout
+            lines = sess.splitlines()
+            tcp = [ln for ln in lines if ln.split()[:1] == ["tcp"]]
+            icmp = [ln for ln in lines if ln.split()[:1] == ["icmp"]]
+            assert tcp and icmp, sess
+            # PROTO IPV6#PORT POOL4#PORT REMOTE#PORT: the CLAT's address of the app.
+            assert tcp[0].split()[1].startswith(t.app_v6 + "#"), sess
+            assert tcp[0].split()[2].startswith(peer + "#"), sess
+            assert tcp[0].split()[3] == f"{t.srv_v4}#8080", sess
+        finally:
+            a.stop()
+    assert netns.list_ns(prefix) == []
+    assert not (Path("/etc/netns") / clat).exists()

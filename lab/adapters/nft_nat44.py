@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import shutil
 
-from lab.adapters.base import FRAME_V4, Adapter, Flow
+from lab.adapters.base import FRAME_V4, Adapter, Flow, repo_root
 from lab.netns import ns_exec
 
 POOL4 = "203.0.113.0/27"
@@ -40,6 +40,13 @@ def conntrack_setup(ns: str) -> int | None:
     )
     cp = ns_exec(ns, ["cat", "/proc/sys/net/netfilter/nf_conntrack_max"], check=False)
     return int(cp.stdout) if cp.stdout.strip().isdigit() else None
+
+
+def ct_flush_cmd(ns: str) -> str:
+    """A shell command that empties the conntrack table of ``ns``: RFC 9693 wants
+    every trial's connections new to the DUT (``xlat-perf --between-cmd``)."""
+    tool = repo_root() / "tests" / "tools" / "ct_flush.py"
+    return f"ip netns exec {ns} python3 {tool}"
 
 
 def conntrack_count(ns: str) -> int | None:
@@ -90,6 +97,9 @@ class NftNat44(Adapter):
             "4->4",
             topo.h4_addr,
         )
+
+    def flush_cmd(self) -> str | None:
+        return ct_flush_cmd(self.topo.router) if self.topo else None
 
     def sessions(self) -> int | None:
         return conntrack_count(self.topo.router) if self.topo else None

@@ -29,6 +29,7 @@ from lab.adapters.nft_nat44 import (
     POOL4,
     conntrack_count,
     conntrack_setup,
+    ct_flush_cmd,
     snat_rules,
 )
 from lab.adapters.xlat import flow_for
@@ -187,3 +188,6 @@ class TaygaNat44(Tayga):
 
     def sessions(self) -> int | None:
         return conntrack_count(self.topo.router) if self.topo else None
+
+    def flush_cmd(self) -> str | None:
+        return ct_flush_cmd(self.topo.router) if self.topo else None

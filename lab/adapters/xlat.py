@@ -4,10 +4,12 @@ One class, configured per topology:
 
 * ``siit_single``: ``mode = "siit"`` in the router (pool6 + EAM, the
   topology's ``xlat_toml``);
-* ``dual_dut`` and ``xlat464``: ``mode = "clat"`` in DUT1 / the CLAT and
-  ``mode = "siit"`` (pool6 + EAM) in DUT2 / the PLAT; on ``xlat464`` with a
-  DNS64 resolver running the CLAT has no ``pool6`` and discovers it by RFC 7050
-  from unbound's DNS64;
+* ``dual_dut``: ``mode = "clat"`` in DUT1 and ``mode = "siit"`` (pool6 + EAM)
+  in DUT2 (a stateless PLAT);
+* ``xlat464``: ``mode = "clat"`` in the CLAT and ``mode = "nat64"`` in the PLAT
+  (a stateful NAT64 as RFC 6877 section 2 has it: pool6 + pool4
+  ``plat_pool4``); with a DNS64 resolver running the CLAT has no ``pool6`` and
+  discovers it by RFC 7050 from unbound's DNS64;
 * ``nat_stateful`` / ``nat64_single``: ``mode = "nat64"``, pool4
   ``203.0.113.0/27`` with ports 1024-65535 (32 x 64,512 UDP transport
   addresses: 1M sessions leave half of it), ``max-sessions = 2000000``.
@@ -83,12 +85,20 @@ class Xlat(Adapter):
                 f'[tun]\nname = "clat0"\n{mtu}ipv4-routes = [{_routes(topo.clat_ipv4_routes)}]\n\n'
                 f'[control]\nsocket = "{workdir}/clat.sock"\n\n[privileges]\nuser = ""\n'
             )
-            plat = (
-                f'mode = "siit"\npool6 = "{topo.pool6}"\n{self.extra_toml}\n\n'
-                f"{_eams(topo.plat_eamt)}"
-                f'[tun]\nname = "plat0"\n{mtu}ipv4-routes = [{_routes(topo.plat_ipv4_routes)}]\n\n'
-                f'[control]\nsocket = "{workdir}/plat.sock"\n\n[privileges]\nuser = ""\n'
-            )
+            if kind == "xlat464":  # the PLAT is a stateful NAT64 (RFC 6877 section 2)
+                plat = (
+                    f'mode = "nat64"\npool6 = "{topo.pool6}"\n{self.extra_toml}\n'
+                    f'[nat64]\n[[nat64.pool4]]\nprefix = "{topo.plat_pool4}"\n\n'
+                    f'[tun]\nname = "plat0"\n{mtu}\n'
+                    f'[control]\nsocket = "{workdir}/plat.sock"\n\n[privileges]\nuser = ""\n'
+                )
+            else:
+                plat = (
+                    f'mode = "siit"\npool6 = "{topo.pool6}"\n{self.extra_toml}\n\n'
+                    f"{_eams(topo.plat_eamt)}"
+                    f'[tun]\nname = "plat0"\n{mtu}ipv4-routes = [{_routes(topo.plat_ipv4_routes)}]\n\n'
+                    f'[control]\nsocket = "{workdir}/plat.sock"\n\n[privileges]\nuser = ""\n'
+                )
             return [(topo.plat, "plat", plat + dp), (topo.clat, "clat", clat + dp)]
         if kind in ("nat_stateful", "nat64_single"):
             sock = str(workdir / "nat64.sock")
@@ -280,7 +290,8 @@ class Xlat464(Xlat):
     name = "xlat-464"
     topology = "xlat464"
     description = (
-        "464XLAT: xlat CLAT (pool6 by RFC 7050 from unbound DNS64) + xlat PLAT"
+        "464XLAT: xlat CLAT (pool6 by RFC 7050 from unbound DNS64) + "
+        "xlat stateful NAT64 PLAT"
     )
 
     def supports(self) -> bool:

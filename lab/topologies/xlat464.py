@@ -11,14 +11,23 @@ with a DNS64 resolver (unbound's ``dns64`` module) in the core.
          DNS64 resolver on 2001:db8:c1::1 when started with :func:`start_dns64`)
          routes 2001:db8:aaaa::/64 via c1::2, pool6 2001:db8:64::/96 via c2::2
     plat [core] 2001:db8:c2::2/64, IPv6 default via 2001:db8:c2::1
-         [srv]  198.51.100.1/24  (DUT #2, xlat siit: pool6 + EAM
-                                   203.0.113.0/28 <-> 2001:db8:aaaa::/124)
+         [srv]  198.51.100.1/24  (DUT #2, the PLAT: a stateful NAT64, RFC 6146,
+                                   pool6 + pool4 203.0.113.0/28 (``plat_pool4``))
     srv  [eth0] 198.51.100.2/24 (IPv6 disabled), default via 198.51.100.1
 
-The app at 192.0.2.2 is 2001:db8:aaaa::2 in the core and 203.0.113.2 at the
-server. The CLAT must route ``clat_ipv4_routes`` (0.0.0.0/0) into its TUN;
-the PLAT ``plat_ipv4_routes`` (203.0.113.0/24). ``core_v6`` is the DNS64 /
-RFC 7050 resolver's address (reachable from the CLAT).
+The app at 192.0.2.2 is 2001:db8:aaaa::2 in the core (the CLAT's stateless
+translation, RFC 6877 section 6.3) and a pool4 transport address (203.0.113.x:port,
+one BIB entry per flow) at the server. The CLAT must route ``clat_ipv4_routes``
+(0.0.0.0/0) into its TUN; a stateful PLAT routes pool6 and pool4 into its TUN by
+itself. ``plat_eamt`` / ``plat_ipv4_routes`` describe a *stateless* PLAT
+(SIIT with EAM 203.0.113.0/28 <-> 2001:db8:aaaa::/124, 203.0.113.0/24 routed),
+used by the adapters that run one (TAYGA). ``core_v6`` is the DNS64 / RFC 7050
+resolver's address (reachable from the CLAT).
+
+The app is IPv4-only (the point of 464XLAT): it addresses the server by its IPv4
+literal ``srv_v4`` (or an A record, which is the same address); the names are
+resolved in the IPv6-only core, by the CLAT's RFC 7050 discovery and by IPv6
+clients, through the DNS64 (``srv.lab`` -> AAAA ``srv_v6``).
 """
 
 from __future__ import annotations
@@ -60,6 +69,7 @@ class Xlat464(Topology):
     )
     clat_ipv4_routes: list[str] = field(default_factory=lambda: ["0.0.0.0/0"])
     plat_ipv4_routes: list[str] = field(default_factory=lambda: ["203.0.113.0/24"])
+    plat_pool4: str = "203.0.113.0/28"
     dns64: object = None  # the unbound process, once started
 
     SPEC = Spec(
