@@ -525,7 +525,7 @@ def test_rfc8219_s7_1_drop_all_gives_zero_throughput(lab):
 
 
 # RFC 8219 section 7.2 / 7.3: latency and PDV through a router, and the
-# generator commands lab/bench.py relies on still behave as before.
+# frame-payload arithmetic (RFC 8219 section 5.1.1) the generator commands use.
 @pytest.mark.timeout(30)
 def test_rfc8219_s7_2_latency_and_pdv_through_router(lab):
     s, d = _router(lab, "counter")
@@ -557,7 +557,8 @@ def test_rfc8219_s7_2_latency_and_pdv_through_router(lab):
 
 
 def test_frame_payload_unchanged_for_bench():
-    """lab/bench.py's contract: frame-payload JSON (RFC 8219 section 5.1.1)."""
+    """The generator commands' contract (docs/benchmarking.md appendix): frame-payload
+    JSON (RFC 8219 section 5.1.1) and udp-flood's parameter errors."""
     fp = json.loads(perf("frame-payload", "--frame-size", "64", "--ipv4").stdout)
     assert fp == {"frame_size": 64, "family": "ipv4", "udp_payload": 18}
     cp = subprocess.run(
