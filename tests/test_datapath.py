@@ -209,11 +209,13 @@ def test_sighup_pool6_change_updates_the_fast_path():
 
 @pytest.mark.timeout(20)
 def test_check_names_bad_datapath_keys(tmp_path):
-    """`xlat check`: a bad kind or interface is an error naming the key."""
+    """`xlat check`: a bad kind, interface or flow map size is an error naming
+    the key (KEY: VALUE: reason), before anything starts."""
     need_xlat()
     f = tmp_path / "x.toml"
     f.write_text(
         'pool6 = "64:ff9b::/96"\n[datapath]\nkind = "xdp"\ninterfaces = ["a/b", "xlat0"]\n'
+        "flow-entries = 1\n"
     )
     cp = subprocess.run(
         [str(XLAT), "check", "-c", str(f)], check=False, capture_output=True, text=True
@@ -223,6 +225,19 @@ def test_check_names_bad_datapath_keys(tmp_path):
     assert 'error: datapath.kind: xdp: expected "tun", "ebpf" or "auto"' in out
     assert "error: datapath.interfaces[0]: a/b: not a valid interface name" in out
     assert "error: datapath.interfaces: xlat0: is the TUN device" in out
+    assert (
+        "error: datapath.flow-entries: 1: must be between 2 and 4194304 "
+        "(two entries per cached NAT64 session)" in out
+    ), out
+    f.write_text('pool6 = "64:ff9b::/96"\n[datapath]\nflow-entries = 1001\n')
+    cp = subprocess.run(
+        [str(XLAT), "check", "-c", str(f)], check=False, capture_output=True, text=True
+    )
+    assert cp.returncode == 2, cp
+    assert (
+        "error: datapath.flow-entries: 1001: must be even (two entries per cached "
+        "NAT64 session)" in cp.stdout + cp.stderr
+    ), cp
     f.write_text('pool6 = "64:ff9b::/96"\n[datapath]\nkind = "auto"\n')
     cp = subprocess.run(
         [str(XLAT), "check", "-c", str(f)], check=False, capture_output=True, text=True

@@ -115,7 +115,10 @@ class Env:
         pool4: str | None = None,
         extra: str = "",
         datapath: str = "tun",
+        tail: str = "",
     ):
+        """``tail``: tables appended to the config (e.g. ``[datapath]`` keys:
+        then it must name the ``kind`` too)."""
         need_xlat()
         self.t = nat64_single()
         self.dir = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
@@ -127,6 +130,7 @@ class Env:
                 nat64=f'mapping-log = "{self.maplog}"\n' + nat64,
                 pool4=pool4,
             )
+            conf += tail
             self.x = Xlat(
                 self.t.lab, self.t.router, conf, self.dir, "nat64", datapath=datapath
             ).start()
@@ -574,6 +578,65 @@ def test_issue7_rfc6146_3_5_2_tcp_fast_path_and_fin_by_slow_path():
             time.sleep(0.25)
         else:
             pytest.fail("closed TCP session did not expire after TCP_TRANS")
+    finally:
+        e.close()
+
+
+@pytest.mark.timeout(40)
+def test_issue7_flow_entries_full_map_sessions_stay_on_slow_path():
+    """kind = "ebpf" with `[datapath] flow-entries = 4` (two cached sessions): the
+    first two UDP flows are cached and carried by the fast path; the next three
+    find the map full, are counted (`ebpf_nat64_flows_not_cached`, also in the
+    metrics endpoint) and still work, every packet through the TUN datapath
+    (RFC 6146 section 3.5.1 sessions; docs/datapaths.md, NAT64)."""
+    need_tool("curl")
+    e = Env(
+        datapath="ebpf",
+        tail='\n[datapath]\nkind = "ebpf"\nflow-entries = 4\n\n'
+        '[metrics]\nlisten = "[::1]:9465"\n',
+    )
+    try:
+        t, x = e.t, e.x
+        srv = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7320)
+        try:
+            for i, sport in enumerate(range(6201, 6206)):
+                before = x.stats()
+                res = nsio(
+                    t.lab, t.c1, "udp-ping", "--dst", t.h4_v6, "--port", 7320,
+                    "--sport", sport, "--count", 10, "--interval", 0.05,
+                    timeout=20,
+                )  # fmt: skip
+                assert res["received"] == 10, (sport, res)
+                after = x.stats()
+
+                def d(k, a=after, b=before):
+                    return a[k] - b.get(k, 0)
+
+                fast = d("ebpf_translated_6to4_packets") + d(
+                    "ebpf_translated_4to6_packets"
+                )
+                slow = d("translated_6to4_packets") + d("translated_4to6_packets")
+                if i < 2:
+                    assert fast >= 10, (sport, fast, slow)
+                else:
+                    # Not cached: the whole flow on the slow path.
+                    assert fast == 0 and slow >= 20, (sport, fast, slow)
+        finally:
+            t.lab.stop(srv)
+        st = x.stats()
+        assert st["ebpf_nat64_flows_cached"] == 2, st
+        assert st["ebpf_nat64_flows_inserted"] == 2, st
+        assert st["ebpf_nat64_flows_cache_full"] == 3, st
+        assert st["ebpf_nat64_flows_not_cached"] == 3, st
+        assert st["nat64_sessions_udp"] == 5, st
+        cp = t.lab.exec(
+            t.router,
+            ["curl", "-sS", "--max-time", "3", "http://[::1]:9465/metrics"],
+            check=False,
+        )
+        assert cp.returncode == 0, cp.stderr
+        assert 'xlat_ebpf_nat64_flow_events_total{event="not_cached"} 3' in cp.stdout
+        assert "xlat_ebpf_nat64_flows 2" in cp.stdout
     finally:
         e.close()
 

@@ -109,6 +109,18 @@ fn issue7_new_session_log_is_bounded() {
     n.drain_new_sessions(&mut new);
     // At most 2 per shard (4 shards).
     assert!(!new.is_empty() && new.len() <= 8, "{}", new.len());
+    // Every session left out is counted (a flow cache reports them as not
+    // cached), once.
+    assert_eq!(n.take_new_sessions_overflow() as usize, 50 - new.len());
+    assert_eq!(n.take_new_sessions_overflow(), 0);
+    // Recording off: nothing recorded, nothing counted.
+    n.set_new_session_log(0);
+    n.lookup_or_create_6to4(Proto::Udp, c6(2000), r4(53), None, 0)
+        .unwrap();
+    new.clear();
+    n.drain_new_sessions(&mut new);
+    assert!(new.is_empty());
+    assert_eq!(n.take_new_sessions_overflow(), 0);
 }
 
 /// RFC 6146 §3.5.2.2: a TCP session is cacheable only in ESTABLISHED; it
@@ -183,4 +195,32 @@ fn issue7_rfc6146_3_5_2_cached_tcp_idle_goes_trans() {
         n.sessions(&SessionFilter::default())[0].tcp_state,
         Some(TcpState::Trans)
     );
+}
+
+/// TCP sessions entering ESTABLISHED (RFC 6146 §3.5.2.2) over the bound of
+/// the new-session log are counted as left out too.
+#[test]
+fn issue7_tcp_new_session_overflow_counted() {
+    let cfg = Nat64Config {
+        pool4: Pool4Entry::all_protocols("192.0.2.0/28".parse::<Ipv4Prefix>().unwrap()).to_vec(),
+        shards: 4,
+        ..Default::default()
+    };
+    let n = Nat64State::new(cfg, [5; 16]).unwrap();
+    n.set_new_session_log(1);
+    let mut over = 0;
+    for p in 0..20 {
+        let m = n
+            .lookup_or_create_6to4(Proto::Tcp, c6(6000 + p), r4(80), Some(0x02), 0)
+            .unwrap();
+        // V6 INIT is not recorded (not cacheable), so not counted either.
+        assert_eq!(n.take_new_sessions_overflow(), 0);
+        n.lookup_4to6(Proto::Tcp, r4(80), m.src4, Some(0x12), 0)
+            .unwrap();
+        over += n.take_new_sessions_overflow() as usize;
+    }
+    let mut new = vec![];
+    n.drain_new_sessions(&mut new);
+    assert!(!new.is_empty() && new.len() <= 4, "{}", new.len());
+    assert_eq!(over, 20 - new.len());
 }

@@ -134,13 +134,21 @@ pub struct DatapathSettings {
     /// Interfaces whose tc ingress hook gets the fast path; empty: every
     /// Ethernet interface that is up, but the TUN device.
     pub interfaces: Vec<String>,
+    /// Entries of the NAT64 flow map (`flow-entries`): two per cached
+    /// session.
+    pub flow_entries: u32,
 }
+
+/// `[datapath] flow-entries`: the default and the bounds.
+pub const FLOW_ENTRIES_DEFAULT: u32 = 131_072;
+pub const FLOW_ENTRIES_MAX: u32 = 4_194_304;
 
 impl Default for DatapathSettings {
     fn default() -> Self {
         DatapathSettings {
             kind: DatapathKind::Tun,
             interfaces: vec![],
+            flow_entries: FLOW_ENTRIES_DEFAULT,
         }
     }
 }
@@ -726,7 +734,7 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
 
     // [datapath]
     if let Some(t) = ctx.table(&root, "datapath") {
-        ctx.unknown_keys(t, "datapath", &["kind", "interfaces"]);
+        ctx.unknown_keys(t, "datapath", &["kind", "interfaces", "flow-entries"]);
         match ctx.string(t, "datapath", "kind").as_deref() {
             None => {}
             Some("tun") => s.datapath.kind = DatapathKind::Tun,
@@ -748,6 +756,24 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                 } else {
                     s.datapath.interfaces.push(n);
                 }
+            }
+        }
+        if let Some(n) = ctx.int(
+            t,
+            "datapath",
+            "flow-entries",
+            2,
+            i64::from(FLOW_ENTRIES_MAX),
+            "must be between 2 and 4194304 (two entries per cached NAT64 session)",
+        ) {
+            if n % 2 != 0 {
+                ctx.err(
+                    "datapath.flow-entries",
+                    n.to_string(),
+                    "must be even (two entries per cached NAT64 session)",
+                );
+            } else {
+                s.datapath.flow_entries = n as u32;
             }
         }
     }
@@ -974,14 +1000,15 @@ impl Settings {
         let _ = writeln!(o, "keep-on-exit = {}", t.keep_on_exit);
         let _ = writeln!(
             o,
-            "\n[datapath]\nkind = {}\ninterfaces = [{}]",
+            "\n[datapath]\nkind = {}\ninterfaces = [{}]\nflow-entries = {}",
             q(self.datapath.kind.name()),
             self.datapath
                 .interfaces
                 .iter()
                 .map(|n| q(n))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            self.datapath.flow_entries
         );
         let _ = writeln!(o, "\n[control]\nsocket = {}", q(&self.control_socket));
         let listen = self
@@ -1204,12 +1231,14 @@ ipv6 = "2001:db8:9::/121"
         let s = parse("pool6 = \"64:ff9b::/96\"\n").unwrap();
         assert_eq!(s.datapath.kind, DatapathKind::Tun);
         assert!(s.datapath.interfaces.is_empty());
+        assert_eq!(s.datapath.flow_entries, 131_072);
         let s = parse(
-            "pool6 = \"64:ff9b::/96\"\n[datapath]\nkind = \"auto\"\ninterfaces = [\"eth0\", \"eth1\"]\n",
+            "pool6 = \"64:ff9b::/96\"\n[datapath]\nkind = \"auto\"\ninterfaces = [\"eth0\", \"eth1\"]\nflow-entries = 1024\n",
         )
         .unwrap();
         assert_eq!(s.datapath.kind, DatapathKind::Auto);
         assert_eq!(s.datapath.interfaces, ["eth0", "eth1"]);
+        assert_eq!(s.datapath.flow_entries, 1024);
         let again = parse(&s.to_toml(s.pool6, &s.eamt)).unwrap();
         assert_eq!(again.datapath, s.datapath);
         let ps = problems(
@@ -1230,5 +1259,16 @@ ipv6 = "2001:db8:9::/121"
         assert!(has(&ps, "datapath.foo", "unknown key"));
         let ps = problems("pool6 = \"64:ff9b::/96\"\n[datapath]\ninterfaces = [\"xlat0\"]\n");
         assert!(has(&ps, "datapath.interfaces", "is the TUN device"));
+        for (v, why) in [
+            ("0", "must be between 2 and 4194304"),
+            ("4194306", "must be between 2 and 4194304"),
+            ("7", "must be even"),
+            ("\"big\"", "expected an integer"),
+        ] {
+            let ps = problems(&format!(
+                "pool6 = \"64:ff9b::/96\"\n[datapath]\nflow-entries = {v}\n"
+            ));
+            assert!(has(&ps, "datapath.flow-entries", why), "{v}: {ps:?}");
+        }
     }
 }

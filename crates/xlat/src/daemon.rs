@@ -423,7 +423,7 @@ fn start_fast(
 ) -> Result<crate::ebpf::FastPath, String> {
     let tun_ifindex = crate::ebpf::ifindex(&s.tun.name)
         .ok_or_else(|| format!("{}: no such device", s.tun.name))?;
-    let mut fp = crate::ebpf::FastPath::load()?;
+    let mut fp = crate::ebpf::FastPath::load_sized(s.datapath.flow_entries)?;
     let t = crate::ebpf::tables(s, pool6, eamt, tun_ifindex as u32, false);
     fp.install(&t)?;
     let devs = if s.datapath.interfaces.is_empty() {

@@ -75,6 +75,7 @@ mod ffi {
     use super::*;
     pub enum bpf_object {}
     pub enum bpf_program {}
+    pub enum bpf_map {}
 
     #[repr(C)]
     pub struct bpf_tc_hook {
@@ -138,6 +139,11 @@ mod ffi {
             name: *const c_char,
         ) -> *mut bpf_program;
         pub fn bpf_program__fd(p: *const bpf_program) -> c_int;
+        pub fn bpf_object__find_map_by_name(
+            obj: *const bpf_object,
+            name: *const c_char,
+        ) -> *mut bpf_map;
+        pub fn bpf_map__set_max_entries(map: *mut bpf_map, max_entries: u32) -> c_int;
         pub fn bpf_object__find_map_fd_by_name(
             obj: *const bpf_object,
             name: *const c_char,
@@ -160,8 +166,10 @@ mod ffi {
     }
 }
 
-/// Entries of `xlat_flows` (bpf/xlat.bpf.c): two per cached session.
-pub const FLOW_MAP_ENTRIES: usize = 131072;
+/// Entries of `xlat_flows` (bpf/xlat.bpf.c) unless `[datapath]
+/// flow-entries` says otherwise: two per cached session.
+#[cfg_attr(not(test), allow(dead_code))]
+pub const FLOW_MAP_ENTRIES: u32 = crate::config::FLOW_ENTRIES_DEFAULT;
 
 fn errstr(rc: c_int) -> String {
     let e = if rc < 0 {
@@ -336,6 +344,7 @@ pub struct FastPath {
     eam6_fd: c_int,
     slow4_fd: c_int,
     flows_fd: c_int,
+    flow_entries: u32,
     counters: std::sync::Arc<Counters>,
     gen: u32,
     current: Option<Tables>,
@@ -389,7 +398,14 @@ fn quiet_libbpf() {
 impl FastPath {
     /// Loads the programs and creates the maps (needs CAP_BPF and
     /// CAP_NET_ADMIN, or root). Nothing is attached yet.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn load() -> Result<FastPath, String> {
+        Self::load_sized(FLOW_MAP_ENTRIES)
+    }
+
+    /// [`FastPath::load`] with `flow_entries` entries in the NAT64 flow
+    /// map (`[datapath] flow-entries`), set before the kernel creates it.
+    pub fn load_sized(flow_entries: u32) -> Result<FastPath, String> {
         if std::env::var_os(FORCE_FAIL_ENV).is_some_and(|v| !v.is_empty()) {
             return Err(format!(
                 "load failure forced by {FORCE_FAIL_ENV} (test hook)"
@@ -405,6 +421,20 @@ impl FastPath {
         };
         if obj.is_null() {
             return Err(format!("cannot open the eBPF object: {}", errstr(0)));
+        }
+        let fname = CString::new("xlat_flows").unwrap();
+        let fmap = unsafe { ffi::bpf_object__find_map_by_name(obj, fname.as_ptr()) };
+        let rc = if fmap.is_null() {
+            -libc::ENOENT
+        } else {
+            unsafe { ffi::bpf_map__set_max_entries(fmap, flow_entries) }
+        };
+        if rc != 0 {
+            unsafe { ffi::bpf_object__close(obj) };
+            return Err(format!(
+                "cannot size the flow map to {flow_entries} entries: {}",
+                errstr(rc)
+            ));
         }
         let rc = unsafe { ffi::bpf_object__load(obj) };
         if rc != 0 {
@@ -442,6 +472,7 @@ impl FastPath {
                 eam6_fd: map("xlat_eam6")?,
                 slow4_fd: map("xlat_slow4")?,
                 flows_fd: map("xlat_flows")?,
+                flow_entries,
                 counters: std::sync::Arc::new(Counters {
                     fd: AtomicI32::new(map("xlat_counters")?),
                     cpus: cpus as usize,
@@ -468,7 +499,7 @@ impl FastPath {
         if fd < 0 {
             return Err(format!("cannot duplicate the flow map fd: {}", errstr(0)));
         }
-        Ok(FlowCache::new(fd, FLOW_MAP_ENTRIES / 2))
+        Ok(FlowCache::new(fd, self.flow_entries as usize / 2))
     }
 
     fn update(&self, fd: c_int, k: &[u8], v: &[u8]) -> Result<(), String> {

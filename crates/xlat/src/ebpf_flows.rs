@@ -87,11 +87,15 @@ struct Cached {
 }
 
 /// Counters of the flow cache (`xlat stats`: `ebpf_nat64_flows_*`).
-pub const FLOW_COUNTERS: [&str; 4] = [
+/// `not_cached`: every session that should have been cached but was not
+/// (the map full, `cache_full`, or a burst over the per-tick bound of the
+/// new-session log); such sessions stay on the slow path.
+pub const FLOW_COUNTERS: [&str; 5] = [
     "nat64_flows_cached",
     "nat64_flows_inserted",
     "nat64_flows_removed",
     "nat64_flows_cache_full",
+    "nat64_flows_not_cached",
 ];
 
 pub struct FlowCache {
@@ -101,6 +105,7 @@ pub struct FlowCache {
     inserted: AtomicU64,
     removed: AtomicU64,
     full: AtomicU64,
+    not_cached: AtomicU64,
 }
 
 /// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
@@ -125,6 +130,7 @@ impl FlowCache {
             inserted: AtomicU64::new(0),
             removed: AtomicU64::new(0),
             full: AtomicU64::new(0),
+            not_cached: AtomicU64::new(0),
         }
     }
 
@@ -138,6 +144,17 @@ impl FlowCache {
                 0,
             ) == 0
         }
+    }
+
+    fn count_full(&self) {
+        self.full.fetch_add(1, Ordering::Relaxed);
+        self.not_cached.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `n` sessions the cache never saw (over the per-tick bound of the
+    /// new-session log, [`Nat64State::take_new_sessions_overflow`]).
+    pub fn count_not_cached(&self, n: u64) {
+        self.not_cached.fetch_add(n, Ordering::Relaxed);
     }
 
     fn del(&self, k: &[u8; 40]) {
@@ -163,17 +180,17 @@ impl FlowCache {
             return true;
         }
         if reg.len() >= self.max {
-            self.full.fetch_add(1, Ordering::Relaxed);
+            self.count_full();
             return false;
         }
         // 4->6 first: a 6->4 hit then always finds its way back.
         if !self.put(&k46, &v46) {
-            self.full.fetch_add(1, Ordering::Relaxed);
+            self.count_full();
             return false;
         }
         if !self.put(&k64, &v64) {
             self.del(&k46);
-            self.full.fetch_add(1, Ordering::Relaxed);
+            self.count_full();
             return false;
         }
         reg.insert(key, Cached { v6: s.v6, k64, k46 });
@@ -244,12 +261,13 @@ impl FlowCache {
         }
     }
 
-    pub fn counters(&self) -> [u64; 4] {
+    pub fn counters(&self) -> [u64; FLOW_COUNTERS.len()] {
         [
             self.reg.lock().unwrap().len() as u64,
             self.inserted.load(Ordering::Relaxed),
             self.removed.load(Ordering::Relaxed),
             self.full.load(Ordering::Relaxed),
+            self.not_cached.load(Ordering::Relaxed),
         ]
     }
 }

@@ -112,7 +112,7 @@ fn datapath_verdict(s: &config::Settings) -> String {
     if let (DatapathKind::Auto, Some(why)) = (kind, ebpf::unsupported(s)) {
         return format!("auto: tun ({why})");
     }
-    match ebpf::FastPath::load() {
+    match ebpf::FastPath::load_sized(s.datapath.flow_entries) {
         Ok(_) => format!(
             "{}: ebpf with the tun slow path (the kernel accepts the programs)",
             kind.name()

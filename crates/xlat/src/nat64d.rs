@@ -251,6 +251,12 @@ fn sync_flows(
     }
     new.clear();
     state.drain_new_sessions(new);
+    // A burst over NEW_SESSIONS_PER_SHARD in one tick: those sessions are
+    // never cached (counted, they stay on the slow path).
+    let over = state.take_new_sessions_overflow();
+    if over > 0 {
+        fc.count_not_cached(over);
+    }
     if let Some(p) = pool6 {
         for s in new.iter() {
             fc.insert(state, p, s);

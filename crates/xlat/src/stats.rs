@@ -239,9 +239,12 @@ impl Snapshot {
             );
             let _ = writeln!(
                 o,
-                "# HELP xlat_ebpf_nat64_flow_events_total NAT64 flow cache events (inserted, removed, cache_full).\n# TYPE xlat_ebpf_nat64_flow_events_total counter"
+                "# HELP xlat_ebpf_nat64_flow_events_total NAT64 flow cache events (inserted, removed, cache_full; not_cached: every session left on the slow path, cache_full included).\n# TYPE xlat_ebpf_nat64_flow_events_total counter"
             );
-            for (i, e) in ["inserted", "removed", "cache_full"].iter().enumerate() {
+            for (i, e) in ["inserted", "removed", "cache_full", "not_cached"]
+                .iter()
+                .enumerate()
+            {
                 let _ = writeln!(
                     o,
                     "xlat_ebpf_nat64_flow_events_total{{event=\"{e}\"}} {}",

@@ -920,6 +920,10 @@ pub struct Nat64State {
     /// Per-shard bound of the new-session list (0: not recorded), see
     /// [`Nat64State::set_new_session_log`].
     new_sessions_cap: AtomicUsize,
+    /// Sessions that could not be recorded because their shard's list was
+    /// full (a burst over the bound), since the last
+    /// [`Nat64State::take_new_sessions_overflow`].
+    new_sessions_overflow: AtomicU64,
 }
 
 impl core::fmt::Debug for Nat64State {
@@ -1032,6 +1036,7 @@ impl Nat64State {
             )),
             frag_timeouts: AtomicU64::new(0),
             new_sessions_cap: AtomicUsize::new(0),
+            new_sessions_overflow: AtomicU64::new(0),
         })
     }
 
@@ -1288,9 +1293,13 @@ impl Nat64State {
             if (st == TcpState::Established) != (next == TcpState::Established) {
                 // Into ESTABLISHED: cacheable; out of it: no longer.
                 let cap = self.new_sessions_cap.load(Ordering::Relaxed);
-                if next == TcpState::Established && sh.new_sessions.len() < cap {
-                    sh.new_sessions.push(k);
-                } else if st == TcpState::Established && cap > 0 {
+                if next == TcpState::Established {
+                    if sh.new_sessions.len() < cap {
+                        sh.new_sessions.push(k);
+                    } else if cap > 0 {
+                        self.new_sessions_overflow.fetch_add(1, Ordering::Relaxed);
+                    }
+                } else if cap > 0 {
                     // Never dropped: a cached session must leave the cache.
                     sh.left_established.push(k);
                 }
@@ -1323,6 +1332,8 @@ impl Nat64State {
             let cap = self.new_sessions_cap.load(Ordering::Relaxed);
             if sh.new_sessions.len() < cap {
                 sh.new_sessions.push(k);
+            } else if cap > 0 {
+                self.new_sessions_overflow.fetch_add(1, Ordering::Relaxed);
             }
         }
         sh.sess_count[k.proto() as usize] += 1;
@@ -2040,6 +2051,14 @@ impl Nat64State {
     /// for a flow cache that carries their later packets.
     pub fn set_new_session_log(&self, per_shard: usize) {
         self.new_sessions_cap.store(per_shard, Ordering::Relaxed);
+    }
+
+    /// New sessions (UDP / ICMP, TCP into ESTABLISHED) that were not
+    /// recorded since the last call because their shard already held
+    /// `per_shard` of them ([`Nat64State::set_new_session_log`]): a flow
+    /// cache never sees them (their packets stay on the slow path).
+    pub fn take_new_sessions_overflow(&self) -> u64 {
+        self.new_sessions_overflow.swap(0, Ordering::Relaxed)
     }
 
     /// Moves the new UDP / ICMP sessions recorded since the last call
