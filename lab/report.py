@@ -96,6 +96,12 @@ def metrics(run: dict, dut: str) -> dict[str, tuple[float | None, bool]]:
     cr = res(run, dut, "conn_rate")
     if cr is not None:
         m["new flows/s (NAT)"] = (_get(cr, "flows_per_s"), True)
+    for p in _get(res(run, dut, "scale"), "points") or []:
+        n = p.get("target_sessions")
+        m[f"zero-loss fps, 1,000 flows of {n:,} sessions"] = (
+            p.get("zero_loss_fps"),
+            True,
+        )
     tr = run["trials"].get(dut, {}).get("tcp/x1-fwd")
     m["DUT CPU in TCP x1 (%)"] = (
         _get(tr, "cpu", "process_pct") if tr and tr.get("status") == "ok" else None,
@@ -138,11 +144,15 @@ def _baselines(run, duts) -> list[str]:
 def summary_table(run: dict, part: dict) -> str:
     duts = _part_duts(run, part)
     rows = [(d, metrics(run, d)) for d in duts if d in run["trials"]]
-    labels = [
-        lab
-        for lab in (rows[0][1] if rows else {})
-        if any(m[lab][0] is not None for _, m in rows)
-    ]
+    # Every label some DUT has a value for (the scale points may differ).
+    labels = list(
+        dict.fromkeys(
+            lab
+            for _, m in rows
+            for lab in m
+            if any(mm.get(lab, (None,))[0] is not None for _, mm in rows)
+        )
+    )
     out = ["| DUT | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
     for d in duts:
         rec = run["duts"].get(d, {})
@@ -157,9 +167,12 @@ def summary_table(run: dict, part: dict) -> str:
             continue
         m = dict(rows)[d]
         out.append(
-            f"| {d} | " + " | ".join(_f(m[lab][0], _spec(lab)) for lab in labels) + " |"
+            f"| {d} | "
+            + " | ".join(_f(m.get(lab, (None,))[0], _spec(lab)) for lab in labels)
+            + " |"
         )
-    bases = _baselines(run, duts)
+    ref = part.get("reference")
+    bases = [ref] if ref in dict(rows) else _baselines(run, duts)
     if bases and len(rows) > 1:
         out += [
             "",
@@ -172,10 +185,10 @@ def summary_table(run: dict, part: dict) -> str:
         for d, m in rows:
             cells = []
             for lab in labels:
-                v = m[lab][0]
+                v = m.get(lab, (None,))[0]
                 rs = []
                 for b in bases:
-                    bv = dict(rows)[b][lab][0] if b in dict(rows) else None
+                    bv = dict(rows)[b].get(lab, (None,))[0] if b in dict(rows) else None
                     rs.append(f"{v / bv:.2f}" if v is not None and bv else "–")
                 cells.append(" / ".join(rs))
             out.append(f"| {d} | " + " | ".join(cells) + " |")

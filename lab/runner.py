@@ -167,7 +167,12 @@ class Run:
                 "scenario": self.scenario.name,
                 "description": self.scenario.description,
                 "parts": [
-                    {"title": p.title, "duts": p.duts, "workloads": p.workloads}
+                    {
+                        "title": p.title,
+                        "duts": p.duts,
+                        "workloads": p.workloads,
+                        "reference": p.reference,
+                    }
                     for p in self.scenario.parts
                 ],
                 "headline": self.scenario.headline,

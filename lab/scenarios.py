@@ -33,6 +33,8 @@ class Part:
     title: str
     duts: list[str]
     workloads: dict[str, dict]
+    # The DUT the summary's ratios are taken to (default: the part's baselines).
+    reference: str | None = None
 
 
 @dataclass
@@ -272,6 +274,19 @@ _NAT = Part(
     },
 )
 
+
+def _nat_datapaths(nat: Part) -> Part:
+    """xlat's NAT64 on the TUN datapath vs with the eBPF fast path (issue 7: the
+    new-flow rate no worse than TUN's, established flows faster), same run. The
+    workloads are ``nat``'s own, so ``xlat-nat64`` runs them once for both parts."""
+    return Part(
+        "Stateful NAT64: TUN datapath vs eBPF fast path",
+        ["xlat-nat64", "xlat-nat64-ebpf"],
+        {k: nat.workloads[k] for k in ("tcp", "conn_rate", "scale")},
+        reference="xlat-nat64",
+    )
+
+
 _add(
     Scenario(
         "siit",
@@ -294,7 +309,44 @@ _add(
         10.0,
     )
 )
-_add(Scenario("nat64", "stateful NAT64 vs TAYGA + NAT44 vs NAT44", [_NAT], 40.0))
+_add(
+    Scenario(
+        "nat64",
+        "stateful NAT64 vs TAYGA + NAT44 vs NAT44; xlat's NAT64 on TUN vs eBPF",
+        [_NAT, _nat_datapaths(_NAT)],
+        45.0,
+    )
+)
+_add(
+    Scenario(
+        "nat64-datapaths",
+        "xlat's NAT64: TUN datapath vs eBPF fast path (new flows, established flows)",
+        [
+            _nat_datapaths(
+                Part(
+                    "",
+                    [],
+                    {
+                        "tcp": {"streams": [1], "directions": ["fwd"], "seconds": 4},
+                        "conn_rate": {
+                            "trial": 1.0,
+                            "max_trials": 6,
+                            "start_rate": 20000,
+                            "max_rate": 1000000,
+                        },
+                        "scale": {
+                            "sessions": [10000, 100000],
+                            "trial": 1.0,
+                            "max_trials": 5,
+                            "est_max_rate": 400000,
+                        },
+                    },
+                )
+            )
+        ],
+        8.0,
+    )
+)
 _add(
     Scenario(
         "bench",
@@ -305,13 +357,37 @@ _add(
             _DUAL,
             _464,
             Part(_NAT.title, _NAT.duts, {**_NAT.workloads, "rfc9693": RFC9693_QUICK}),
+            _nat_datapaths(_NAT),
         ],
-        budget_min=52.0,
+        budget_min=54.0,
         headline=["kernel-v6", "tayga", "xlat"],
     )
 )
 
 _QC = [1, 10, 100]
+_NAT_QUICK = Part(
+    _NAT.title,
+    _NAT.duts,
+    {
+        "tcp": {"streams": [1], "directions": ["fwd"], "seconds": 3},
+        "ping": {"count": 100},
+        "http": {"profiles": ["small"], "concurrency": _QC, "seconds": 1.5},
+        "conn_rate": {
+            "trial": 1.0,
+            "max_trials": 5,
+            "start_rate": 20000,
+            "max_rate": 1000000,
+        },
+        "scale": {
+            "sessions": [10000, 100000],
+            "trial": 1.0,
+            "max_trials": 5,
+            "est_max_rate": 400000,
+        },
+        "rfc9693": RFC9693_QUICK,
+    },
+)
+
 _add(
     Scenario(
         "bench-quick",
@@ -361,30 +437,10 @@ _add(
                     "http": {"profiles": ["small"], "concurrency": _QC, "seconds": 1.5},
                 },
             ),
-            Part(
-                _NAT.title,
-                _NAT.duts,
-                {
-                    "tcp": {"streams": [1], "directions": ["fwd"], "seconds": 3},
-                    "ping": {"count": 100},
-                    "http": {"profiles": ["small"], "concurrency": _QC, "seconds": 1.5},
-                    "conn_rate": {
-                        "trial": 1.0,
-                        "max_trials": 5,
-                        "start_rate": 20000,
-                        "max_rate": 1000000,
-                    },
-                    "scale": {
-                        "sessions": [10000, 100000],
-                        "trial": 1.0,
-                        "max_trials": 5,
-                        "est_max_rate": 400000,
-                    },
-                    "rfc9693": RFC9693_QUICK,
-                },
-            ),
+            _NAT_QUICK,
+            _nat_datapaths(_NAT_QUICK),
         ],
-        budget_min=20.0,
+        budget_min=22.0,
         headline=["kernel-v6", "tayga", "xlat"],
     )
 )

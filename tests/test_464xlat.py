@@ -158,28 +158,39 @@ def test_464_tcp(env464):
 
 
 @pytest.mark.timeout(40)
-def test_464_rfc7050_discovery():
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_464_rfc7050_discovery(datapath):
     """RFC 7050 section 3 / RFC 6877 section 6.3: with no pool6 in the CLAT's config the
-    prefix is learnt from AAAA ipv4only.arpa; then traffic flows end to end."""
-    e = Env464(discover=True)
+    prefix is learnt from AAAA ipv4only.arpa; then traffic flows end to end (with
+    kind = "ebpf" through the fast path, whose pool6 is the discovered one)."""
+    e = Env464(discover=True, datapath=datapath)
     try:
         t = e.t
         cp = ping(t.lab, t.app, t.srv_v4, count=3)
         assert cp.returncode == 0, cp.stdout + cp.stderr + e.clat.log()
         shown = e.clat.cli("show", "config").stdout
         assert "2001:db8:64::/96" in shown, shown
+        if datapath == "ebpf":
+            before = e.clat.stats()["ebpf_translated_4to6_packets"]
+            cp = ping(t.lab, t.app, t.srv_v4, count=5)
+            assert cp.returncode == 0, cp.stdout + cp.stderr
+            after = e.clat.stats()["ebpf_translated_4to6_packets"]
+            assert after - before >= 5, (before, after, e.clat.stats())
     finally:
         e.close()
 
 
 @pytest.mark.timeout(30)
-def test_464_no_clat_prefix_no_traffic():
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_464_no_clat_prefix_no_traffic(datapath):
     """Control: without the PLAT the IPv4 app cannot reach the server (the path
     really goes through both translators)."""
     t = xlat464()
     d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
     try:
-        Xlat(t.lab, t.clat, clat_toml(t, f"{d}/clat.sock"), d, "clat").start()
+        Xlat(
+            t.lab, t.clat, clat_toml(t, f"{d}/clat.sock"), d, "clat", datapath=datapath
+        ).start()
         assert ping(t.lab, t.app, t.srv_v4, count=1, wait=1).returncode != 0
     finally:
         t.close()
@@ -187,11 +198,12 @@ def test_464_no_clat_prefix_no_traffic():
 
 
 @pytest.mark.timeout(40)
-def test_464_tcp_with_rfc6791_pool():
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_464_tcp_with_rfc6791_pool(datapath):
     """As test_464_tcp with rfc6791v4 set on both translators: ICMPv6 errors from the
     (unmappable) core routers are translated with a source from the RFC 6791 pool
     (RFC 7915 section 5.2, RFC 6791 section 2)."""
-    e = Env464(extra='rfc6791v4 = ["192.0.0.8/32"]\n')
+    e = Env464(extra='rfc6791v4 = ["192.0.0.8/32"]\n', datapath=datapath)
     try:
         t = e.t
         res = iperf3(t.lab, t.srv, t.app, t.srv_v4, seconds=3, port=5302)

@@ -201,13 +201,26 @@ def test_sighup_valid_config_reloads(siit_fn):
 
 
 @pytest.mark.timeout(40)
-def test_sigterm_removes_device_routes_and_socket():
-    t, x = make_siit()
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_sigterm_removes_device_routes_and_socket(datapath):
+    t, x = make_siit(datapath=datapath)
     try:
         assert "xlat0" in t.lab.links(t.router)
+
+        def tc_filters() -> str:
+            return "".join(
+                t.lab.exec(
+                    t.router, ["tc", "filter", "show", "dev", dev, "ingress"]
+                ).stdout
+                for dev in (t.dev4, t.dev6)
+            )
+
+        assert ("xlat_ingress" in tc_filters()) == (datapath == "ebpf")
         x.signal(signal.SIGTERM)
         rc = x.proc.wait(timeout=10)
         assert rc == 0, x.log()
+        # The fast path's programs are detached too (docs/datapaths.md).
+        assert "xlat_ingress" not in tc_filters()
         assert "xlat0" not in t.lab.links(t.router)
         routes = (
             t.lab.ip(t.router, "-6", "route").stdout

@@ -677,12 +677,17 @@ def test_nat64_sighup_keeps_sessions(env):
 
 
 @pytest.mark.timeout(40)
-def test_rfc6146_limits_pool_exhaustion_and_source_quota():
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc6146_limits_pool_exhaustion_and_source_quota(datapath):
     """Tiny UDP pool4 (2 ports) and a quota of 2 sessions per /128: a third flow of
     c1 is refused by the quota, c2's first flow by pool exhaustion (both with ICMPv6
     address unreachable, RFC 6146 section 3.5.1); established flows keep working."""
     pool4 = f'[[nat64.pool4]]\nprefix = "{POOL4_ADDR}/32"\nprotocol = "udp"\nports = "61001-61002"\n'
-    e = Env(nat64="source-quota = 2\nsource-quota-prefix = 128\n", pool4=pool4)
+    e = Env(
+        nat64="source-quota = 2\nsource-quota-prefix = 128\n",
+        pool4=pool4,
+        datapath=datapath,
+    )
     try:
         t = e.t
         srvs = [
@@ -773,17 +778,31 @@ def _plat_nat64_toml(t, sock: str) -> str:
 
 
 @pytest.mark.timeout(40)
-def test_rfc6877_464xlat_clat_and_stateful_plat():
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc6877_464xlat_clat_and_stateful_plat(datapath):
     """464XLAT (RFC 6877) with xlat as both the CLAT (stateless) and the PLAT (stateful
-    NAT64): ping and UDP from the IPv4 app; the server sees a pool4 address."""
+    NAT64), both on ``datapath``: ping and UDP from the IPv4 app; the server sees a
+    pool4 address."""
     need_xlat()
     t = xlat464()
     d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
     try:
         plat = Xlat(
-            t.lab, t.plat, _plat_nat64_toml(t, f"{d}/plat.sock"), d, "plat"
+            t.lab,
+            t.plat,
+            _plat_nat64_toml(t, f"{d}/plat.sock"),
+            d,
+            "plat",
+            datapath=datapath,
         ).start()
-        Xlat(t.lab, t.clat, _clat_toml(t, f"{d}/clat.sock"), d, "clat").start()
+        Xlat(
+            t.lab,
+            t.clat,
+            _clat_toml(t, f"{d}/clat.sock"),
+            d,
+            "clat",
+            datapath=datapath,
+        ).start()
         cp = ping(t.lab, t.app, t.srv_v4, count=3)
         assert cp.returncode == 0, cp.stdout + cp.stderr + plat.log()
         rx = nsio_bg(
@@ -826,13 +845,14 @@ def _reload(x: Xlat, conf: str) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_issue4_rfc6146_3_5_1_1_sighup_pool4_change_drains_sessions():
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_issue4_rfc6146_3_5_1_1_sighup_pool4_change_drains_sessions(datapath):
     """Issue 4: pool4 changed by SIGHUP keeps the state. A -> A+B: the UDP flow keeps
     its A mapping; A+B -> B: the A session is removed at once (logged, counted), the
     same flow and a new one continue on B, and the TUN routes follow pool4."""
     a, b = "203.0.113.1", "203.0.113.9"
     pool = {p: f'[[nat64.pool4]]\nprefix = "{p}/32"\n' for p in (a, b)}
-    e = Env(pool4=pool[a])
+    e = Env(pool4=pool[a], datapath=datapath)
     try:
         t = e.t
         srv = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7500)

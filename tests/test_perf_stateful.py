@@ -517,10 +517,13 @@ def test_config_file_values_overrides_and_errors(lab, tmp_path):
 # max-sessions connections are established and validated, the rest refused
 # and counted as nat64_session_limit.
 @pytest.mark.timeout(60)
-def test_rfc9693_validation_through_xlat_nat64():
+@pytest.mark.parametrize("datapath", ("tun", "ebpf"))  # conftest.DATAPATHS
+def test_rfc9693_validation_through_xlat_nat64(datapath):
+    """Also with kind = "ebpf": the validated connections' later frames take the
+    fast path (cached flows), the refused ones never get a session."""
     from test_nat64 import Env
 
-    e = Env(nat64="max-sessions = 600\n")
+    e = Env(nat64="max-sessions = 600\n", datapath=datapath)
     try:
         t = e.t
         for ns in (t.c1, t.h4):
@@ -562,6 +565,11 @@ def test_rfc9693_validation_through_xlat_nat64():
         assert len(udp) == 500, udp[:3]
         # The sessions' IPv4 side is pool4 (203.0.113.0/24 in this topology).
         assert all(s[2].startswith("203.0.113.") for s in udp), udp[:3]
+        if datapath == "ebpf":
+            st = e.x.stats()
+            assert st["ebpf_nat64_flows_inserted"] == 500, st
+            assert st["ebpf_translated_6to4_packets"] > 0, st
+            assert st["ebpf_translated_4to6_packets"] > 0, st
         # 500 sessions exist; 400 new connections meet max-sessions = 600.
         out = perf_json(
             "validate", *args, "--connections", "400", "--sports", "20000-20399"

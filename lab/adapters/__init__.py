@@ -14,6 +14,7 @@ xlat-ebpf       siit_single     xlat SIIT, ``[datapath] kind = "ebpf"``
 xlat-dual       dual_dut        xlat CLAT + xlat SIIT
 xlat-464        xlat464         xlat CLAT (RFC 7050 via DNS64) + PLAT
 xlat-nat64      nat_stateful    xlat stateful NAT64
+xlat-nat64-ebpf nat_stateful    the same, ``[datapath] kind = "ebpf"``
 tayga           siit_single     TAYGA SIIT
 tayga-dual      dual_dut        TAYGA + TAYGA
 tayga-nat44     nat_stateful    TAYGA + nft NAT44
@@ -43,6 +44,7 @@ from lab.adapters.xlat import (
     XlatDual,
     XlatEbpf,
     XlatNat64,
+    XlatNat64Ebpf,
 )
 
 __all__ = [
@@ -68,6 +70,7 @@ ADAPTERS: dict[str, type[Adapter]] = {
         XlatDual,
         Xlat464,
         XlatNat64,
+        XlatNat64Ebpf,
         Tayga,
         TaygaDual,
         TaygaNat44,

@@ -320,3 +320,16 @@ class XlatNat64(Xlat):
     description = (
         f"xlat stateful NAT64, pool4 {POOL4_NAT64} ports 1024-65535, max-sessions 2M"
     )
+
+
+class XlatNat64Ebpf(XlatNat64):
+    """The same NAT64 with the eBPF fast path in front of the TUN datapath: new
+    flows are created by the TUN path and cached in the flow map (docs/datapaths.md,
+    NAT64); the report sets it against ``xlat-nat64`` of the same run."""
+
+    name = "xlat-nat64-ebpf"
+    description = (
+        f"xlat stateful NAT64, pool4 {POOL4_NAT64} ports 1024-65535, max-sessions 2M, "
+        '[datapath] kind = "ebpf"'
+    )
+    DATAPATH = "ebpf"

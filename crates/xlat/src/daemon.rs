@@ -101,6 +101,13 @@ impl Daemon {
         let args: Vec<&str> = words.collect();
         if let Some(st) = self.state.lock().unwrap().nat64.clone() {
             if let Some(r) = crate::nat64d::handle(&st, self.shared.now_ms(), cmd, &args) {
+                if cmd == "bib-remove" {
+                    // The fast path must not carry the removed sessions on
+                    // (up to the next 0.5 s check otherwise).
+                    if let Some(fc) = self.shared.flows.get() {
+                        fc.reconcile(&st);
+                    }
+                }
                 return r;
             }
         }
@@ -297,6 +304,12 @@ impl Daemon {
                 &wanted,
                 self.shared.now_ms(),
             );
+        }
+        // Sessions drained by a pool4 or static BIB change leave the fast
+        // path's flow map now: until the next 0.5 s check it would translate
+        // them with a pool4 address that is gone.
+        if let (Some(fc), Some(nat)) = (self.shared.flows.get(), st.nat64.as_ref()) {
+            fc.reconcile(nat);
         }
         crate::log::set_level(new.log_level);
         let routes = desired_routes(&new, pool6, &eamt);

@@ -106,6 +106,9 @@ pub struct FlowCache {
     removed: AtomicU64,
     full: AtomicU64,
     not_cached: AtomicU64,
+    /// Sessions still to check in the current pass of
+    /// [`FlowCache::reconcile_step`].
+    pass: Mutex<Vec<SessKey>>,
 }
 
 /// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
@@ -131,6 +134,7 @@ impl FlowCache {
             removed: AtomicU64::new(0),
             full: AtomicU64::new(0),
             not_cached: AtomicU64::new(0),
+            pass: Mutex::new(Vec::new()),
         }
     }
 
@@ -238,8 +242,37 @@ impl FlowCache {
         Some(now_ms.saturating_sub(ago_ms))
     }
 
+    /// Checks at most `budget` cached sessions against the state (a pass
+    /// over the whole cache takes `cached / budget` calls; a new pass starts
+    /// when one ends) and drops the entries of those that are gone. The
+    /// background safety net of [`FlowCache::reconcile`]: bounded work per
+    /// call, and the state's shard locks are taken one session at a time
+    /// (a whole pass at once stalled the datapath's workers under a burst of
+    /// new flows). Returns true when a pass ended.
+    pub fn reconcile_step(&self, st: &Nat64State, budget: usize) -> bool {
+        let mut pass = self.pass.lock().unwrap();
+        if pass.is_empty() {
+            pass.extend(self.reg.lock().unwrap().keys().copied());
+            if pass.is_empty() {
+                return true;
+            }
+        }
+        let n = pass.len().saturating_sub(budget);
+        for (p, pool, remote) in pass.drain(n..) {
+            let v6 = match self.reg.lock().unwrap().get(&(p, pool, remote)) {
+                Some(c) => c.v6,
+                None => continue,
+            };
+            if !st.session_exists(p, v6, pool, remote) {
+                self.remove(p, pool, remote);
+            }
+        }
+        pass.is_empty()
+    }
+
     /// Drops the entries whose session is gone (removed by `bib remove`,
-    /// a pool4 change, ...). O(cached sessions).
+    /// a pool4 change, ...). O(cached sessions): for those events, right
+    /// after them.
     pub fn reconcile(&self, st: &Nat64State) {
         let gone: Vec<SessKey> = {
             let reg = self.reg.lock().unwrap();
