@@ -15,6 +15,6 @@ SCENARIO=bench
 [ "${BENCH_QUICK:-0}" != 0 ] && SCENARIO=bench-quick
 ARGS=(run "$SCENARIO")
 [ -n "${BENCH_OUT:-}" ] && ARGS+=(--out "$BENCH_OUT")
-# The scenario's budget (52 min; no trial starts after it) keeps the run under
+# The scenario's budget (54 min; no trial starts after it) keeps the run under
 # an hour; this is the hard stop. SIGTERM makes it remove its namespaces.
 exec timeout --foreground -k 15 3540 "$PY" -m lab "${ARGS[@]}" "$@"

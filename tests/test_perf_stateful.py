@@ -519,8 +519,9 @@ def test_config_file_values_overrides_and_errors(lab, tmp_path):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("datapath", ("tun", "ebpf"))  # conftest.DATAPATHS
 def test_rfc9693_validation_through_xlat_nat64(datapath):
-    """Also with kind = "ebpf": the validated connections' later frames take the
-    fast path (cached flows), the refused ones never get a session."""
+    """Also with kind = "ebpf": the preliminary frames (6->4) create the sessions on
+    the TUN path; the validation frames (Responder -> Initiator, 4->6) of the
+    cached flows take the fast path."""
     from test_nat64 import Env
 
     e = Env(nat64="max-sessions = 600\n", datapath=datapath)
@@ -567,9 +568,9 @@ def test_rfc9693_validation_through_xlat_nat64(datapath):
         assert all(s[2].startswith("203.0.113.") for s in udp), udp[:3]
         if datapath == "ebpf":
             st = e.x.stats()
-            assert st["ebpf_nat64_flows_inserted"] == 500, st
-            assert st["ebpf_translated_6to4_packets"] > 0, st
-            assert st["ebpf_translated_4to6_packets"] > 0, st
+            got = {k: st[k] for k in st if "translated" in k or "flows" in k}
+            assert st["ebpf_nat64_flows_inserted"] == 500, got
+            assert st["ebpf_translated_4to6_packets"] >= 500, got
         # 500 sessions exist; 400 new connections meet max-sessions = 600.
         out = perf_json(
             "validate", *args, "--connections", "400", "--sports", "20000-20399"

@@ -103,7 +103,7 @@ impl Daemon {
             if let Some(r) = crate::nat64d::handle(&st, self.shared.now_ms(), cmd, &args) {
                 if cmd == "bib-remove" {
                     // The fast path must not carry the removed sessions on
-                    // (up to the next 0.5 s check otherwise).
+                    // (until the background check reaches them otherwise).
                     if let Some(fc) = self.shared.flows.get() {
                         fc.reconcile(&st);
                     }
@@ -306,8 +306,8 @@ impl Daemon {
             );
         }
         // Sessions drained by a pool4 or static BIB change leave the fast
-        // path's flow map now: until the next 0.5 s check it would translate
-        // them with a pool4 address that is gone.
+        // path's flow map now: until the background check reached them, it
+        // would translate them with a pool4 address that is gone.
         if let (Some(fc), Some(nat)) = (self.shared.flows.get(), st.nat64.as_ref()) {
             fc.reconcile(nat);
         }
