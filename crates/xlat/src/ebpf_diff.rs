@@ -864,3 +864,68 @@ fn set_flow(
         pkt[10..12].copy_from_slice(&c.to_be_bytes());
     }
 }
+
+/// `[datapath] flow-entries` sizes the kernel's flow map (issue 7): with 8
+/// entries the kernel itself refuses a fifth session (its two entries),
+/// counted as `cache_full` and `not_cached`; the per-tick overflow of the
+/// new-session log adds to `not_cached`. `reconcile_step` drops a session
+/// removed behind the cache's back within one pass of `cached / budget`
+/// calls.
+#[test]
+fn ebpf_flow_map_size_not_cached_and_reconcile_step() {
+    use xlat_core::nat64::{Proto, SessionInfo, Ta4, Ta6};
+    let toml = "mode = \"nat64\"\npool6 = \"2001:db8:64::/96\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"192.0.2.0/28\"\n";
+    let s = config::parse(toml).unwrap();
+    let st = xlat_core::nat64::Nat64State::new(s.nat64.core(), [6; 16]).unwrap();
+    let pool6 = xlat_core::addr::Pool6::new(s.pool6.unwrap()).unwrap();
+    let fp = FastPath::load_sized(8).unwrap_or_else(|e| panic!("needs the eBPF fast path: {e}"));
+    assert_eq!(fp.flow_cache().unwrap().counters()[0], 0);
+    // A cache that believes it may hold 100 sessions: the kernel's map
+    // (8 entries) is the limit.
+    let fd = unsafe { libc::fcntl(fp.flows_fd, libc::F_DUPFD_CLOEXEC, 0) };
+    assert!(fd >= 0);
+    let fc = FlowCache::new(fd, 100);
+    st.set_new_session_log(64);
+    for p in 0..6u16 {
+        st.lookup_or_create_6to4(
+            Proto::Udp,
+            Ta6::new(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1), 1000 + p),
+            Ta4::new(Ipv4Addr::new(198, 51, 100, 7), 53),
+            None,
+            0,
+        )
+        .unwrap();
+    }
+    let mut new: Vec<SessionInfo> = vec![];
+    st.drain_new_sessions(&mut new);
+    assert_eq!(new.len(), 6);
+    let ok = new.iter().filter(|x| fc.insert(&st, &pool6, x)).count();
+    assert_eq!(ok, 4, "the kernel map holds 8 entries = 4 sessions");
+    let c = fc.counters();
+    assert_eq!((c[0], c[1], c[3], c[4]), (4, 4, 2, 2), "{c:?}");
+    fc.count_not_cached(3);
+    assert_eq!(fc.counters()[4], 5);
+    // The cache's own bound (flow-entries / 2) applies before the kernel's.
+    let small = fp.flow_cache().unwrap();
+    assert_eq!(
+        new.iter().filter(|x| small.insert(&st, &pool6, x)).count(),
+        4
+    );
+    drop(small);
+    // Remove one cached session behind the cache's back (the admin API).
+    let gone = new[0];
+    st.remove_bib(Proto::Udp, gone.v4, 0).unwrap();
+    let cached = fc.counters()[0] as usize;
+    let mut calls = 0;
+    while fc.counters()[0] as usize == cached {
+        fc.reconcile_step(&st, 1);
+        calls += 1;
+        assert!(calls <= cached, "not found in one pass");
+    }
+    assert_eq!(fc.counters()[0] as usize, cached - 1);
+    // The others stay through full passes.
+    for _ in 0..3 * cached {
+        fc.reconcile_step(&st, 1);
+    }
+    assert_eq!(fc.counters()[0] as usize, cached - 1);
+}

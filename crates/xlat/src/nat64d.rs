@@ -223,9 +223,12 @@ fn kind_name(k: MapEventKind) -> &'static str {
 pub const NEW_SESSIONS_PER_SHARD: usize = 4096;
 
 /// Cached sessions checked against the state per flow-cache tick
-/// ([`crate::ebpf::FlowCache::reconcile_step`]): 25,600 a second, a pass
-/// over a full default cache (65,536 sessions) in about 2.6 s.
-pub const RECONCILE_PER_TICK: usize = 512;
+/// ([`crate::ebpf::FlowCache::reconcile_step`]): 6,400 a second, a pass
+/// over a full default cache (65,536 sessions) in about 10 s. A safety
+/// net only (the removals xlat knows of are reported or reconciled at
+/// once); at 512 a tick it was still the housekeeping thread's largest
+/// cost of the flow cache under a burst of new flows.
+pub const RECONCILE_PER_TICK: usize = 128;
 
 /// A flow-cache tick (every 20 ms): TCP sessions that left ESTABLISHED go,
 /// new sessions come in, and a slice of the cache is checked against the
