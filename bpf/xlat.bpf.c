@@ -447,7 +447,8 @@ struct route_val {
 	__u32 ifindex; /* output device; 0: no route */
 	__u32 mtu;     /* the route's MTU */
 	__u32 nh_family;
-	__u8 nh[16]; /* next hop (IPv4: first 4 bytes) */
+	__u8 nh[16];  /* next hop (IPv4: first 4 bytes) */
+	__u8 dst[16]; /* the key's destination, checked after the copy */
 };
 
 struct {
@@ -529,9 +530,19 @@ static __always_inline struct route_val *route(struct __sk_buff *skb, int family
 		__builtin_memcpy(k->src, src, 16);
 		__builtin_memcpy(k->dst, dst, 16);
 	}
+	/* The entry is copied out and its destination checked: an LRU entry
+	 * that another CPU replaces is reused at once, not after RCU. */
 	struct route_val *v = bpf_map_lookup_elem(&xlat_routes, k);
-	if (v && v->gen == gen)
-		return v;
+	if (v) {
+		__builtin_memcpy(&sc->v, v, sizeof(*v));
+		__u64 a0, a1, b0, b1;
+		__builtin_memcpy(&a0, sc->v.dst, 8);
+		__builtin_memcpy(&a1, sc->v.dst + 8, 8);
+		__builtin_memcpy(&b0, k->dst, 8);
+		__builtin_memcpy(&b1, k->dst + 8, 8);
+		if (sc->v.gen == gen && a0 == b0 && a1 == b1)
+			return &sc->v;
+	}
 
 	/* A lookup whose length exceeds any MTU reports the route's MTU
 	 * (FRAG_NEEDED) before anything else; the second one, the device. */
@@ -541,6 +552,7 @@ static __always_inline struct route_val *route(struct __sk_buff *skb, int family
 	v = &sc->v;
 	__builtin_memset(v, 0, sizeof(*v));
 	v->gen = gen;
+	__builtin_memcpy(v->dst, k->dst, 16);
 	v->mtu = 0xffff;
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
 		v->mtu = p->mtu_result;
