@@ -169,9 +169,13 @@ struct flow_val {
 	__u32 pad;
 };
 
+/* Not preallocated: an entry the Rust side deletes is freed after an RCU
+ * grace period, so a packet that found it never reads another flow's
+ * translation (a preallocated entry is reused at once). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 131072);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct flow_key);
 	__type(value, struct flow_val);
 } xlat_flows SEC(".maps");
