@@ -899,18 +899,28 @@ fn ebpf_flow_map_size_not_cached_and_reconcile_step() {
     let mut new: Vec<SessionInfo> = vec![];
     st.drain_new_sessions(&mut new);
     assert_eq!(new.len(), 6);
-    let ok = new.iter().filter(|x| fc.insert(&st, &pool6, x)).count();
-    assert_eq!(ok, 4, "the kernel map holds 8 entries = 4 sessions");
+    // One batch (the daemon's way): all six 4->6 entries fit, then only
+    // two 6->4 ones (8 entries): two sessions are cached, in order, and the
+    // other four 4->6 entries are taken back (the daemon's own bound,
+    // flow-entries / 2 sessions, keeps it from the kernel's limit).
+    let ok = fc.insert_batch(&st, &pool6, &new);
+    assert_eq!(ok, 2, "the kernel map holds 8 entries");
+    for x in &new[..2] {
+        assert!(fc.last_seen_ms(x.proto, x.v4, x.remote, 0).is_some());
+    }
+    assert!(fc
+        .last_seen_ms(new[2].proto, new[2].v4, new[2].remote, 0)
+        .is_none());
+    // Again: two already cached, four refused again (counted again).
+    assert_eq!(fc.insert_batch(&st, &pool6, &new), 0);
     let c = fc.counters();
-    assert_eq!((c[0], c[1], c[3], c[4]), (4, 4, 2, 2), "{c:?}");
+    assert_eq!((c[0], c[1], c[3], c[4]), (2, 2, 8, 8), "{c:?}");
     fc.count_not_cached(3);
-    assert_eq!(fc.counters()[4], 5);
+    assert_eq!(fc.counters()[4], 11);
     // The cache's own bound (flow-entries / 2) applies before the kernel's.
     let small = fp.flow_cache().unwrap();
-    assert_eq!(
-        new.iter().filter(|x| small.insert(&st, &pool6, x)).count(),
-        4
-    );
+    assert_eq!(small.insert_batch(&st, &pool6, &new), 4);
+    assert_eq!(small.counters()[3], 2);
     drop(small);
     // Remove one cached session behind the cache's back (the admin API).
     let gone = new[0];

@@ -16,6 +16,18 @@ use xlat_core::nat64::{Nat64State, Proto, SessionInfo, Ta4, Ta6};
 
 use super::ffi;
 
+extern "C" {
+    /// libbpf: updates `*count` elements in one bpf(2) call; on return
+    /// `*count` is how many were written (in order) before an error.
+    fn bpf_map_update_batch(
+        fd: c_int,
+        keys: *const c_void,
+        values: *const c_void,
+        count: *mut u32,
+        opts: *const c_void,
+    ) -> c_int;
+}
+
 const IPPROTO_ICMP: u8 = 1;
 const IPPROTO_TCP: u8 = 6;
 const IPPROTO_UDP: u8 = 17;
@@ -171,6 +183,7 @@ impl FlowCache {
     /// Caches a UDP / ICMP / ESTABLISHED TCP session (both directions). A hairpinned one
     /// (remote in pool4, RFC 6146 §3.8) stays on the slow path; a full
     /// cache leaves the session there too (counted).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn insert(&self, st: &Nat64State, pool6: &Pool6, s: &SessionInfo) -> bool {
         if st.is_pool4(None, s.remote.addr) || s.remote.addr == Ipv4Addr::UNSPECIFIED {
             return false;
@@ -200,6 +213,92 @@ impl FlowCache {
         reg.insert(key, Cached { v6: s.v6, k64, k46 });
         self.inserted.fetch_add(1, Ordering::Relaxed);
         true
+    }
+
+    /// [`FlowCache::insert`] for a tick's new sessions at once: the 4->6
+    /// entries in one `BPF_MAP_UPDATE_BATCH`, then the 6->4 ones in another
+    /// (two bpf(2) calls a tick instead of two a session: under a burst of
+    /// new flows the per-session calls were most of the flow cache's cost).
+    /// Returns how many were cached.
+    pub fn insert_batch(&self, st: &Nat64State, pool6: &Pool6, new: &[SessionInfo]) -> usize {
+        let mut reg = self.reg.lock().unwrap();
+        let mut keys: Vec<(SessKey, Ta6)> = Vec::with_capacity(new.len());
+        let mut seen: std::collections::HashSet<SessKey> = Default::default();
+        let (mut k46, mut v46, mut k64, mut v64) = (vec![], vec![], vec![], vec![]);
+        for s in new {
+            if st.is_pool4(None, s.remote.addr) || s.remote.addr == Ipv4Addr::UNSPECIFIED {
+                continue;
+            }
+            let key = (s.proto, s.v4, s.remote);
+            if reg.contains_key(&key) || !seen.insert(key) {
+                continue;
+            }
+            if reg.len() + keys.len() >= self.max {
+                self.count_full();
+                continue;
+            }
+            let Some((a, b, c, d)) = session_entries(pool6, s) else {
+                continue;
+            };
+            keys.push((key, s.v6));
+            k64.push(a);
+            v64.push(b);
+            k46.push(c);
+            v46.push(d);
+        }
+        if keys.is_empty() {
+            return 0;
+        }
+        // 4->6 first: a 6->4 hit then always finds its way back.
+        let n46 = self.put_batch(&k46, &v46);
+        let n64 = self.put_batch(&k64[..n46], &v64[..n46]);
+        for k in &k46[n64..n46] {
+            self.del(k);
+        }
+        for _ in n64..keys.len() {
+            self.count_full();
+        }
+        for (i, (key, v6)) in keys.iter().take(n64).enumerate() {
+            reg.insert(
+                *key,
+                Cached {
+                    v6: *v6,
+                    k64: k64[i],
+                    k46: k46[i],
+                },
+            );
+        }
+        self.inserted.fetch_add(n64 as u64, Ordering::Relaxed);
+        n64
+    }
+
+    /// Writes `k[i] -> v[i]` in one call; returns how many were written.
+    fn put_batch(&self, k: &[[u8; 40]], v: &[[u8; 48]]) -> usize {
+        if k.is_empty() {
+            return 0;
+        }
+        let mut count = k.len() as u32;
+        // SAFETY: keys and values are contiguous arrays of the map's key and
+        // value sizes, `count` of each.
+        let rc = unsafe {
+            bpf_map_update_batch(
+                self.fd,
+                k.as_ptr() as *const c_void,
+                v.as_ptr() as *const c_void,
+                &mut count,
+                std::ptr::null(),
+            )
+        };
+        if rc == 0 {
+            return k.len();
+        }
+        let done = (count as usize).min(k.len());
+        if done == 0 && [-libc::EINVAL, -libc::EOPNOTSUPP, -524].contains(&rc) {
+            // No batch operation for this map here (ENOTSUPP = 524): one
+            // call per entry, as before.
+            return k.iter().zip(v).take_while(|(k, v)| self.put(k, v)).count();
+        }
+        done
     }
 
     /// Removes a session's entries (if cached).

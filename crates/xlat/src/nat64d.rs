@@ -265,9 +265,7 @@ fn sync_flows(
         fc.count_not_cached(over);
     }
     if let Some(p) = pool6 {
-        for s in new.iter() {
-            fc.insert(state, p, s);
-        }
+        fc.insert_batch(state, p, new);
     }
     // The safety net for sessions removed in ways not reported above
     // (`bib remove` and SIGHUP reconcile at once): a bounded slice per tick.
