@@ -14,6 +14,7 @@
 //! against zero loss.
 
 pub use crate::io_packet::{Background, IoConfig, IoKind, PortIo};
+use crate::mmsg::Mmsg;
 use crate::pace::Pacer;
 use crate::payload;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -351,26 +352,13 @@ fn send_loop(ep: &Endpoints, spec: &TrialSpec, planned: u64) -> Result<TxOut, St
     }
     let batch = ep.batch;
     let len = hdr + ep.payload;
-    let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| vec![0u8; len]).collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
-    let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
-    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-        m.msg_hdr.msg_iov = iov as *mut libc::iovec;
-        m.msg_hdr.msg_iovlen = 1;
-    }
+    let mut out = Mmsg::new(batch, len);
     let mut rng = Rng::new(monotonic_ns() ^ ((spec.stream as u64) << 32));
     let mut pacer = Pacer::new(planned, spec.rate, batch);
     let (mut sent, mut send_errors) = (0u64, 0u64);
     while let Some(n) = pacer.next(sent) {
         let ts = monotonic_ns();
-        for (i, b) in bufs.iter_mut().take(n).enumerate() {
+        for (i, b) in out.bufs_mut().take(n).enumerate() {
             payload::write_timed(&mut b[hdr..], spec.stream, (sent + i as u64) as u32, ts);
             if let (Some((lo, hi)), Some(src)) = (ep.src_ports, ep.src) {
                 // RFC 4814 section 4.5: pseudorandom source port per frame.
@@ -385,14 +373,13 @@ fn send_loop(ep: &Endpoints, spec: &TrialSpec, planned: u64) -> Result<TxOut, St
         }
         let mut done = 0usize;
         while done < n {
-            // SAFETY: msgs[done..n] point at live iovecs/buffers owned above.
-            let r =
-                unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr().add(done), (n - done) as u32, 0) };
-            if r > 0 {
-                done += r as usize;
-                continue;
-            }
-            let err = std::io::Error::last_os_error();
+            let err = match out.send(fd, done, n) {
+                Ok(r) => {
+                    done += r;
+                    continue;
+                }
+                Err(err) => err,
+            };
             match err.raw_os_error() {
                 Some(libc::EINTR) => {}
                 Some(libc::ENOBUFS)
@@ -467,18 +454,7 @@ fn recv_loop(
         }
     };
     let fd = sock.as_raw_fd();
-    let mut bufs: Vec<Vec<u8>> = (0..RX_BATCH).map(|_| vec![0u8; RX_BUF]).collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: all-zero mmsghdr is valid.
-    let mut msgs: Vec<libc::mmsghdr> = (0..RX_BATCH)
-        .map(|_| unsafe { std::mem::zeroed() })
-        .collect();
+    let mut inb = Mmsg::new(RX_BATCH, RX_BUF);
     let mut seen = vec![0u64; (planned as usize).div_ceil(64)];
     let mut delays: Vec<Option<u64>> = if spec.delays {
         vec![None; planned as usize]
@@ -494,32 +470,16 @@ fn recv_loop(
         if (stop != 0 && now >= stop) || now >= limit {
             break;
         }
-        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-            m.msg_hdr.msg_iov = iov as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_len = 0;
-        }
-        // SAFETY: msgs point at live iovecs/buffers owned above.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd,
-                msgs.as_mut_ptr(),
-                RX_BATCH as u32,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            let err = std::io::Error::last_os_error();
-            match err.raw_os_error() {
+        let r = match inb.recv(fd) {
+            Ok(r) => r,
+            Err(err) => match err.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ECONNREFUSED) => continue,
                 _ => return Err(format!("recvmmsg: {err}")),
-            }
-        }
+            },
+        };
         let rx = monotonic_ns();
-        for i in 0..r as usize {
-            let len = (msgs[i].msg_len as usize).min(RX_BUF);
-            let Some((seq, tx)) = payload::parse_timed(&bufs[i][..len], spec.stream) else {
+        for i in 0..r {
+            let Some((seq, tx)) = payload::parse_timed(inb.received(i), spec.stream) else {
                 foreign += 1;
                 continue;
             };

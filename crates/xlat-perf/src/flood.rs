@@ -7,6 +7,7 @@
 //! tester that cannot keep the rate must not report the rate).
 
 use crate::args::Args;
+use crate::mmsg::Mmsg;
 use crate::payload;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -134,20 +135,7 @@ pub fn run(c: &Config) -> Result<String, String> {
 
     let total = ((c.rate as f64 * c.duration).round() as u64).clamp(1, c.max_count.max(1));
     let batch = c.batch;
-    let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| vec![0u8; c.payload]).collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
-    let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
-    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-        m.msg_hdr.msg_iov = iov as *mut libc::iovec;
-        m.msg_hdr.msg_iovlen = 1;
-    }
+    let mut out = Mmsg::new(batch, c.payload);
 
     // Once the clock passes the tolerated end of the schedule with packets still
     // unsent, the trial is invalid whatever happens next: stop at once.
@@ -156,20 +144,20 @@ pub fn run(c: &Config) -> Result<String, String> {
     let mut send_errors: u64 = 0;
     let mut syscalls: u64 = 0;
     while let Some(n) = pacer.next(sent) {
-        for (i, b) in bufs.iter_mut().take(n).enumerate() {
+        for (i, b) in out.bufs_mut().take(n).enumerate() {
             payload::write(b, c.stream, sent + i as u64);
         }
         let mut done = 0usize;
         while done < n {
-            // SAFETY: msgs[done..n] point at live iovecs/buffers owned above.
-            let r =
-                unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr().add(done), (n - done) as u32, 0) };
+            let r = out.send(fd, done, n);
             syscalls += 1;
-            if r > 0 {
-                done += r as usize;
-                continue;
-            }
-            let err = std::io::Error::last_os_error();
+            let err = match r {
+                Ok(r) => {
+                    done += r;
+                    continue;
+                }
+                Err(err) => err,
+            };
             match err.raw_os_error() {
                 Some(libc::EINTR) => {}
                 Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::ECONNREFUSED) => {

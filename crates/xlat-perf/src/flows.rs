@@ -18,6 +18,7 @@
 //! Frames the tester itself sends (`PACKET_OUTGOING`) are ignored.
 
 use crate::engine::{self, enter_netns, monotonic_ns, udp_checksum};
+use crate::mmsg::Mmsg;
 use crate::pace::BEHIND_TOLERANCE;
 use crate::payload;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -274,18 +275,7 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
     }
     let batch = d.batch.max(1);
     let len = payload::UDP_HEADER + d.payload;
-    let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| vec![0u8; len]).collect();
-    let mut names: Vec<(libc::sockaddr_storage, libc::socklen_t)> =
-        (0..batch).map(|_| sockaddr_ip(d.src)).collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
-    let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
+    let mut out = Mmsg::with_names(batch, len, sockaddr_ip(d.src).0);
     let planned = d.planned();
     let mut send_ns = if d.record_send_times {
         vec![0u64; planned as usize]
@@ -305,7 +295,7 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
             for i in 0..n {
                 let seq = sent + i as u64;
                 let (dst, sport, dport) = (d.gen)(seq);
-                let b = &mut bufs[i];
+                let b = out.buf_mut(i);
                 b[0..2].copy_from_slice(&sport.to_be_bytes());
                 b[2..4].copy_from_slice(&dport.to_be_bytes());
                 b[4..6].copy_from_slice(&(len as u16).to_be_bytes());
@@ -313,27 +303,21 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
                 payload::write_timed(&mut b[payload::UDP_HEADER..], d.stream, seq as u32, ts);
                 let c = udp_checksum(d.src, dst, b);
                 b[6..8].copy_from_slice(&c.to_be_bytes());
-                names[i] = sockaddr_ip(dst);
-                let m = &mut msgs[i];
-                m.msg_hdr.msg_iov = &mut iovs[i] as *mut libc::iovec;
-                m.msg_hdr.msg_iovlen = 1;
-                m.msg_hdr.msg_name = &mut names[i].0 as *mut _ as *mut libc::c_void;
-                m.msg_hdr.msg_namelen = names[i].1;
+                let (name, name_len) = sockaddr_ip(dst);
+                out.set_name(i, name, name_len);
                 if d.record_send_times {
                     send_ns[seq as usize] = ts;
                 }
             }
             let mut done = 0usize;
             while done < n {
-                // SAFETY: msgs[done..n] point at live iovecs, names and buffers.
-                let r = unsafe {
-                    libc::sendmmsg(fd, msgs.as_mut_ptr().add(done), (n - done) as u32, 0)
+                let err = match out.send(fd, done, n) {
+                    Ok(r) => {
+                        done += r;
+                        continue;
+                    }
+                    Err(err) => err,
                 };
-                if r > 0 {
-                    done += r as usize;
-                    continue;
-                }
-                let err = std::io::Error::last_os_error();
                 match err.raw_os_error() {
                     Some(libc::EINTR) => {}
                     Some(libc::ENOBUFS)
@@ -487,22 +471,9 @@ fn recv_loop(
     };
     let fd = sock.as_raw_fd();
     let planned = d.planned();
-    let mut bufs: Vec<Vec<u8>> = (0..RX_BATCH).map(|_| vec![0u8; RX_BUF]).collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: all-zero sockaddr_ll / mmsghdr are valid.
-    let mut names: Vec<libc::sockaddr_ll> = (0..RX_BATCH)
-        .map(|_| unsafe { std::mem::zeroed() })
-        .collect();
-    // SAFETY: as above.
-    let mut msgs: Vec<libc::mmsghdr> = (0..RX_BATCH)
-        .map(|_| unsafe { std::mem::zeroed() })
-        .collect();
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
+    let no_name: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    let mut inb = Mmsg::with_names(RX_BATCH, RX_BUF, no_name);
     let mut seen = vec![0u64; (planned as usize).div_ceil(64)];
     let mut arrival_ns = if d.record_times {
         vec![None; planned as usize]
@@ -522,38 +493,19 @@ fn recv_loop(
         if (stop != 0 && now >= stop) || now >= limit {
             break;
         }
-        for i in 0..RX_BATCH {
-            let m = &mut msgs[i];
-            m.msg_hdr.msg_iov = &mut iovs[i] as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
-            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
-            m.msg_len = 0;
-        }
-        // SAFETY: msgs point at live iovecs, names and buffers owned above.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd,
-                msgs.as_mut_ptr(),
-                RX_BATCH as u32,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            let err = std::io::Error::last_os_error();
-            match err.raw_os_error() {
+        let r = match inb.recv(fd) {
+            Ok(r) => r,
+            Err(err) => match err.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
                 _ => return Err(format!("recvmmsg: {err}")),
-            }
-        }
+            },
+        };
         let rx = monotonic_ns();
-        for i in 0..r as usize {
-            if names[i].sll_pkttype == libc::PACKET_OUTGOING {
+        for i in 0..r {
+            if inb.name(i).sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
-            let len = (msgs[i].msg_len as usize).min(RX_BUF);
-            let Some((src, dst, sport, dport, pl)) = parse_udp(&bufs[i][..len]) else {
+            let Some((src, dst, sport, dport, pl)) = parse_udp(inb.received(i)) else {
                 continue;
             };
             if dst != d.rx_addr {

@@ -17,6 +17,7 @@
 use crate::engine::{enter_netns, monotonic_ns, Rng, TrialOut, TrialSpec};
 use crate::io_frame::{self, Builder, FrameSpec, Rx};
 use crate::io_resolve::Mac;
+use crate::mmsg::Mmsg;
 use crate::pace::Pacer;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -414,8 +415,7 @@ impl TxRing {
 /// the kernel (on veth here it costs the same CPU per frame as the ring).
 pub struct MmsgTx {
     fd: OwnedFd,
-    bufs: Vec<Vec<u8>>,
-    lens: Vec<usize>,
+    out: Mmsg,
     kind: Vec<u8>,
     used: usize,
 }
@@ -434,18 +434,17 @@ impl MmsgTx {
         bind_if(sock.as_raw_fd(), ifi, 0)?;
         Ok(MmsgTx {
             fd: sock,
-            bufs: (0..batch).map(|_| vec![0u8; max_len]).collect(),
-            lens: vec![0; batch],
+            out: Mmsg::new(batch, max_len),
             kind: vec![u8::MAX; batch],
             used: 0,
         })
     }
     fn next_slot(&mut self, kind: u8, tpl: &[u8]) -> Result<Option<&mut [u8]>, String> {
         let i = self.used;
-        if i == self.bufs.len() {
+        if i == self.kind.len() {
             return Ok(None);
         }
-        let d = &mut self.bufs[i][..tpl.len()];
+        let d = &mut self.out.buf_mut(i)[..tpl.len()];
         if self.kind[i] != kind {
             d.copy_from_slice(tpl);
             self.kind[i] = kind;
@@ -453,7 +452,7 @@ impl MmsgTx {
         Ok(Some(d))
     }
     fn commit(&mut self, len: usize) {
-        self.lens[self.used] = len;
+        self.out.set_len(self.used, len);
         self.used += 1;
     }
     fn flush(&mut self) -> Result<bool, String> {
@@ -461,35 +460,16 @@ impl MmsgTx {
         if n == 0 {
             return Ok(true);
         }
-        let mut iovs: Vec<libc::iovec> = (0..n)
-            .map(|i| libc::iovec {
-                iov_base: self.bufs[i].as_mut_ptr() as *mut libc::c_void,
-                iov_len: self.lens[i],
-            })
-            .collect();
-        // SAFETY: all-zero mmsghdr is valid; each points at a live iovec.
-        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
-        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-            m.msg_hdr.msg_iov = iov as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-        }
         let mut done = 0;
         let mut ok = true;
         while done < n {
-            // SAFETY: msgs[done..n] are valid.
-            let r = unsafe {
-                libc::sendmmsg(
-                    self.fd.as_raw_fd(),
-                    msgs.as_mut_ptr().add(done),
-                    (n - done) as u32,
-                    0,
-                )
+            let e = match self.out.send(self.fd.as_raw_fd(), done, n) {
+                Ok(r) => {
+                    done += r;
+                    continue;
+                }
+                Err(e) => e,
             };
-            if r > 0 {
-                done += r as usize;
-                continue;
-            }
-            let e = std::io::Error::last_os_error();
             match e.raw_os_error() {
                 Some(libc::EINTR) => continue,
                 Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {

@@ -32,6 +32,7 @@ mod io_selftest;
 mod io_xdp;
 mod json;
 mod measure;
+mod mmsg;
 mod pace;
 mod payload;
 mod procedures;

@@ -8,6 +8,7 @@
 //! still make the trial lossy (zero loss means zero).
 
 use crate::args::Args;
+use crate::mmsg::Mmsg;
 use crate::payload;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -88,16 +89,7 @@ pub fn run(c: &Config) -> Result<String, String> {
     sock.set_read_timeout(Some(Duration::from_millis(20)))
         .map_err(|e| format!("SO_RCVTIMEO: {e}"))?;
 
-    let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; BUF]).collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
-    let mut msgs: Vec<libc::mmsghdr> = (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+    let mut inb = Mmsg::new(BATCH, BUF);
 
     let mut seen: Vec<u64> = Vec::new();
     let (mut received, mut duplicates, mut invalid, mut reordered) = (0u64, 0u64, 0u64, 0u64);
@@ -122,32 +114,18 @@ pub fn run(c: &Config) -> Result<String, String> {
                 break;
             }
         }
-        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-            m.msg_hdr.msg_iov = iov as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_len = 0;
-        }
-        // SAFETY: msgs point at live iovecs/buffers owned above.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd,
-                msgs.as_mut_ptr(),
-                BATCH as u32,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            let err = std::io::Error::last_os_error();
-            match err.raw_os_error() {
+        let r = match inb.recv(fd) {
+            Ok(r) => r,
+            Err(err) => match err.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
                 _ => return Err(format!("recvmmsg: {err}")),
-            }
-        }
+            },
+        };
         let now = Instant::now();
-        for i in 0..r as usize {
-            let len = msgs[i].msg_len as usize;
-            let Some(seq) = payload::parse(&bufs[i][..len.min(BUF)], c.stream) else {
+        for i in 0..r {
+            let pkt = inb.received(i);
+            let len = pkt.len();
+            let Some(seq) = payload::parse(pkt, c.stream) else {
                 invalid += 1;
                 continue;
             };
