@@ -17,6 +17,7 @@ pub use crate::io_packet::{Background, IoConfig, IoKind, PortIo};
 use crate::mmsg::Mmsg;
 use crate::pace::Pacer;
 use crate::payload;
+use crate::sockopt::{set_buf, Buf};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +29,15 @@ pub const MAX_FRAMES: u64 = 1_000_000_000;
 /// Most frames of a trial that records every delay (16 bytes per frame).
 pub const MAX_DELAY_FRAMES: u64 = 10_000_000;
 const RX_BATCH: usize = 64;
+/// The `sendmmsg` refusals a socket sender counts and retries: a full queue,
+/// or an ICMP error from an earlier frame reported on the socket.
+pub(crate) const SEND_RETRY: &[i32] = &[
+    libc::ENOBUFS,
+    libc::EAGAIN,
+    libc::ECONNREFUSED,
+    libc::EHOSTUNREACH,
+    libc::ENETUNREACH,
+];
 const RX_BUF: usize = 2048;
 
 #[derive(Clone, Debug)]
@@ -172,19 +182,6 @@ pub fn enter_netns(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn set_int(fd: i32, level: i32, name: i32, val: i32) -> bool {
-    // SAFETY: valid fd, pointer to a live i32 of the given length.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &val as *const i32 as *const libc::c_void,
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        ) == 0
-    }
-}
-
 fn sockaddr(sa: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: all-zero sockaddr_storage is valid.
     let mut st: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
@@ -262,9 +259,7 @@ fn sender_socket(ep: &Endpoints) -> Result<(OwnedFd, usize), String> {
             std::io::Error::last_os_error()
         ));
     }
-    if !set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 4 << 20) {
-        set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
-    }
+    set_buf(fd, Buf::Send, 4 << 20);
     Ok((owned, if raw { 8 } else { 0 }))
 }
 
@@ -371,32 +366,9 @@ fn send_loop(ep: &Endpoints, spec: &TrialSpec, planned: u64) -> Result<TxOut, St
                 b[6..8].copy_from_slice(&c.to_be_bytes());
             }
         }
-        let mut done = 0usize;
-        while done < n {
-            let err = match out.send(fd, done, n) {
-                Ok(r) => {
-                    done += r;
-                    continue;
-                }
-                Err(err) => err,
-            };
-            match err.raw_os_error() {
-                Some(libc::EINTR) => {}
-                Some(libc::ENOBUFS)
-                | Some(libc::EAGAIN)
-                | Some(libc::ECONNREFUSED)
-                | Some(libc::EHOSTUNREACH)
-                | Some(libc::ENETUNREACH) => {
-                    send_errors += 1;
-                    std::thread::yield_now();
-                }
-                _ => return Err(format!("sendmmsg: {err}")),
-            }
-            if pacer.past_hard_stop() {
-                break;
-            }
-        }
-        sent += done as u64;
+        let s = out.send_all(fd, n, SEND_RETRY, || pacer.past_hard_stop())?;
+        send_errors += s.retried;
+        sent += s.frames as u64;
         if pacer.aborted {
             break;
         }
@@ -436,9 +408,7 @@ fn recv_loop(
             )
         })?;
         let fd = sock.as_raw_fd();
-        if !set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 32 << 20) {
-            set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 32 << 20);
-        }
+        set_buf(fd, Buf::Recv, 32 << 20);
         sock.set_read_timeout(Some(Duration::from_millis(10)))
             .map_err(|e| format!("SO_RCVTIMEO: {e}"))?;
         Ok::<UdpSocket, String>(sock)

@@ -9,6 +9,7 @@
 use crate::args::Args;
 use crate::mmsg::Mmsg;
 use crate::payload;
+use crate::sockopt::{set_buf, Buf};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
@@ -98,19 +99,6 @@ fn parse_src(s: &str) -> Result<SocketAddr, String> {
     Ok(SocketAddr::new(ip, 0))
 }
 
-fn set_sockopt_int(fd: i32, level: i32, name: i32, val: i32) -> bool {
-    // SAFETY: valid fd, pointer to a live i32 of the given length.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &val as *const i32 as *const libc::c_void,
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        ) == 0
-    }
-}
-
 pub fn run(c: &Config) -> Result<String, String> {
     let local = c.src.unwrap_or_else(|| {
         if c.dst.is_ipv6() {
@@ -123,10 +111,7 @@ pub fn run(c: &Config) -> Result<String, String> {
     sock.connect(c.dst)
         .map_err(|e| format!("connect {}: {e}", c.dst))?;
     let fd = sock.as_raw_fd();
-    let sndbuf = 4 << 20;
-    if !set_sockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, sndbuf) {
-        set_sockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, sndbuf);
-    }
+    set_buf(fd, Buf::Send, 4 << 20);
     // Sleep precisely: the default 50 us timer slack would blur the pacing.
     // SAFETY: plain prctl with integer arguments.
     unsafe {
@@ -147,32 +132,13 @@ pub fn run(c: &Config) -> Result<String, String> {
         for (i, b) in out.bufs_mut().take(n).enumerate() {
             payload::write(b, c.stream, sent + i as u64);
         }
-        let mut done = 0usize;
-        while done < n {
-            let r = out.send(fd, done, n);
-            syscalls += 1;
-            let err = match r {
-                Ok(r) => {
-                    done += r;
-                    continue;
-                }
-                Err(err) => err,
-            };
-            match err.raw_os_error() {
-                Some(libc::EINTR) => {}
-                Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::ECONNREFUSED) => {
-                    // Local queue full or an ICMP error reported on the socket:
-                    // retry the same packet (lateness shows in the schedule check).
-                    send_errors += 1;
-                    std::thread::yield_now();
-                }
-                _ => return Err(format!("sendmmsg: {err}")),
-            }
-            if pacer.past_hard_stop() {
-                break;
-            }
-        }
-        sent += done as u64;
+        // Local queue full or an ICMP error reported on the socket: retry the
+        // same packet (lateness shows in the schedule check).
+        let retry = &[libc::ENOBUFS, libc::EAGAIN, libc::ECONNREFUSED];
+        let s = out.send_all(fd, n, retry, || pacer.past_hard_stop())?;
+        syscalls += s.calls;
+        send_errors += s.retried;
+        sent += s.frames as u64;
         if pacer.aborted {
             break;
         }

@@ -21,6 +21,7 @@ use crate::engine::{self, enter_netns, monotonic_ns, udp_checksum};
 use crate::mmsg::Mmsg;
 use crate::pace::BEHIND_TOLERANCE;
 use crate::payload;
+use crate::sockopt::{set_buf, set_recv_timeout, Buf};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -147,19 +148,6 @@ fn sockaddr_ip(ip: IpAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     (st, len as libc::socklen_t)
 }
 
-fn set_int(fd: i32, level: i32, name: i32, val: i32) -> bool {
-    // SAFETY: valid fd, pointer to a live i32 of the given length.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &val as *const i32 as *const libc::c_void,
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        ) == 0
-    }
-}
-
 fn raw_sender(src: IpAddr) -> Result<OwnedFd, String> {
     let fam = if src.is_ipv6() {
         libc::AF_INET6
@@ -181,9 +169,7 @@ fn raw_sender(src: IpAddr) -> Result<OwnedFd, String> {
             std::io::Error::last_os_error()
         ));
     }
-    if !set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 4 << 20) {
-        set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
-    }
+    set_buf(fd, Buf::Send, 4 << 20);
     Ok(owned)
 }
 
@@ -309,33 +295,10 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
                     send_ns[seq as usize] = ts;
                 }
             }
-            let mut done = 0usize;
-            while done < n {
-                let err = match out.send(fd, done, n) {
-                    Ok(r) => {
-                        done += r;
-                        continue;
-                    }
-                    Err(err) => err,
-                };
-                match err.raw_os_error() {
-                    Some(libc::EINTR) => {}
-                    Some(libc::ENOBUFS)
-                    | Some(libc::EAGAIN)
-                    | Some(libc::ECONNREFUSED)
-                    | Some(libc::EHOSTUNREACH)
-                    | Some(libc::ENETUNREACH) => {
-                        send_errors += 1;
-                        std::thread::yield_now();
-                    }
-                    _ => return Err(format!("sendmmsg: {err}")),
-                }
-                if pacer.past_hard_stop() {
-                    break;
-                }
-            }
-            sent += done as u64;
-            in_phase += done as u64;
+            let s = out.send_all(fd, n, engine::SEND_RETRY, || pacer.past_hard_stop())?;
+            send_errors += s.retried;
+            sent += s.frames as u64;
+            in_phase += s.frames as u64;
             if pacer.aborted {
                 break;
             }
@@ -427,23 +390,8 @@ fn packet_socket() -> Result<OwnedFd, String> {
     }
     // SAFETY: fresh fd we own.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    if !set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 64 << 20) {
-        set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 64 << 20);
-    }
-    let tv = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 10_000,
-    };
-    // SAFETY: valid fd, pointer to a live timeval.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            &tv as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        );
-    }
+    set_buf(fd, Buf::Recv, 64 << 20);
+    let _ = set_recv_timeout(fd, Duration::from_millis(10));
     Ok(owned)
 }
 

@@ -19,6 +19,7 @@ use crate::io_frame::{self, Builder, FrameSpec, Rx};
 use crate::io_resolve::Mac;
 use crate::mmsg::Mmsg;
 use crate::pace::Pacer;
+use crate::sockopt::{set_int, set_struct};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -123,42 +124,6 @@ pub struct IoConfig {
     /// Drop test frames at the receiving interface's netdev ingress hook
     /// (after the receive ring saw them); see [`IngressDrop`].
     pub recv_drop: bool,
-}
-
-fn set_int(fd: i32, level: i32, name: i32, val: i32) -> Result<(), std::io::Error> {
-    // SAFETY: pointer to a live i32 of the given length.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &val as *const i32 as *const libc::c_void,
-            4,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-fn set_struct<T>(fd: i32, level: i32, name: i32, v: &T) -> Result<(), std::io::Error> {
-    // SAFETY: pointer to a live T of its size.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            v as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 fn ifindex(name: &str) -> Result<i32, String> {

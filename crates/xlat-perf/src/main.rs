@@ -39,6 +39,7 @@ mod procedures;
 mod relay;
 mod search;
 mod sink;
+mod sockopt;
 mod stateful;
 mod stats;
 

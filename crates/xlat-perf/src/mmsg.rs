@@ -19,6 +19,16 @@ pub struct Mmsg<N: Copy = ()> {
     msgs: Vec<libc::mmsghdr>,
 }
 
+/// What one [`Mmsg::send_all`] did.
+pub struct Sent {
+    /// Messages the kernel took (from the first on).
+    pub frames: usize,
+    /// `sendmmsg(2)` calls made.
+    pub calls: u64,
+    /// Refusals retried (errnos of the `retry` list).
+    pub retried: u64,
+}
+
 impl Mmsg<()> {
     /// `count` buffers of `len` bytes each, without socket addresses.
     pub fn new(count: usize, len: usize) -> Mmsg<()> {
@@ -104,6 +114,48 @@ impl<N: Copy> Mmsg<N> {
         } else {
             Err(std::io::Error::last_os_error())
         }
+    }
+
+    /// Sends messages `0..n`, the rest again after a partial send. A refusal
+    /// whose errno is in `retry` (a full queue, an ICMP error reported on the
+    /// socket) is counted and retried after yielding the CPU, `EINTR` is
+    /// retried uncounted, and after either `give_up()` may end the batch (the
+    /// sender's schedule is lost: lateness shows there). Any other error ends
+    /// it as `sendmmsg: ...`.
+    pub fn send_all(
+        &mut self,
+        fd: RawFd,
+        n: usize,
+        retry: &[i32],
+        mut give_up: impl FnMut() -> bool,
+    ) -> Result<Sent, String> {
+        let mut s = Sent {
+            frames: 0,
+            calls: 0,
+            retried: 0,
+        };
+        while s.frames < n {
+            s.calls += 1;
+            let err = match self.send(fd, s.frames, n) {
+                Ok(r) => {
+                    s.frames += r;
+                    continue;
+                }
+                Err(err) => err,
+            };
+            match err.raw_os_error() {
+                Some(libc::EINTR) => {}
+                Some(e) if retry.contains(&e) => {
+                    s.retried += 1;
+                    std::thread::yield_now();
+                }
+                _ => return Err(format!("sendmmsg: {err}")),
+            }
+            if give_up() {
+                break;
+            }
+        }
+        Ok(s)
     }
 
     /// One `recvmmsg(2)` with `MSG_WAITFORONE` into every buffer: how many

@@ -10,6 +10,7 @@
 use crate::args::Args;
 use crate::mmsg::Mmsg;
 use crate::payload;
+use crate::sockopt::{set_buf, Buf};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -77,15 +78,7 @@ fn rcvbuf_errors() -> u64 {
 pub fn run(c: &Config) -> Result<String, String> {
     let sock = UdpSocket::bind(c.bind).map_err(|e| format!("bind {}: {e}", c.bind))?;
     let fd = sock.as_raw_fd();
-    let rcvbuf: i32 = 32 << 20;
-    // SAFETY: valid fd, pointer to a live i32.
-    unsafe {
-        let p = &rcvbuf as *const i32 as *const libc::c_void;
-        let l = std::mem::size_of::<i32>() as libc::socklen_t;
-        if libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, p, l) != 0 {
-            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, p, l);
-        }
-    }
+    set_buf(fd, Buf::Recv, 32 << 20);
     sock.set_read_timeout(Some(Duration::from_millis(20)))
         .map_err(|e| format!("SO_RCVTIMEO: {e}"))?;
 
