@@ -28,6 +28,29 @@ use std::time::Duration;
 pub const MAX_FRAMES: u64 = 1_000_000_000;
 /// Most frames of a trial that records every delay (16 bytes per frame).
 pub const MAX_DELAY_FRAMES: u64 = 10_000_000;
+/// Which sequence numbers of a trial have arrived, one bit each: the
+/// duplicate check of the strict counting (RFC 8219 section 7.1).
+#[derive(Default)]
+pub(crate) struct Seen(Vec<u64>);
+
+impl Seen {
+    /// Room for sequence numbers `0..planned` (it grows for larger ones).
+    pub(crate) fn new(planned: u64) -> Seen {
+        Seen(vec![0; (planned as usize).div_ceil(64)])
+    }
+
+    /// Marks `seq` as arrived: whether it had not arrived before.
+    pub(crate) fn first(&mut self, seq: u64) -> bool {
+        let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
+        if w >= self.0.len() {
+            self.0.resize((w + 1).next_power_of_two().max(1024), 0);
+        }
+        let first = self.0[w] & bit == 0;
+        self.0[w] |= bit;
+        first
+    }
+}
+
 const RX_BATCH: usize = 64;
 /// The `sendmmsg` refusals a socket sender counts and retries: a full queue,
 /// or an ICMP error from an earlier frame reported on the socket.
@@ -425,7 +448,7 @@ fn recv_loop(
     };
     let fd = sock.as_raw_fd();
     let mut inb = Mmsg::new(RX_BATCH, RX_BUF);
-    let mut seen = vec![0u64; (planned as usize).div_ceil(64)];
+    let mut seen = Seen::new(planned);
     let mut delays: Vec<Option<u64>> = if spec.delays {
         vec![None; planned as usize]
     } else {
@@ -458,12 +481,10 @@ fn recv_loop(
                 foreign += 1;
                 continue;
             }
-            let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
-            if seen[w] & bit != 0 {
+            if !seen.first(seq) {
                 duplicates += 1;
                 continue;
             }
-            seen[w] |= bit;
             received += 1;
             if spec.delays {
                 delays[seq as usize] = Some(rx.saturating_sub(tx));
@@ -559,6 +580,19 @@ pub fn run_trial(ep: &Endpoints, spec: &TrialSpec) -> Result<TrialOut, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // RFC 8219 section 7.1 / RFC 2544 section 26.1 strict counting: a frame
+    // counts once; its second arrival is a duplicate, also past the planned
+    // range (the bitmap grows).
+    #[test]
+    fn seen_counts_each_sequence_number_once() {
+        let mut s = Seen::new(100);
+        assert!(s.first(0) && s.first(63) && s.first(64) && s.first(99));
+        assert!(!s.first(0) && !s.first(63) && !s.first(64) && !s.first(99));
+        assert!(s.first(1) && !s.first(1));
+        let mut g = Seen::default();
+        assert!(g.first(1_000_000) && !g.first(1_000_000) && g.first(999_999));
+    }
 
     // RFC 768: checksum of a known IPv4 UDP datagram verifies to zero.
     #[test]

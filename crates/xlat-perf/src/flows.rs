@@ -422,7 +422,7 @@ fn recv_loop(
     // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
     let no_name: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     let mut inb = Mmsg::with_names(RX_BATCH, RX_BUF, no_name);
-    let mut seen = vec![0u64; (planned as usize).div_ceil(64)];
+    let mut seen = engine::Seen::new(planned);
     let mut arrival_ns = if d.record_times {
         vec![None; planned as usize]
     } else {
@@ -468,12 +468,10 @@ fn recv_loop(
                 foreign += 1;
                 continue;
             }
-            let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
-            if seen[w] & bit != 0 {
+            if !seen.first(seq) {
                 duplicates += 1;
                 continue;
             }
-            seen[w] |= bit;
             received += 1;
             if d.record_times {
                 arrival_ns[seq as usize] = Some(rx);

@@ -14,7 +14,7 @@
 //!   the post-trial wait is `late` and lost. Frames the ring itself dropped
 //!   (`PACKET_STATISTICS`) are reported as `rx_ring_drops` (they are lost).
 
-use crate::engine::{enter_netns, monotonic_ns, Rng, TrialOut, TrialSpec};
+use crate::engine::{enter_netns, monotonic_ns, Rng, Seen, TrialOut, TrialSpec};
 use crate::io_frame::{self, Builder, FrameSpec, Rx};
 use crate::io_resolve::Mac;
 use crate::mmsg::Mmsg;
@@ -626,7 +626,7 @@ fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16) -> Result<TxOut, String> {
 pub(crate) struct StreamRx {
     stream: u16,
     planned: u64,
-    seen: Vec<u64>,
+    seen: Seen,
     received: u64,
     duplicates: u64,
     late: u64,
@@ -647,7 +647,7 @@ pub(crate) fn rx_streams(p: &RxPlan) -> Vec<StreamRx> {
         .map(|&(stream, planned, d)| StreamRx {
             stream,
             planned,
-            seen: vec![0u64; (planned as usize).div_ceil(64)],
+            seen: Seen::new(planned),
             delays: d.then(|| vec![None; planned as usize]),
             ..Default::default()
         })
@@ -679,11 +679,9 @@ pub(crate) fn count_frame(
                     // RFC 2544 section 23: after the wait, a frame is lost.
                     s.late += 1;
                 } else {
-                    let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
-                    if s.seen[w] & bit != 0 {
+                    if !s.seen.first(seq) {
                         s.duplicates += 1;
                     } else {
-                        s.seen[w] |= bit;
                         s.received += 1;
                         if let Some(d) = &mut s.delays {
                             d[seq as usize] = Some(rx_ns.saturating_sub(tx));

@@ -8,6 +8,7 @@
 //! still make the trial lossy (zero loss means zero).
 
 use crate::args::Args;
+use crate::engine::Seen;
 use crate::mmsg::Mmsg;
 use crate::payload;
 use crate::sockopt::{set_buf, Buf};
@@ -84,7 +85,7 @@ pub fn run(c: &Config) -> Result<String, String> {
 
     let mut inb = Mmsg::new(BATCH, BUF);
 
-    let mut seen: Vec<u64> = Vec::new();
+    let mut seen = Seen::default();
     let (mut received, mut duplicates, mut invalid, mut reordered) = (0u64, 0u64, 0u64, 0u64);
     let mut bytes: u64 = 0;
     let mut max_seq: Option<u64> = None;
@@ -126,15 +127,10 @@ pub fn run(c: &Config) -> Result<String, String> {
                 invalid += 1;
                 continue;
             }
-            let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
-            if w >= seen.len() {
-                seen.resize((w + 1).next_power_of_two().max(1024), 0);
-            }
-            if seen[w] & bit != 0 {
+            if !seen.first(seq) {
                 duplicates += 1;
                 continue;
             }
-            seen[w] |= bit;
             received += 1;
             bytes += len as u64;
             match max_seq {
