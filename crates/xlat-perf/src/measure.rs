@@ -682,6 +682,25 @@ pub(crate) fn summary_json(v: &[f64]) -> J {
     }
 }
 
+/// The `summary` object of a JSON result: per headline figure (name, unit,
+/// one value per repetition), its unit and its median / p1 / p99.
+pub(crate) fn headline_json(headline: &[(String, String, Vec<f64>)]) -> J {
+    J::Obj(
+        headline
+            .iter()
+            .map(|(n, u, v)| {
+                (
+                    n.clone(),
+                    J::obj(vec![
+                        ("unit", J::s(u.clone())),
+                        ("summary", summary_json(v)),
+                    ]),
+                )
+            })
+            .collect(),
+    )
+}
+
 pub(crate) fn summary_line(
     name: &str,
     unit: &str,
@@ -946,26 +965,12 @@ pub fn run(p: &Params) -> Result<String, String> {
         }
     }
     if p.json {
-        let summ = J::Obj(
-            headline
-                .iter()
-                .map(|(n, u, v)| {
-                    (
-                        n.clone(),
-                        J::obj(vec![
-                            ("unit", J::s(u.clone())),
-                            ("summary", summary_json(v)),
-                        ]),
-                    )
-                })
-                .collect(),
-        );
         return Ok(J::obj(vec![
             ("mode", J::s(p.test.name())),
             ("parameters", p.to_json()),
             ("environment", environment()),
             ("repetitions", J::Arr(reps)),
-            ("summary", summ),
+            ("summary", headline_json(&headline)),
             ("warnings", J::Arr(warnings.into_iter().map(J::s).collect())),
         ])
         .render());

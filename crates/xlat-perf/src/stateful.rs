@@ -1017,26 +1017,12 @@ pub fn run(p: &SParams) -> Result<String, String> {
         ));
     }
     if p.json {
-        let summ = J::Obj(
-            headline
-                .iter()
-                .map(|(n, u, v)| {
-                    (
-                        n.clone(),
-                        J::obj(vec![
-                            ("unit", J::s(u.clone())),
-                            ("summary", measure::summary_json(v)),
-                        ]),
-                    )
-                })
-                .collect(),
-        );
         return Ok(J::obj(vec![
             ("mode", J::s(p.test.name())),
             ("parameters", p.to_json()),
             ("environment", measure::environment()),
             ("repetitions", J::Arr(reps)),
-            ("summary", summ),
+            ("summary", measure::headline_json(&headline)),
         ])
         .render());
     }
