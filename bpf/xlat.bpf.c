@@ -424,30 +424,147 @@ static __always_inline int map_6to4(const struct xlat_cfg *c, __u32 gen, const _
 	return 1;
 }
 
+/*
+ * Route cache: the results of bpf_fib_lookup by (ingress device, family,
+ * TOS, source, destination), valid while the route generation (xlat_rgen)
+ * is the one they were looked up under. The loader bumps the generation on
+ * every rtnetlink link, address, route, rule and netconf change
+ * (crates/xlat/src/route_watch.rs), so a cached route is at most one
+ * notification old. The generation is read before a lookup, so a change
+ * during the lookup also invalidates its result.
+ */
+struct route_key {
+	__u32 ifindex; /* ingress device */
+	__u8 family;
+	__u8 tos;
+	__u16 pad;
+	__u8 src[16]; /* IPv4: first 4 bytes, the rest zero */
+	__u8 dst[16];
+};
+
+struct route_val {
+	__u32 gen;
+	__u32 ifindex; /* output device; 0: no route */
+	__u32 mtu;     /* the route's MTU */
+	__u32 nh_family;
+	__u8 nh[16]; /* next hop (IPv4: first 4 bytes) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__type(key, struct route_key);
+	__type(value, struct route_val);
+} xlat_routes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} xlat_rgen SEC(".maps");
+
+/* Per-CPU scratch space of route() (the stack is too small for it). */
+struct route_scratch {
+	struct bpf_fib_lookup p;
+	struct route_key k;
+	struct route_val v;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct route_scratch);
+} xlat_rscratch SEC(".maps");
+
+static __always_inline void fib_params(struct bpf_fib_lookup *p, struct __sk_buff *skb, int family,
+				       const __u8 *src, const __u8 *dst, __u8 tos, __u16 tot_len)
+{
+	__builtin_memset(p, 0, sizeof(*p));
+	p->family = family;
+	p->ifindex = skb->ingress_ifindex;
+	p->tot_len = tot_len;
+	if (family == AF_INET) {
+		p->tos = tos;
+		__builtin_memcpy(&p->ipv4_src, src, 4);
+		__builtin_memcpy(&p->ipv4_dst, dst, 4);
+	} else {
+		__builtin_memcpy(p->ipv6_src, src, 16);
+		__builtin_memcpy(p->ipv6_dst, dst, 16);
+	}
+}
+
+/* Only the output device, next hop and MTU matter, not the neighbour
+ * (Linux >= 6.5; older kernels refuse the flag, then it is left out). */
+static __always_inline long fib(struct __sk_buff *skb, struct bpf_fib_lookup *p)
+{
+	long rc = bpf_fib_lookup(skb, p, sizeof(*p), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	if (rc < 0)
+		rc = bpf_fib_lookup(skb, p, sizeof(*p), 0);
+	return rc;
+}
+
+/* The route of (family, src, dst, tos) from the packet's ingress device:
+ * from the cache, else by FIB lookups (then cached); 0 if the maps fail. */
+static __always_inline struct route_val *route(struct __sk_buff *skb, int family, const __u8 *src,
+					       const __u8 *dst, __u8 tos)
+{
+	__u32 z = 0;
+	__u32 *rg = bpf_map_lookup_elem(&xlat_rgen, &z);
+	struct route_scratch *sc = bpf_map_lookup_elem(&xlat_rscratch, &z);
+	if (!rg || !sc)
+		return 0;
+	__u32 gen = *rg;
+	struct route_key *k = &sc->k;
+	__builtin_memset(k, 0, sizeof(*k));
+	k->ifindex = skb->ingress_ifindex;
+	k->family = family;
+	k->tos = tos;
+	if (family == AF_INET) {
+		__builtin_memcpy(k->src, src, 4);
+		__builtin_memcpy(k->dst, dst, 4);
+	} else {
+		__builtin_memcpy(k->src, src, 16);
+		__builtin_memcpy(k->dst, dst, 16);
+	}
+	struct route_val *v = bpf_map_lookup_elem(&xlat_routes, k);
+	if (v && v->gen == gen)
+		return v;
+
+	/* A lookup whose length exceeds any MTU reports the route's MTU
+	 * (FRAG_NEEDED) before anything else; the second one, the device. */
+	struct bpf_fib_lookup *p = &sc->p;
+	fib_params(p, skb, family, src, dst, tos, 0xffff);
+	long rc = fib(skb, p);
+	v = &sc->v;
+	__builtin_memset(v, 0, sizeof(*v));
+	v->gen = gen;
+	v->mtu = 0xffff;
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
+		v->mtu = p->mtu_result;
+		fib_params(p, skb, family, src, dst, tos, 1);
+		rc = fib(skb, p);
+	}
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
+		v->ifindex = p->ifindex;
+		v->nh_family = p->family;
+		if (p->family == AF_INET)
+			__builtin_memcpy(v->nh, &p->ipv4_dst, 4);
+		else
+			__builtin_memcpy(v->nh, p->ipv6_dst, 16);
+	}
+	bpf_map_update_elem(&xlat_routes, k, v, BPF_ANY);
+	return v;
+}
+
 /* The kernel would route this packet into the TUN (the slow path). */
 static __always_inline int routed_to_tun(struct __sk_buff *skb, const struct xlat_cfg *c,
 					 int family, const __u8 *src, const __u8 *dst, __u8 tos)
 {
-	struct bpf_fib_lookup p = {};
-	p.family = family;
-	p.ifindex = skb->ingress_ifindex;
-	p.tot_len = 1; /* an MTU check that always passes */
-	if (family == AF_INET) {
-		p.tos = tos;
-		__builtin_memcpy(&p.ipv4_src, src, 4);
-		__builtin_memcpy(&p.ipv4_dst, dst, 4);
-	} else {
-		__builtin_memcpy(p.ipv6_src, src, 16);
-		__builtin_memcpy(p.ipv6_dst, dst, 16);
-	}
-	/* Only the output device matters: no neighbour lookup (Linux >= 6.5;
-	 * older kernels refuse the flag, then the lookup is repeated without). */
-	long rc = bpf_fib_lookup(skb, &p, sizeof(p), BPF_FIB_LOOKUP_SKIP_NEIGH);
-	if (rc < 0)
-		rc = bpf_fib_lookup(skb, &p, sizeof(p), 0);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
-		return 0;
-	return p.ifindex == c->tun_ifindex;
+	struct route_val *r = route(skb, family, src, dst, tos);
+	return r && r->ifindex && r->ifindex == c->tun_ifindex;
 }
 
 struct nexthop {
@@ -460,32 +577,20 @@ static __always_inline int route_out(struct __sk_buff *skb, const struct xlat_cf
 				     const __u8 *src, const __u8 *dst, __u8 tos, __u32 len,
 				     struct nexthop *out)
 {
-	struct bpf_fib_lookup p = {};
-	p.family = family;
-	p.ifindex = skb->ingress_ifindex;
-	p.tot_len = len;
-	if (family == AF_INET) {
-		p.tos = tos;
-		__builtin_memcpy(&p.ipv4_src, src, 4);
-		__builtin_memcpy(&p.ipv4_dst, dst, 4);
-	} else {
-		__builtin_memcpy(p.ipv6_src, src, 16);
-		__builtin_memcpy(p.ipv6_dst, dst, 16);
-	}
-	long rc = bpf_fib_lookup(skb, &p, sizeof(p), 0);
-	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
-		return P_TOO_BIG;
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+	struct route_val *r = route(skb, family, src, dst, tos);
+	if (!r || !r->ifindex)
 		return P_NO_ROUTE;
-	if (p.ifindex == c->tun_ifindex)
+	if (len > r->mtu)
+		return P_TOO_BIG;
+	if (r->ifindex == c->tun_ifindex)
 		return P_HAIRPIN; /* it would come back to the translator */
-	out->ifindex = p.ifindex;
+	out->ifindex = r->ifindex;
 	__builtin_memset(&out->nh, 0, sizeof(out->nh));
-	out->nh.nh_family = p.family;
-	if (p.family == AF_INET)
-		out->nh.ipv4_nh = p.ipv4_dst;
+	out->nh.nh_family = r->nh_family;
+	if (r->nh_family == AF_INET)
+		__builtin_memcpy(&out->nh.ipv4_nh, r->nh, 4);
 	else
-		__builtin_memcpy(out->nh.ipv6_nh, p.ipv6_dst, 16);
+		__builtin_memcpy(out->nh.ipv6_nh, r->nh, 16);
 	return 0;
 }
 

@@ -207,6 +207,45 @@ def test_sighup_pool6_change_updates_the_fast_path():
         close_siit(t, x)
 
 
+def _fast_6to4(x) -> int:
+    return x.stats()["ebpf_translated_6to4_packets"]
+
+
+@pytest.mark.timeout(40)
+def test_route_changes_reach_the_fast_path():
+    """The fast path caches its FIB lookups (bpf/xlat.bpf.c, route()); every
+    rtnetlink change invalidates the cache, so it never forwards by a stale
+    route: the translated packet's route becoming unreachable stops the echo
+    replies, and a more specific route taking pool6's address away from the
+    TUN stops the translation (the packet is not xlat's any more)."""
+    t, x = make_siit(datapath="ebpf")
+    rt = t.router
+    try:
+        before = _fast_6to4(x)
+        assert ping(t.lab, t.h6, t.h4_v6, count=3).returncode == 0
+        assert _fast_6to4(x) - before >= 3
+        # The translated packets' route (IPv4, towards h4) goes away ...
+        t.lab.exec(rt, ["ip", "route", "replace", "unreachable", f"{t.h4_addr}/32"])
+        time.sleep(0.3)
+        assert ping(t.lab, t.h6, t.h4_v6, count=2, wait=1).returncode != 0
+        # ... and comes back.
+        t.lab.exec(rt, ["ip", "route", "del", f"{t.h4_addr}/32"])
+        time.sleep(0.3)
+        before = _fast_6to4(x)
+        assert ping(t.lab, t.h6, t.h4_v6, count=3).returncode == 0
+        assert _fast_6to4(x) - before >= 3
+        # pool6's address of h4 routed away from the TUN: not translated.
+        passed = x.stats()["ebpf_passed_not_for_xlat"]
+        t.lab.exec(rt, ["ip", "-6", "route", "add", f"{t.h4_v6}/128", "dev", t.dev6])
+        time.sleep(0.3)
+        before = _fast_6to4(x)
+        assert ping(t.lab, t.h6, t.h4_v6, count=2, wait=1).returncode != 0
+        assert _fast_6to4(x) == before
+        assert x.stats()["ebpf_passed_not_for_xlat"] - passed >= 2
+    finally:
+        close_siit(t, x)
+
+
 @pytest.mark.timeout(20)
 def test_check_names_bad_datapath_keys(tmp_path):
     """`xlat check`: a bad kind or interface is an error naming the key."""

@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void, CString};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use xlat_core::addr::{EamEntry, HairpinMode, Ipv4Prefix, Ipv6Prefix};
@@ -337,6 +338,8 @@ pub struct FastPath {
     slow4_fd: c_int,
     flows_fd: c_int,
     counters: std::sync::Arc<Counters>,
+    /// Invalidates the program's route cache on rtnetlink changes.
+    _routes: crate::route_watch::RouteWatch,
     gen: u32,
     current: Option<Tables>,
     attached: Vec<(i32, String)>,
@@ -376,6 +379,29 @@ impl Counters {
         }
         out
     }
+}
+
+/// Bumps the route generation of the map `fd` (xlat_rgen) on every
+/// rtnetlink change (see route_watch.rs).
+fn watch_routes(fd: c_int) -> Result<crate::route_watch::RouteWatch, String> {
+    let fd = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(format!("cannot duplicate the route map fd: {}", errstr(0)));
+    }
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    let mut gen = 0u32;
+    crate::route_watch::spawn(move || {
+        gen = gen.wrapping_add(1);
+        let k = 0u32;
+        unsafe {
+            ffi::bpf_map_update_elem(
+                fd.as_raw_fd(),
+                &k as *const u32 as *const c_void,
+                &gen as *const u32 as *const c_void,
+                0,
+            );
+        }
+    })
 }
 
 fn quiet_libbpf() {
@@ -446,6 +472,7 @@ impl FastPath {
                     fd: AtomicI32::new(map("xlat_counters")?),
                     cpus: cpus as usize,
                 }),
+                _routes: watch_routes(map("xlat_rgen")?)?,
                 gen: 0,
                 current: None,
                 attached: vec![],

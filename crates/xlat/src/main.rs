@@ -12,6 +12,7 @@ mod nat64d;
 mod privs;
 mod rfc7050;
 mod rfc8781;
+mod route_watch;
 mod stats;
 mod tun;
 mod vnet;

@@ -1,0 +1,154 @@
+//! Keeps the eBPF route cache honest: a thread listens to rtnetlink
+//! notifications (links, addresses, routes, rules, netconf such as the
+//! forwarding switch) and bumps the route generation in the `xlat_rgen` map
+//! on every one, which invalidates every cached FIB lookup result of the
+//! fast path (bpf/xlat.bpf.c, `route()`). A lost notification (the socket's
+//! buffer overflowed) bumps it too.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+// rtnetlink multicast groups (linux/rtnetlink.h, enum rtnetlink_groups).
+const GROUPS: [u32; 10] = [
+    1,  // RTNLGRP_LINK
+    5,  // RTNLGRP_IPV4_IFADDR
+    7,  // RTNLGRP_IPV4_ROUTE
+    8,  // RTNLGRP_IPV4_RULE
+    9,  // RTNLGRP_IPV6_IFADDR
+    11, // RTNLGRP_IPV6_ROUTE
+    19, // RTNLGRP_IPV6_RULE
+    24, // RTNLGRP_IPV4_NETCONF
+    25, // RTNLGRP_IPV6_NETCONF
+    32, // RTNLGRP_NEXTHOP
+];
+const SOL_NETLINK: libc::c_int = 270;
+const NETLINK_ADD_MEMBERSHIP: libc::c_int = 1;
+
+/// The watcher thread; dropping it stops the thread within a second.
+pub struct RouteWatch {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for RouteWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+fn socket() -> Result<OwnedFd, String> {
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    if fd < 0 {
+        return Err(format!(
+            "rtnetlink socket: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    sa.nl_family = libc::AF_NETLINK as u16;
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        )
+    };
+    if rc < 0 {
+        return Err(format!(
+            "rtnetlink bind: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    for g in GROUPS {
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                SOL_NETLINK,
+                NETLINK_ADD_MEMBERSHIP,
+                &g as *const u32 as *const libc::c_void,
+                4,
+            )
+        };
+        if rc < 0 {
+            return Err(format!(
+                "rtnetlink group {g}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    // Wake up once a second to notice a stop request.
+    let tv = libc::timeval {
+        tv_sec: 1,
+        tv_usec: 0,
+    };
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            &tv as *const libc::timeval as *const libc::c_void,
+            std::mem::size_of::<libc::timeval>() as u32,
+        );
+    }
+    Ok(fd)
+}
+
+/// Starts the watcher; `bump` is called once per batch of notifications
+/// (and for a lost one). The socket is subscribed before this returns, so
+/// no change after it is missed.
+pub fn spawn(mut bump: impl FnMut() + Send + 'static) -> Result<RouteWatch, String> {
+    let fd = socket()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    std::thread::Builder::new()
+        .name("xlat-routes".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            while !stop2.load(Ordering::Acquire) {
+                let n = unsafe {
+                    libc::recv(
+                        fd.as_raw_fd(),
+                        buf.as_mut_ptr() as *mut libc::c_void,
+                        buf.len(),
+                        0,
+                    )
+                };
+                if n < 0 {
+                    let e = std::io::Error::last_os_error();
+                    match e.raw_os_error() {
+                        Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
+                        // ENOBUFS: notifications were lost; anything may have changed.
+                        _ => {
+                            bump();
+                            std::thread::sleep(std::time::Duration::from_millis(10));
+                        }
+                    }
+                    continue;
+                }
+                // Drain what is queued, then bump once.
+                loop {
+                    let m = unsafe {
+                        libc::recv(
+                            fd.as_raw_fd(),
+                            buf.as_mut_ptr() as *mut libc::c_void,
+                            buf.len(),
+                            libc::MSG_DONTWAIT,
+                        )
+                    };
+                    if m <= 0 {
+                        break;
+                    }
+                }
+                bump();
+            }
+        })
+        .map_err(|e| format!("cannot start the route watcher: {e}"))?;
+    Ok(RouteWatch { stop })
+}
