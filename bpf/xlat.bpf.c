@@ -169,9 +169,13 @@ struct flow_val {
 	__u32 pad;
 };
 
+/* Not preallocated: an entry the Rust side deletes is freed after an RCU
+ * grace period, so a packet that found it never reads another flow's
+ * translation (a preallocated entry is reused at once). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 131072);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct flow_key);
 	__type(value, struct flow_val);
 } xlat_flows SEC(".maps");
@@ -447,7 +451,8 @@ struct route_val {
 	__u32 ifindex; /* output device; 0: no route */
 	__u32 mtu;     /* the route's MTU */
 	__u32 nh_family;
-	__u8 nh[16]; /* next hop (IPv4: first 4 bytes) */
+	__u8 nh[16];  /* next hop (IPv4: first 4 bytes) */
+	__u8 dst[16]; /* the key's destination, checked after the copy */
 };
 
 struct {
@@ -529,9 +534,19 @@ static __always_inline struct route_val *route(struct __sk_buff *skb, int family
 		__builtin_memcpy(k->src, src, 16);
 		__builtin_memcpy(k->dst, dst, 16);
 	}
+	/* The entry is copied out and its destination checked: an LRU entry
+	 * that another CPU replaces is reused at once, not after RCU. */
 	struct route_val *v = bpf_map_lookup_elem(&xlat_routes, k);
-	if (v && v->gen == gen)
-		return v;
+	if (v) {
+		__builtin_memcpy(&sc->v, v, sizeof(*v));
+		__u64 a0, a1, b0, b1;
+		__builtin_memcpy(&a0, sc->v.dst, 8);
+		__builtin_memcpy(&a1, sc->v.dst + 8, 8);
+		__builtin_memcpy(&b0, k->dst, 8);
+		__builtin_memcpy(&b1, k->dst + 8, 8);
+		if (sc->v.gen == gen && a0 == b0 && a1 == b1)
+			return &sc->v;
+	}
 
 	/* A lookup whose length exceeds any MTU reports the route's MTU
 	 * (FRAG_NEEDED) before anything else; the second one, the device. */
@@ -541,6 +556,7 @@ static __always_inline struct route_val *route(struct __sk_buff *skb, int family
 	v = &sc->v;
 	__builtin_memset(v, 0, sizeof(*v));
 	v->gen = gen;
+	__builtin_memcpy(v->dst, k->dst, 16);
 	v->mtu = 0xffff;
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
 		v->mtu = p->mtu_result;
@@ -612,6 +628,56 @@ static __always_inline int send(struct __sk_buff *skb, const struct xlat_cfg *c,
 
 #define ETH_LEN 14
 #define GSO_ANY(skb) ((skb)->gso_segs > 1 || (skb)->gso_size != 0)
+
+/* The checksum difference of the NAT64 port rewrite (4 bytes at the start
+ * of the TCP/UDP header), for finish(). */
+static __always_inline __s64 ports_diff(const __u8 *old, const __u8 *new)
+{
+	__u32 o, n;
+	__builtin_memcpy(&o, old, 4);
+	__builtin_memcpy(&n, new, 4);
+	return bpf_csum_diff(&o, 4, &n, 4, 0);
+}
+
+/*
+ * After bpf_skb_change_proto: the rest of the rewrite, the same in both
+ * directions. ICMP: the new 8-byte header nb. TCP/UDP: the checksum
+ * updated for the pseudo-header (RFC 7915 sections 4.5 and 5.5, RFC 1624:
+ * bpf_l4_csum_replace with BPF_F_PSEUDO_HDR, a zero UDP result becomes
+ * 0xffff) and, for NAT64, for the ports (RFC 6146 section 3.7; not in the
+ * pseudo-header, so a CHECKSUM_PARTIAL field is left alone, as by the
+ * core), then the ports. Then the new IP header, the ethertype, and the
+ * link padding after the packet trimmed. 0, or < 0 on a helper failure.
+ */
+static __always_inline int finish(struct __sk_buff *skb, __u32 iphlen, int icmp, __u8 proto,
+				  const __u8 *nb, __s64 diff, int nat64, __s64 pdiff, const __u8 *np,
+				  const void *iph, __u32 iphsize, __u16 ethertype, __u32 pktlen)
+{
+	__u32 l4 = ETH_LEN + iphlen;
+	if (icmp) {
+		if (bpf_skb_store_bytes(skb, l4, nb, 8, 0) < 0)
+			return -1;
+	} else {
+		__u32 off = l4 + (proto == IPPROTO_TCP ? 16 : 6);
+		__u64 mangled0 = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+		if (bpf_l4_csum_replace(skb, off, 0, diff, BPF_F_PSEUDO_HDR | mangled0) < 0)
+			return -1;
+		if (nat64) {
+			if (bpf_l4_csum_replace(skb, off, 0, pdiff, mangled0) < 0)
+				return -1;
+			if (bpf_skb_store_bytes(skb, l4, np, 4, 0) < 0)
+				return -1;
+		}
+	}
+	if (bpf_skb_store_bytes(skb, ETH_LEN, iph, iphsize, 0) < 0)
+		return -1;
+	__be16 et = bpf_htons(ethertype);
+	if (bpf_skb_store_bytes(skb, 12, &et, 2, 0) < 0)
+		return -1;
+	if (skb->len > ETH_LEN + pktlen && bpf_skb_change_tail(skb, ETH_LEN + pktlen, 0) < 0)
+		return -1;
+	return 0;
+}
 
 /* ---------------------------------------------------------------------- */
 /* IPv6 -> IPv4 (RFC 7915 section 5) */
@@ -774,10 +840,7 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		if (diff < 0)
 			return pass(P_UNSUPPORTED);
 		if (nat64) {
-			__u32 op, npw;
-			__builtin_memcpy(&op, l4b, 4);
-			__builtin_memcpy(&npw, np, 4);
-			pdiff = bpf_csum_diff(&op, 4, &npw, 4, 0);
+			pdiff = ports_diff(l4b, np);
 			if (pdiff < 0)
 				return pass(P_UNSUPPORTED);
 		}
@@ -805,32 +868,8 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	/* Headers (and the GSO type) from here on: no way back. */
 	if (bpf_skb_change_proto(skb, bpf_htons(ETH_P_IP), 0) < 0)
 		return pass(P_UNSUPPORTED);
-	l4 = ETH_LEN + 20;
-	if (proto == IPPROTO_ICMPV6_) {
-		if (bpf_skb_store_bytes(skb, l4, nb, 8, 0) < 0)
-			goto fail;
-	} else {
-		/* RFC 7915 section 5.5, RFC 1624: the pseudo-header change. */
-		__u32 off = l4 + (proto == IPPROTO_TCP ? 16 : 6);
-		__u64 fl = BPF_F_PSEUDO_HDR | (proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0);
-		if (bpf_l4_csum_replace(skb, off, 0, diff, fl) < 0)
-			goto fail;
-		if (nat64) {
-			/* RFC 6146 section 3.7: the ports (not in the pseudo-header:
-			 * a CHECKSUM_PARTIAL field is left alone, as by the core) */
-			if (bpf_l4_csum_replace(skb, off, 0, pdiff,
-						proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0) < 0)
-				goto fail;
-			if (bpf_skb_store_bytes(skb, l4, np, 4, 0) < 0)
-				goto fail;
-		}
-	}
-	if (bpf_skb_store_bytes(skb, ETH_LEN, &o, sizeof(o), 0) < 0)
-		goto fail;
-	__be16 et = bpf_htons(ETH_P_IP);
-	if (bpf_skb_store_bytes(skb, 12, &et, 2, 0) < 0)
-		goto fail;
-	if (skb->len > ETH_LEN + total && bpf_skb_change_tail(skb, ETH_LEN + total, 0) < 0)
+	if (finish(skb, 20, proto == IPPROTO_ICMPV6_, proto, nb, diff, nat64, pdiff, np, &o,
+		   sizeof(o), ETH_P_IP, total) < 0)
 		goto fail;
 	return send(skb, c, &nh, C_V6TO4, fv);
 fail:
@@ -1009,10 +1048,7 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 		if (diff < 0)
 			return pass(P_UNSUPPORTED);
 		if (nat64) {
-			__u32 op, npw;
-			__builtin_memcpy(&op, l4b, 4);
-			__builtin_memcpy(&npw, np, 4);
-			pdiff = bpf_csum_diff(&op, 4, &npw, 4, 0);
+			pdiff = ports_diff(l4b, np);
 			if (pdiff < 0)
 				return pass(P_UNSUPPORTED);
 		}
@@ -1031,32 +1067,8 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	/* Headers (and the GSO type) from here on: no way back. */
 	if (bpf_skb_change_proto(skb, bpf_htons(ETH_P_IPV6), 0) < 0)
 		return pass(P_UNSUPPORTED);
-	l4 = ETH_LEN + 40;
-	if (proto == IPPROTO_ICMP) {
-		if (bpf_skb_store_bytes(skb, l4, nb, 8, 0) < 0)
-			goto fail;
-	} else {
-		/* RFC 7915 section 4.5, RFC 1624: the pseudo-header change. */
-		__u32 off = l4 + (proto == IPPROTO_TCP ? 16 : 6);
-		__u64 fl = BPF_F_PSEUDO_HDR | (proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0);
-		if (bpf_l4_csum_replace(skb, off, 0, diff, fl) < 0)
-			goto fail;
-		if (nat64) {
-			/* RFC 6146 section 3.7: the ports (see do_6to4) */
-			if (bpf_l4_csum_replace(skb, off, 0, pdiff,
-						proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0) < 0)
-				goto fail;
-			if (bpf_skb_store_bytes(skb, l4, np, 4, 0) < 0)
-				goto fail;
-		}
-	}
-	if (bpf_skb_store_bytes(skb, ETH_LEN, &o, sizeof(o), 0) < 0)
-		goto fail;
-	__be16 et = bpf_htons(ETH_P_IPV6);
-	if (bpf_skb_store_bytes(skb, 12, &et, 2, 0) < 0)
-		goto fail;
-	/* Link padding after the IPv4 packet is not part of it. */
-	if (skb->len > ETH_LEN + 40 + plen && bpf_skb_change_tail(skb, ETH_LEN + 40 + plen, 0) < 0)
+	if (finish(skb, 40, proto == IPPROTO_ICMP, proto, nb, diff, nat64, pdiff, np, &o,
+		   sizeof(o), ETH_P_IPV6, 40 + plen) < 0)
 		goto fail;
 	return send(skb, c, &nh, C_V4TO6, fv);
 fail:

@@ -83,6 +83,7 @@ def metrics(run: dict, dut: str) -> dict[str, tuple[float | None, bool]]:
     m: dict[str, tuple[float | None, bool]] = {}
     thr = res(run, dut, "throughput/min")
     m["throughput, min frames (fps)"] = (_get(thr, "fps"), True)
+    m["max rate at overload, min frames (fps)"] = (_get(thr, "max_fps"), True)
     m["TCP x1 (Gbit/s)"] = (_get(res(run, dut, "tcp/x1-fwd"), "gbps"), True)
     m["TCP x4 (Gbit/s)"] = (_get(res(run, dut, "tcp/x4-fwd"), "gbps"), True)
     ping = res(run, dut, "ping")

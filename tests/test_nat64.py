@@ -463,7 +463,10 @@ def test_issue7_rfc6146_3_5_1_udp_flow_lives_while_traffic_flows(env):
         )  # fmt: skip
     finally:
         t.lab.stop(srv)
-    assert res["received"] == 50, res
+    assert res["received"] == 50, (
+        res,
+        " ".join(f"{k}={v}" for k, v in env.x.stats().items() if v),
+    )
     me = f"{t.c1_addr}#6100"
     mine = [s for s in sessions(env.x, t.c1_addr) if s[1] == me]
     assert len(mine) == 1, mine
