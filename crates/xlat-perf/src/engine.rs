@@ -127,6 +127,9 @@ pub struct TrialOut {
     pub late: u64,
     /// Packet I/O: frames the receive ring dropped (lost in the tester).
     pub rx_ring_drops: u64,
+    /// Packet I/O on a veth: frames the sending interface refused because
+    /// the receiving side's queue was full (lost, never sent again).
+    pub tx_refused: u64,
     /// Bidirectional trials: the reverse direction's counts.
     pub reverse: Option<Box<TrialOut>>,
     /// Background traffic (RFC 8219 section 6.1), counted apart.

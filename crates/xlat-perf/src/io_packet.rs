@@ -256,6 +256,45 @@ pub fn pin(cpu: Option<usize>) -> Result<(), String> {
     Ok(())
 }
 
+/// The driver of interface `name` in the calling thread's namespace
+/// (ethtool `ETHTOOL_GDRVINFO`), e.g. "veth"; None if it cannot be read.
+pub(crate) fn if_driver(fd: i32, name: &str) -> Option<String> {
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    const ETHTOOL_GDRVINFO: u32 = 3;
+    // struct ethtool_drvinfo: cmd, driver[32], version[32], fw_version[32],
+    // bus_info[32], erom_version[32], reserved2[12], five u32 counters.
+    let mut info = [0u8; 196];
+    info[..4].copy_from_slice(&ETHTOOL_GDRVINFO.to_ne_bytes());
+    // SAFETY: all-zero ifreq is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    if name.len() >= ifr.ifr_name.len() {
+        return None;
+    }
+    for (d, b) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = b as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = info.as_mut_ptr() as *mut libc::c_char;
+    // SAFETY: SIOCETHTOOL with a valid ifreq pointing at a buffer of the
+    // size of struct ethtool_drvinfo, both alive during the call.
+    if unsafe { libc::ioctl(fd, SIOCETHTOOL as _, &mut ifr) } != 0 {
+        return None;
+    }
+    let d = &info[4..36];
+    let n = d.iter().position(|&b| b == 0).unwrap_or(d.len());
+    Some(String::from_utf8_lossy(&d[..n]).into_owned())
+}
+
+/// Send buffer of a TX ring on a veth: larger than the backlog of the
+/// receiving CPU (`net.core.netdev_max_backlog`, 1000 frames by default,
+/// about 0.8 MB of 84-byte frames), so that the receiving side's queue, not
+/// the tester's socket buffer, is what fills up when the DUT falls behind.
+pub(crate) const VETH_SNDBUF: i32 = 4 << 20;
+
+/// SO_SNDBUFFORCE (root may exceed `net.core.wmem_max`); best effort.
+pub(crate) fn set_sndbuf_force(fd: i32, bytes: i32) {
+    let _ = set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, bytes);
+}
+
 /// A TPACKET_V2 transmit ring on one interface.
 pub struct TxRing {
     fd: OwnedFd,
@@ -267,6 +306,12 @@ pub struct TxRing {
     kind: Vec<u8>,
     /// Bytes of virtio-net header before each frame (0 or 10).
     vnet: usize,
+    /// The interface is a veth: a frame its peer refuses (the receiving
+    /// side's queue is full: the DUT's input queue when the DUT runs on
+    /// another CPU) is lost, as on a wire, not sent again (see `flush`).
+    veth: bool,
+    /// Frames the interface refused, counted as lost (`tx_refused`).
+    pub refused: u64,
 }
 
 impl TxRing {
@@ -304,6 +349,14 @@ impl TxRing {
             .map_err(|e| format!("PACKET_TX_RING: {e}"))?;
         let map = Mmap::new(fd, slots * slot)?;
         bind_if(fd, ifi, 0)?;
+        let veth = if_driver(fd, ifname).as_deref() == Some("veth");
+        if veth {
+            // Frames queued at the peer's CPU still count against the
+            // sender's socket buffer (veth does not orphan them): with the
+            // default buffer (~280 small frames) a DUT running on another
+            // CPU would hold the tester back instead of dropping.
+            set_sndbuf_force(fd, VETH_SNDBUF);
+        }
         Ok(TxRing {
             fd: sock,
             map,
@@ -312,21 +365,60 @@ impl TxRing {
             head: 0,
             kind: vec![u8::MAX; slots],
             vnet,
+            veth,
+            refused: 0,
         })
     }
 
     /// Asks the kernel to send every frame marked so far.
+    ///
+    /// When the device refuses a frame (`NET_XMIT_DROP`: on a veth, the
+    /// peer's receive queue is full), the kernel frees it, puts its slot
+    /// back to "send request", stops and returns ENOBUFS; the next `send`
+    /// would transmit the same frame again, i.e. the DUT's drop would turn
+    /// into a retransmission and a late schedule. On a veth the tester
+    /// treats the frame as lost instead: it marks the slot malformed (a
+    /// length shorter than a header, which the kernel skips silently with
+    /// `PACKET_LOSS`) and sends the rest. On other interfaces ENOBUFS means
+    /// the tester's own transmit queue is full: the frame is sent again.
     fn flush(&mut self) -> Result<bool, String> {
-        // SAFETY: send(2) with no data on our socket: transmit the ring.
-        let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
-        if r >= 0 {
-            return Ok(true);
+        for _ in 0..self.slots {
+            // SAFETY: send(2) with no data on our socket: transmit the ring.
+            let r =
+                unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
+            if r >= 0 {
+                return Ok(true);
+            }
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::ENOBUFS) if self.veth && self.skip_refused() => continue,
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => return Ok(false),
+                _ => return Err(format!("send (TX ring): {e}")),
+            }
         }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(false),
-            _ => Err(format!("send (TX ring): {e}")),
+        Ok(false)
+    }
+
+    /// Marks the frame the kernel stopped at (the first of the run of
+    /// "send request" slots that ends just before `head`) to be skipped.
+    fn skip_refused(&mut self) -> bool {
+        let mut first = None;
+        let mut i = self.head;
+        for _ in 1..self.slots {
+            i = (i + self.slots - 1) % self.slots;
+            if self.map.status(i * self.slot).load(Ordering::Acquire) != TP_STATUS_SEND_REQUEST {
+                break;
+            }
+            first = Some(i);
         }
+        let Some(i) = first else {
+            return false;
+        };
+        // SAFETY: tp_len (u32 at offset 4) of a slot in the mapping; the
+        // kernel reads it only inside our own send(2) calls.
+        unsafe { (self.map.ptr.add(i * self.slot + 4) as *mut u32).write_volatile(0) };
+        self.refused += 1;
+        true
     }
 
     /// The next free slot's data area (copied from `tpl` if it holds another
@@ -478,6 +570,13 @@ impl Tx {
             Tx::Xsk(x) => x.flush(),
         }
     }
+    /// Frames the interface refused (lost), see [`TxRing::flush`].
+    fn refused(&self) -> u64 {
+        match self {
+            Tx::Ring(r) => r.refused,
+            _ => 0,
+        }
+    }
 }
 
 /// What one sender sends: the main stream and optionally background frames.
@@ -504,6 +603,8 @@ pub struct TxOut {
     pub cpu_s: f64,
     pub sent: u64,
     pub send_errors: u64,
+    /// Frames the sending interface refused (lost on the way to the DUT).
+    pub refused: u64,
     pub elapsed: f64,
     pub max_lag_us: u64,
     pub behind: bool,
@@ -615,6 +716,7 @@ fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16) -> Result<TxOut, String> {
         cpu_s: thread_cpu_s(),
         sent,
         send_errors,
+        refused: ring.refused(),
         elapsed,
         max_lag_us: pacer.max_lag.as_micros() as u64,
         behind: pacer.behind(sent, elapsed),
@@ -1246,6 +1348,7 @@ pub fn run_trial(
         late: s.late,
         rx_ring_drops: drops,
         send_errors: t.send_errors,
+        tx_refused: t.refused,
         tx_cpu_s: t.cpu_s,
         elapsed: t.elapsed,
         max_lag_us: t.max_lag_us,
