@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.report import _f, _spec, load, metrics
+from lab.report import _f, _head, _row, _spec, load, metrics
 
 
 def compare(a: Path, b: Path) -> str:
@@ -14,8 +14,7 @@ def compare(a: Path, b: Path) -> str:
         f"A: {a} ({ra['meta']['scenario']}, {ra['meta']['started']}, load {ra['meta']['host']['loadavg'][0]:.2f})",
         f"B: {b} ({rb['meta']['scenario']}, {rb['meta']['started']}, load {rb['meta']['host']['loadavg'][0]:.2f})",
         "",
-        "| DUT | metric | A | B | B / A |",
-        "|---|---|---:|---:|---:|",
+        *_head("DUT", "metric", "A", "B", "B / A", align="llrrr"),
     ]
     if not duts:
         out.append("| (no DUT measured in both runs) | | | | |")
@@ -27,7 +26,7 @@ def compare(a: Path, b: Path) -> str:
                 continue
             ratio = f"{vb / va:.2f}" if va and vb is not None else "–"
             out.append(
-                f"| {d} | {label} | {_f(va, _spec(label))} | {_f(vb, _spec(label))} | {ratio} |"
+                _row(d, label, _f(va, _spec(label)), _f(vb, _spec(label)), ratio)
             )
     out += [
         "",

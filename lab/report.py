@@ -64,6 +64,35 @@ def _slug(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")[:40].strip("-")
 
 
+def _ok(run: dict, dut: str, prefix: str) -> dict[str, dict]:
+    """``{key: result}`` of the DUT's finished trials whose key starts with
+    ``prefix``."""
+    return {
+        k: r["result"]
+        for k, r in run["trials"].get(dut, {}).items()
+        if k.startswith(prefix) and r.get("status") == "ok"
+    }
+
+
+def _keys(run: dict, duts, prefix: str) -> set[str]:
+    """The trial keys starting with ``prefix`` of any of ``duts`` (any status)."""
+    return {k for d in duts for k in run["trials"].get(d, {}) if k.startswith(prefix)}
+
+
+# -- Markdown tables ---------------------------------------------------------------
+
+
+def _row(*cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _head(*cols: str, align: str | None = None) -> list[str]:
+    """A table's header and alignment rows; ``align`` has one letter a column
+    (``l`` left, ``r`` right), by default the first column left, the rest right."""
+    align = align or "l" + "r" * (len(cols) - 1)
+    return [_row(*cols), "|" + "".join("---|" if a == "l" else "---:|" for a in align)]
+
+
 # -- the headline metrics (also used by `lab compare` and the demo's table) ---------
 
 
@@ -154,7 +183,7 @@ def summary_table(run: dict, part: dict) -> str:
             if any(mm.get(lab, (None,))[0] is not None for _, mm in rows)
         )
     )
-    out = ["| DUT | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+    out = _head("DUT", *labels)
     for d in duts:
         rec = run["duts"].get(d, {})
         if "skipped" in rec:
@@ -167,11 +196,7 @@ def summary_table(run: dict, part: dict) -> str:
             out.append(f"| {d} | FAILED: {err} |" + " |" * (len(labels) - 1))
             continue
         m = dict(rows)[d]
-        out.append(
-            f"| {d} | "
-            + " | ".join(_f(m.get(lab, (None,))[0], _spec(lab)) for lab in labels)
-            + " |"
-        )
+        out.append(_row(d, *(_f(m.get(lab, (None,))[0], _spec(lab)) for lab in labels)))
     ref = part.get("reference")
     bases = [ref] if ref in dict(rows) else _baselines(run, duts)
     if bases and len(rows) > 1:
@@ -180,8 +205,7 @@ def summary_table(run: dict, part: dict) -> str:
             "Ratios to " + " / ".join(f"`{b}`" for b in bases) + " (same run; "
             "for throughput and rates > 1 is better, for RTT and CPU > 1 is worse):",
             "",
-            "| DUT | " + " | ".join(labels) + " |",
-            "|---|" + "---:|" * len(labels),
+            *_head("DUT", *labels),
         ]
         for d, m in rows:
             cells = []
@@ -192,7 +216,7 @@ def summary_table(run: dict, part: dict) -> str:
                     bv = dict(rows)[b].get(lab, (None,))[0] if b in dict(rows) else None
                     rs.append(f"{v / bv:.2f}" if v is not None and bv else "–")
                 cells.append(" / ".join(rs))
-            out.append(f"| {d} | " + " | ".join(cells) + " |")
+            out.append(_row(d, *cells))
     return "\n".join(out)
 
 
@@ -224,6 +248,16 @@ def _num_formatter(minor: bool = False):
     return FuncFormatter(f)
 
 
+def _finish(plt, fig, path) -> bool:
+    """Writes ``fig`` to ``path`` (nothing if ``path`` is None) and closes it:
+    whether a plot was written."""
+    if path is not None:
+        fig.tight_layout()
+        fig.savefig(path)
+    plt.close(fig)
+    return path is not None
+
+
 def _style(run, duts):
     st = {}
     for i, d in enumerate(duts):
@@ -242,12 +276,10 @@ def plot_throughput(run, duts, path) -> bool:
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
     any_ = False
     for d in duts:
-        pts = []
-        for k, r in run["trials"].get(d, {}).items():
-            if k.startswith("throughput/") and r.get("status") == "ok":
-                pts.append(
-                    (r["result"]["frame_size"], r["result"]["fps"], r["result"]["mbps"])
-                )
+        pts = [
+            (r["frame_size"], r["fps"], r["mbps"])
+            for r in _ok(run, d, "throughput/").values()
+        ]
         if not pts:
             continue
         any_ = True
@@ -256,8 +288,7 @@ def plot_throughput(run, duts, path) -> bool:
         ax.plot(xs, [p[1] / 1000 for p in pts], label=d, **st[d])
         ax2.plot(xs, [p[2] / 1000 for p in pts], label=d, **st[d])
     if not any_:
-        plt.close(fig)
-        return False
+        return _finish(plt, fig, None)
     ax.set(
         title="Zero-loss throughput by frame size",
         xlabel="frame size, sender side (bytes)",
@@ -269,10 +300,7 @@ def plot_throughput(run, duts, path) -> bool:
         ylabel="Gbit/s (frames x size)",
     )
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    return _finish(plt, fig, path)
 
 
 def plot_flr(run, duts, path) -> bool:
@@ -303,8 +331,7 @@ def plot_flr(run, duts, path) -> bool:
                 markersize=8,
             )
     if not any_:
-        plt.close(fig)
-        return False
+        return _finish(plt, fig, None)
     ax.set(
         title="Frame loss rate by offered rate (RFC 8219 7.4)\n"
         "hollow: invalid trial (the sender fell behind schedule)",
@@ -312,19 +339,15 @@ def plot_flr(run, duts, path) -> bool:
         ylabel="FLR (%)",
     )
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    return _finish(plt, fig, path)
 
 
 def plot_tcp(run, duts, path) -> bool:
     plt = _plt()
     st = _style(run, duts)
-    keys = sorted(
-        {k for d in duts for k in run["trials"].get(d, {}) if k.startswith("tcp/")}
-    )
-    keys = [k for k in keys if any(res(run, d, k) for d in duts)]
+    keys = [
+        k for k in sorted(_keys(run, duts, "tcp/")) if any(res(run, d, k) for d in duts)
+    ]
     if not keys:
         return False
     n = len(keys)
@@ -349,21 +372,13 @@ def plot_tcp(run, duts, path) -> bool:
         ax.legend(fontsize=7)
     for j in range(n, rows * cols):
         axs[j // cols][j % cols].axis("off")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    return _finish(plt, fig, path)
 
 
 def plot_http(run, duts, path) -> bool:
     plt = _plt()
     st = _style(run, duts)
-    found = {
-        k.split("/")[1].rsplit("-c", 1)[0]
-        for d in duts
-        for k in run["trials"].get(d, {})
-        if k.startswith("http/")
-    }
+    found = {k.split("/")[1].rsplit("-c", 1)[0] for k in _keys(run, duts, "http/")}
     order = ["small", "large"]
     profiles = sorted(found, key=lambda p: (order.index(p) if p in order else 99, p))
     if not profiles:
@@ -374,12 +389,7 @@ def plot_http(run, duts, path) -> bool:
     for pi, prof in enumerate(profiles):
         ax = axs[pi][0]
         concs = sorted(
-            {
-                int(k.rsplit("c", 1)[1])
-                for d in duts
-                for k in run["trials"].get(d, {})
-                if k.startswith(f"http/{prof}-c")
-            }
+            {int(k.rsplit("c", 1)[1]) for k in _keys(run, duts, f"http/{prof}-c")}
         )
         width = 0.8 / max(1, len(duts))
         handles = []
@@ -418,10 +428,7 @@ def plot_http(run, duts, path) -> bool:
         )
         if handles:
             ax.legend([h for h, _ in handles], [n for _, n in handles], fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    return _finish(plt, fig, path)
 
 
 def plot_sessions(run, duts, path) -> bool:
@@ -450,8 +457,7 @@ def plot_sessions(run, duts, path) -> bool:
             vals.append((r.get("sessions_per_s") or 0) / 1000)
             cols.append(st[d]["color"])
     if not any_ and not names:
-        plt.close(fig)
-        return False
+        return _finish(plt, fig, None)
     ax.set_xscale("log")
     ax.set(
         title="Established flows: zero-loss rate by live sessions",
@@ -463,37 +469,24 @@ def plot_sessions(run, duts, path) -> bool:
     ax2.bar(names, vals, color=cols)
     ax2.set(title="New sessions per second (zero loss)", ylabel="k sessions/s")
     ax2.tick_params(axis="x", labelrotation=20)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    return _finish(plt, fig, path)
 
 
 # -- tables ----------------------------------------------------------------------------
 
 
 def _throughput_table(run, duts) -> str:
-    sizes = sorted(
-        {
-            r["result"]["frame_size"]
-            for d in duts
-            for k, r in run["trials"].get(d, {}).items()
-            if k.startswith("throughput/") and r.get("status") == "ok"
-        }
-    )
+    by_dut = {
+        d: {r["frame_size"]: r for r in _ok(run, d, "throughput/").values()}
+        for d in duts
+    }
+    sizes = sorted({s for by in by_dut.values() for s in by})
     if not sizes:
         return ""
-    out = [
-        "| DUT | " + " | ".join(f"{s} B" for s in sizes) + " |",
-        "|---|" + "---:|" * len(sizes),
-    ]
+    out = _head("DUT", *(f"{s} B" for s in sizes))
     for d in duts:
         cells = []
-        by = {
-            r["result"]["frame_size"]: r["result"]
-            for k, r in run["trials"].get(d, {}).items()
-            if k.startswith("throughput/") and r.get("status") == "ok"
-        }
+        by = by_dut[d]
         if not by:
             continue
         for s in sizes:
@@ -505,15 +498,13 @@ def _throughput_table(run, duts) -> str:
                 " ⚠" if r.get("near_tester_ceiling") else ""
             )
             cells.append(f"{r['fps']:,.0f}{mark}")
-        out.append(f"| {d} | " + " | ".join(cells) + " |")
+        out.append(_row(d, *cells))
     return "\n".join(out)
 
 
 def _rtt_table(run, duts) -> str:
-    out = [
-        "| DUT | replies | min | avg | median | max | stddev | p95 |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    stats = ("min", "avg", "median", "max", "stddev", "p95")
+    out = _head("DUT", "replies", *stats)
     n = 0
     for d in duts:
         r = res(run, d, "ping")
@@ -522,20 +513,21 @@ def _rtt_table(run, duts) -> str:
         n += 1
         s = r["rtt_ms"]
         out.append(
-            f"| {d} | {r['received']}/{r['sent']} | "
-            + " | ".join(
-                f"{s[k]:.3f}" for k in ("min", "avg", "median", "max", "stddev", "p95")
-            )
-            + " |"
+            _row(d, f"{r['received']}/{r['sent']}", *(f"{s[k]:.3f}" for k in stats))
         )
     return "\n".join(out) if n else ""
 
 
 def _delay_table(run, duts) -> str:
-    out = [
-        "| DUT | rate (fps) | typical latency (us) | worst-case latency (us) | tagged lost | PDV (us) | Dmin (us) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
+    out = _head(
+        "DUT",
+        "rate (fps)",
+        "typical latency (us)",
+        "worst-case latency (us)",
+        "tagged lost",
+        "PDV (us)",
+        "Dmin (us)",
+    )
     n = 0
     for d in duts:
         lat, pdv = res(run, d, "latency"), res(run, d, "pdv")
@@ -551,15 +543,10 @@ def _delay_table(run, duts) -> str:
 
 
 def _tcp_table(run, duts) -> str:
-    keys = sorted(
-        {k for d in duts for k in run["trials"].get(d, {}) if k.startswith("tcp/")}
-    )
+    keys = sorted(_keys(run, duts, "tcp/"))
     if not keys:
         return ""
-    out = [
-        "| DUT | " + " | ".join(k.split("/")[1] for k in keys) + " |",
-        "|---|" + "---:|" * len(keys),
-    ]
+    out = _head("DUT", *(k.split("/")[1] for k in keys))
     for d in duts:
         cells = []
         for k in keys:
@@ -568,21 +555,18 @@ def _tcp_table(run, duts) -> str:
                 "–" if not r else f"{r['gbps']:.2f} ({r['retransmits'] or 0} retr)"
             )
         if any(c != "–" for c in cells):
-            out.append(f"| {d} | " + " | ".join(cells) + " |")
+            out.append(_row(d, *cells))
     return "Gbit/s at the receiver (TCP retransmissions):\n\n" + "\n".join(out)
 
 
 def _http_table(run, duts) -> str:
     keys = sorted(
-        {k for d in duts for k in run["trials"].get(d, {}) if k.startswith("http/")},
+        _keys(run, duts, "http/"),
         key=lambda k: (k.split("/")[1].rsplit("-c", 1)[0], int(k.rsplit("c", 1)[1])),
     )
     if not keys:
         return ""
-    out = [
-        "| profile | conc. | " + " | ".join(duts) + " |",
-        "|---|---:|" + "---:|" * len(duts),
-    ]
+    out = _head("profile", "conc.", *duts)
     for k in keys:
         prof, c = k.split("/")[1].rsplit("-c", 1)
         cells = []
@@ -595,7 +579,7 @@ def _http_table(run, duts) -> str:
             cells.append(
                 f"{r['rtt_ms'].get('median', 0):.2f} / {r['rtt_ms'].get('p95', 0):.2f} ms, {r['rps']:,.0f}/s{e}"
             )
-        out.append(f"| {prof} | {c} | " + " | ".join(cells) + " |")
+        out.append(_row(prof, c, *cells))
     return "Median / p95 RTT per request, and requests/s:\n\n" + "\n".join(out)
 
 
@@ -604,10 +588,13 @@ def _nat_tables(run, duts) -> str:
     rows = [(d, res(run, d, "conn_rate")) for d in duts]
     rows = [(d, r) for d, r in rows if r]
     if rows:
-        out += [
-            "| DUT | new flows/s (zero loss) | sessions created/s | new-session fraction | upper bound |",
-            "|---|---:|---:|---:|---:|",
-        ]
+        out += _head(
+            "DUT",
+            "new flows/s (zero loss)",
+            "sessions created/s",
+            "new-session fraction",
+            "upper bound",
+        )
         for d, r in rows:
             out.append(
                 f"| {d} | {_f(r['flows_per_s'])} | {_f(r.get('sessions_per_s'))} | {_f(r.get('new_fraction'), '.0%')} | {_f(r.get('upper_bound'))} |"
@@ -617,8 +604,14 @@ def _nat_tables(run, duts) -> str:
     if srows:
         out += [
             "",
-            "| DUT | target sessions | sessions (DUT) | zero-loss fps, 1,000 established flows | RSS MiB | B/session |",
-            "|---|---:|---:|---:|---:|---:|",
+            *_head(
+                "DUT",
+                "target sessions",
+                "sessions (DUT)",
+                "zero-loss fps, 1,000 established flows",
+                "RSS MiB",
+                "B/session",
+            ),
         ]
         for d, r in srows:
             for p in r["points"]:
@@ -697,11 +690,17 @@ def _rfc9693_table(run, duts) -> str:
     rows = rfc9693_rows(run, duts)
     if not rows:
         return ""
-    out = [
-        "| DUT | CER (conn/s) | validated | throughput, table filled (fps) | capacity | table emptied between trials | the Responder saw |",
-        "|---|---:|---:|---:|---:|---|---|",
-    ]
-    out += ["| " + " | ".join(c) + " |" for c in rows]
+    out = _head(
+        "DUT",
+        "CER (conn/s)",
+        "validated",
+        "throughput, table filled (fps)",
+        "capacity",
+        "table emptied between trials",
+        "the Responder saw",
+        align="lrrrrll",
+    )
+    out += [_row(*c) for c in rows]
     return "\n".join(out)
 
 
@@ -729,7 +728,7 @@ def _cpu_table(run, duts) -> str:
     ]
     if not present:
         return ""
-    out = ["| DUT | " + " | ".join(present) + " |", "|---|" + "---:|" * len(present)]
+    out = _head("DUT", *present)
     for d in duts:
         cells = []
         for g in present:
@@ -745,7 +744,7 @@ def _cpu_table(run, duts) -> str:
             s = max(c["softirq_pct"] for c in rs)
             cells.append((f"{max(p):.0f}% / " if p else "– / ") + f"{s:.0f}%")
         if any(c != "–" for c in cells):
-            out.append(f"| {d} | " + " | ".join(cells) + " |")
+            out.append(_row(d, *cells))
     return (
         "Peak over the workload's trials: DUT processes (% of one CPU) / machine softirq (% of all CPUs):\n\n"
         + "\n".join(out)

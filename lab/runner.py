@@ -55,7 +55,21 @@ class Trial:
 
     @property
     def file(self) -> str:
-        return self.key.replace("/", "__") + ".json"
+        return _trial_file(self.key)
+
+
+def _trial_file(key: str) -> str:
+    """The file of trial ``key`` under ``trials/<dut>/``."""
+    return key.replace("/", "__") + ".json"
+
+
+def _read_trial(out: Path, dut: str, key: str) -> dict | None:
+    """The record of a trial of run directory ``out``, None if there is none
+    (or only a broken one)."""
+    try:
+        return json.loads((out / "trials" / dut / _trial_file(key)).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
 
 
 def expand(workload: str, p: dict) -> list[tuple[str, dict]]:
@@ -118,11 +132,8 @@ def _write(path: Path, obj) -> None:
 
 
 def trial_status(out: Path, t: Trial) -> str | None:
-    f = out / "trials" / t.dut / t.file
-    try:
-        return json.loads(f.read_text()).get("status")
-    except (OSError, json.JSONDecodeError):
-        return None
+    r = _read_trial(out, t.dut, t.key)
+    return None if r is None else r.get("status")
 
 
 class Run:
@@ -327,15 +338,8 @@ class Run:
             self.progress(f"{t.dut} {t.key}: {_brief(rec)}")
 
     def prior(self, dut: str, key: str) -> dict | None:
-        try:
-            r = json.loads(
-                (
-                    self.out / "trials" / dut / (key.replace("/", "__") + ".json")
-                ).read_text()
-            )
-        except (OSError, json.JSONDecodeError):
-            return None
-        return r.get("result") if r.get("status") == "ok" else None
+        r = _read_trial(self.out, dut, key)
+        return r.get("result") if r is not None and r.get("status") == "ok" else None
 
     def _rate(self, a, flow, p: dict) -> int:
         """Latency/PDV rate: a fraction of this DUT's measured throughput (or of a probe)."""

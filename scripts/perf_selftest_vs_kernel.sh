@@ -21,6 +21,20 @@
 # measurements of a repetition use that I/O, one kind after the other in the
 # same repetition, and medians and ratios are printed per kind.
 #
+# The DUT on a CPU of its own (default with two CPUs or more). On veth a
+# kernel router's whole forwarding runs inside the tester's send(2) on the
+# sender's CPU, so the tester can never overload it: offered more than it
+# sends, every frame arrives and the "kernel rate" is the tester's own
+# ceiling on that path. As on real hardware, where the DUT is another box,
+# --dut-cpu N (default 1) steers the router's ingress processing to CPU N
+# with RPS (DUT set-up); it then has a capacity of its own and drops at
+# its CPU's input queue when overloaded (xlat-perf counts a frame the veth
+# refuses as lost, `tx_refused`). --rx-rps N (default 1, the receiver's
+# CPU) steers the receiving port's processing to CPU N in both set-ups
+# (tester set-up, identical for the self-test and the kernel measurement).
+# The sender runs on CPU 0, the receiver thread on CPU 1. `none` turns
+# either off (the old inline measurement).
+#
 # With --napi-threaded every veth end of both set-ups (sender, router and
 # receiver of the forwarding path, both ends of the self-test pair) gets GRO
 # on (which gives a veth a NAPI context) and threaded NAPI: the receiving
@@ -29,18 +43,36 @@
 # The self-test uses the script's own pair (namespaces A/B) so the settings
 # apply to it.
 #
-# Usage: scripts/perf_selftest_vs_kernel.sh [--io KIND]... [--napi-threaded] [REPS]
+# Usage: scripts/perf_selftest_vs_kernel.sh [--io KIND]... [--dut-cpu N|none]
+#            [--rx-rps N|none] [--napi-threaded] [REPS]
 #        (as root, after `make build`)
 # Env: XLAT_PERF_BIN, DURATION (trial seconds, default 1).
 set -euo pipefail
 IOS=() NAPI=0
+NCPU=$(nproc)
+# The DUT on a CPU of its own by default (see the header); none: inline.
+DUT_CPU="" RX_RPS=""
+[ "$NCPU" -ge 2 ] && DUT_CPU=1 RX_RPS=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --io) IOS+=("$2"); shift 2 ;;
     --napi-threaded) NAPI=1; shift ;;
+    --dut-cpu) DUT_CPU=$2; shift 2 ;;
+    --rx-rps) RX_RPS=$2; shift 2 ;;
     *) break ;;
     esac
 done
+[ "$DUT_CPU" = none ] && DUT_CPU=""
+[ "$RX_RPS" = none ] && RX_RPS=""
+for c in "$DUT_CPU" "$RX_RPS"; do
+    if [ -n "$c" ] && ! { [[ "$c" =~ ^[0-9]+$ ]] && [ "$c" -lt "$NCPU" ]; }; then
+        echo "--dut-cpu/--rx-rps $c: not a CPU of this machine (0..$((NCPU - 1)))" >&2
+        exit 2
+    fi
+done
+rps() { # NETNS IF CPU: steer IF's receive processing in NETNS to CPU (RPS)
+    ip netns exec "$1" sh -c "printf '%x' $((1 << $3)) > /sys/class/net/$2/queues/rx-0/rps_cpus"
+}
 [ ${#IOS[@]} -gt 0 ] || IOS=(packet)
 REPS=${1:-3}
 BIN=${XLAT_PERF_BIN:-$(dirname "$0")/../target/release/xlat-perf}
@@ -78,6 +110,17 @@ if [ "$NAPI" = 1 ]; then
         ip netns exec "$1" sh -c "echo 1 > /sys/class/net/$2/threaded"
     done
 fi
+if [ -n "$DUT_CPU" ]; then
+    # DUT set-up: the router's ingress processing (its whole forwarding)
+    # runs on CPU DUT_CPU, no longer inside the tester's send(2).
+    rps "$R" p0 "$DUT_CPU"
+fi
+if [ -n "$RX_RPS" ]; then
+    # Tester set-up, the same for both measurements: the receiving port's
+    # kernel processing runs on CPU RX_RPS.
+    rps "$D" p0 "$RX_RPS"
+    rps "$B" p0 "$RX_RPS"
+fi
 ip -n "$S" -6 route add default via 2001:db8:1::fe
 ip -n "$D" -6 route add default via 2001:db8:2::fe
 ip netns exec "$R" sysctl -qw net.ipv6.conf.all.forwarding=1
@@ -111,11 +154,15 @@ for i in $(seq 1 "$REPS"); do
         a=$(cost "$io" "${KERNEL[@]}")
         b=$(cost "$io" "${DIRECT[@]}")
         echo "repetition $i, --io $io: kernel IPv6 forwarding $k fps, self-test (64-byte) $s fps;" \
-            "sender CPU per frame: through the router $a ns, direct $b ns"
+            "sender CPU per frame: through the router $a ns, direct $b ns; load $(cut -d' ' -f1 /proc/loadavg)"
         rows+=("$io $k $s $a $b")
     done
 done
-python3 - "$NAPI" "${rows[@]}" <<'EOF'
+LABEL=""
+[ "$NAPI" = 1 ] && LABEL+=" threaded NAPI on every veth;"
+[ -n "$DUT_CPU" ] && LABEL+=" router ingress (DUT) on CPU $DUT_CPU by RPS;"
+[ -n "$RX_RPS" ] && LABEL+=" receiving ports on CPU $RX_RPS by RPS;"
+python3 - "$LABEL" "${rows[@]}" <<'EOF'
 import statistics, sys
 by = {}
 for line in sys.argv[2:]:
@@ -124,7 +171,7 @@ for line in sys.argv[2:]:
 for io, rows in by.items():
     k, s, ck, cs = ([r[i] for r in rows] for i in range(4))
     mk, ms = statistics.median(k), statistics.median(s)
-    print(f"--io {io}" + (" (threaded NAPI on every veth)" if sys.argv[1] == "1" else "") + ":")
+    print(f"--io {io}" + (f" ({sys.argv[1].strip()})" if sys.argv[1] else "") + ":")
     print(f"  median kernel IPv6 forwarding (84-byte frames): {mk:.0f} fps over {len(k)} runs {k}")
     print(f"  median self-test ceiling (64-byte frames):      {ms:.0f} fps over {len(s)} runs {s}")
     print(f"  ratio of the rates: {ms / mk:.2f} (issue 5 asks for >= 2)")

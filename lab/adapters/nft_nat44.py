@@ -3,7 +3,7 @@
 On ``nat_stateful`` the dual-stack clients' IPv4 (10.0.6.0/24) is source-NATed
 to the pool ``203.0.113.0/27`` on the router's IPv4 egress (masquerade over 32
 addresses, like xlat's NAT64 pool4; one address would run out of ports at 64k
-flows to one server port). :func:`snat_rules` / :func:`conntrack_setup` are
+flows to one server port). :func:`snat_start` / :func:`snat_stop` are
 shared with the TAYGA + NAT44 adapter.
 """
 
@@ -42,6 +42,20 @@ def conntrack_setup(ns: str) -> int | None:
     return int(cp.stdout) if cp.stdout.strip().isdigit() else None
 
 
+def snat_start(topo, table: str, saddr: str) -> int | None:
+    """NAT44 in ``topo.router``: :func:`conntrack_setup`, then the ``snat`` of
+    ``saddr`` in nft table ``table``; returns nf_conntrack_max."""
+    ct_max = conntrack_setup(topo.router)
+    topo.lab.exec(topo.router, ["nft", "-f", "-"], input=snat_rules(table, saddr))
+    return ct_max
+
+
+def snat_stop(topo, table: str) -> None:
+    """Removes what :func:`snat_start` added (nothing if ``topo`` is None)."""
+    if topo is not None:
+        ns_exec(topo.router, ["nft", "delete", "table", "ip", table], check=False)
+
+
 def ct_flush_cmd(ns: str) -> str:
     """A shell command that empties the conntrack table of ``ns``: RFC 9693 wants
     every trial's connections new to the DUT (``xlat-perf --between-cmd``)."""
@@ -72,18 +86,10 @@ class NftNat44(Adapter):
 
     def start(self, topo) -> None:
         super().start(topo)
-        self.conntrack_max = conntrack_setup(topo.router)
-        topo.lab.exec(
-            topo.router, ["nft", "-f", "-"], input=snat_rules(self.table, "10.0.0.0/8")
-        )
+        self.conntrack_max = snat_start(topo, self.table, "10.0.0.0/8")
 
     def stop(self) -> None:
-        if self.topo is not None:
-            ns_exec(
-                self.topo.router,
-                ["nft", "delete", "table", "ip", self.table],
-                check=False,
-            )
+        snat_stop(self.topo, self.table)
         super().stop()
 
     def flow(self, topo) -> Flow:

@@ -28,9 +28,9 @@ from lab.adapters.base import Adapter, Daemon, Flow, executable
 from lab.adapters.nft_nat44 import (
     POOL4,
     conntrack_count,
-    conntrack_setup,
     ct_flush_cmd,
-    snat_rules,
+    snat_start,
+    snat_stop,
 )
 from lab.adapters.xlat import flow_for
 from lab.netns import ns_exec
@@ -168,19 +168,11 @@ class TaygaNat44(Tayga):
         ]
 
     def start(self, topo) -> None:
-        self.conntrack_max = conntrack_setup(topo.router)
-        topo.lab.exec(
-            topo.router, ["nft", "-f", "-"], input=snat_rules(self.table, self.dyn_pool)
-        )
+        self.conntrack_max = snat_start(topo, self.table, self.dyn_pool)
         super().start(topo)
 
     def stop(self) -> None:
-        if self.topo is not None:
-            ns_exec(
-                self.topo.router,
-                ["nft", "delete", "table", "ip", self.table],
-                check=False,
-            )
+        snat_stop(self.topo, self.table)
         super().stop()
 
     def flow(self, topo) -> Flow:

@@ -34,80 +34,44 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from lab.netns import ns_exec
-from lab.topologies.base import POOL6, Addr, Link, Node, Route, Spec, Topology, build
+from lab.topologies.base import Addr, Link, Node, Route, Spec, build
+from lab.topologies.clat_plat import ClatPlat, clat_plat_spec
 
 SERVER_NAME = "srv.lab"
 
 
 @dataclass
-class Xlat464(Topology):
-    app: str = ""
-    clat: str = ""
+class Xlat464(ClatPlat):
     core: str = ""
-    plat: str = ""
-    srv: str = ""
-    pool6: str = POOL6
-    app_v4: str = "192.0.2.2"
-    clat_lan_v4: str = "192.0.2.1"
-    clat_v4_prefix: str = "192.0.2.0/28"
-    clat_v6_prefix: str = "2001:db8:aaaa::/124"
-    app_v6: str = "2001:db8:aaaa::2"
-    app_public_v4: str = "203.0.113.2"
-    clat_core_v6: str = "2001:db8:c1::2"
     core_v6: str = "2001:db8:c1::1"
     core_plat_v6: str = "2001:db8:c2::1"
     plat_core_v6: str = "2001:db8:c2::2"
-    plat_v4: str = "198.51.100.1"
-    srv_v4: str = "198.51.100.2"
-    srv_v6: str = "2001:db8:64::c633:6402"
-    plat_eamt: list[tuple[str, str]] = field(
-        default_factory=lambda: [("203.0.113.0/28", "2001:db8:aaaa::/124")]
-    )
-    clat_ipv4_routes: list[str] = field(default_factory=lambda: ["0.0.0.0/0"])
-    plat_ipv4_routes: list[str] = field(default_factory=lambda: ["203.0.113.0/24"])
     plat_pool4: str = "203.0.113.0/28"
     dns64: object = None  # the unbound process, once started
 
-    SPEC = Spec(
-        nodes=(
-            Node("app", "app", ipv6=False),
-            Node("clat", "clat", forward="46"),
-            Node("core", "core", forward="6"),
-            Node("plat", "plat", forward="46"),
-            Node("srv", "srv", ipv6=False),
-        ),
-        links=(
-            Link("app", "eth0", "clat", "lan"),
-            Link("clat", "core", "core", "clat"),
-            Link("core", "plat", "plat", "core"),
-            Link("plat", "srv", "srv", "eth0"),
-        ),
-        addrs=(
-            Addr("app", "eth0", "{app_v4}/24"),
-            Addr("clat", "lan", "{clat_lan_v4}/24"),
-            Addr("clat", "core", "{clat_core_v6}/64"),
-            Addr("core", "clat", "{core_v6}/64"),
-            Addr("core", "plat", "{core_plat_v6}/64"),
-            Addr("plat", "core", "{plat_core_v6}/64"),
-            Addr("plat", "srv", "{plat_v4}/24"),
-            Addr("srv", "eth0", "{srv_v4}/24"),
-        ),
-        routes=(
-            Route("app", "default", via="{clat_lan_v4}"),
-            Route("clat", "default", via="{core_v6}"),
-            Route("clat", "192.0.2.0/29", dev="lan"),  # protective
-            Route("clat", "192.0.2.8/29", dev="lan"),
-            Route("core", "2001:db8:aaaa::/64", via="{clat_core_v6}"),
-            Route("core", "{pool6}", via="{plat_core_v6}"),
-            Route("plat", "default", via="{core_plat_v6}"),
-            Route("plat", "2001:db8:aaaa::/125", via="{core_plat_v6}"),  # protective
-            Route("plat", "2001:db8:aaaa::8/125", via="{core_plat_v6}"),
-            Route("plat", "198.51.100.0/25", dev="srv"),
-            Route("srv", "default", via="{plat_v4}"),
+    SPEC = clat_plat_spec(
+        roles=("app", "clat", "plat", "srv"),
+        dev="core",
+        clat_gw="{core_v6}",
+        plat_gw="{core_plat_v6}",
+        middle=Spec(
+            nodes=(Node("core", "core", forward="6"),),
+            links=(
+                Link("clat", "core", "core", "clat"),
+                Link("core", "plat", "plat", "core"),
+            ),
+            addrs=(
+                Addr("core", "clat", "{core_v6}/64"),
+                Addr("core", "plat", "{core_plat_v6}/64"),
+            ),
+            routes=(
+                Route("core", "2001:db8:aaaa::/64", via="{clat_core_v6}"),
+                Route("core", "{pool6}", via="{plat_core_v6}"),
+            ),
         ),
     )
 

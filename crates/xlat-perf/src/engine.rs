@@ -14,8 +14,10 @@
 //! against zero loss.
 
 pub use crate::io_packet::{Background, IoConfig, IoKind, PortIo};
+use crate::mmsg::Mmsg;
 use crate::pace::Pacer;
 use crate::payload;
+use crate::sockopt::{set_buf, Buf};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +28,39 @@ use std::time::Duration;
 pub const MAX_FRAMES: u64 = 1_000_000_000;
 /// Most frames of a trial that records every delay (16 bytes per frame).
 pub const MAX_DELAY_FRAMES: u64 = 10_000_000;
+/// Which sequence numbers of a trial have arrived, one bit each: the
+/// duplicate check of the strict counting (RFC 8219 section 7.1).
+#[derive(Default)]
+pub(crate) struct Seen(Vec<u64>);
+
+impl Seen {
+    /// Room for sequence numbers `0..planned` (it grows for larger ones).
+    pub(crate) fn new(planned: u64) -> Seen {
+        Seen(vec![0; (planned as usize).div_ceil(64)])
+    }
+
+    /// Marks `seq` as arrived: whether it had not arrived before.
+    pub(crate) fn first(&mut self, seq: u64) -> bool {
+        let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
+        if w >= self.0.len() {
+            self.0.resize((w + 1).next_power_of_two().max(1024), 0);
+        }
+        let first = self.0[w] & bit == 0;
+        self.0[w] |= bit;
+        first
+    }
+}
+
 const RX_BATCH: usize = 64;
+/// The `sendmmsg` refusals a socket sender counts and retries: a full queue,
+/// or an ICMP error from an earlier frame reported on the socket.
+pub(crate) const SEND_RETRY: &[i32] = &[
+    libc::ENOBUFS,
+    libc::EAGAIN,
+    libc::ECONNREFUSED,
+    libc::EHOSTUNREACH,
+    libc::ENETUNREACH,
+];
 const RX_BUF: usize = 2048;
 
 #[derive(Clone, Debug)]
@@ -93,6 +127,9 @@ pub struct TrialOut {
     pub late: u64,
     /// Packet I/O: frames the receive ring dropped (lost in the tester).
     pub rx_ring_drops: u64,
+    /// Packet I/O on a veth: frames the sending interface refused because
+    /// the receiving side's queue was full (lost, never sent again).
+    pub tx_refused: u64,
     /// Bidirectional trials: the reverse direction's counts.
     pub reverse: Option<Box<TrialOut>>,
     /// Background traffic (RFC 8219 section 6.1), counted apart.
@@ -169,19 +206,6 @@ pub fn enter_netns(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn set_int(fd: i32, level: i32, name: i32, val: i32) -> bool {
-    // SAFETY: valid fd, pointer to a live i32 of the given length.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &val as *const i32 as *const libc::c_void,
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        ) == 0
-    }
 }
 
 fn sockaddr(sa: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
@@ -261,9 +285,7 @@ fn sender_socket(ep: &Endpoints) -> Result<(OwnedFd, usize), String> {
             std::io::Error::last_os_error()
         ));
     }
-    if !set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 4 << 20) {
-        set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
-    }
+    set_buf(fd, Buf::Send, 4 << 20);
     Ok((owned, if raw { 8 } else { 0 }))
 }
 
@@ -351,26 +373,13 @@ fn send_loop(ep: &Endpoints, spec: &TrialSpec, planned: u64) -> Result<TxOut, St
     }
     let batch = ep.batch;
     let len = hdr + ep.payload;
-    let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| vec![0u8; len]).collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
-    let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
-    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-        m.msg_hdr.msg_iov = iov as *mut libc::iovec;
-        m.msg_hdr.msg_iovlen = 1;
-    }
+    let mut out = Mmsg::new(batch, len);
     let mut rng = Rng::new(monotonic_ns() ^ ((spec.stream as u64) << 32));
     let mut pacer = Pacer::new(planned, spec.rate, batch);
     let (mut sent, mut send_errors) = (0u64, 0u64);
     while let Some(n) = pacer.next(sent) {
         let ts = monotonic_ns();
-        for (i, b) in bufs.iter_mut().take(n).enumerate() {
+        for (i, b) in out.bufs_mut().take(n).enumerate() {
             payload::write_timed(&mut b[hdr..], spec.stream, (sent + i as u64) as u32, ts);
             if let (Some((lo, hi)), Some(src)) = (ep.src_ports, ep.src) {
                 // RFC 4814 section 4.5: pseudorandom source port per frame.
@@ -383,33 +392,9 @@ fn send_loop(ep: &Endpoints, spec: &TrialSpec, planned: u64) -> Result<TxOut, St
                 b[6..8].copy_from_slice(&c.to_be_bytes());
             }
         }
-        let mut done = 0usize;
-        while done < n {
-            // SAFETY: msgs[done..n] point at live iovecs/buffers owned above.
-            let r =
-                unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr().add(done), (n - done) as u32, 0) };
-            if r > 0 {
-                done += r as usize;
-                continue;
-            }
-            let err = std::io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINTR) => {}
-                Some(libc::ENOBUFS)
-                | Some(libc::EAGAIN)
-                | Some(libc::ECONNREFUSED)
-                | Some(libc::EHOSTUNREACH)
-                | Some(libc::ENETUNREACH) => {
-                    send_errors += 1;
-                    std::thread::yield_now();
-                }
-                _ => return Err(format!("sendmmsg: {err}")),
-            }
-            if pacer.past_hard_stop() {
-                break;
-            }
-        }
-        sent += done as u64;
+        let s = out.send_all(fd, n, SEND_RETRY, || pacer.past_hard_stop())?;
+        send_errors += s.retried;
+        sent += s.frames as u64;
         if pacer.aborted {
             break;
         }
@@ -449,9 +434,7 @@ fn recv_loop(
             )
         })?;
         let fd = sock.as_raw_fd();
-        if !set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 32 << 20) {
-            set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 32 << 20);
-        }
+        set_buf(fd, Buf::Recv, 32 << 20);
         sock.set_read_timeout(Some(Duration::from_millis(10)))
             .map_err(|e| format!("SO_RCVTIMEO: {e}"))?;
         Ok::<UdpSocket, String>(sock)
@@ -467,19 +450,8 @@ fn recv_loop(
         }
     };
     let fd = sock.as_raw_fd();
-    let mut bufs: Vec<Vec<u8>> = (0..RX_BATCH).map(|_| vec![0u8; RX_BUF]).collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: all-zero mmsghdr is valid.
-    let mut msgs: Vec<libc::mmsghdr> = (0..RX_BATCH)
-        .map(|_| unsafe { std::mem::zeroed() })
-        .collect();
-    let mut seen = vec![0u64; (planned as usize).div_ceil(64)];
+    let mut inb = Mmsg::new(RX_BATCH, RX_BUF);
+    let mut seen = Seen::new(planned);
     let mut delays: Vec<Option<u64>> = if spec.delays {
         vec![None; planned as usize]
     } else {
@@ -494,32 +466,16 @@ fn recv_loop(
         if (stop != 0 && now >= stop) || now >= limit {
             break;
         }
-        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-            m.msg_hdr.msg_iov = iov as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_len = 0;
-        }
-        // SAFETY: msgs point at live iovecs/buffers owned above.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd,
-                msgs.as_mut_ptr(),
-                RX_BATCH as u32,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            let err = std::io::Error::last_os_error();
-            match err.raw_os_error() {
+        let r = match inb.recv(fd) {
+            Ok(r) => r,
+            Err(err) => match err.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ECONNREFUSED) => continue,
                 _ => return Err(format!("recvmmsg: {err}")),
-            }
-        }
+            },
+        };
         let rx = monotonic_ns();
-        for i in 0..r as usize {
-            let len = (msgs[i].msg_len as usize).min(RX_BUF);
-            let Some((seq, tx)) = payload::parse_timed(&bufs[i][..len], spec.stream) else {
+        for i in 0..r {
+            let Some((seq, tx)) = payload::parse_timed(inb.received(i), spec.stream) else {
                 foreign += 1;
                 continue;
             };
@@ -528,12 +484,10 @@ fn recv_loop(
                 foreign += 1;
                 continue;
             }
-            let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
-            if seen[w] & bit != 0 {
+            if !seen.first(seq) {
                 duplicates += 1;
                 continue;
             }
-            seen[w] |= bit;
             received += 1;
             if spec.delays {
                 delays[seq as usize] = Some(rx.saturating_sub(tx));
@@ -629,6 +583,19 @@ pub fn run_trial(ep: &Endpoints, spec: &TrialSpec) -> Result<TrialOut, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // RFC 8219 section 7.1 / RFC 2544 section 26.1 strict counting: a frame
+    // counts once; its second arrival is a duplicate, also past the planned
+    // range (the bitmap grows).
+    #[test]
+    fn seen_counts_each_sequence_number_once() {
+        let mut s = Seen::new(100);
+        assert!(s.first(0) && s.first(63) && s.first(64) && s.first(99));
+        assert!(!s.first(0) && !s.first(63) && !s.first(64) && !s.first(99));
+        assert!(s.first(1) && !s.first(1));
+        let mut g = Seen::default();
+        assert!(g.first(1_000_000) && !g.first(1_000_000) && g.first(999_999));
+    }
 
     // RFC 768: checksum of a known IPv4 UDP datagram verifies to zero.
     #[test]

@@ -7,7 +7,9 @@
 //! tester that cannot keep the rate must not report the rate).
 
 use crate::args::Args;
+use crate::mmsg::Mmsg;
 use crate::payload;
+use crate::sockopt::{set_buf, Buf};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
@@ -97,19 +99,6 @@ fn parse_src(s: &str) -> Result<SocketAddr, String> {
     Ok(SocketAddr::new(ip, 0))
 }
 
-fn set_sockopt_int(fd: i32, level: i32, name: i32, val: i32) -> bool {
-    // SAFETY: valid fd, pointer to a live i32 of the given length.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &val as *const i32 as *const libc::c_void,
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        ) == 0
-    }
-}
-
 pub fn run(c: &Config) -> Result<String, String> {
     let local = c.src.unwrap_or_else(|| {
         if c.dst.is_ipv6() {
@@ -122,10 +111,7 @@ pub fn run(c: &Config) -> Result<String, String> {
     sock.connect(c.dst)
         .map_err(|e| format!("connect {}: {e}", c.dst))?;
     let fd = sock.as_raw_fd();
-    let sndbuf = 4 << 20;
-    if !set_sockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, sndbuf) {
-        set_sockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, sndbuf);
-    }
+    set_buf(fd, Buf::Send, 4 << 20);
     // Sleep precisely: the default 50 us timer slack would blur the pacing.
     // SAFETY: plain prctl with integer arguments.
     unsafe {
@@ -134,20 +120,7 @@ pub fn run(c: &Config) -> Result<String, String> {
 
     let total = ((c.rate as f64 * c.duration).round() as u64).clamp(1, c.max_count.max(1));
     let batch = c.batch;
-    let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| vec![0u8; c.payload]).collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
-    let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
-    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-        m.msg_hdr.msg_iov = iov as *mut libc::iovec;
-        m.msg_hdr.msg_iovlen = 1;
-    }
+    let mut out = Mmsg::new(batch, c.payload);
 
     // Once the clock passes the tolerated end of the schedule with packets still
     // unsent, the trial is invalid whatever happens next: stop at once.
@@ -156,35 +129,16 @@ pub fn run(c: &Config) -> Result<String, String> {
     let mut send_errors: u64 = 0;
     let mut syscalls: u64 = 0;
     while let Some(n) = pacer.next(sent) {
-        for (i, b) in bufs.iter_mut().take(n).enumerate() {
+        for (i, b) in out.bufs_mut().take(n).enumerate() {
             payload::write(b, c.stream, sent + i as u64);
         }
-        let mut done = 0usize;
-        while done < n {
-            // SAFETY: msgs[done..n] point at live iovecs/buffers owned above.
-            let r =
-                unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr().add(done), (n - done) as u32, 0) };
-            syscalls += 1;
-            if r > 0 {
-                done += r as usize;
-                continue;
-            }
-            let err = std::io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINTR) => {}
-                Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::ECONNREFUSED) => {
-                    // Local queue full or an ICMP error reported on the socket:
-                    // retry the same packet (lateness shows in the schedule check).
-                    send_errors += 1;
-                    std::thread::yield_now();
-                }
-                _ => return Err(format!("sendmmsg: {err}")),
-            }
-            if pacer.past_hard_stop() {
-                break;
-            }
-        }
-        sent += done as u64;
+        // Local queue full or an ICMP error reported on the socket: retry the
+        // same packet (lateness shows in the schedule check).
+        let retry = &[libc::ENOBUFS, libc::EAGAIN, libc::ECONNREFUSED];
+        let s = out.send_all(fd, n, retry, || pacer.past_hard_stop())?;
+        syscalls += s.calls;
+        send_errors += s.retried;
+        sent += s.frames as u64;
         if pacer.aborted {
             break;
         }

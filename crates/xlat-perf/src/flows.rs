@@ -18,8 +18,10 @@
 //! Frames the tester itself sends (`PACKET_OUTGOING`) are ignored.
 
 use crate::engine::{self, enter_netns, monotonic_ns, udp_checksum};
+use crate::mmsg::Mmsg;
 use crate::pace::BEHIND_TOLERANCE;
 use crate::payload;
+use crate::sockopt::{set_buf, set_recv_timeout, Buf};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -146,19 +148,6 @@ fn sockaddr_ip(ip: IpAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     (st, len as libc::socklen_t)
 }
 
-fn set_int(fd: i32, level: i32, name: i32, val: i32) -> bool {
-    // SAFETY: valid fd, pointer to a live i32 of the given length.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &val as *const i32 as *const libc::c_void,
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        ) == 0
-    }
-}
-
 fn raw_sender(src: IpAddr) -> Result<OwnedFd, String> {
     let fam = if src.is_ipv6() {
         libc::AF_INET6
@@ -180,9 +169,7 @@ fn raw_sender(src: IpAddr) -> Result<OwnedFd, String> {
             std::io::Error::last_os_error()
         ));
     }
-    if !set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 4 << 20) {
-        set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
-    }
+    set_buf(fd, Buf::Send, 4 << 20);
     Ok(owned)
 }
 
@@ -274,18 +261,7 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
     }
     let batch = d.batch.max(1);
     let len = payload::UDP_HEADER + d.payload;
-    let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| vec![0u8; len]).collect();
-    let mut names: Vec<(libc::sockaddr_storage, libc::socklen_t)> =
-        (0..batch).map(|_| sockaddr_ip(d.src)).collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
-    let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
+    let mut out = Mmsg::with_names(batch, len, sockaddr_ip(d.src).0);
     let planned = d.planned();
     let mut send_ns = if d.record_send_times {
         vec![0u64; planned as usize]
@@ -305,7 +281,7 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
             for i in 0..n {
                 let seq = sent + i as u64;
                 let (dst, sport, dport) = (d.gen)(seq);
-                let b = &mut bufs[i];
+                let b = out.buf_mut(i);
                 b[0..2].copy_from_slice(&sport.to_be_bytes());
                 b[2..4].copy_from_slice(&dport.to_be_bytes());
                 b[4..6].copy_from_slice(&(len as u16).to_be_bytes());
@@ -313,45 +289,16 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
                 payload::write_timed(&mut b[payload::UDP_HEADER..], d.stream, seq as u32, ts);
                 let c = udp_checksum(d.src, dst, b);
                 b[6..8].copy_from_slice(&c.to_be_bytes());
-                names[i] = sockaddr_ip(dst);
-                let m = &mut msgs[i];
-                m.msg_hdr.msg_iov = &mut iovs[i] as *mut libc::iovec;
-                m.msg_hdr.msg_iovlen = 1;
-                m.msg_hdr.msg_name = &mut names[i].0 as *mut _ as *mut libc::c_void;
-                m.msg_hdr.msg_namelen = names[i].1;
+                let (name, name_len) = sockaddr_ip(dst);
+                out.set_name(i, name, name_len);
                 if d.record_send_times {
                     send_ns[seq as usize] = ts;
                 }
             }
-            let mut done = 0usize;
-            while done < n {
-                // SAFETY: msgs[done..n] point at live iovecs, names and buffers.
-                let r = unsafe {
-                    libc::sendmmsg(fd, msgs.as_mut_ptr().add(done), (n - done) as u32, 0)
-                };
-                if r > 0 {
-                    done += r as usize;
-                    continue;
-                }
-                let err = std::io::Error::last_os_error();
-                match err.raw_os_error() {
-                    Some(libc::EINTR) => {}
-                    Some(libc::ENOBUFS)
-                    | Some(libc::EAGAIN)
-                    | Some(libc::ECONNREFUSED)
-                    | Some(libc::EHOSTUNREACH)
-                    | Some(libc::ENETUNREACH) => {
-                        send_errors += 1;
-                        std::thread::yield_now();
-                    }
-                    _ => return Err(format!("sendmmsg: {err}")),
-                }
-                if pacer.past_hard_stop() {
-                    break;
-                }
-            }
-            sent += done as u64;
-            in_phase += done as u64;
+            let s = out.send_all(fd, n, engine::SEND_RETRY, || pacer.past_hard_stop())?;
+            send_errors += s.retried;
+            sent += s.frames as u64;
+            in_phase += s.frames as u64;
             if pacer.aborted {
                 break;
             }
@@ -443,23 +390,8 @@ fn packet_socket() -> Result<OwnedFd, String> {
     }
     // SAFETY: fresh fd we own.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    if !set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 64 << 20) {
-        set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 64 << 20);
-    }
-    let tv = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 10_000,
-    };
-    // SAFETY: valid fd, pointer to a live timeval.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            &tv as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        );
-    }
+    set_buf(fd, Buf::Recv, 64 << 20);
+    let _ = set_recv_timeout(fd, Duration::from_millis(10));
     Ok(owned)
 }
 
@@ -487,23 +419,10 @@ fn recv_loop(
     };
     let fd = sock.as_raw_fd();
     let planned = d.planned();
-    let mut bufs: Vec<Vec<u8>> = (0..RX_BATCH).map(|_| vec![0u8; RX_BUF]).collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: all-zero sockaddr_ll / mmsghdr are valid.
-    let mut names: Vec<libc::sockaddr_ll> = (0..RX_BATCH)
-        .map(|_| unsafe { std::mem::zeroed() })
-        .collect();
-    // SAFETY: as above.
-    let mut msgs: Vec<libc::mmsghdr> = (0..RX_BATCH)
-        .map(|_| unsafe { std::mem::zeroed() })
-        .collect();
-    let mut seen = vec![0u64; (planned as usize).div_ceil(64)];
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
+    let no_name: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    let mut inb = Mmsg::with_names(RX_BATCH, RX_BUF, no_name);
+    let mut seen = engine::Seen::new(planned);
     let mut arrival_ns = if d.record_times {
         vec![None; planned as usize]
     } else {
@@ -522,38 +441,19 @@ fn recv_loop(
         if (stop != 0 && now >= stop) || now >= limit {
             break;
         }
-        for i in 0..RX_BATCH {
-            let m = &mut msgs[i];
-            m.msg_hdr.msg_iov = &mut iovs[i] as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
-            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
-            m.msg_len = 0;
-        }
-        // SAFETY: msgs point at live iovecs, names and buffers owned above.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd,
-                msgs.as_mut_ptr(),
-                RX_BATCH as u32,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            let err = std::io::Error::last_os_error();
-            match err.raw_os_error() {
+        let r = match inb.recv(fd) {
+            Ok(r) => r,
+            Err(err) => match err.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
                 _ => return Err(format!("recvmmsg: {err}")),
-            }
-        }
+            },
+        };
         let rx = monotonic_ns();
-        for i in 0..r as usize {
-            if names[i].sll_pkttype == libc::PACKET_OUTGOING {
+        for i in 0..r {
+            if inb.name(i).sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
-            let len = (msgs[i].msg_len as usize).min(RX_BUF);
-            let Some((src, dst, sport, dport, pl)) = parse_udp(&bufs[i][..len]) else {
+            let Some((src, dst, sport, dport, pl)) = parse_udp(inb.received(i)) else {
                 continue;
             };
             if dst != d.rx_addr {
@@ -568,12 +468,10 @@ fn recv_loop(
                 foreign += 1;
                 continue;
             }
-            let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
-            if seen[w] & bit != 0 {
+            if !seen.first(seq) {
                 duplicates += 1;
                 continue;
             }
-            seen[w] |= bit;
             received += 1;
             if d.record_times {
                 arrival_ns[seq as usize] = Some(rx);

@@ -379,6 +379,7 @@ pub fn trial_json_extra(t: &TrialOut, v: &mut Vec<(&str, J)>, sub: impl Fn(&Tria
     v.push(("other", J::u(t.other)));
     v.push(("late", J::u(t.late)));
     v.push(("rx_ring_drops", J::u(t.rx_ring_drops)));
+    v.push(("tx_refused", J::u(t.tx_refused)));
     if t.tx_cpu_s > 0.0 && t.sent > 0 {
         v.push((
             "tx_cpu_ns_per_frame",

@@ -14,10 +14,12 @@
 //!   the post-trial wait is `late` and lost. Frames the ring itself dropped
 //!   (`PACKET_STATISTICS`) are reported as `rx_ring_drops` (they are lost).
 
-use crate::engine::{enter_netns, monotonic_ns, Rng, TrialOut, TrialSpec};
+use crate::engine::{enter_netns, monotonic_ns, Rng, Seen, TrialOut, TrialSpec};
 use crate::io_frame::{self, Builder, FrameSpec, Rx};
 use crate::io_resolve::Mac;
+use crate::mmsg::Mmsg;
 use crate::pace::Pacer;
+use crate::sockopt::{set_int, set_struct};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -122,42 +124,6 @@ pub struct IoConfig {
     /// Drop test frames at the receiving interface's netdev ingress hook
     /// (after the receive ring saw them); see [`IngressDrop`].
     pub recv_drop: bool,
-}
-
-fn set_int(fd: i32, level: i32, name: i32, val: i32) -> Result<(), std::io::Error> {
-    // SAFETY: pointer to a live i32 of the given length.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &val as *const i32 as *const libc::c_void,
-            4,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-fn set_struct<T>(fd: i32, level: i32, name: i32, v: &T) -> Result<(), std::io::Error> {
-    // SAFETY: pointer to a live T of its size.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            v as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 fn ifindex(name: &str) -> Result<i32, String> {
@@ -290,6 +256,45 @@ pub fn pin(cpu: Option<usize>) -> Result<(), String> {
     Ok(())
 }
 
+/// The driver of interface `name` in the calling thread's namespace
+/// (ethtool `ETHTOOL_GDRVINFO`), e.g. "veth"; None if it cannot be read.
+pub(crate) fn if_driver(fd: i32, name: &str) -> Option<String> {
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    const ETHTOOL_GDRVINFO: u32 = 3;
+    // struct ethtool_drvinfo: cmd, driver[32], version[32], fw_version[32],
+    // bus_info[32], erom_version[32], reserved2[12], five u32 counters.
+    let mut info = [0u8; 196];
+    info[..4].copy_from_slice(&ETHTOOL_GDRVINFO.to_ne_bytes());
+    // SAFETY: all-zero ifreq is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    if name.len() >= ifr.ifr_name.len() {
+        return None;
+    }
+    for (d, b) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = b as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = info.as_mut_ptr() as *mut libc::c_char;
+    // SAFETY: SIOCETHTOOL with a valid ifreq pointing at a buffer of the
+    // size of struct ethtool_drvinfo, both alive during the call.
+    if unsafe { libc::ioctl(fd, SIOCETHTOOL as _, &mut ifr) } != 0 {
+        return None;
+    }
+    let d = &info[4..36];
+    let n = d.iter().position(|&b| b == 0).unwrap_or(d.len());
+    Some(String::from_utf8_lossy(&d[..n]).into_owned())
+}
+
+/// Send buffer of a TX ring on a veth: larger than the backlog of the
+/// receiving CPU (`net.core.netdev_max_backlog`, 1000 frames by default,
+/// about 0.8 MB of 84-byte frames), so that the receiving side's queue, not
+/// the tester's socket buffer, is what fills up when the DUT falls behind.
+pub(crate) const VETH_SNDBUF: i32 = 4 << 20;
+
+/// SO_SNDBUFFORCE (root may exceed `net.core.wmem_max`); best effort.
+pub(crate) fn set_sndbuf_force(fd: i32, bytes: i32) {
+    let _ = set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, bytes);
+}
+
 /// A TPACKET_V2 transmit ring on one interface.
 pub struct TxRing {
     fd: OwnedFd,
@@ -301,6 +306,12 @@ pub struct TxRing {
     kind: Vec<u8>,
     /// Bytes of virtio-net header before each frame (0 or 10).
     vnet: usize,
+    /// The interface is a veth: a frame its peer refuses (the receiving
+    /// side's queue is full: the DUT's input queue when the DUT runs on
+    /// another CPU) is lost, as on a wire, not sent again (see `flush`).
+    veth: bool,
+    /// Frames the interface refused, counted as lost (`tx_refused`).
+    pub refused: u64,
 }
 
 impl TxRing {
@@ -338,6 +349,14 @@ impl TxRing {
             .map_err(|e| format!("PACKET_TX_RING: {e}"))?;
         let map = Mmap::new(fd, slots * slot)?;
         bind_if(fd, ifi, 0)?;
+        let veth = if_driver(fd, ifname).as_deref() == Some("veth");
+        if veth {
+            // Frames queued at the peer's CPU still count against the
+            // sender's socket buffer (veth does not orphan them): with the
+            // default buffer (~280 small frames) a DUT running on another
+            // CPU would hold the tester back instead of dropping.
+            set_sndbuf_force(fd, VETH_SNDBUF);
+        }
         Ok(TxRing {
             fd: sock,
             map,
@@ -346,21 +365,60 @@ impl TxRing {
             head: 0,
             kind: vec![u8::MAX; slots],
             vnet,
+            veth,
+            refused: 0,
         })
     }
 
     /// Asks the kernel to send every frame marked so far.
+    ///
+    /// When the device refuses a frame (`NET_XMIT_DROP`: on a veth, the
+    /// peer's receive queue is full), the kernel frees it, puts its slot
+    /// back to "send request", stops and returns ENOBUFS; the next `send`
+    /// would transmit the same frame again, i.e. the DUT's drop would turn
+    /// into a retransmission and a late schedule. On a veth the tester
+    /// treats the frame as lost instead: it marks the slot malformed (a
+    /// length shorter than a header, which the kernel skips silently with
+    /// `PACKET_LOSS`) and sends the rest. On other interfaces ENOBUFS means
+    /// the tester's own transmit queue is full: the frame is sent again.
     fn flush(&mut self) -> Result<bool, String> {
-        // SAFETY: send(2) with no data on our socket: transmit the ring.
-        let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
-        if r >= 0 {
-            return Ok(true);
+        for _ in 0..self.slots {
+            // SAFETY: send(2) with no data on our socket: transmit the ring.
+            let r =
+                unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
+            if r >= 0 {
+                return Ok(true);
+            }
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::ENOBUFS) if self.veth && self.skip_refused() => continue,
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => return Ok(false),
+                _ => return Err(format!("send (TX ring): {e}")),
+            }
         }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(false),
-            _ => Err(format!("send (TX ring): {e}")),
+        Ok(false)
+    }
+
+    /// Marks the frame the kernel stopped at (the first of the run of
+    /// "send request" slots that ends just before `head`) to be skipped.
+    fn skip_refused(&mut self) -> bool {
+        let mut first = None;
+        let mut i = self.head;
+        for _ in 1..self.slots {
+            i = (i + self.slots - 1) % self.slots;
+            if self.map.status(i * self.slot).load(Ordering::Acquire) != TP_STATUS_SEND_REQUEST {
+                break;
+            }
+            first = Some(i);
         }
+        let Some(i) = first else {
+            return false;
+        };
+        // SAFETY: tp_len (u32 at offset 4) of a slot in the mapping; the
+        // kernel reads it only inside our own send(2) calls.
+        unsafe { (self.map.ptr.add(i * self.slot + 4) as *mut u32).write_volatile(0) };
+        self.refused += 1;
+        true
     }
 
     /// The next free slot's data area (copied from `tpl` if it holds another
@@ -414,8 +472,7 @@ impl TxRing {
 /// the kernel (on veth here it costs the same CPU per frame as the ring).
 pub struct MmsgTx {
     fd: OwnedFd,
-    bufs: Vec<Vec<u8>>,
-    lens: Vec<usize>,
+    out: Mmsg,
     kind: Vec<u8>,
     used: usize,
 }
@@ -434,18 +491,17 @@ impl MmsgTx {
         bind_if(sock.as_raw_fd(), ifi, 0)?;
         Ok(MmsgTx {
             fd: sock,
-            bufs: (0..batch).map(|_| vec![0u8; max_len]).collect(),
-            lens: vec![0; batch],
+            out: Mmsg::new(batch, max_len),
             kind: vec![u8::MAX; batch],
             used: 0,
         })
     }
     fn next_slot(&mut self, kind: u8, tpl: &[u8]) -> Result<Option<&mut [u8]>, String> {
         let i = self.used;
-        if i == self.bufs.len() {
+        if i == self.kind.len() {
             return Ok(None);
         }
-        let d = &mut self.bufs[i][..tpl.len()];
+        let d = &mut self.out.buf_mut(i)[..tpl.len()];
         if self.kind[i] != kind {
             d.copy_from_slice(tpl);
             self.kind[i] = kind;
@@ -453,7 +509,7 @@ impl MmsgTx {
         Ok(Some(d))
     }
     fn commit(&mut self, len: usize) {
-        self.lens[self.used] = len;
+        self.out.set_len(self.used, len);
         self.used += 1;
     }
     fn flush(&mut self) -> Result<bool, String> {
@@ -461,35 +517,16 @@ impl MmsgTx {
         if n == 0 {
             return Ok(true);
         }
-        let mut iovs: Vec<libc::iovec> = (0..n)
-            .map(|i| libc::iovec {
-                iov_base: self.bufs[i].as_mut_ptr() as *mut libc::c_void,
-                iov_len: self.lens[i],
-            })
-            .collect();
-        // SAFETY: all-zero mmsghdr is valid; each points at a live iovec.
-        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
-        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-            m.msg_hdr.msg_iov = iov as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-        }
         let mut done = 0;
         let mut ok = true;
         while done < n {
-            // SAFETY: msgs[done..n] are valid.
-            let r = unsafe {
-                libc::sendmmsg(
-                    self.fd.as_raw_fd(),
-                    msgs.as_mut_ptr().add(done),
-                    (n - done) as u32,
-                    0,
-                )
+            let e = match self.out.send(self.fd.as_raw_fd(), done, n) {
+                Ok(r) => {
+                    done += r;
+                    continue;
+                }
+                Err(e) => e,
             };
-            if r > 0 {
-                done += r as usize;
-                continue;
-            }
-            let e = std::io::Error::last_os_error();
             match e.raw_os_error() {
                 Some(libc::EINTR) => continue,
                 Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
@@ -533,6 +570,13 @@ impl Tx {
             Tx::Xsk(x) => x.flush(),
         }
     }
+    /// Frames the interface refused (lost), see [`TxRing::flush`].
+    fn refused(&self) -> u64 {
+        match self {
+            Tx::Ring(r) => r.refused,
+            _ => 0,
+        }
+    }
 }
 
 /// What one sender sends: the main stream and optionally background frames.
@@ -559,6 +603,8 @@ pub struct TxOut {
     pub cpu_s: f64,
     pub sent: u64,
     pub send_errors: u64,
+    /// Frames the sending interface refused (lost on the way to the DUT).
+    pub refused: u64,
     pub elapsed: f64,
     pub max_lag_us: u64,
     pub behind: bool,
@@ -670,6 +716,7 @@ fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16) -> Result<TxOut, String> {
         cpu_s: thread_cpu_s(),
         sent,
         send_errors,
+        refused: ring.refused(),
         elapsed,
         max_lag_us: pacer.max_lag.as_micros() as u64,
         behind: pacer.behind(sent, elapsed),
@@ -681,7 +728,7 @@ fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16) -> Result<TxOut, String> {
 pub(crate) struct StreamRx {
     stream: u16,
     planned: u64,
-    seen: Vec<u64>,
+    seen: Seen,
     received: u64,
     duplicates: u64,
     late: u64,
@@ -702,7 +749,7 @@ pub(crate) fn rx_streams(p: &RxPlan) -> Vec<StreamRx> {
         .map(|&(stream, planned, d)| StreamRx {
             stream,
             planned,
-            seen: vec![0u64; (planned as usize).div_ceil(64)],
+            seen: Seen::new(planned),
             delays: d.then(|| vec![None; planned as usize]),
             ..Default::default()
         })
@@ -734,11 +781,9 @@ pub(crate) fn count_frame(
                     // RFC 2544 section 23: after the wait, a frame is lost.
                     s.late += 1;
                 } else {
-                    let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
-                    if s.seen[w] & bit != 0 {
+                    if !s.seen.first(seq) {
                         s.duplicates += 1;
                     } else {
-                        s.seen[w] |= bit;
                         s.received += 1;
                         if let Some(d) = &mut s.delays {
                             d[seq as usize] = Some(rx_ns.saturating_sub(tx));
@@ -1303,6 +1348,7 @@ pub fn run_trial(
         late: s.late,
         rx_ring_drops: drops,
         send_errors: t.send_errors,
+        tx_refused: t.refused,
         tx_cpu_s: t.cpu_s,
         elapsed: t.elapsed,
         max_lag_us: t.max_lag_us,

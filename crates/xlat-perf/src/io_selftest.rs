@@ -564,6 +564,7 @@ pub fn run(st: &SelfTest) -> Result<String, String> {
                                                 ("valid", J::Bool(t.valid())),
                                                 ("max_lag_us", J::u(t.max_lag_us)),
                                                 ("rx_ring_drops", J::u(t.rx_ring_drops)),
+                                                ("tx_refused", J::u(t.tx_refused)),
                                             ])
                                         })
                                         .collect(),

@@ -398,6 +398,14 @@ impl XskTx {
         let x = Xsk::open(ifname, TX_FRAMES, false, 64, TX_FRAMES as u32)
             .map_err(|e| format!("--io xdp: AF_XDP socket on {ifname}: {e}"))?;
         let prod = x.tx.as_ref().unwrap().producer().load(Ordering::Relaxed);
+        let fd = x.fd.as_raw_fd();
+        if crate::io_packet::if_driver(fd, ifname).as_deref() == Some("veth") {
+            // As for the packet TX ring: frames queued at the peer's CPU
+            // count against this socket's send buffer; a DUT on another
+            // CPU must drop (the kernel then completes the frame unsent:
+            // lost), not hold the tester back.
+            crate::io_packet::set_sndbuf_force(fd, crate::io_packet::VETH_SNDBUF);
+        }
         Ok(XskTx {
             x,
             free: (0..TX_FRAMES as u64)

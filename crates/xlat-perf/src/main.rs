@@ -32,12 +32,14 @@ mod io_selftest;
 mod io_xdp;
 mod json;
 mod measure;
+mod mmsg;
 mod pace;
 mod payload;
 mod procedures;
 mod relay;
 mod search;
 mod sink;
+mod sockopt;
 mod stateful;
 mod stats;
 
@@ -210,10 +212,13 @@ mod tests {
             .to_string()
     }
 
-    // RFC 8219 section 7.3 needs exact counts: a paced flood over loopback must
-    // arrive complete, in order, without duplicates, and on schedule.
-    #[test]
-    fn rfc8219_s7_3_flood_to_sink_counts_every_packet() {
+    /// A `udp-sink` of `stream` on a free loopback port, listening (in a
+    /// thread) for at most `timeout` s or until `expect` packets arrived.
+    fn spawn_sink(
+        timeout: f64,
+        expect: u64,
+        stream: u32,
+    ) -> (std::net::SocketAddr, std::thread::JoinHandle<String>) {
         // Find a free port, then let the sink bind it.
         let port = UdpSocket::bind("127.0.0.1:0")
             .unwrap()
@@ -223,13 +228,21 @@ mod tests {
         let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let sink_cfg = crate::sink::Config {
             bind: addr,
-            timeout: 5.0,
-            expect: Some(1000),
+            timeout,
+            expect: Some(expect),
             idle: None,
-            stream: 42,
+            stream,
         };
         let sink = std::thread::spawn(move || crate::sink::run(&sink_cfg).unwrap());
         std::thread::sleep(std::time::Duration::from_millis(200));
+        (addr, sink)
+    }
+
+    // RFC 8219 section 7.3 needs exact counts: a paced flood over loopback must
+    // arrive complete, in order, without duplicates, and on schedule.
+    #[test]
+    fn rfc8219_s7_3_flood_to_sink_counts_every_packet() {
+        let (addr, sink) = spawn_sink(5.0, 1000, 42);
         let flood_cfg = crate::flood::Config {
             dst: addr,
             src: None,
@@ -265,21 +278,7 @@ mod tests {
     // A sink must not count packets of another stream (stale trials).
     #[test]
     fn sink_ignores_other_streams() {
-        let port = UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let sink_cfg = crate::sink::Config {
-            bind: addr,
-            timeout: 1.0,
-            expect: Some(10),
-            idle: None,
-            stream: 7,
-        };
-        let sink = std::thread::spawn(move || crate::sink::run(&sink_cfg).unwrap());
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        let (addr, sink) = spawn_sink(1.0, 10, 7);
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let mut buf = [0u8; 18];
         for seq in 0..5u64 {

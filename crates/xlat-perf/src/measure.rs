@@ -104,6 +104,60 @@ const COMMON: &[&str] = &[
     "csv",
 ];
 
+/// The options every measuring subcommand (`measure`'s and the RFC 9693
+/// ones) takes alike, with their defaults and range checks.
+pub(crate) struct RunOpts {
+    /// Frames per `sendmmsg`/ring flush.
+    pub batch: usize,
+    /// Seconds the receiver keeps listening after the sender finished.
+    pub wait: f64,
+    /// How many times the whole test runs (median/p1/p99 over them).
+    pub repeat: usize,
+    /// How often a trial the tester spoiled (sender behind) is run again.
+    pub retries: usize,
+    /// Binary searches: stop when the step is under this share of the rate.
+    pub error: f64,
+    /// Binary searches: most trials.
+    pub max_trials: usize,
+}
+
+impl RunOpts {
+    pub(crate) fn from_args(a: &Args) -> Result<RunOpts, String> {
+        let batch: usize = a.opt("batch")?.unwrap_or(32);
+        if !(1..=256).contains(&batch) {
+            return Err(format!("--batch {batch}: must be 1..=256"));
+        }
+        let wait: f64 = a.opt("wait")?.unwrap_or(2.0); // RFC 2544 section 23
+        if !(0.0..=60.0).contains(&wait) {
+            return Err(format!("--wait {wait}: must be in [0, 60] s"));
+        }
+        let repeat: usize = a.opt("repeat")?.unwrap_or(1);
+        if !(1..=1000).contains(&repeat) {
+            return Err(format!("--repeat {repeat}: must be 1..=1000"));
+        }
+        let retries: usize = a.opt("retries")?.unwrap_or(2);
+        if retries > 10 {
+            return Err(format!("--retries {retries}: must be 0..=10"));
+        }
+        let error: f64 = a.opt("error")?.unwrap_or(0.01);
+        if !(error > 0.0 && error < 0.5) {
+            return Err(format!("--error {error}: must be in (0, 0.5)"));
+        }
+        let max_trials: usize = a.opt("max-trials")?.unwrap_or(40);
+        if !(1..=200).contains(&max_trials) {
+            return Err(format!("--max-trials {max_trials}: must be 1..=200"));
+        }
+        Ok(RunOpts {
+            batch,
+            wait,
+            repeat,
+            retries,
+            error,
+            max_trials,
+        })
+    }
+}
+
 pub(crate) fn parse_addr(key: &str, s: &str) -> Result<SocketAddr, String> {
     s.parse::<SocketAddr>()
         .map_err(|_| format!("--{key} {s:?}: not ADDR:PORT (IPv6 as [ADDR]:PORT)"))
@@ -262,18 +316,7 @@ impl Params {
         if !(duration > 0.0 && duration <= 3600.0) {
             return Err(format!("--duration {duration}: must be in (0, 3600] s"));
         }
-        let wait: f64 = a.opt("wait")?.unwrap_or(2.0); // RFC 2544 section 23
-        if !(0.0..=60.0).contains(&wait) {
-            return Err(format!("--wait {wait}: must be in [0, 60] s"));
-        }
-        let repeat: usize = a.opt("repeat")?.unwrap_or(1);
-        if !(1..=1000).contains(&repeat) {
-            return Err(format!("--repeat {repeat}: must be 1..=1000"));
-        }
-        let batch: usize = a.opt("batch")?.unwrap_or(32);
-        if !(1..=256).contains(&batch) {
-            return Err(format!("--batch {batch}: must be 1..=256"));
-        }
+        let run = RunOpts::from_args(a)?;
         let src_ports = if a.flag("random-ports") {
             let r = match a.opt::<String>("src-ports")? {
                 Some(s) => parse_port_range(&s)?,
@@ -319,14 +362,6 @@ impl Params {
         if matches!(test, Test::Throughput | Test::FrameLoss) {
             check_rate("max-rate", max_rate)?;
         }
-        let error: f64 = a.opt("error")?.unwrap_or(0.01);
-        if !(error > 0.0 && error < 0.5) {
-            return Err(format!("--error {error}: must be in (0, 0.5)"));
-        }
-        let max_trials: usize = a.opt("max-trials")?.unwrap_or(40);
-        if !(1..=200).contains(&max_trials) {
-            return Err(format!("--max-trials {max_trials}: must be 1..=200"));
-        }
         let mut ceiling: Option<u64> = a.opt("ceiling")?;
         if let Some(f) = a.opt::<String>("ceiling-file")? {
             if ceiling.is_some() {
@@ -343,10 +378,6 @@ impl Params {
         }
         if ceiling == Some(0) {
             return Err("--ceiling 0: give the self-test throughput in frames/s".into());
-        }
-        let retries: usize = a.opt("retries")?.unwrap_or(2);
-        if retries > 10 {
-            return Err(format!("--retries {retries}: must be 0..=10"));
         }
         let rates = match test {
             Test::Throughput => vec![],
@@ -457,7 +488,7 @@ impl Params {
                 src,
                 recv_bind,
                 payload: udp_payload,
-                batch,
+                batch: run.batch,
                 src_ports,
                 io: Default::default(),
             },
@@ -466,12 +497,12 @@ impl Params {
             link_gbps,
             media_max,
             duration,
-            wait,
-            repeat,
+            wait: run.wait,
+            repeat: run.repeat,
             max_rate,
-            error,
-            max_trials,
-            retries,
+            error: run.error,
+            max_trials: run.max_trials,
+            retries: run.retries,
             ceiling,
             rates,
             warmup,
@@ -649,6 +680,25 @@ pub(crate) fn summary_json(v: &[f64]) -> J {
             ("p99", J::f(s.p99)),
         ]),
     }
+}
+
+/// The `summary` object of a JSON result: per headline figure (name, unit,
+/// one value per repetition), its unit and its median / p1 / p99.
+pub(crate) fn headline_json(headline: &[(String, String, Vec<f64>)]) -> J {
+    J::Obj(
+        headline
+            .iter()
+            .map(|(n, u, v)| {
+                (
+                    n.clone(),
+                    J::obj(vec![
+                        ("unit", J::s(u.clone())),
+                        ("summary", summary_json(v)),
+                    ]),
+                )
+            })
+            .collect(),
+    )
 }
 
 pub(crate) fn summary_line(
@@ -915,26 +965,12 @@ pub fn run(p: &Params) -> Result<String, String> {
         }
     }
     if p.json {
-        let summ = J::Obj(
-            headline
-                .iter()
-                .map(|(n, u, v)| {
-                    (
-                        n.clone(),
-                        J::obj(vec![
-                            ("unit", J::s(u.clone())),
-                            ("summary", summary_json(v)),
-                        ]),
-                    )
-                })
-                .collect(),
-        );
         return Ok(J::obj(vec![
             ("mode", J::s(p.test.name())),
             ("parameters", p.to_json()),
             ("environment", environment()),
             ("repetitions", J::Arr(reps)),
-            ("summary", summ),
+            ("summary", headline_json(&headline)),
             ("warnings", J::Arr(warnings.into_iter().map(J::s).collect())),
         ])
         .render());

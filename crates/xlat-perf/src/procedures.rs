@@ -41,26 +41,12 @@ pub(crate) fn render(
     warnings: &[String],
 ) -> String {
     if p.json {
-        let summ = J::Obj(
-            headline
-                .iter()
-                .map(|(n, u, v)| {
-                    (
-                        n.clone(),
-                        J::obj(vec![
-                            ("unit", J::s(u.clone())),
-                            ("summary", measure::summary_json(v)),
-                        ]),
-                    )
-                })
-                .collect(),
-        );
         return J::obj(vec![
             ("mode", J::s(p.test.name())),
             ("parameters", p.to_json()),
             ("environment", measure::environment()),
             ("repetitions", J::Arr(reps)),
-            ("summary", summ),
+            ("summary", measure::headline_json(headline)),
             (
                 "warnings",
                 J::Arr(warnings.iter().map(|w| J::s(w.clone())).collect()),

@@ -18,6 +18,7 @@
 use crate::args::Args;
 use crate::engine::monotonic_ns;
 use crate::flows::parse_udp;
+use crate::sockopt::{set_int, set_recv_timeout};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc;
@@ -259,31 +260,8 @@ fn run_router(interface: &str, dport: u16, delay: u64, duration: f64) -> Result<
             std::io::Error::last_os_error()
         ));
     }
-    let big: i32 = 8 << 20;
-    // SAFETY: valid fd, pointer to a live i32.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            &big as *const i32 as *const libc::c_void,
-            4,
-        );
-    }
-    let tv = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 50_000,
-    };
-    // SAFETY: valid fd and timeval.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            &tv as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::timeval>() as u32,
-        );
-    }
+    let _ = set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20);
+    let _ = set_recv_timeout(fd, Duration::from_millis(50));
     let v4 = raw_socket(libc::AF_INET)?;
     let v6 = raw_socket(libc::AF_INET6)?;
     timerslack();

@@ -8,7 +8,10 @@
 //! still make the trial lossy (zero loss means zero).
 
 use crate::args::Args;
+use crate::engine::Seen;
+use crate::mmsg::Mmsg;
 use crate::payload;
+use crate::sockopt::{set_buf, Buf};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -76,30 +79,13 @@ fn rcvbuf_errors() -> u64 {
 pub fn run(c: &Config) -> Result<String, String> {
     let sock = UdpSocket::bind(c.bind).map_err(|e| format!("bind {}: {e}", c.bind))?;
     let fd = sock.as_raw_fd();
-    let rcvbuf: i32 = 32 << 20;
-    // SAFETY: valid fd, pointer to a live i32.
-    unsafe {
-        let p = &rcvbuf as *const i32 as *const libc::c_void;
-        let l = std::mem::size_of::<i32>() as libc::socklen_t;
-        if libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, p, l) != 0 {
-            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, p, l);
-        }
-    }
+    set_buf(fd, Buf::Recv, 32 << 20);
     sock.set_read_timeout(Some(Duration::from_millis(20)))
         .map_err(|e| format!("SO_RCVTIMEO: {e}"))?;
 
-    let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; BUF]).collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
-    let mut msgs: Vec<libc::mmsghdr> = (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+    let mut inb = Mmsg::new(BATCH, BUF);
 
-    let mut seen: Vec<u64> = Vec::new();
+    let mut seen = Seen::default();
     let (mut received, mut duplicates, mut invalid, mut reordered) = (0u64, 0u64, 0u64, 0u64);
     let mut bytes: u64 = 0;
     let mut max_seq: Option<u64> = None;
@@ -122,32 +108,18 @@ pub fn run(c: &Config) -> Result<String, String> {
                 break;
             }
         }
-        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-            m.msg_hdr.msg_iov = iov as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_len = 0;
-        }
-        // SAFETY: msgs point at live iovecs/buffers owned above.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd,
-                msgs.as_mut_ptr(),
-                BATCH as u32,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            let err = std::io::Error::last_os_error();
-            match err.raw_os_error() {
+        let r = match inb.recv(fd) {
+            Ok(r) => r,
+            Err(err) => match err.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
                 _ => return Err(format!("recvmmsg: {err}")),
-            }
-        }
+            },
+        };
         let now = Instant::now();
-        for i in 0..r as usize {
-            let len = msgs[i].msg_len as usize;
-            let Some(seq) = payload::parse(&bufs[i][..len.min(BUF)], c.stream) else {
+        for i in 0..r {
+            let pkt = inb.received(i);
+            let len = pkt.len();
+            let Some(seq) = payload::parse(pkt, c.stream) else {
                 invalid += 1;
                 continue;
             };
@@ -155,15 +127,10 @@ pub fn run(c: &Config) -> Result<String, String> {
                 invalid += 1;
                 continue;
             }
-            let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
-            if w >= seen.len() {
-                seen.resize((w + 1).next_power_of_two().max(1024), 0);
-            }
-            if seen[w] & bit != 0 {
+            if !seen.first(seq) {
                 duplicates += 1;
                 continue;
             }
-            seen[w] |= bit;
             received += 1;
             bytes += len as u64;
             match max_seq {

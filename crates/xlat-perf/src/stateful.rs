@@ -27,7 +27,7 @@ use crate::args::Args;
 use crate::engine::{self, monotonic_ns, Rng};
 use crate::flows::{self, Dir, DirOut, Tuple};
 use crate::json::J;
-use crate::measure::{self, check_netns, parse_ip};
+use crate::measure::{self, check_netns, parse_ip, RunOpts};
 use crate::payload;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -254,22 +254,7 @@ impl SParams {
         if !(alpha > 0.0 && alpha <= 10.0) {
             return Err(format!("--alpha {alpha}: must be in (0, 10]"));
         }
-        let batch: usize = a.opt("batch")?.unwrap_or(32);
-        if !(1..=256).contains(&batch) {
-            return Err(format!("--batch {batch}: must be 1..=256"));
-        }
-        let wait: f64 = a.opt("wait")?.unwrap_or(2.0);
-        if !(0.0..=60.0).contains(&wait) {
-            return Err(format!("--wait {wait}: must be in [0, 60] s"));
-        }
-        let repeat: usize = a.opt("repeat")?.unwrap_or(1);
-        if !(1..=1000).contains(&repeat) {
-            return Err(format!("--repeat {repeat}: must be 1..=1000"));
-        }
-        let retries: usize = a.opt("retries")?.unwrap_or(2);
-        if retries > 10 {
-            return Err(format!("--retries {retries}: must be 0..=10"));
-        }
+        let run = RunOpts::from_args(a)?;
         let between_cmd: Option<String> = a.opt("between-cmd")?;
         if between_cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
             return Err("--between-cmd \"\": empty command".into());
@@ -279,14 +264,6 @@ impl SParams {
             return Err(format!(
                 "--between-wait {between_wait}: must be in [0, 3600] s"
             ));
-        }
-        let error: f64 = a.opt("error")?.unwrap_or(0.01);
-        if !(error > 0.0 && error < 0.5) {
-            return Err(format!("--error {error}: must be in (0, 0.5)"));
-        }
-        let max_trials: usize = a.opt("max-trials")?.unwrap_or(40);
-        if !(1..=200).contains(&max_trials) {
-            return Err(format!("--max-trials {max_trials}: must be 1..=200"));
         }
         let direction = match a.opt::<String>("direction")?.as_deref() {
             None | Some("reverse") => Direction::Reverse,
@@ -355,15 +332,15 @@ impl SParams {
             alpha,
             frame_size,
             payload,
-            batch,
-            wait,
-            repeat,
-            retries,
+            batch: run.batch,
+            wait: run.wait,
+            repeat: run.repeat,
+            retries: run.retries,
             between_cmd,
             between_wait,
             max_rate,
-            error,
-            max_trials,
+            error: run.error,
+            max_trials: run.max_trials,
             direction,
             duration,
             c0,
@@ -1040,26 +1017,12 @@ pub fn run(p: &SParams) -> Result<String, String> {
         ));
     }
     if p.json {
-        let summ = J::Obj(
-            headline
-                .iter()
-                .map(|(n, u, v)| {
-                    (
-                        n.clone(),
-                        J::obj(vec![
-                            ("unit", J::s(u.clone())),
-                            ("summary", measure::summary_json(v)),
-                        ]),
-                    )
-                })
-                .collect(),
-        );
         return Ok(J::obj(vec![
             ("mode", J::s(p.test.name())),
             ("parameters", p.to_json()),
             ("environment", measure::environment()),
             ("repetitions", J::Arr(reps)),
-            ("summary", summ),
+            ("summary", measure::headline_json(&headline)),
         ])
         .render());
     }
@@ -1240,5 +1203,75 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("not of the family"), "{e}");
+    }
+
+    // `measure` and the RFC 9693 subcommands read the common trial options
+    // the same way: same defaults, same ranges, same error texts.
+    #[test]
+    fn common_trial_options_are_read_alike_by_both_parsers() {
+        let stateful = |extra: &[&str]| {
+            let mut v = vec![
+                "--initiator",
+                "192.0.2.1",
+                "--dst",
+                "198.51.100.2",
+                "--max-rate",
+                "1000",
+            ];
+            v.extend_from_slice(extra);
+            SParams::from_args(STest::Cer, &args(&v))
+        };
+        let stateless = |extra: &[&str]| {
+            let mut v = vec!["--dst", "192.0.2.2:9", "--io", "socket"];
+            v.extend_from_slice(extra);
+            measure::Params::from_args(measure::Test::Throughput, &args(&v))
+        };
+        let given = [
+            "--batch",
+            "7",
+            "--wait",
+            "0.5",
+            "--repeat",
+            "3",
+            "--retries",
+            "0",
+            "--error",
+            "0.1",
+            "--max-trials",
+            "9",
+        ];
+        for (extra, want) in [
+            (&[][..], (32, 2.0, 1, 2, 0.01, 40)),
+            (&given[..], (7, 0.5, 3, 0, 0.1, 9)),
+        ] {
+            let s = stateful(extra).unwrap();
+            let m = stateless(extra).unwrap();
+            let got_s = (s.batch, s.wait, s.repeat, s.retries, s.error, s.max_trials);
+            let got_m = (
+                m.ep.batch,
+                m.wait,
+                m.repeat,
+                m.retries,
+                m.error,
+                m.max_trials,
+            );
+            assert_eq!((got_s, got_m), (want, want));
+        }
+        for (bad, text) in [
+            (["--batch", "0"], "--batch 0: must be 1..=256"),
+            (["--batch", "257"], "--batch 257: must be 1..=256"),
+            (["--wait", "61"], "--wait 61: must be in [0, 60] s"),
+            (["--wait", "-1"], "--wait -1: must be in [0, 60] s"),
+            (["--repeat", "0"], "--repeat 0: must be 1..=1000"),
+            (["--repeat", "1001"], "--repeat 1001: must be 1..=1000"),
+            (["--retries", "11"], "--retries 11: must be 0..=10"),
+            (["--error", "0.5"], "--error 0.5: must be in (0, 0.5)"),
+            (["--error", "0"], "--error 0: must be in (0, 0.5)"),
+            (["--max-trials", "0"], "--max-trials 0: must be 1..=200"),
+            (["--max-trials", "201"], "--max-trials 201: must be 1..=200"),
+        ] {
+            assert_eq!(stateful(&bad).unwrap_err(), text);
+            assert_eq!(stateless(&bad).unwrap_err(), text);
+        }
     }
 }
