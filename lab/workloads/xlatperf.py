@@ -158,7 +158,7 @@ def throughput(
     res["frame_size"] = fs
     res["start_rate"] = start
     # What got through at 2 Mfps offered (the forwarding rate at maximum
-    # offered load, RFC 2285 section 3.6.2): the "max" beside zero-loss.
+    # offered load, a term of RFC 2285): the "max" beside zero-loss.
     res["max_fps"] = got
     # Layer-2 bit rate incl. preamble and gap would overstate veth; frames x size.
     res["mbps"] = res["fps"] * fs * 8 / 1e6
