@@ -65,8 +65,8 @@ def _pair(lab: netns.Lab):
     return s, d
 
 
-def _router(lab: netns.Lab, rules: str):
-    """Sender -- router (IPv4 forwarding, nft ``rules`` in forward) -- receiver."""
+def ipv4_router(lab: netns.Lab) -> tuple[str, str, str]:
+    """Sender -- router (IPv4 forwarding) -- receiver; returns (s, r, d)."""
     s, r, d = lab.add_ns("s"), lab.add_ns("r"), lab.add_ns("d")
     lab.veth(s, "p0", r, "p0")
     lab.veth(r, "p1", d, "p0")
@@ -79,6 +79,30 @@ def _router(lab: netns.Lab, rules: str):
     lab.forwarding(r, v4=True, v6=False)
     # Resolve neighbours on both hops before nft may drop the probes.
     lab.exec(s, ["ping", "-c1", "-W2", "198.51.100.2"])
+    return s, r, d
+
+
+def nft_counters(lab: netns.Lab, ns: str, *what: str) -> list[int]:
+    """Packet counts of the counters in ``nft list WHAT`` of ``ns``, in rule order."""
+    out = lab.exec(ns, ["nft", "-j", "list", *what]).stdout
+    return [
+        e["counter"]["packets"]
+        for item in json.loads(out)["nftables"]
+        for e in item.get("rule", {}).get("expr", [])
+        if "counter" in e
+    ]
+
+
+def nft_counter(lab: netns.Lab, ns: str, *what: str) -> int:
+    """The first counter of ``nft list WHAT`` of ``ns`` (there must be one)."""
+    c = nft_counters(lab, ns, *what)
+    assert c, f"no counter in nft list {' '.join(what)} of {ns}"
+    return c[0]
+
+
+def _router(lab: netns.Lab, rules: str):
+    """Sender -- router (IPv4 forwarding, nft ``rules`` in forward) -- receiver."""
+    s, r, d = ipv4_router(lab)
     script = (
         "table inet xlp {\n chain xforward {\n"
         "  type filter hook forward priority 0; policy accept;\n"
@@ -313,13 +337,7 @@ def test_packet_io_frames_accepted_by_kernel_and_ports_spread(lab):
         assert t["received"] == t["sent"] > 2000, t
         assert r["parameters"]["io"]["dst_ports"] == "1-9999"
         total += t["sent"]
-    out = lab.exec(d, ["nft", "-j", "list", "chain", "inet", "xlp", "xin"]).stdout
-    c = [
-        e["counter"]["packets"]
-        for item in json.loads(out)["nftables"]
-        for e in item.get("rule", {}).get("expr", [])
-        if "counter" in e
-    ]
+    c = nft_counters(lab, d, "chain", "inet", "xlp", "xin")
     # About 5000 frames; each half expects half of them (binomial sd 35).
     assert len(c) == 4 and c[0] + c[1] == total and c[2] + c[3] == total, (c, total)
     assert min(c) > 0.44 * total, (c, total)
@@ -342,12 +360,7 @@ def test_bad_parameters_fail_before_sending(lab):
     )
 
     def tx_packets() -> int:
-        out = lab.exec(d, ["nft", "-j", "list", "chain", "inet", "xlp", "xin"]).stdout
-        for item in json.loads(out)["nftables"]:
-            for e in item.get("rule", {}).get("expr", []):
-                if "counter" in e:
-                    return e["counter"]["packets"]
-        raise AssertionError(out)
+        return nft_counter(lab, d, "chain", "inet", "xlp", "xin")
 
     before = tx_packets()
     good = _common(s, d, dst="192.0.2.2:7000")

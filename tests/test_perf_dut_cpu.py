@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from lab import netns
+from tests.test_perf import ipv4_router, nft_counter
 
 ROOT = Path(__file__).resolve().parent.parent
 PERF = Path(
@@ -34,22 +35,6 @@ SCRIPT = ROOT / "scripts" / "perf_selftest_vs_kernel.sh"
 def lab():
     with netns.Lab(netns.random_prefix("xld")) as lab:
         yield lab
-
-
-def _router(lab: netns.Lab):
-    """Sender -- router (IPv4 forwarding) -- receiver; returns (s, r, d)."""
-    s, r, d = lab.add_ns("s"), lab.add_ns("r"), lab.add_ns("d")
-    lab.veth(s, "p0", r, "p0")
-    lab.veth(r, "p1", d, "p0")
-    lab.addr(s, "p0", "192.0.2.1/24")
-    lab.addr(r, "p0", "192.0.2.254/24")
-    lab.addr(r, "p1", "198.51.100.254/24")
-    lab.addr(d, "p0", "198.51.100.2/24")
-    lab.route(s, "default", via="192.0.2.254")
-    lab.route(d, "default", via="198.51.100.254")
-    lab.forwarding(r, v4=True, v6=False)
-    lab.exec(s, ["ping", "-c1", "-W2", "198.51.100.2"])
-    return s, r, d
 
 
 def _trial(s: str, d: str, rate: int, *extra: str) -> dict:
@@ -97,12 +82,7 @@ _COUNT = (
 
 
 def _counted(lab: netns.Lab, ns: str) -> int:
-    out = lab.exec(ns, ["nft", "-j", "list", "table", "netdev", "xld"]).stdout
-    for item in json.loads(out)["nftables"]:
-        for e in item.get("rule", {}).get("expr", []):
-            if "counter" in e:
-                return e["counter"]["packets"]
-    raise AssertionError(f"no counter in {out}")
+    return nft_counter(lab, ns, "table", "netdev", "xld")
 
 
 def _tx_packets(lab: netns.Lab, ns: str) -> int:
@@ -114,7 +94,7 @@ def _tx_packets(lab: netns.Lab, ns: str) -> int:
 def test_router_ingress_on_its_own_cpu_forwards_every_frame(lab):
     if (os.cpu_count() or 1) < 2:
         pytest.skip("needs two CPUs: the DUT's and the sender's")
-    s, r, d = _router(lab)
+    s, r, d = ipv4_router(lab)
     # The DUT set-up of the script: RPS of the router's ingress to CPU 1.
     lab.exec(r, ["sh", "-c", "echo 2 > /sys/class/net/p0/queues/rx-0/rps_cpus"])
     mask = lab.exec(r, ["cat", "/sys/class/net/p0/queues/rx-0/rps_cpus"]).stdout
@@ -141,7 +121,7 @@ def test_router_ingress_on_its_own_cpu_forwards_every_frame(lab):
 
 @pytest.mark.timeout(30)
 def test_frames_refused_by_the_dut_side_are_lost_once(lab):
-    s, r, d = _router(lab)
+    s, r, d = ipv4_router(lab)
     mac = json.loads(lab.exec(r, ["ip", "-j", "link", "show", "p0"]).stdout)[0][
         "address"
     ]

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from lab import netns
+from tests.test_perf import ipv4_router, nft_counter
 
 ROOT = Path(__file__).resolve().parent.parent
 PERF = Path(
@@ -51,17 +52,7 @@ def lab():
 def router(lab: netns.Lab, rules: str = "", nat: bool = False, quiet: bool = False):
     """Sender/Initiator -- router (IPv4 forwarding, nft ``rules`` in forward,
     optionally masquerade NAT44 towards the receiver) -- receiver/Responder."""
-    s, r, d = lab.add_ns("s"), lab.add_ns("r"), lab.add_ns("d")
-    lab.veth(s, "p0", r, "p0")
-    lab.veth(r, "p1", d, "p0")
-    lab.addr(s, "p0", "192.0.2.1/24")
-    lab.addr(r, "p0", "192.0.2.254/24")
-    lab.addr(r, "p1", "198.51.100.254/24")
-    lab.addr(d, "p0", "198.51.100.2/24")
-    lab.route(s, "default", via="192.0.2.254")
-    lab.route(d, "default", via="198.51.100.254")
-    lab.forwarding(r, v4=True, v6=False)
-    lab.exec(s, ["ping", "-c1", "-W2", "198.51.100.2"])
+    s, r, d = ipv4_router(lab)
     script = (
         "table inet xlq {\n chain xforward {\n"
         "  type filter hook forward priority 0; policy accept;\n"
@@ -454,14 +445,7 @@ def test_config_file_values_overrides_and_errors(lab, tmp_path):
     s, _r, d = router(lab, "udp dport 7000 counter")
 
     def forwarded() -> int:
-        out = lab.exec(
-            _r, ["nft", "-j", "list", "chain", "inet", "xlq", "xforward"]
-        ).stdout
-        for item in json.loads(out)["nftables"]:
-            for e in item.get("rule", {}).get("expr", []):
-                if "counter" in e:
-                    return e["counter"]["packets"]
-        raise AssertionError(out)
+        return nft_counter(lab, _r, "chain", "inet", "xlq", "xforward")
 
     cfg = tmp_path / "fl.toml"
     cfg.write_text(

@@ -21,6 +21,7 @@ from tests.test_perf import (
     _common,
     _router,
     measure_rate_limit,
+    nft_counter,
     perf,
     perf_json,
 )
@@ -50,15 +51,7 @@ def _test_frames_counter(lab: netns.Lab) -> callable:
     )
     lab.exec(r, ["nft", "-f", "-"], input=script)
 
-    def read() -> int:
-        out = lab.exec(r, ["nft", "-j", "list", "table", "netdev", "xlpin"]).stdout
-        for item in json.loads(out)["nftables"]:
-            for e in item.get("rule", {}).get("expr", []):
-                if "counter" in e:
-                    return e["counter"]["packets"]
-        raise AssertionError(f"no counter in {out}")
-
-    return read
+    return lambda: nft_counter(lab, r, "table", "netdev", "xlpin")
 
 
 # Every frame sent is received exactly once through the router, at the RFC
