@@ -187,6 +187,33 @@ struct {
 	__type(value, __u64);
 } xlat_counters SEC(".maps");
 
+/* The flow map entry of a packet in direction dir (0: 6->4, 1: 4->6):
+ * TCP/UDP by their ports, ICMP echo by its identifier in both; alen 16 or 4
+ * address bytes. */
+static __always_inline struct flow_val *flow_lookup(__u8 dir, int icmp, __u8 proto,
+						    const __u8 *l4b, const __u8 *src,
+						    const __u8 *dst, __u32 alen)
+{
+	struct flow_key fk = {};
+	fk.dir = dir;
+	fk.proto = icmp ? IPPROTO_ICMP : proto;
+	if (!icmp) {
+		__builtin_memcpy(&fk.sport, l4b, 2);
+		__builtin_memcpy(&fk.dport, l4b + 2, 2);
+	} else {
+		__builtin_memcpy(&fk.sport, l4b + 4, 2);
+		__builtin_memcpy(&fk.dport, l4b + 4, 2);
+	}
+	if (alen == 16) {
+		__builtin_memcpy(fk.src, src, 16);
+		__builtin_memcpy(fk.dst, dst, 16);
+	} else {
+		__builtin_memcpy(fk.src, src, 4);
+		__builtin_memcpy(fk.dst, dst, 4);
+	}
+	return bpf_map_lookup_elem(&xlat_flows, &fk);
+}
+
 static __always_inline int count(__u32 i)
 {
 	__u64 *c = bpf_map_lookup_elem(&xlat_counters, &i);
@@ -759,19 +786,7 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 			return pass(P_NAT64_TCP);
 		if (proto == IPPROTO_ICMPV6_ && l4b[0] != 128)
 			return pass(P_ICMP);
-		struct flow_key fk = {};
-		fk.dir = 0;
-		fk.proto = proto == IPPROTO_ICMPV6_ ? IPPROTO_ICMP : proto;
-		if (proto != IPPROTO_ICMPV6_) {
-			__builtin_memcpy(&fk.sport, l4b, 2);
-			__builtin_memcpy(&fk.dport, l4b + 2, 2);
-		} else {
-			__builtin_memcpy(&fk.sport, l4b + 4, 2);
-			__builtin_memcpy(&fk.dport, l4b + 4, 2);
-		}
-		__builtin_memcpy(fk.src, h.src, 16);
-		__builtin_memcpy(fk.dst, h.dst, 16);
-		fv = bpf_map_lookup_elem(&xlat_flows, &fk);
+		fv = flow_lookup(0, proto == IPPROTO_ICMPV6_, proto, l4b, h.src, h.dst, 16);
 		if (!fv)
 			return pass(P_NAT64_NO_FLOW);
 		__builtin_memcpy(s4, fv->src, 4);
@@ -956,19 +971,7 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 			return pass(P_NAT64_TCP);
 		if (proto == IPPROTO_ICMP && l4b[0] != 0)
 			return pass(P_ICMP);
-		struct flow_key fk = {};
-		fk.dir = 1;
-		fk.proto = proto;
-		if (proto != IPPROTO_ICMP) {
-			__builtin_memcpy(&fk.sport, l4b, 2);
-			__builtin_memcpy(&fk.dport, l4b + 2, 2);
-		} else {
-			__builtin_memcpy(&fk.sport, l4b + 4, 2);
-			__builtin_memcpy(&fk.dport, l4b + 4, 2);
-		}
-		__builtin_memcpy(fk.src, h.src, 4);
-		__builtin_memcpy(fk.dst, h.dst, 4);
-		fv = bpf_map_lookup_elem(&xlat_flows, &fk);
+		fv = flow_lookup(1, proto == IPPROTO_ICMP, proto, l4b, h.src, h.dst, 4);
 		if (!fv)
 			return pass(P_NAT64_NO_FLOW);
 		__builtin_memcpy(s6, fv->src, 16);
