@@ -91,6 +91,24 @@ TCP_SERVE = textwrap.dedent(
 )
 
 
+# Datagrams that expect no answer, one per source port given (repeat a port to send
+# it again), `gap` seconds apart: `dst dport gap sport...`.
+UDP_SEND = textwrap.dedent(
+    """
+    import socket, sys, time
+    dst, dport, gap = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    for i, sport in enumerate(sys.argv[4:]):
+        if i and gap:
+            time.sleep(gap)
+        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("", int(sport)))
+        s.sendto(b"one-way", (dst, dport))
+        s.close()
+    """
+)
+
+
 def udp_try(lab, ns, dst, dport, sport, wait=1.0) -> str:
     cp = lab.exec(ns, [PY, "-c", UDP_TRY, dst, str(dport), str(sport), str(wait)])
     return cp.stdout.strip()
@@ -524,6 +542,83 @@ def test_issue7_rfc6146_3_5_3_ping_on_fast_path(env):
             - before["ebpf_translated_4to6_packets"]
         )
         assert fast >= 25 and back >= 25, (fast, back)
+
+
+@pytest.mark.timeout(40)
+def test_issue7_rfc6146_3_5_1_flow_cached_from_its_second_packet(env):
+    """RFC 6146 section 3.5.1 UDP sessions, datagrams from the IPv6 side only, nothing
+    answered. 30 one-packet flows (one datagram per source port, as in
+    an RFC 9693 connection establishment test) make 30 sessions; with kind = "ebpf"
+    none of them is written to the flow map (docs/datapaths.md, NAT64: a session is
+    cached once it has carried a second packet). A flow whose second datagram comes
+    1.5 s after its first is cached then (not only flows seen again within a tick),
+    and its 3rd to 12th datagrams are all translated by the fast path, none by the
+    TUN datapath. On kind = "tun" every datagram is translated by the TUN datapath."""
+    t = env.t
+    ebpf = env.x.datapath == "ebpf"
+    one = list(range(6400, 6430))
+    gap = 6450
+    rx = nsio_bg(
+        t.lab, t.h4, "udp-recv", "--bind", t.h4_addr, "--port", 7330,
+        "--count", len(one) + 12, "--timeout", 20,
+    )  # fmt: skip
+
+    def send(ports, interval=0.0):
+        t.lab.exec(
+            t.c1,
+            [PY, "-c", UDP_SEND, t.h4_v6, "7330", str(interval), *map(str, ports)],
+        )
+
+    def d(a, b, k):
+        return b.get(k, 0) - a.get(k, 0)
+
+    def fast(a, b):
+        return d(a, b, "ebpf_translated_6to4_packets")
+
+    def slow(a, b):
+        return d(a, b, "translated_6to4_packets")
+
+    try:
+        s0 = env.x.stats()
+        send(one, 0.002)
+        time.sleep(0.3)  # 15 flow-cache ticks (20 ms)
+        s1 = env.x.stats()
+        remote = f"{t.h4_addr}#7330"
+        mine = {s[1] for s in sessions(env.x, t.c1_addr) if s[3] == remote}
+        assert mine == {f"{t.c1_addr}#{p}" for p in one}, mine
+        assert slow(s0, s1) == len(one), (s0, s1)
+        if ebpf:
+            assert fast(s0, s1) == 0, s1
+            for k in ("inserted", "cached", "not_cached", "cache_full"):
+                assert d(s0, s1, f"ebpf_nat64_flows_{k}") == 0, (k, s1)
+        # Packet 1, then packet 2 of one flow 1.5 s later (within UDP's 3 s here).
+        send([gap])
+        time.sleep(1.5)
+        s2 = env.x.stats()
+        if ebpf:
+            assert d(s1, s2, "ebpf_nat64_flows_inserted") == 0, s2
+        send([gap])
+        time.sleep(0.3)
+        s3 = env.x.stats()
+        assert slow(s1, s3) == 2, (s1, s3)
+        if ebpf:
+            assert fast(s1, s3) == 0, s3
+            assert d(s1, s3, "ebpf_nat64_flows_inserted") == 1, s3
+            assert d(s1, s3, "ebpf_nat64_flows_cached") == 1, s3
+        # Packets 3..12.
+        send([gap] * 10, 0.01)
+        time.sleep(0.2)
+        s4 = env.x.stats()
+        if ebpf:
+            assert (fast(s3, s4), slow(s3, s4)) == (10, 0), s4
+        else:
+            assert slow(s3, s4) == 10, s4
+        got = json.loads(rx.communicate(timeout=10)[0])
+    finally:
+        t.lab.stop(rx)
+    # Every datagram arrived, from pool4 (RFC 6146 section 3.5.1).
+    assert len(got) == len(one) + 12, got
+    assert {g["src"] for g in got} == {POOL4_ADDR}, got
 
 
 @pytest.mark.timeout(60)

@@ -504,8 +504,10 @@ def test_config_file_values_overrides_and_errors(lab, tmp_path):
 @pytest.mark.parametrize("datapath", ("tun", "ebpf"))  # conftest.DATAPATHS
 def test_rfc9693_validation_through_xlat_nat64(datapath):
     """Also with kind = "ebpf": the preliminary frames (6->4) create the sessions on
-    the TUN path; the validation frames (Responder -> Initiator, 4->6) of the
-    cached flows take the fast path."""
+    the TUN path and, one frame per connection, are not cached; the validation frames
+    (Responder -> Initiator, 4->6) are each connection's second packet: they take the
+    TUN path too and get the sessions cached (docs/datapaths.md, NAT64). A second
+    validation of the same connections then runs on the fast path both ways."""
     from test_nat64 import Env
 
     e = Env(nat64="max-sessions = 600\n", datapath=datapath)
@@ -554,7 +556,21 @@ def test_rfc9693_validation_through_xlat_nat64(datapath):
             st = e.x.stats()
             got = {k: st[k] for k in st if "translated" in k or "flows" in k}
             assert st["ebpf_nat64_flows_inserted"] == 500, got
-            assert st["ebpf_translated_4to6_packets"] >= 500, got
+            assert st["ebpf_translated_6to4_packets"] == 0, got
+            assert st["ebpf_translated_4to6_packets"] == 0, got
+            assert st["translated_4to6_packets"] >= 500, got
+            # The same 500 connections again: cached, both directions fast.
+            out = perf_json(
+                "validate", *args, "--connections", "500", "--sports", "10000-10499"
+            )
+            rep = out["repetitions"][0]
+            assert rep["established"] == 500 and rep["validated"] == 500, rep
+            st2 = e.x.stats()
+            got = {k: st2[k] for k in st2 if "translated" in k or "flows" in k}
+            assert st2["ebpf_nat64_flows_inserted"] == 500, got
+            assert st2["ebpf_translated_6to4_packets"] >= 500, got
+            assert st2["ebpf_translated_4to6_packets"] >= 500, got
+            assert st2["translated_6to4_packets"] == st["translated_6to4_packets"]
         # 500 sessions exist; 400 new connections meet max-sessions = 600.
         out = perf_json(
             "validate", *args, "--connections", "400", "--sports", "20000-20399"

@@ -3,6 +3,8 @@
 //! times fed to `expire_seen`; RFC 6146 §3.5.1 (UDP) and §3.5.3 (ICMP
 //! query): every packet of the session refreshes its lifetime, so a cached
 //! flow lives while packets flow and expires a lifetime after the last one.
+//! The state records a session for the cache only once it is worth it: a
+//! UDP / ICMP session at its second packet, a TCP one in ESTABLISHED.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use xlat_core::addr::Ipv4Prefix;
@@ -30,12 +32,16 @@ fn r4(port: u16) -> Ta4 {
 #[test]
 fn issue7_rfc6146_3_5_1_cached_udp_session_lives_while_seen() {
     let n = nat();
-    n.set_new_session_log(16);
+    n.set_cache_log(16);
     let m = n
         .lookup_or_create_6to4(Proto::Udp, c6(4000), r4(53), None, 0)
         .unwrap();
     let mut new = vec![];
-    n.drain_new_sessions(&mut new);
+    n.drain_cache_wanted(&mut new);
+    assert!(new.is_empty(), "one packet: not worth caching yet");
+    // The reply (second packet) makes it worth caching.
+    n.lookup_4to6(Proto::Udp, r4(53), m.src4, None, 1).unwrap();
+    n.drain_cache_wanted(&mut new);
     assert_eq!(new.len(), 1);
     assert_eq!(
         (new[0].v6, new[0].v4, new[0].remote),
@@ -43,7 +49,7 @@ fn issue7_rfc6146_3_5_1_cached_udp_session_lives_while_seen() {
     );
     // Drained once only.
     let mut again = vec![];
-    n.drain_new_sessions(&mut again);
+    n.drain_cache_wanted(&mut again);
     assert!(again.is_empty());
     assert!(n.session_exists(Proto::Udp, c6(4000), m.src4, r4(53)));
 
@@ -76,11 +82,13 @@ fn issue7_rfc6146_3_5_1_cached_udp_session_lives_while_seen() {
 #[test]
 fn issue7_rfc6146_3_5_3_uncached_and_tcp_sessions_expire_as_before() {
     let n = nat();
-    // Not enabled: nothing recorded.
-    n.lookup_or_create_6to4(Proto::Icmp, c6(77), r4(77), None, 0)
-        .unwrap();
+    // Not enabled: nothing recorded, even at a second packet.
+    for _ in 0..2 {
+        n.lookup_or_create_6to4(Proto::Icmp, c6(77), r4(77), None, 0)
+            .unwrap();
+    }
     let mut new = vec![];
-    n.drain_new_sessions(&mut new);
+    n.drain_cache_wanted(&mut new);
     assert!(new.is_empty());
     // ICMP session, callback says "not cached": expires at 5 s.
     let o = n.expire_seen(5_000, 1000, &mut |_, _, _| None);
@@ -88,39 +96,51 @@ fn issue7_rfc6146_3_5_3_uncached_and_tcp_sessions_expire_as_before() {
     assert!(o.seen_removed.is_empty());
     // TCP sessions are never cached: TCP is not recorded, and the callback
     // is not asked (a V6 SYN opens V6_INIT, TCP_TRANS = 240 s).
-    n.set_new_session_log(16);
+    n.set_cache_log(16);
     n.lookup_or_create_6to4(Proto::Tcp, c6(5000), r4(80), Some(0x02), 0)
         .unwrap();
-    n.drain_new_sessions(&mut new);
+    n.drain_cache_wanted(&mut new);
     assert!(new.is_empty());
     let o = n.expire_seen(300_000, 1000, &mut |_, _, _| panic!("tcp asked"));
     assert_eq!(o.sessions_removed, 1);
 }
 
 #[test]
-fn issue7_new_session_log_is_bounded() {
+fn issue7_cache_log_is_bounded() {
     let n = nat();
-    n.set_new_session_log(2);
-    for p in 0..50 {
+    n.set_cache_log(2);
+    // Two packets per session: each becomes worth caching.
+    for p in (0..50).chain(0..50) {
         n.lookup_or_create_6to4(Proto::Udp, c6(1000 + p), r4(53), None, 0)
             .unwrap();
     }
     let mut new = vec![];
-    n.drain_new_sessions(&mut new);
+    n.drain_cache_wanted(&mut new);
     // At most 2 per shard (4 shards).
     assert!(!new.is_empty() && new.len() <= 8, "{}", new.len());
     // Every session left out is counted (a flow cache reports them as not
     // cached), once.
-    assert_eq!(n.take_new_sessions_overflow() as usize, 50 - new.len());
-    assert_eq!(n.take_new_sessions_overflow(), 0);
-    // Recording off: nothing recorded, nothing counted.
-    n.set_new_session_log(0);
-    n.lookup_or_create_6to4(Proto::Udp, c6(2000), r4(53), None, 0)
-        .unwrap();
+    assert_eq!(n.take_cache_log_overflow() as usize, 50 - new.len());
+    assert_eq!(n.take_cache_log_overflow(), 0);
+    // Later packets neither record a session again nor count it again.
+    for p in 0..50 {
+        n.lookup_or_create_6to4(Proto::Udp, c6(1000 + p), r4(53), None, 0)
+            .unwrap();
+    }
     new.clear();
-    n.drain_new_sessions(&mut new);
+    n.drain_cache_wanted(&mut new);
+    assert!(new.is_empty(), "{}", new.len());
+    assert_eq!(n.take_cache_log_overflow(), 0);
+    // Recording off: nothing recorded, nothing counted.
+    n.set_cache_log(0);
+    for _ in 0..2 {
+        n.lookup_or_create_6to4(Proto::Udp, c6(2000), r4(53), None, 0)
+            .unwrap();
+    }
+    new.clear();
+    n.drain_cache_wanted(&mut new);
     assert!(new.is_empty());
-    assert_eq!(n.take_new_sessions_overflow(), 0);
+    assert_eq!(n.take_cache_log_overflow(), 0);
 }
 
 /// RFC 6146 §3.5.2.2: a TCP session is cacheable only in ESTABLISHED; it
@@ -139,16 +159,16 @@ fn issue7_rfc6146_3_5_2_tcp_cached_only_while_established() {
     cfg.timeouts.tcp_est_ms = 100_000;
     cfg.timeouts.tcp_trans_ms = 10_000;
     let n = Nat64State::new(cfg, [3; 16]).unwrap();
-    n.set_new_session_log(16);
+    n.set_cache_log(16);
     let m = n
         .lookup_or_create_6to4(Proto::Tcp, c6(5000), r4(80), Some(SYN), 0)
         .unwrap();
     let mut new = vec![];
-    n.drain_new_sessions(&mut new);
+    n.drain_cache_wanted(&mut new);
     assert!(new.is_empty(), "V6 INIT is not cacheable");
     n.lookup_4to6(Proto::Tcp, r4(80), m.src4, Some(SYN | ACK), 10)
         .unwrap();
-    n.drain_new_sessions(&mut new);
+    n.drain_cache_wanted(&mut new);
     assert_eq!(new.len(), 1);
     assert_eq!(new[0].tcp_state, Some(TcpState::Established));
     assert!(n.session_exists(Proto::Tcp, c6(5000), m.src4, r4(80)));
@@ -207,20 +227,104 @@ fn issue7_tcp_new_session_overflow_counted() {
         ..Default::default()
     };
     let n = Nat64State::new(cfg, [5; 16]).unwrap();
-    n.set_new_session_log(1);
+    n.set_cache_log(1);
     let mut over = 0;
     for p in 0..20 {
         let m = n
             .lookup_or_create_6to4(Proto::Tcp, c6(6000 + p), r4(80), Some(0x02), 0)
             .unwrap();
         // V6 INIT is not recorded (not cacheable), so not counted either.
-        assert_eq!(n.take_new_sessions_overflow(), 0);
+        assert_eq!(n.take_cache_log_overflow(), 0);
         n.lookup_4to6(Proto::Tcp, r4(80), m.src4, Some(0x12), 0)
             .unwrap();
-        over += n.take_new_sessions_overflow() as usize;
+        over += n.take_cache_log_overflow() as usize;
     }
     let mut new = vec![];
-    n.drain_new_sessions(&mut new);
+    n.drain_cache_wanted(&mut new);
     assert!(!new.is_empty() && new.len() <= 4, "{}", new.len());
     assert_eq!(over, 20 - new.len());
+}
+
+/// One-packet flows (the frames of an RFC 9693 connection establishment
+/// test: one per new 4-tuple) are never recorded for the cache; a session
+/// is recorded at its second packet, in either direction (RFC 6146
+/// §3.5.1 UDP, §3.5.3 ICMP query), however long after the first (here
+/// 1.5 s and 9 s, within the 10 s UDP lifetime), and only once.
+#[test]
+fn issue7_cache_log_records_sessions_at_their_second_packet() {
+    let n = nat();
+    n.set_cache_log(4096);
+    let mut new = vec![];
+    // 200 one-packet UDP flows and 50 ICMP ones.
+    for p in 0..200 {
+        n.lookup_or_create_6to4(Proto::Udp, c6(10_000 + p), r4(7000), None, 0)
+            .unwrap();
+    }
+    for id in 0..50 {
+        n.lookup_or_create_6to4(Proto::Icmp, c6(id), r4(id), None, 0)
+            .unwrap();
+    }
+    assert_eq!(n.session_count(), 250);
+    n.drain_cache_wanted(&mut new);
+    assert!(new.is_empty(), "{} one-packet flows recorded", new.len());
+    assert_eq!(n.take_cache_log_overflow(), 0);
+
+    // UDP, second packet from the IPv4 side 1.5 s after the first.
+    let a = n
+        .lookup_or_create_6to4(Proto::Udp, c6(4001), r4(53), None, 0)
+        .unwrap();
+    n.drain_cache_wanted(&mut new);
+    assert!(new.is_empty());
+    n.lookup_4to6(Proto::Udp, r4(53), a.src4, None, 1_500)
+        .unwrap();
+    n.drain_cache_wanted(&mut new);
+    assert_eq!(new.len(), 1);
+    assert_eq!(
+        (new[0].proto, new[0].v6, new[0].v4, new[0].remote),
+        (Proto::Udp, c6(4001), a.src4, r4(53))
+    );
+    // UDP, second packet from the IPv6 side 9 s after the first.
+    new.clear();
+    let b = n
+        .lookup_or_create_6to4(Proto::Udp, c6(4002), r4(53), None, 1_000)
+        .unwrap();
+    n.drain_cache_wanted(&mut new);
+    assert!(new.is_empty());
+    n.lookup_or_create_6to4(Proto::Udp, c6(4002), r4(53), None, 10_000)
+        .unwrap();
+    n.drain_cache_wanted(&mut new);
+    assert_eq!(new.len(), 1);
+    assert_eq!((new[0].v6, new[0].v4), (c6(4002), b.src4));
+    // ICMP echo: the request creates, the reply (IPv4 side, identifier =
+    // the pool4 one) is the second packet.
+    new.clear();
+    let e = n
+        .lookup_or_create_6to4(Proto::Icmp, c6(900), r4(900), None, 2_000)
+        .unwrap();
+    n.drain_cache_wanted(&mut new);
+    assert!(new.is_empty());
+    let back = n
+        .lookup_4to6(Proto::Icmp, e.dst4, e.src4, None, 2_001)
+        .unwrap();
+    assert!(matches!(back, Verdict4to6::Forward(_)), "{back:?}");
+    n.drain_cache_wanted(&mut new);
+    assert_eq!(new.len(), 1);
+    assert_eq!((new[0].proto, new[0].v6.port), (Proto::Icmp, 900));
+    // Third and later packets, both directions: never recorded again.
+    new.clear();
+    for t in 0..5 {
+        n.lookup_or_create_6to4(Proto::Udp, c6(4001), r4(53), None, 3_000 + t)
+            .unwrap();
+        n.lookup_4to6(Proto::Udp, r4(53), a.src4, None, 3_000 + t)
+            .unwrap();
+        n.lookup_or_create_6to4(Proto::Icmp, c6(900), r4(900), None, 3_000 + t)
+            .unwrap();
+    }
+    n.drain_cache_wanted(&mut new);
+    assert!(new.is_empty(), "{new:?}");
+    // The flag does not leak into what the state reports for UDP / ICMP.
+    for s in n.sessions(&SessionFilter::default()) {
+        assert_eq!(s.tcp_state, None);
+    }
+    n.check_invariants().unwrap();
 }

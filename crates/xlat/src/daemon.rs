@@ -619,12 +619,13 @@ pub fn run(path: &str) -> i32 {
     }
     let shared = Arc::new(Shared::new(translator));
     if let (Some(f), Some(n)) = (&fast, &nat64) {
-        // NAT64 on the fast path: the housekeeping thread caches new UDP /
-        // ICMP sessions in the program's flow map (docs/datapaths.md).
+        // NAT64 on the fast path: the housekeeping thread caches UDP / ICMP
+        // sessions from their second packet and TCP sessions while
+        // ESTABLISHED in the program's flow map (docs/datapaths.md).
         match f.flow_cache() {
             Ok(c) => {
                 let c = Arc::new(c);
-                n.set_new_session_log(crate::nat64d::NEW_SESSIONS_PER_SHARD);
+                n.set_cache_log(crate::nat64d::CACHE_WANTED_PER_SHARD);
                 let _ = stats.flows.set(c.clone());
                 let _ = shared.flows.set(c);
             }

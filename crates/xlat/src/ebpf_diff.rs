@@ -595,7 +595,7 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
     let mut fp = load();
     fp.install(&tables(&s, s.pool6, &[], 0, true)).unwrap();
     let fc = fp.flow_cache().unwrap();
-    st.set_new_session_log(1024);
+    st.set_cache_log(1024);
     let clients: Vec<Ipv6Addr> = (1..=4)
         .map(|i| Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, i))
         .collect();
@@ -607,8 +607,17 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
     for (i, c6) in clients.iter().enumerate() {
         for (j, r4) in remotes.iter().enumerate() {
             let port = 1000 + (i * 10 + j) as u16;
-            st.lookup_or_create_6to4(Proto::Udp, Ta6::new(*c6, port), Ta4::new(*r4, 53), None, 0)
+            // UDP and ICMP: cacheable from their second packet.
+            for _ in 0..2 {
+                st.lookup_or_create_6to4(
+                    Proto::Udp,
+                    Ta6::new(*c6, port),
+                    Ta4::new(*r4, 53),
+                    None,
+                    0,
+                )
                 .unwrap();
+            }
             // TCP: opened by a V6 SYN and the V4 SYN+ACK: ESTABLISHED
             // (RFC 6146 section 3.5.2.2), cacheable.
             let m = st
@@ -623,18 +632,20 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
             st.lookup_4to6(Proto::Tcp, Ta4::new(*r4, 443), m.src4, Some(0x12), 0)
                 .unwrap();
             // ICMP: the identifier is the "port" on both sides.
-            st.lookup_or_create_6to4(
-                Proto::Icmp,
-                Ta6::new(*c6, port),
-                Ta4::new(*r4, port),
-                None,
-                0,
-            )
-            .unwrap();
+            for _ in 0..2 {
+                st.lookup_or_create_6to4(
+                    Proto::Icmp,
+                    Ta6::new(*c6, port),
+                    Ta4::new(*r4, port),
+                    None,
+                    0,
+                )
+                .unwrap();
+            }
         }
     }
-    // One uncached UDP session: its packets must be passed.
-    st.set_new_session_log(0);
+    // One uncached UDP session (a one-packet flow so far: not recorded
+    // for the cache): its packets must be passed.
     st.lookup_or_create_6to4(
         Proto::Udp,
         Ta6::new(clients[0], 999),
@@ -644,7 +655,7 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
     )
     .unwrap();
     let mut sessions: Vec<SessionInfo> = vec![];
-    st.drain_new_sessions(&mut sessions);
+    st.drain_cache_wanted(&mut sessions);
     assert_eq!(sessions.len(), 36);
     for x in &sessions {
         assert!(fc.insert(&st, &pool6, x));
@@ -868,7 +879,7 @@ fn set_flow(
 /// `[datapath] flow-entries` sizes the kernel's flow map (issue 7): with 8
 /// entries the kernel itself refuses a fifth session (its two entries),
 /// counted as `cache_full` and `not_cached`; the per-tick overflow of the
-/// new-session log adds to `not_cached`. `reconcile_step` drops a session
+/// state's cache log adds to `not_cached`. `reconcile_step` drops a session
 /// removed behind the cache's back within one pass of `cached / budget`
 /// calls.
 #[test]
@@ -885,8 +896,9 @@ fn ebpf_flow_map_size_not_cached_and_reconcile_step() {
     let fd = unsafe { libc::fcntl(fp.flows_fd, libc::F_DUPFD_CLOEXEC, 0) };
     assert!(fd >= 0);
     let fc = FlowCache::new(fd, 100);
-    st.set_new_session_log(64);
-    for p in 0..6u16 {
+    st.set_cache_log(64);
+    // Two packets each: cacheable (one-packet flows are not recorded).
+    for p in (0..6u16).chain(0..6) {
         st.lookup_or_create_6to4(
             Proto::Udp,
             Ta6::new(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1), 1000 + p),
@@ -897,7 +909,7 @@ fn ebpf_flow_map_size_not_cached_and_reconcile_step() {
         .unwrap();
     }
     let mut new: Vec<SessionInfo> = vec![];
-    st.drain_new_sessions(&mut new);
+    st.drain_cache_wanted(&mut new);
     assert_eq!(new.len(), 6);
     // One batch (the daemon's way): all six 4->6 entries fit, then only
     // two 6->4 ones (8 entries): two sessions are cached, in order, and the

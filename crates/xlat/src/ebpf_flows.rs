@@ -1,9 +1,13 @@
 //! The NAT64 flow cache of the eBPF fast path (docs/datapaths.md, NAT64):
 //! the Rust datapath stays the single source of truth. The housekeeping
-//! thread writes both directions of each new UDP / ICMP echo session into
-//! the program's `xlat_flows` hash map, reads the last-seen times the
-//! program writes before the session may expire, and deletes the entries
-//! when the session goes (expiry, `bib remove`, pool4 drained, restart).
+//! thread writes both directions of a session into the program's
+//! `xlat_flows` hash map once the session is worth it: a UDP / ICMP echo
+//! session when it has carried its second packet on the slow path (in
+//! either direction, however late; one-packet flows never touch the map),
+//! a TCP session while it is ESTABLISHED (`Nat64State::set_cache_log`). It
+//! reads the last-seen times the program writes before the session may
+//! expire, and deletes the entries when the session goes (expiry, `bib
+//! remove`, pool4 drained, TCP leaving ESTABLISHED, restart).
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
@@ -101,7 +105,7 @@ struct Cached {
 /// Counters of the flow cache (`xlat stats`: `ebpf_nat64_flows_*`).
 /// `not_cached`: every session that should have been cached but was not
 /// (the map full, `cache_full`, or a burst over the per-tick bound of the
-/// new-session log); such sessions stay on the slow path.
+/// state's cache log); such sessions stay on the slow path.
 pub const FLOW_COUNTERS: [&str; 5] = [
     "nat64_flows_cached",
     "nat64_flows_inserted",
@@ -168,7 +172,7 @@ impl FlowCache {
     }
 
     /// `n` sessions the cache never saw (over the per-tick bound of the
-    /// new-session log, [`Nat64State::take_new_sessions_overflow`]).
+    /// state's cache log, [`Nat64State::take_cache_log_overflow`]).
     pub fn count_not_cached(&self, n: u64) {
         self.not_cached.fetch_add(n, Ordering::Relaxed);
     }
@@ -215,7 +219,8 @@ impl FlowCache {
         true
     }
 
-    /// [`FlowCache::insert`] for a tick's new sessions at once: the 4->6
+    /// [`FlowCache::insert`] for a tick's sessions at once (those of
+    /// [`Nat64State::drain_cache_wanted`]): the 4->6
     /// entries in one `BPF_MAP_UPDATE_BATCH`, then the 6->4 ones in another
     /// (two bpf(2) calls a tick instead of two a session: under a burst of
     /// new flows the per-session calls were most of the flow cache's cost).

@@ -217,10 +217,12 @@ fn kind_name(k: MapEventKind) -> &'static str {
     }
 }
 
-/// New UDP / ICMP sessions recorded per state shard between two
-/// flow-cache ticks (20 ms); more are not cached (bounded work per tick):
-/// their packets stay on the slow path.
-pub const NEW_SESSIONS_PER_SHARD: usize = 4096;
+/// Sessions recorded for the flow cache per state shard between two
+/// flow-cache ticks (20 ms): UDP / ICMP sessions at their second packet,
+/// TCP sessions entering ESTABLISHED ([`Nat64State::set_cache_log`]);
+/// more are not cached (bounded work per tick): their packets stay on the
+/// slow path.
+pub const CACHE_WANTED_PER_SHARD: usize = 4096;
 
 /// Cached sessions checked against the state per flow-cache tick
 /// ([`crate::ebpf::FlowCache::reconcile_step`]): 6,400 a second, a pass
@@ -230,10 +232,12 @@ pub const NEW_SESSIONS_PER_SHARD: usize = 4096;
 /// cost of the flow cache under a burst of new flows.
 pub const RECONCILE_PER_TICK: usize = 128;
 
-/// A flow-cache tick (every 20 ms): TCP sessions that left ESTABLISHED go,
-/// new sessions come in, and a slice of the cache is checked against the
-/// state (sessions removed in ways the state does not report); a pool6
-/// change empties it.
+/// A flow-cache tick (every 20 ms): TCP sessions that left ESTABLISHED go;
+/// the sessions that became worth caching come in (UDP / ICMP ones that
+/// carried their second packet on the slow path, TCP ones that entered
+/// ESTABLISHED: a one-packet flow never costs a map write); and a slice
+/// of the cache is checked against the state (sessions removed in ways
+/// the state does not report). A pool6 change empties it.
 fn sync_flows(
     shared: &Shared,
     state: &Nat64State,
@@ -257,10 +261,10 @@ fn sync_flows(
         fc.remove(xlat_core::nat64::Proto::Tcp, pool, remote);
     }
     new.clear();
-    state.drain_new_sessions(new);
-    // A burst over NEW_SESSIONS_PER_SHARD in one tick: those sessions are
+    state.drain_cache_wanted(new);
+    // A burst over CACHE_WANTED_PER_SHARD in one tick: those sessions are
     // never cached (counted, they stay on the slow path).
-    let over = state.take_new_sessions_overflow();
+    let over = state.take_cache_log_overflow();
     if over > 0 {
         fc.count_not_cached(over);
     }
@@ -293,8 +297,9 @@ pub fn housekeeping(
     while !shared.stop.load(Ordering::Relaxed) {
         let flows = shared.flows.get().cloned();
         if let Some(fc) = &flows {
-            // With the flow cache, new flows are cached every 20 ms (their
-            // packets take the slow path until then); the rest every 100 ms.
+            // With the flow cache, flows are cached every 20 ms once they
+            // carried a second packet (their packets take the slow path
+            // until then); the rest every 100 ms.
             for _ in 0..5 {
                 std::thread::sleep(Duration::from_millis(20));
                 sync_flows(&shared, &state, fc, &mut pool6, &mut new);

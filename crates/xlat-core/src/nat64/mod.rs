@@ -685,10 +685,11 @@ impl V4 {
     }
 }
 
-/// Session value: TCP state (low 3 bits; 0 for UDP/ICMP) and heap
-/// generation (high 5 bits) in one byte, then the deadline (whole
-/// seconds, little endian). The generation tells the live heap entry of a
-/// session from stale ones (lazy deletion) without storing its deadline.
+/// Session value: TCP state (low 3 bits; for UDP/ICMP [`S_CACHE_ASKED`]
+/// or 0) and heap generation (high 5 bits) in one byte, then the deadline
+/// (whole seconds, little endian). The generation tells the live heap
+/// entry of a session from stale ones (lazy deletion) without storing its
+/// deadline.
 #[derive(Clone, Copy, Debug)]
 struct VS([u8; 5]);
 
@@ -719,6 +720,13 @@ impl VS {
         self.0[1..5].copy_from_slice(&d.to_le_bytes());
     }
 }
+
+/// UDP / ICMP session value flag (in the TCP state bits, unused for them):
+/// the session has carried a second packet and was put on the cache log
+/// ([`Nat64State::set_cache_log`]), or counted as over its bound. Set at
+/// most once per session, so the log never holds a session twice and an
+/// overflow is counted once.
+const S_CACHE_ASKED: u8 = 1;
 
 /// Heap entry: deadline (big endian, so byte order = time order), session
 /// key, generation.
@@ -813,9 +821,10 @@ struct Shard {
     events_cap: usize,
     events_lost: u64,
     syn_discarded: Vec<StoredSyn>,
-    /// New UDP / ICMP sessions not yet drained by
-    /// [`Nat64State::drain_new_sessions`] (only when enabled).
-    new_sessions: Vec<KS>,
+    /// Sessions wanted in a flow cache, not yet drained by
+    /// [`Nat64State::drain_cache_wanted`] (only when enabled): UDP / ICMP
+    /// sessions at their second packet, TCP sessions entering ESTABLISHED.
+    cache_wanted: Vec<KS>,
     /// TCP sessions that left ESTABLISHED (only when the log is enabled).
     left_established: Vec<KS>,
     bib_count: [usize; 3],
@@ -841,7 +850,7 @@ impl Shard {
             events_cap,
             events_lost: 0,
             syn_discarded: Vec::new(),
-            new_sessions: Vec::new(),
+            cache_wanted: Vec::new(),
             left_established: Vec::new(),
             bib_count: [0; 3],
             sess_count: [0; 3],
@@ -868,7 +877,7 @@ impl Shard {
             + self.heap.capacity() * core::mem::size_of::<Reverse<QE>>()
             + self.events.capacity() * core::mem::size_of::<MapEvent>()
             + self.syn_discarded.capacity() * core::mem::size_of::<StoredSyn>()
-            + (self.new_sessions.capacity() + self.left_established.capacity())
+            + (self.cache_wanted.capacity() + self.left_established.capacity())
                 * core::mem::size_of::<KS>()
             + core::mem::size_of::<Shard>()
     }
@@ -917,13 +926,13 @@ pub struct Nat64State {
     frags: Mutex<frag::FragTable>,
     /// Held fragments dropped on timeout, since start (`nat64_fragment_timeout`).
     frag_timeouts: AtomicU64,
-    /// Per-shard bound of the new-session list (0: not recorded), see
-    /// [`Nat64State::set_new_session_log`].
-    new_sessions_cap: AtomicUsize,
+    /// Per-shard bound of the cache log (0: not recorded), see
+    /// [`Nat64State::set_cache_log`].
+    cache_log_cap: AtomicUsize,
     /// Sessions that could not be recorded because their shard's list was
     /// full (a burst over the bound), since the last
-    /// [`Nat64State::take_new_sessions_overflow`].
-    new_sessions_overflow: AtomicU64,
+    /// [`Nat64State::take_cache_log_overflow`].
+    cache_log_overflow: AtomicU64,
 }
 
 impl core::fmt::Debug for Nat64State {
@@ -1035,8 +1044,8 @@ impl Nat64State {
                 SipBuild::derive(&secret, 3),
             )),
             frag_timeouts: AtomicU64::new(0),
-            new_sessions_cap: AtomicUsize::new(0),
-            new_sessions_overflow: AtomicU64::new(0),
+            cache_log_cap: AtomicUsize::new(0),
+            cache_log_overflow: AtomicU64::new(0),
         })
     }
 
@@ -1274,6 +1283,16 @@ impl Nat64State {
         }
     }
 
+    /// Puts a session on the cache log (see [`Nat64State::set_cache_log`])
+    /// or, over the shard's bound, counts it as left out.
+    fn ask_cache(&self, log: &mut Vec<KS>, k: KS, cap: usize) {
+        if log.len() < cap {
+            log.push(k);
+        } else if cap > 0 {
+            self.cache_log_overflow.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Updates an existing session for a packet from `side`. Every packet
     /// of an existing session is translated (RFC 6146 §3.5.2.2).
     fn touch(
@@ -1291,14 +1310,11 @@ impl Nat64State {
             let (next, life) = tcp::step(st, side, flags).unwrap_or((st, Lifetime::Keep));
             v.set_state(next as u8);
             if (st == TcpState::Established) != (next == TcpState::Established) {
-                // Into ESTABLISHED: cacheable; out of it: no longer.
-                let cap = self.new_sessions_cap.load(Ordering::Relaxed);
+                // Into ESTABLISHED (the handshake's packets seen, so at
+                // least two): cacheable; out of it: no longer.
+                let cap = self.cache_log_cap.load(Ordering::Relaxed);
                 if next == TcpState::Established {
-                    if sh.new_sessions.len() < cap {
-                        sh.new_sessions.push(k);
-                    } else if cap > 0 {
-                        self.new_sessions_overflow.fetch_add(1, Ordering::Relaxed);
-                    }
+                    self.ask_cache(&mut sh.cache_wanted, k, cap);
                 } else if cap > 0 {
                     // Never dropped: a cached session must leave the cache.
                     sh.left_established.push(k);
@@ -1313,6 +1329,13 @@ impl Nat64State {
             // refresh the UDP / ICMP lifetime.
             let ms = self.lifetime_ms(proto, Lifetime::Keep).unwrap_or(0);
             Shard::set_deadline(&mut sh.heap, k, v, deadline(now, ms));
+            // The session's second packet (in either direction, however
+            // late): a flow worth caching. One-packet flows never get here.
+            let cap = self.cache_log_cap.load(Ordering::Relaxed);
+            if cap > 0 && v.state() & S_CACHE_ASKED == 0 {
+                v.set_state(S_CACHE_ASKED);
+                self.ask_cache(&mut sh.cache_wanted, k, cap);
+            }
             Some(None)
         }
     }
@@ -1328,14 +1351,6 @@ impl Nat64State {
         sh.next_gen = sh.next_gen.wrapping_add(1);
         sh.sess.insert(k, VS::new(state, d, gen));
         heap_push(&mut sh.heap, QE::new(d, k, gen));
-        if k.proto() != Proto::Tcp {
-            let cap = self.new_sessions_cap.load(Ordering::Relaxed);
-            if sh.new_sessions.len() < cap {
-                sh.new_sessions.push(k);
-            } else if cap > 0 {
-                self.new_sessions_overflow.fetch_add(1, Ordering::Relaxed);
-            }
-        }
         sh.sess_count[k.proto() as usize] += 1;
         if let Some(adf) = sh.adf.as_mut() {
             *adf.entry(k.ka()).or_insert(0) += 1;
@@ -2044,30 +2059,39 @@ impl Nat64State {
         self.sessions_total.load(Ordering::Relaxed)
     }
 
-    /// Records new UDP / ICMP sessions and TCP sessions entering
-    /// ESTABLISHED (RFC 6146 §3.5.2.2; at most `per_shard` per shard
-    /// between two [`Nat64State::drain_new_sessions`]; 0 stops it), and
-    /// TCP sessions leaving ESTABLISHED ([`Nat64State::drain_left_established`]),
-    /// for a flow cache that carries their later packets.
-    pub fn set_new_session_log(&self, per_shard: usize) {
-        self.new_sessions_cap.store(per_shard, Ordering::Relaxed);
+    /// Records the sessions a flow cache (the eBPF fast path) should carry
+    /// from now on, at most `per_shard` per shard between two
+    /// [`Nat64State::drain_cache_wanted`] (0 stops it): a UDP / ICMP
+    /// session when it carries its second packet (in either direction,
+    /// however long after the first: one-packet flows, such as the frames
+    /// of an RFC 9693 connection establishment test, are never recorded),
+    /// a TCP session when it enters ESTABLISHED (RFC 6146 §3.5.2.2; its
+    /// handshake has then carried at least two packets). Also records TCP
+    /// sessions leaving ESTABLISHED ([`Nat64State::drain_left_established`]).
+    /// A UDP / ICMP session is recorded (or counted over the bound, see
+    /// [`Nat64State::take_cache_log_overflow`]) once in its life; this
+    /// costs no memory per session (a flag in bits that UDP / ICMP
+    /// sessions do not use otherwise).
+    pub fn set_cache_log(&self, per_shard: usize) {
+        self.cache_log_cap.store(per_shard, Ordering::Relaxed);
     }
 
-    /// New sessions (UDP / ICMP, TCP into ESTABLISHED) that were not
-    /// recorded since the last call because their shard already held
-    /// `per_shard` of them ([`Nat64State::set_new_session_log`]): a flow
-    /// cache never sees them (their packets stay on the slow path).
-    pub fn take_new_sessions_overflow(&self) -> u64 {
-        self.new_sessions_overflow.swap(0, Ordering::Relaxed)
+    /// Sessions (UDP / ICMP at their second packet, TCP into ESTABLISHED)
+    /// that were not recorded since the last call because their shard
+    /// already held `per_shard` of them ([`Nat64State::set_cache_log`]):
+    /// a flow cache never sees them (their packets stay on the slow path).
+    pub fn take_cache_log_overflow(&self) -> u64 {
+        self.cache_log_overflow.swap(0, Ordering::Relaxed)
     }
 
-    /// Moves the new UDP / ICMP sessions recorded since the last call
-    /// (those still alive, with their BIB entry) into `out`.
-    pub fn drain_new_sessions(&self, out: &mut Vec<SessionInfo>) {
+    /// Moves the sessions recorded for a flow cache since the last call
+    /// ([`Nat64State::set_cache_log`]; those still alive, with their BIB
+    /// entry, TCP still in ESTABLISHED) into `out`.
+    pub fn drain_cache_wanted(&self, out: &mut Vec<SessionInfo>) {
         for m in self.shards.iter() {
             let mut g = lock(m);
             let sh = &mut *g;
-            for k in sh.new_sessions.drain(..) {
+            for k in sh.cache_wanted.drain(..) {
                 let Some(v) = sh.sess.get(&k) else { continue };
                 let tcp = k.proto() == Proto::Tcp;
                 if tcp && TcpState::from_u8(v.state()) != TcpState::Established {
