@@ -44,6 +44,10 @@
 //! // out.probes: optionally send a TCP keepalive probe (§3.5.2.2 ESTABLISHED);
 //! nat.drain_events(&mut log_buf);           // BIB created/removed: mapping log
 //!                                           // (bounded ring per shard; returns # lost)
+//! // A flow cache (the daemon's eBPF fast path), after set_cache_log(n):
+//! nat.drain_cache_wanted(&mut sessions);    // UDP / ICMP at their 2nd packet,
+//!                                           // TCP into ESTABLISHED: cache them
+//! nat.drain_left_established(&mut gone);    // TCP out of ESTABLISHED: uncache
 //! // Admin: add_static / remove_bib / bib_entries / sessions(filter) /
 //! // counts / memory_usage / timer_entries; set_pool4 (config reload:
 //! // new pool4, entries outside it removed at once).
