@@ -463,7 +463,21 @@ static __always_inline int map_6to4(const struct xlat_cfg *c, __u32 gen, const _
  * (crates/xlat/src/route_watch.rs), so a cached route is at most one
  * notification old. The generation is read before a lookup, so a change
  * during the lookup also invalidates its result.
+ *
+ * Two kinds of entries share it (a daemon runs one mode):
+ * - R_ROUTE (NAT64), keyed by the translated packet: its route.
+ * - R_SIIT, keyed by the packet as it arrived: the whole stateless
+ *   decision, i.e. whether the kernel would route it into the TUN, the
+ *   outcome of the address mapping (RFC 7915 / RFC 6052 / RFC 7757, the
+ *   translated addresses or a pass reason) and the route of the translated
+ *   packet. It also depends on the configuration, so it carries the
+ *   configuration word (xlat_gen) it was computed under. One lookup then
+ *   replaces two route lookups and up to four LPM lookups per packet,
+ *   which matters most when the caches are cold (an idle path).
  */
+#define R_ROUTE 1
+#define R_SIIT 2
+
 struct route_key {
 	__u32 ifindex; /* ingress device */
 	__u8 family;
@@ -474,12 +488,22 @@ struct route_key {
 };
 
 struct route_val {
-	__u32 gen;
-	__u32 ifindex; /* output device; 0: no route */
-	__u32 mtu;     /* the route's MTU */
+	__u32 gen;      /* route generation */
+	__u32 cgen;     /* R_SIIT: configuration word */
+	__u32 kifindex; /* the key's device, family, TOS and the kind: */
+	__u8 kfamily;   /* checked after the copy, like src and dst */
+	__u8 ktos;
+	__u8 kind;
+	__u8 to_tun;      /* R_SIIT: the kernel would route the packet into the TUN */
+	__u32 map_reason; /* R_SIIT: 0, or the address mapping's pass reason */
+	__u32 ifindex;    /* output device of the (translated) packet; 0: no route */
+	__u32 mtu;        /* the route's MTU */
 	__u32 nh_family;
-	__u8 nh[16];  /* next hop (IPv4: first 4 bytes) */
-	__u8 dst[16]; /* the key's destination, checked after the copy */
+	__u8 nh[16];   /* next hop (IPv4: first 4 bytes) */
+	__u8 src[16];  /* the key's addresses */
+	__u8 dst[16];
+	__u8 xsrc[16]; /* R_SIIT: the translated addresses (IPv4: first 4 bytes) */
+	__u8 xdst[16];
 };
 
 struct {
@@ -497,7 +521,7 @@ struct {
 	__type(value, __u32);
 } xlat_rgen SEC(".maps");
 
-/* Per-CPU scratch space of route() (the stack is too small for it). */
+/* Per-CPU scratch space of the route cache (the stack is too small for it). */
 struct route_scratch {
 	struct bpf_fib_lookup p;
 	struct route_key k;
@@ -538,17 +562,24 @@ static __always_inline long fib(struct __sk_buff *skb, struct bpf_fib_lookup *p)
 	return rc;
 }
 
-/* The route of (family, src, dst, tos) from the packet's ingress device:
- * from the cache, else by FIB lookups (then cached); 0 if the maps fail. */
-static __always_inline struct route_val *route(struct __sk_buff *skb, int family, const __u8 *src,
-					       const __u8 *dst, __u8 tos)
+static __always_inline int same16(const __u8 *a, const __u8 *b)
 {
-	__u32 z = 0;
-	__u32 *rg = bpf_map_lookup_elem(&xlat_rgen, &z);
-	struct route_scratch *sc = bpf_map_lookup_elem(&xlat_rscratch, &z);
-	if (!rg || !sc)
-		return 0;
-	__u32 gen = *rg;
+	__u64 a0, a1, b0, b1;
+	__builtin_memcpy(&a0, a, 8);
+	__builtin_memcpy(&a1, a + 8, 8);
+	__builtin_memcpy(&b0, b, 8);
+	__builtin_memcpy(&b1, b + 8, 8);
+	return a0 == b0 && a1 == b1;
+}
+
+/* The scratch space with its key set; the cached entry copied into sc->v
+ * and 1 if it is valid, else sc->v started afresh for the caller and 0.
+ * The entry is copied out and checked: an LRU entry that another CPU
+ * replaces is reused at once, not after RCU. */
+static __always_inline int cache_get(struct route_scratch *sc, struct __sk_buff *skb, int family,
+				     const __u8 *src, const __u8 *dst, __u8 tos, __u8 kind,
+				     __u32 rgen, __u32 cgen)
+{
 	struct route_key *k = &sc->k;
 	__builtin_memset(k, 0, sizeof(*k));
 	k->ifindex = skb->ingress_ifindex;
@@ -561,30 +592,40 @@ static __always_inline struct route_val *route(struct __sk_buff *skb, int family
 		__builtin_memcpy(k->src, src, 16);
 		__builtin_memcpy(k->dst, dst, 16);
 	}
-	/* The entry is copied out and its destination checked: an LRU entry
-	 * that another CPU replaces is reused at once, not after RCU. */
-	struct route_val *v = bpf_map_lookup_elem(&xlat_routes, k);
-	if (v) {
-		__builtin_memcpy(&sc->v, v, sizeof(*v));
-		__u64 a0, a1, b0, b1;
-		__builtin_memcpy(&a0, sc->v.dst, 8);
-		__builtin_memcpy(&a1, sc->v.dst + 8, 8);
-		__builtin_memcpy(&b0, k->dst, 8);
-		__builtin_memcpy(&b1, k->dst + 8, 8);
-		if (sc->v.gen == gen && a0 == b0 && a1 == b1)
-			return &sc->v;
+	struct route_val *v = &sc->v;
+	struct route_val *e = bpf_map_lookup_elem(&xlat_routes, k);
+	if (e) {
+		__builtin_memcpy(v, e, sizeof(*v));
+		if (v->gen == rgen && v->cgen == cgen && v->kind == kind &&
+		    v->kifindex == k->ifindex && v->kfamily == family && v->ktos == tos &&
+		    same16(v->src, k->src) && same16(v->dst, k->dst))
+			return 1;
 	}
+	__builtin_memset(v, 0, sizeof(*v));
+	v->gen = rgen;
+	v->cgen = cgen;
+	v->kifindex = k->ifindex;
+	v->kfamily = family;
+	v->ktos = tos;
+	v->kind = kind;
+	__builtin_memcpy(v->src, k->src, 16);
+	__builtin_memcpy(v->dst, k->dst, 16);
+	return 0;
+}
 
-	/* A lookup whose length exceeds any MTU reports the route's MTU
-	 * (FRAG_NEEDED) before anything else; the second one, the device. */
+/* The route of (family, src, dst, tos) into v's ifindex, next hop and MTU
+ * (ifindex 0: no route). A lookup whose length exceeds any MTU reports the
+ * route's MTU (FRAG_NEEDED) before anything else; the second one, the
+ * device. */
+static __always_inline void fib_route(struct route_scratch *sc, struct __sk_buff *skb, int family,
+				      const __u8 *src, const __u8 *dst, __u8 tos)
+{
 	struct bpf_fib_lookup *p = &sc->p;
+	struct route_val *v = &sc->v;
 	fib_params(p, skb, family, src, dst, tos, 0xffff);
 	long rc = fib(skb, p);
-	v = &sc->v;
-	__builtin_memset(v, 0, sizeof(*v));
-	v->gen = gen;
-	__builtin_memcpy(v->dst, k->dst, 16);
 	v->mtu = 0xffff;
+	v->ifindex = 0;
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
 		v->mtu = p->mtu_result;
 		fib_params(p, skb, family, src, dst, tos, 1);
@@ -598,16 +639,95 @@ static __always_inline struct route_val *route(struct __sk_buff *skb, int family
 		else
 			__builtin_memcpy(v->nh, p->ipv6_dst, 16);
 	}
-	bpf_map_update_elem(&xlat_routes, k, v, BPF_ANY);
-	return v;
 }
 
-/* The kernel would route this packet into the TUN (the slow path). */
-static __always_inline int routed_to_tun(struct __sk_buff *skb, const struct xlat_cfg *c,
-					 int family, const __u8 *src, const __u8 *dst, __u8 tos)
+static __always_inline struct route_scratch *scratch(__u32 *rgen)
 {
-	struct route_val *r = route(skb, family, src, dst, tos);
-	return r && r->ifindex && r->ifindex == c->tun_ifindex;
+	__u32 z = 0;
+	__u32 *rg = bpf_map_lookup_elem(&xlat_rgen, &z);
+	struct route_scratch *sc = bpf_map_lookup_elem(&xlat_rscratch, &z);
+	if (!rg || !sc)
+		return 0;
+	*rgen = *rg;
+	return sc;
+}
+
+/* NAT64: the route of the translated packet, from the cache or by FIB
+ * lookups (then cached); 0 if the maps fail. */
+static __always_inline struct route_val *route(struct __sk_buff *skb, int family, const __u8 *src,
+					       const __u8 *dst, __u8 tos)
+{
+	__u32 rgen;
+	struct route_scratch *sc = scratch(&rgen);
+	if (!sc)
+		return 0;
+	if (cache_get(sc, skb, family, src, dst, tos, R_ROUTE, rgen, 0))
+		return &sc->v;
+	fib_route(sc, skb, family, src, dst, tos);
+	bpf_map_update_elem(&xlat_routes, &sc->k, &sc->v, BPF_ANY);
+	return &sc->v;
+}
+
+/* SIIT: the stateless decision for a packet (family, src, dst, tos) as it
+ * arrived, under configuration word cw; 0 if the maps fail. */
+static __always_inline struct route_val *siit_decide(struct __sk_buff *skb,
+						     const struct xlat_cfg *c, __u32 cw,
+						     int family, const __u8 *src,
+						     const __u8 *dst, __u8 tos)
+{
+	__u32 rgen;
+	struct route_scratch *sc = scratch(&rgen);
+	if (!sc)
+		return 0;
+	struct route_val *v = &sc->v;
+	if (cache_get(sc, skb, family, src, dst, tos, R_SIIT, rgen, cw))
+		return v;
+	__u32 gen = cw & 1;
+	int test = c->flags & F_TEST;
+	if (test) {
+		v->to_tun = 1;
+	} else {
+		/* Would the kernel route it into the TUN (the IPv6 lookup has
+		 * no TOS)? */
+		fib_route(sc, skb, family, src, dst, family == AF_INET ? tos : 0);
+		v->to_tun = v->ifindex && v->ifindex == c->tun_ifindex;
+		v->ifindex = 0;
+	}
+	if (v->to_tun) {
+		int r;
+		if (family == AF_INET6) {
+			r = map_6to4(c, gen, src, v->xsrc);
+			if (r >= 0) {
+				r = map_6to4(c, gen, dst, v->xdst);
+				/* RFC 7757 section 4.2.2: intrinsic hairpinning
+				 * (to an EAM'd IPv4 address through pool6) is done
+				 * by the slow path. */
+				if (r == 1 && (c->flags & F_HAIRPIN_INTRINSIC)) {
+					struct lpm4 k = {.plen = 64, .gen = gen};
+					__builtin_memcpy(k.a, v->xdst, 4);
+					if (bpf_map_lookup_elem(&xlat_eam4, &k))
+						r = -P_HAIRPIN;
+				}
+			}
+		} else {
+			r = map_4to6(c, gen, src, v->xsrc, 1);
+			if (r >= 0)
+				r = map_4to6(c, gen, dst, v->xdst, 0);
+		}
+		if (r < 0) {
+			v->map_reason = -r;
+		} else if (!test) {
+			/* The translated packet's route (RFC 7915 section 5.1:
+			 * its TOS is the Traffic Class or the configured one). */
+			__u8 otos = 0;
+			if (family == AF_INET6)
+				otos = (c->flags & F_OVERRIDE_TOS) ? (__u8)c->tos : tos;
+			fib_route(sc, skb, family == AF_INET6 ? AF_INET : AF_INET6, v->xsrc,
+				  v->xdst, otos);
+		}
+	}
+	bpf_map_update_elem(&xlat_routes, &sc->k, v, BPF_ANY);
+	return v;
 }
 
 struct nexthop {
@@ -615,12 +735,11 @@ struct nexthop {
 	struct bpf_redir_neigh nh;
 };
 
-/* Route for the translated packet; 0 or a pass reason. */
-static __always_inline int route_out(struct __sk_buff *skb, const struct xlat_cfg *c, int family,
-				     const __u8 *src, const __u8 *dst, __u8 tos, __u32 len,
-				     struct nexthop *out)
+/* The next hop of a translated packet of len bytes by route r; 0 or a pass
+ * reason. */
+static __always_inline int next_hop(const struct xlat_cfg *c, const struct route_val *r, __u32 len,
+				    struct nexthop *out)
 {
-	struct route_val *r = route(skb, family, src, dst, tos);
 	if (!r || !r->ifindex)
 		return P_NO_ROUTE;
 	if (len > r->mtu)
@@ -709,7 +828,7 @@ static __always_inline int finish(struct __sk_buff *skb, __u32 iphlen, int icmp,
 /* ---------------------------------------------------------------------- */
 /* IPv6 -> IPv4 (RFC 7915 section 5) */
 
-static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg *c, __u32 gen)
+static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg *c, __u32 cw)
 {
 	struct hdr6 h;
 	if (bpf_skb_load_bytes(skb, ETH_LEN, &h, sizeof(h)) < 0)
@@ -723,28 +842,24 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	if (h.nh != IPPROTO_TCP && h.nh != IPPROTO_UDP && h.nh != IPPROTO_ICMPV6_)
 		return pass(P_V6_EXT);
 	int nat64 = c->flags & F_NAT64;
-	/* NAT64: the flow map only holds flows the kernel routes to the TUN. */
-	if (!nat64 && !(c->flags & F_TEST) && !routed_to_tun(skb, c, AF_INET6, h.src, h.dst, 0))
-		return pass(P_NOT_FOR_XLAT);
+	__u8 tc = (bpf_ntohl(h.vtcfl) >> 20) & 0xff;
+	/* SIIT: the kernel's route and the address mapping, cached.
+	 * NAT64: the flow map only holds flows the kernel routes to the TUN. */
+	struct route_val *sv = 0;
+	if (!nat64) {
+		sv = siit_decide(skb, c, cw, AF_INET6, h.src, h.dst, tc);
+		if (!sv || !sv->to_tun)
+			return pass(P_NOT_FOR_XLAT);
+	}
 	if (h.hop <= 1)
 		return pass(P_TTL);
 
 	__u8 s4[4] = {}, d4[4] = {};
-	if (!nat64) {
-		int rs = map_6to4(c, gen, h.src, s4);
-		if (rs < 0)
-			return pass(-rs);
-		int rd = map_6to4(c, gen, h.dst, d4);
-		if (rd < 0)
-			return pass(-rd);
-		/* RFC 7757 section 4.2.2: intrinsic hairpinning (to an EAM'd
-		 * IPv4 address through pool6) is done by the slow path. */
-		if (rd == 1 && (c->flags & F_HAIRPIN_INTRINSIC)) {
-			struct lpm4 k = {.plen = 64, .gen = gen};
-			__builtin_memcpy(k.a, d4, 4);
-			if (bpf_map_lookup_elem(&xlat_eam4, &k))
-				return pass(P_HAIRPIN);
-		}
+	if (sv) {
+		if (sv->map_reason)
+			return pass(sv->map_reason);
+		__builtin_memcpy(s4, sv->xsrc, 4);
+		__builtin_memcpy(d4, sv->xdst, 4);
 	}
 
 	__u32 l4 = ETH_LEN + 40;
@@ -799,13 +914,14 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	__u32 total = plen + 20;
 	if (total > 0xffff)
 		return pass(P_TOO_BIG);
-	__u8 tc = (bpf_ntohl(h.vtcfl) >> 20) & 0xff;
 	__u8 tos = (c->flags & F_OVERRIDE_TOS) ? (__u8)c->tos : tc;
 
 	struct nexthop nh = {};
 	if (!(c->flags & F_TEST)) {
 		__u32 check_len = gso ? 20 + l4hdr + skb->gso_size : total;
-		int r = route_out(skb, c, AF_INET, s4, d4, tos, check_len, &nh);
+		if (nat64)
+			sv = route(skb, AF_INET, s4, d4, tos);
+		int r = next_hop(c, sv, check_len, &nh);
 		if (r)
 			return pass(r);
 	}
@@ -895,7 +1011,7 @@ fail:
 /* ---------------------------------------------------------------------- */
 /* IPv4 -> IPv6 (RFC 7915 section 4) */
 
-static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg *c, __u32 gen)
+static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg *c, __u32 cw)
 {
 	struct hdr4 h;
 	if (bpf_skb_load_bytes(skb, ETH_LEN, &h, sizeof(h)) < 0)
@@ -911,8 +1027,12 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	if (frag & 0x3fff) /* MF or an offset */
 		return pass(P_FRAGMENT);
 	int nat64 = c->flags & F_NAT64;
-	if (!nat64 && !(c->flags & F_TEST) && !routed_to_tun(skb, c, AF_INET, h.src, h.dst, h.tos))
-		return pass(P_NOT_FOR_XLAT);
+	struct route_val *sv = 0;
+	if (!nat64) {
+		sv = siit_decide(skb, c, cw, AF_INET, h.src, h.dst, h.tos);
+		if (!sv || !sv->to_tun)
+			return pass(P_NOT_FOR_XLAT);
+	}
 	/* RFC 1812 section 5.2.2: a bad header checksum is the slow path's
 	 * to count and drop. */
 	if (fold(sum_words(&h, 20)) != 0xffff)
@@ -921,13 +1041,11 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 		return pass(P_TTL);
 
 	__u8 s6[16] = {}, d6[16] = {};
-	if (!nat64) {
-		int rs = map_4to6(c, gen, h.src, s6, 1);
-		if (rs < 0)
-			return pass(-rs);
-		int rd = map_4to6(c, gen, h.dst, d6, 0);
-		if (rd < 0)
-			return pass(-rd);
+	if (sv) {
+		if (sv->map_reason)
+			return pass(sv->map_reason);
+		__builtin_memcpy(s6, sv->xsrc, 16);
+		__builtin_memcpy(d6, sv->xdst, 16);
 	}
 
 	__u32 l4 = ETH_LEN + 20;
@@ -1002,7 +1120,9 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	struct nexthop nh = {};
 	if (!(c->flags & F_TEST)) {
 		__u32 check_len = gso ? 40 + l4hdr + skb->gso_size : out_len;
-		int r = route_out(skb, c, AF_INET6, s6, d6, 0, check_len, &nh);
+		if (nat64)
+			sv = route(skb, AF_INET6, s6, d6, 0);
+		int r = next_hop(c, sv, check_len, &nh);
 		if (r)
 			return pass(r);
 	}
@@ -1086,7 +1206,10 @@ int xlat_ingress(struct __sk_buff *skb)
 	__u32 *g = bpf_map_lookup_elem(&xlat_gen, &z);
 	if (!g)
 		return TC_ACT_OK;
-	__u32 gen = *g & 1;
+	/* The configuration word: its low bit selects the active half of the
+	 * double-buffered configuration, the rest counts installs. */
+	__u32 cw = *g;
+	__u32 gen = cw & 1;
 	struct xlat_cfg *c = bpf_map_lookup_elem(&xlat_cfg, &gen);
 	if (!c || !(c->flags & F_ENABLED))
 		return pass(P_DISABLED);
@@ -1094,9 +1217,9 @@ int xlat_ingress(struct __sk_buff *skb)
 	if (skb->vlan_present)
 		return pass(P_NOT_IP);
 	if (skb->protocol == bpf_htons(ETH_P_IPV6))
-		return do_6to4(skb, c, gen);
+		return do_6to4(skb, c, cw);
 	if (skb->protocol == bpf_htons(ETH_P_IP))
-		return do_4to6(skb, c, gen);
+		return do_4to6(skb, c, cw);
 	return pass(P_NOT_IP);
 }
 

@@ -823,7 +823,8 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
                 "throughput",
                 _throughput_table(run, duts),
                 (
-                    "Zero-loss frames/s, the binary search's final lower bound. † = some trial was "
+                    "Zero-loss frames/s, the binary search's final lower bound (the median of "
+                    "the searches where the scenario repeats them). † = some trial was "
                     "invalid (the sender fell behind schedule) and counted as a failure: the figure "
                     "may be the tester's limit; ⚠ = within 10 % of the tester's ceiling."
                 ),

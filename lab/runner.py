@@ -356,7 +356,11 @@ class Run:
         w = t.workload
         if w == "throughput":
             return w_perf.throughput(
-                flow, p["frame_size"], trial=p["trial"], max_trials=p["max_trials"]
+                flow,
+                p["frame_size"],
+                trial=p["trial"],
+                max_trials=p["max_trials"],
+                repeat=p.get("repeat", 1),
             )
         if w == "flr":
             return w_perf.frame_loss(flow, trial=p["trial"], steps=p.get("steps", 10))

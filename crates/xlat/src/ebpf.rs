@@ -349,7 +349,13 @@ pub struct FastPath {
     counters: std::sync::Arc<Counters>,
     /// Invalidates the program's route cache on rtnetlink changes.
     _routes: crate::route_watch::RouteWatch,
+    /// The active half (0 or 1) of the double-buffered tables.
     gen: u32,
+    /// Installs so far: the configuration word `xlat_gen` is
+    /// `installs << 1 | gen`, so the program's cached SIIT decisions of
+    /// an older configuration never match again, not even when the same
+    /// half becomes active again.
+    installs: u32,
     current: Option<Tables>,
     attached: Vec<(i32, String)>,
 }
@@ -505,6 +511,7 @@ impl FastPath {
                 }),
                 _routes: watch_routes(map("xlat_rgen")?)?,
                 gen: 0,
+                installs: 0,
                 current: None,
                 attached: vec![],
             })
@@ -583,7 +590,9 @@ impl FastPath {
             self.delete_gen(next, t);
             return Err(e);
         }
-        self.update(self.gen_fd, &0u32.to_ne_bytes(), &next.to_ne_bytes())?;
+        let word = (self.installs.wrapping_add(1) << 1) | next;
+        self.update(self.gen_fd, &0u32.to_ne_bytes(), &word.to_ne_bytes())?;
+        self.installs = self.installs.wrapping_add(1);
         let old_gen = self.gen;
         self.gen = next;
         if let Some(old) = self.current.take() {

@@ -572,6 +572,20 @@ fn ebpf_install_replaces_tables() {
         &out[14 + 24..14 + 40],
         &"2001:db8:6::2".parse::<Ipv6Addr>().unwrap().octets()
     );
+    // The program caches its decision per address pair: two installs
+    // with no packet between them bring back the table half that decision
+    // was made under, and the newest tables must still win.
+    fp.install(&without.tables).unwrap();
+    fp.install(&case("pool6 = \"2001:db8:46::/96\"\n").tables)
+        .unwrap();
+    let (_, out) = fp.test_run(&f).unwrap();
+    assert_eq!(
+        &out[14 + 24..14 + 40],
+        &"2001:db8:46::c000:202"
+            .parse::<Ipv6Addr>()
+            .unwrap()
+            .octets()
+    );
 }
 
 /// Issue 7, NAT64 (RFC 6146 §3.5.1 UDP, §3.5.3 ICMP query): packets of
