@@ -42,10 +42,13 @@ pub struct Object(NonNull<ffi::bpf_object>);
 unsafe impl Send for Object {}
 
 impl Object {
-    /// Opens the ELF image `elf` (libbpf copies what it needs); nothing is
-    /// created in the kernel yet. `Err`: the error's text.
-    pub fn open_mem(elf: &[u8]) -> Result<Object, String> {
-        // SAFETY: a valid buffer of elf.len() bytes; no options.
+    /// Opens the ELF image `elf`; nothing is created in the kernel yet.
+    /// libbpf does not copy the image (it parses it in place until the
+    /// load), hence `'static`: the embedded `include_bytes!` objects.
+    /// `Err`: the error's text.
+    pub fn open_mem(elf: &'static [u8]) -> Result<Object, String> {
+        // SAFETY: a valid buffer of elf.len() bytes that outlives the
+        // object; no options.
         let p = unsafe {
             ffi::bpf_object__open_mem(elf.as_ptr() as *const c_void, elf.len(), std::ptr::null())
         };
@@ -104,12 +107,6 @@ impl Object {
         // SAFETY: a valid object and name.
         let fd = unsafe { ffi::bpf_object__find_map_fd_by_name(self.0.as_ptr(), c.as_ptr()) };
         (fd >= 0).then_some(fd)
-    }
-
-    /// The libbpf object, for calls this type does not wrap; it stays
-    /// owned by `self`.
-    pub fn as_ptr(&self) -> *mut ffi::bpf_object {
-        self.0.as_ptr()
     }
 }
 

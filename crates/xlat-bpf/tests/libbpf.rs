@@ -65,7 +65,9 @@ fn compile_open_size_load_and_close() {
     std::fs::write(&src, PROGRAM).unwrap();
     let out = build::compile(&src, "t.bpf.o", "the test program");
     assert_eq!(out, dir.join("t.bpf.o"));
-    let elf = std::fs::read(&out).unwrap();
+    // Object::open_mem wants the image for the whole run, as an embedded
+    // one is.
+    let elf: &'static [u8] = std::fs::read(&out).unwrap().leak();
     assert_eq!(&elf[..4], b"\x7fELF");
 
     // A compile error (-Werror) fails the build, naming clang and the file.
@@ -99,7 +101,7 @@ fn compile_open_size_load_and_close() {
     assert!(!e.is_empty());
 
     // Opened, not loaded: no fds yet; an unknown map cannot be sized.
-    let mut obj = Object::open_mem(&elf).unwrap();
+    let mut obj = Object::open_mem(elf).unwrap();
     assert_eq!(obj.program_fd("t_pass"), None);
     assert_eq!(obj.set_max_entries("t_nope", 8), Err(errstr(-libc::ENOENT)));
     obj.set_max_entries("t_counts", 8).unwrap();
