@@ -103,8 +103,9 @@ def parse_pdv(j: dict) -> dict:
 # -- the workloads ---------------------------------------------------------------------
 
 
-def probe(flow, size: int, rate: int = 2_000_000) -> int:
-    """One 1-second overload trial: what got through seeds the search."""
+def probe(flow, size: int, rate: int = 2_000_000, repeat: int = 1) -> int:
+    """1-second overload trials (``repeat`` of them, the median): what got
+    through seeds the search."""
     j = perf(
         "frame-loss",
         flow,
@@ -120,10 +121,15 @@ def probe(flow, size: int, rate: int = 2_000_000) -> int:
         "0.3",
         "--retries",
         "0",
-        timeout=30,
+        "--repeat",
+        repeat,
+        timeout=30 * repeat,
     )
-    t = _reps(j)[0]["trials"][0]
-    got = int(t["received"] / max(float(t["elapsed"]), 1.0))
+    rates = sorted(
+        int(t["received"] / max(float(t["elapsed"]), 1.0))
+        for t in (r["trials"][0] for r in _reps(j))
+    )
+    got = rates[len(rates) // 2]
     log(f"    probe {size} B at {rate} fps: ~{got} fps got through")
     return max(1000, got)
 
@@ -140,7 +146,7 @@ def throughput(
     """RFC 8219 section 7.1 at one frame size: binary search from 1.25 x the
     probe, ``repeat`` times (the median is the result)."""
     fs = frame_size(flow, size)
-    got = probe(flow, fs)
+    got = probe(flow, fs, repeat=repeat)
     start = int(got * 1.25)
     j = perf(
         "throughput",
