@@ -5,8 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Compiles `src` with `clang -O2 -g -Wall -Werror -target bpf` into
-/// `OUT_DIR/<out>` and returns that path. The kernel's UAPI headers come
+/// Compiles `src` (a path relative to the package being built,
+/// `CARGO_MANIFEST_DIR`, or an absolute one) with
+/// `clang -O2 -g -Wall -Werror -target bpf` into `OUT_DIR/<out>` and
+/// returns that path. The kernel's UAPI headers come
 /// from `/usr/include/<target arch>-linux-gnu` (linux-libc-dev), libbpf's
 /// from libbpf-dev. Env `BPF_CLANG` names another clang. Prints the
 /// `cargo:rerun-if-changed` line for `src` and the one for `BPF_CLANG`.
@@ -15,7 +17,11 @@ use std::process::Command;
 /// `src`, or when clang cannot be run: that message names `what` (the
 /// program, for the reader: "the eBPF fast path") and `make setup`, which
 /// installs clang, llvm and libbpf-dev.
-pub fn compile(src: &Path, out: &str, what: &str) -> PathBuf {
+pub fn compile(src: impl AsRef<Path>, out: &str, what: &str) -> PathBuf {
+    let src = PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR (run from a build script)"),
+    )
+    .join(src);
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR (run from a build script)"))
         .join(out);
     println!("cargo:rerun-if-changed={}", src.display());
@@ -26,7 +32,7 @@ pub fn compile(src: &Path, out: &str, what: &str) -> PathBuf {
         .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf"])
         .arg(format!("-I/usr/include/{arch}-linux-gnu"))
         .arg("-c")
-        .arg(src)
+        .arg(&src)
         .arg("-o")
         .arg(&out)
         .status();

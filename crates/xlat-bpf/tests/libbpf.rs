@@ -53,17 +53,29 @@ fn panic_text(r: Result<PathBuf, Box<dyn std::any::Any + Send>>) -> String {
         .unwrap_or_default()
 }
 
+/// A scratch directory, removed when the test ends (passed or failed).
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[test]
 fn compile_open_size_load_and_close() {
-    let dir = std::env::temp_dir().join(format!("xlat-bpf-test-{}", std::process::id()));
+    let tmp = TempDir(std::env::temp_dir().join(format!("xlat-bpf-test-{}", std::process::id())));
+    let dir = tmp.0.clone();
     std::fs::create_dir_all(&dir).unwrap();
+    // As cargo sets them for a build script.
     std::env::set_var("OUT_DIR", &dir);
+    std::env::set_var("CARGO_MANIFEST_DIR", &dir);
     std::env::remove_var("BPF_CLANG");
 
-    // The build step: the object lands in OUT_DIR under the given name.
-    let src = dir.join("t.bpf.c");
-    std::fs::write(&src, PROGRAM).unwrap();
-    let out = build::compile(&src, "t.bpf.o", "the test program");
+    // The build step: the source relative to the package, the object in
+    // OUT_DIR under the given name.
+    std::fs::write(dir.join("t.bpf.c"), PROGRAM).unwrap();
+    let out = build::compile("t.bpf.c", "t.bpf.o", "the test program");
     assert_eq!(out, dir.join("t.bpf.o"));
     // Object::open_mem wants the image for the whole run, as an embedded
     // one is.
@@ -74,17 +86,15 @@ fn compile_open_size_load_and_close() {
     let bad = dir.join("bad.bpf.c");
     std::fs::write(&bad, "int f(void) { int unused; return 0; }\n").unwrap();
     let msg = panic_text(std::panic::catch_unwind(|| {
-        build::compile(&bad, "bad.bpf.o", "the test program")
+        build::compile("bad.bpf.c", "bad.bpf.o", "the test program")
     }));
-    assert!(
-        msg.starts_with("clang failed on ") && msg.contains("bad.bpf.c"),
-        "{msg}"
-    );
+    let want = format!("clang failed on {} (", bad.display());
+    assert!(msg.starts_with(&want), "{msg}");
 
     // No clang: the message names the program and `make setup`.
     std::env::set_var("BPF_CLANG", dir.join("no-such-clang"));
     let msg = panic_text(std::panic::catch_unwind(|| {
-        build::compile(&src, "t2.bpf.o", "the test program")
+        build::compile("t.bpf.c", "t2.bpf.o", "the test program")
     }));
     std::env::remove_var("BPF_CLANG");
     assert!(
@@ -113,7 +123,7 @@ fn compile_open_size_load_and_close() {
     assert_eq!(obj.map_fd("t_nope"), None);
     let fd = obj.map_fd("t_counts").unwrap();
     // The size set before the load holds: keys 0..8, not 0..4.
-    assert_eq!(update(fd, 7, 1), 0, "{}", errstr(-1));
+    assert_eq!(update(fd, 7, 1), 0, "key 7 of 8");
     assert_eq!(update(fd, 8, 1), -libc::E2BIG);
 
     // Dropping the object closes its fds.
@@ -125,7 +135,8 @@ fn compile_open_size_load_and_close() {
         Some(libc::EBADF)
     );
 
-    std::fs::remove_dir_all(&dir).unwrap();
+    drop(tmp);
+    assert!(!dir.exists());
 }
 
 /// libbpf returns `-errno`; 0 means "see errno".
