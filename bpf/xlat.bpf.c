@@ -250,6 +250,18 @@ struct hdr6 {
 	__u8 dst[16];
 };
 
+/* A translated packet's new IP header, followed by the first L4 bytes
+ * that finish() writes with it (ICMP: the 8-byte header; NAT64 TCP/UDP:
+ * the ports). */
+struct out4 {
+	struct hdr4 ip;
+	__u8 l4[8];
+};
+struct out6 {
+	struct hdr6 ip;
+	__u8 l4[8];
+};
+
 static __always_inline __u16 fold(__u64 s)
 {
 	s = (s & 0xffffffff) + (s >> 32);
@@ -730,15 +742,15 @@ static __always_inline struct route_val *siit_decide(struct __sk_buff *skb,
 	return v;
 }
 
-struct nexthop {
-	__u32 ifindex;
-	struct bpf_redir_neigh nh;
-};
+/* route_val's next hop (nh_family, then nh) is laid out as struct
+ * bpf_redir_neigh, so send() hands it to bpf_redirect_neigh in place. */
+_Static_assert(__builtin_offsetof(struct route_val, nh) ==
+		       __builtin_offsetof(struct route_val, nh_family) + 4,
+	       "route_val: nh must follow nh_family");
+_Static_assert(sizeof(struct bpf_redir_neigh) == 20, "bpf_redir_neigh: 20 bytes");
 
-/* The next hop of a translated packet of len bytes by route r; 0 or a pass
- * reason. */
-static __always_inline int next_hop(const struct xlat_cfg *c, const struct route_val *r, __u32 len,
-				    struct nexthop *out)
+/* May a translated packet of len bytes take route r? 0 or a pass reason. */
+static __always_inline int next_hop(const struct xlat_cfg *c, const struct route_val *r, __u32 len)
 {
 	if (!r || !r->ifindex)
 		return P_NO_ROUTE;
@@ -746,30 +758,26 @@ static __always_inline int next_hop(const struct xlat_cfg *c, const struct route
 		return P_TOO_BIG;
 	if (r->ifindex == c->tun_ifindex)
 		return P_HAIRPIN; /* it would come back to the translator */
-	out->ifindex = r->ifindex;
-	__builtin_memset(&out->nh, 0, sizeof(out->nh));
-	out->nh.nh_family = r->nh_family;
-	if (r->nh_family == AF_INET)
-		__builtin_memcpy(&out->nh.ipv4_nh, r->nh, 4);
-	else
-		__builtin_memcpy(out->nh.ipv6_nh, r->nh, 16);
 	return 0;
 }
 
 static __always_inline int send(struct __sk_buff *skb, const struct xlat_cfg *c,
-				struct nexthop *nh, __u32 counter, struct flow_val *fv)
+				const struct route_val *r, __u32 counter, struct flow_val *fv)
 {
 	if (fv) {
 		/* Last-seen time for the session's expiry (written at most
 		 * once per millisecond: the entry is shared by all CPUs). */
-		__u64 now = bpf_ktime_get_ns();
+		__u64 now = bpf_ktime_get_coarse_ns();
 		if (now - fv->seen > 1000000)
 			fv->seen = now;
 	}
 	count(counter);
 	if (c->flags & F_TEST)
 		return TC_ACT_REDIRECT;
-	return bpf_redirect_neigh(nh->ifindex, &nh->nh, sizeof(nh->nh), 0);
+	if (!r)
+		return TC_ACT_SHOT;
+	return bpf_redirect_neigh(r->ifindex, (void *)&r->nh_family, sizeof(struct bpf_redir_neigh),
+				  0);
 }
 
 #define ETH_LEN 14
@@ -787,22 +795,24 @@ static __always_inline __s64 ports_diff(const __u8 *old, const __u8 *new)
 
 /*
  * After bpf_skb_change_proto: the rest of the rewrite, the same in both
- * directions. ICMP: the new 8-byte header nb. TCP/UDP: the checksum
+ * directions. ICMP: the new 8-byte header (already after the IP header in
+ * out). TCP/UDP: the checksum
  * updated for the pseudo-header (RFC 7915 sections 4.5 and 5.5, RFC 1624:
  * bpf_l4_csum_replace with BPF_F_PSEUDO_HDR, a zero UDP result becomes
  * 0xffff) and, for NAT64, for the ports (RFC 6146 section 3.7; not in the
  * pseudo-header, so a CHECKSUM_PARTIAL field is left alone, as by the
- * core), then the ports. Then the new IP header, the ethertype, and the
- * link padding after the packet trimmed. 0, or < 0 on a helper failure.
+ * core), then the ports. Then the new IP header with the L4 bytes that
+ * follow it in one store, the ethertype, and the link padding after the
+ * packet trimmed. 0, or < 0 on a helper failure.
  */
 static __always_inline int finish(struct __sk_buff *skb, __u32 iphlen, int icmp, __u8 proto,
-				  const __u8 *nb, __s64 diff, int nat64, __s64 pdiff, const __u8 *np,
-				  const void *iph, __u32 iphsize, __u16 ethertype, __u32 pktlen)
+				  __s64 diff, int nat64, __s64 pdiff, const __u8 *np, __u8 *out,
+				  __u32 iphsize, __u16 ethertype, __u32 pktlen)
 {
 	__u32 l4 = ETH_LEN + iphlen;
+	__u32 len = iphsize;
 	if (icmp) {
-		if (bpf_skb_store_bytes(skb, l4, nb, 8, 0) < 0)
-			return -1;
+		len += 8;
 	} else {
 		__u32 off = l4 + (proto == IPPROTO_TCP ? 16 : 6);
 		__u64 mangled0 = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
@@ -811,11 +821,11 @@ static __always_inline int finish(struct __sk_buff *skb, __u32 iphlen, int icmp,
 		if (nat64) {
 			if (bpf_l4_csum_replace(skb, off, 0, pdiff, mangled0) < 0)
 				return -1;
-			if (bpf_skb_store_bytes(skb, l4, np, 4, 0) < 0)
-				return -1;
+			__builtin_memcpy(out + iphsize, np, 4);
+			len += 4;
 		}
 	}
-	if (bpf_skb_store_bytes(skb, ETH_LEN, iph, iphsize, 0) < 0)
+	if (bpf_skb_store_bytes(skb, ETH_LEN, out, len, 0) < 0)
 		return -1;
 	__be16 et = bpf_htons(ethertype);
 	if (bpf_skb_store_bytes(skb, 12, &et, 2, 0) < 0)
@@ -916,12 +926,11 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		return pass(P_TOO_BIG);
 	__u8 tos = (c->flags & F_OVERRIDE_TOS) ? (__u8)c->tos : tc;
 
-	struct nexthop nh = {};
 	if (!(c->flags & F_TEST)) {
 		__u32 check_len = gso ? 20 + l4hdr + skb->gso_size : total;
 		if (nat64)
 			sv = route(skb, AF_INET, s4, d4, tos);
-		int r = next_hop(c, sv, check_len, &nh);
+		int r = next_hop(c, sv, check_len);
 		if (r)
 			return pass(r);
 	}
@@ -978,31 +987,33 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	}
 
 	/* RFC 7915 section 5.1: the IPv4 header. */
-	struct hdr4 o = {};
-	o.vihl = 0x45;
-	o.tos = tos;
-	o.tot_len = bpf_htons(total);
+	struct out4 ob = {};
+	__builtin_memcpy(ob.l4, nb, 8);
+	struct hdr4 *o = &ob.ip;
+	o->vihl = 0x45;
+	o->tos = tos;
+	o->tot_len = bpf_htons(total);
 	if (total <= 1260) {
 		/* DF = 0 and a generated Identification (section 5.1) */
-		o.id = bpf_htons((__u16)bpf_get_prandom_u32());
-		o.frag = 0;
+		o->id = bpf_htons((__u16)bpf_get_prandom_u32());
+		o->frag = 0;
 	} else {
-		o.id = 0;
-		o.frag = bpf_htons(0x4000);
+		o->id = 0;
+		o->frag = bpf_htons(0x4000);
 	}
-	o.ttl = h.hop - 1;
-	o.proto = proto == IPPROTO_ICMPV6_ ? IPPROTO_ICMP : proto;
-	__builtin_memcpy(o.src, s4, 4);
-	__builtin_memcpy(o.dst, d4, 4);
-	o.csum = bpf_htons(~fold(sum_words(&o, 20)));
+	o->ttl = h.hop - 1;
+	o->proto = proto == IPPROTO_ICMPV6_ ? IPPROTO_ICMP : proto;
+	__builtin_memcpy(o->src, s4, 4);
+	__builtin_memcpy(o->dst, d4, 4);
+	o->csum = bpf_htons(~fold(sum_words(o, 20)));
 
 	/* Headers (and the GSO type) from here on: no way back. */
 	if (bpf_skb_change_proto(skb, bpf_htons(ETH_P_IP), 0) < 0)
 		return pass(P_UNSUPPORTED);
-	if (finish(skb, 20, proto == IPPROTO_ICMPV6_, proto, nb, diff, nat64, pdiff, np, &o,
-		   sizeof(o), ETH_P_IP, total) < 0)
+	if (finish(skb, 20, proto == IPPROTO_ICMPV6_, proto, diff, nat64, pdiff, np, (__u8 *)&ob,
+		   sizeof(ob.ip), ETH_P_IP, total) < 0)
 		goto fail;
-	return send(skb, c, &nh, C_V6TO4, fv);
+	return send(skb, c, sv, C_V6TO4, fv);
 fail:
 	count(D_ERROR);
 	return TC_ACT_SHOT;
@@ -1117,12 +1128,11 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 			return pass(P_TOO_BIG);
 	}
 
-	struct nexthop nh = {};
 	if (!(c->flags & F_TEST)) {
 		__u32 check_len = gso ? 40 + l4hdr + skb->gso_size : out_len;
 		if (nat64)
 			sv = route(skb, AF_INET6, s6, d6, 0);
-		int r = next_hop(c, sv, check_len, &nh);
+		int r = next_hop(c, sv, check_len);
 		if (r)
 			return pass(r);
 	}
@@ -1178,22 +1188,24 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	}
 
 	/* RFC 7915 section 4.1: the IPv6 header, flow label 0. */
-	struct hdr6 o = {};
+	struct out6 ob = {};
+	__builtin_memcpy(ob.l4, nb, 8);
+	struct hdr6 *o = &ob.ip;
 	__u8 tc = (c->flags & F_ZEROIZE_TC) ? 0 : h.tos;
-	o.vtcfl = bpf_htonl((6u << 28) | ((__u32)tc << 20));
-	o.plen = bpf_htons(plen);
-	o.nh = proto == IPPROTO_ICMP ? IPPROTO_ICMPV6_ : proto;
-	o.hop = h.ttl - 1;
-	__builtin_memcpy(o.src, s6, 16);
-	__builtin_memcpy(o.dst, d6, 16);
+	o->vtcfl = bpf_htonl((6u << 28) | ((__u32)tc << 20));
+	o->plen = bpf_htons(plen);
+	o->nh = proto == IPPROTO_ICMP ? IPPROTO_ICMPV6_ : proto;
+	o->hop = h.ttl - 1;
+	__builtin_memcpy(o->src, s6, 16);
+	__builtin_memcpy(o->dst, d6, 16);
 
 	/* Headers (and the GSO type) from here on: no way back. */
 	if (bpf_skb_change_proto(skb, bpf_htons(ETH_P_IPV6), 0) < 0)
 		return pass(P_UNSUPPORTED);
-	if (finish(skb, 40, proto == IPPROTO_ICMP, proto, nb, diff, nat64, pdiff, np, &o,
-		   sizeof(o), ETH_P_IPV6, 40 + plen) < 0)
+	if (finish(skb, 40, proto == IPPROTO_ICMP, proto, diff, nat64, pdiff, np, (__u8 *)&ob,
+		   sizeof(ob.ip), ETH_P_IPV6, 40 + plen) < 0)
 		goto fail;
-	return send(skb, c, &nh, C_V4TO6, fv);
+	return send(skb, c, sv, C_V4TO6, fv);
 fail:
 	count(D_ERROR);
 	return TC_ACT_SHOT;
