@@ -214,6 +214,20 @@ static __always_inline struct flow_val *flow_lookup(__u8 dir, int icmp, __u8 pro
 	return bpf_map_lookup_elem(&xlat_flows, &fk);
 }
 
+/* len bytes at off of the packet into to: read in place when they are in
+ * the linear part (the usual case; no helper call), else copied by the
+ * helper. 0, or < 0 if the packet is shorter. */
+static __always_inline long load(struct __sk_buff *skb, __u32 off, void *to, __u32 len)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	if (data + off + len <= end) {
+		__builtin_memcpy(to, data + off, len);
+		return 0;
+	}
+	return bpf_skb_load_bytes(skb, off, to, len);
+}
+
 static __always_inline int count(__u32 i)
 {
 	__u64 *c = bpf_map_lookup_elem(&xlat_counters, &i);
@@ -841,7 +855,7 @@ static __always_inline int finish(struct __sk_buff *skb, __u32 iphlen, int icmp,
 static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg *c, __u32 cw)
 {
 	struct hdr6 h;
-	if (bpf_skb_load_bytes(skb, ETH_LEN, &h, sizeof(h)) < 0)
+	if (load(skb, ETH_LEN, &h, sizeof(h)) < 0)
 		return pass(P_MALFORMED);
 	if ((bpf_ntohl(h.vtcfl) >> 28) != 6)
 		return pass(P_MALFORMED);
@@ -878,13 +892,13 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	__u8 l4b[20];
 	__u8 proto = h.nh;
 	if (proto == IPPROTO_TCP) {
-		if (plen < 20 || bpf_skb_load_bytes(skb, l4, l4b, 20) < 0)
+		if (plen < 20 || load(skb, l4, l4b, 20) < 0)
 			return pass(P_MALFORMED);
 		l4hdr = (l4b[12] >> 4) * 4;
 		if (l4hdr < 20 || l4hdr > plen)
 			return pass(P_MALFORMED);
 	} else if (proto == IPPROTO_UDP) {
-		if (plen < 8 || bpf_skb_load_bytes(skb, l4, l4b, 8) < 0)
+		if (plen < 8 || load(skb, l4, l4b, 8) < 0)
 			return pass(P_MALFORMED);
 		__u32 ulen = ((__u32)l4b[4] << 8) | l4b[5];
 		if (ulen < 8 || ulen > plen)
@@ -893,7 +907,7 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 			return pass(P_UDP_CSUM0);
 		l4hdr = 8;
 	} else {
-		if (plen < 8 || bpf_skb_load_bytes(skb, l4, l4b, 8) < 0)
+		if (plen < 8 || load(skb, l4, l4b, 8) < 0)
 			return pass(P_MALFORMED);
 		/* RFC 7915 section 5.2: echo only; errors and the rest: slow path */
 		if (l4b[0] != 128 && l4b[0] != 129)
@@ -1025,7 +1039,7 @@ fail:
 static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg *c, __u32 cw)
 {
 	struct hdr4 h;
-	if (bpf_skb_load_bytes(skb, ETH_LEN, &h, sizeof(h)) < 0)
+	if (load(skb, ETH_LEN, &h, sizeof(h)) < 0)
 		return pass(P_MALFORMED);
 	if ((h.vihl >> 4) != 4)
 		return pass(P_MALFORMED);
@@ -1066,13 +1080,13 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	__u8 l4b[20];
 	__u8 proto = h.proto;
 	if (proto == IPPROTO_TCP) {
-		if (plen < 20 || bpf_skb_load_bytes(skb, l4, l4b, 20) < 0)
+		if (plen < 20 || load(skb, l4, l4b, 20) < 0)
 			return pass(P_MALFORMED);
 		l4hdr = (l4b[12] >> 4) * 4;
 		if (l4hdr < 20 || l4hdr > plen)
 			return pass(P_MALFORMED);
 	} else if (proto == IPPROTO_UDP) {
-		if (plen < 8 || bpf_skb_load_bytes(skb, l4, l4b, 8) < 0)
+		if (plen < 8 || load(skb, l4, l4b, 8) < 0)
 			return pass(P_MALFORMED);
 		__u32 ulen = ((__u32)l4b[4] << 8) | l4b[5];
 		if (ulen < 8 || ulen > plen)
@@ -1082,7 +1096,7 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 			return pass(P_UDP_CSUM0);
 		l4hdr = 8;
 	} else if (proto == IPPROTO_ICMP) {
-		if (plen < 8 || bpf_skb_load_bytes(skb, l4, l4b, 8) < 0)
+		if (plen < 8 || load(skb, l4, l4b, 8) < 0)
 			return pass(P_MALFORMED);
 		if (l4b[0] != 8 && l4b[0] != 0)
 			return pass(P_ICMP);

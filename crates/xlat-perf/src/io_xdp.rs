@@ -21,10 +21,11 @@
 
 use crate::engine::{enter_netns, monotonic_ns};
 use crate::io_packet::{self, RxOut, RxPlan};
-use std::ffi::{c_char, c_int, c_void, CString};
+use std::ffi::{c_int, c_void, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
+use xlat_bpf::{errstr, ffi, quiet_libbpf, Object};
 
 const AF_XDP: c_int = 44;
 const SOL_XDP: c_int = 283;
@@ -49,55 +50,6 @@ const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
 /// The object built from bpf/xlp_rx.bpf.c by build.rs.
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xlp_rx.bpf.o"));
-
-#[allow(non_camel_case_types)]
-mod ffi {
-    use super::*;
-    pub enum bpf_object {}
-    pub enum bpf_program {}
-    pub type PrintFn = Option<unsafe extern "C" fn(c_int, *const c_char, *mut c_void) -> c_int>;
-    extern "C" {
-        pub fn bpf_object__open_mem(
-            buf: *const c_void,
-            sz: usize,
-            opts: *const c_void,
-        ) -> *mut bpf_object;
-        pub fn bpf_object__load(obj: *mut bpf_object) -> c_int;
-        pub fn bpf_object__close(obj: *mut bpf_object);
-        pub fn bpf_object__find_program_by_name(
-            obj: *const bpf_object,
-            name: *const c_char,
-        ) -> *mut bpf_program;
-        pub fn bpf_program__fd(p: *const bpf_program) -> c_int;
-        pub fn bpf_object__find_map_fd_by_name(
-            obj: *const bpf_object,
-            name: *const c_char,
-        ) -> c_int;
-        pub fn bpf_map_update_elem(
-            fd: c_int,
-            key: *const c_void,
-            value: *const c_void,
-            flags: u64,
-        ) -> c_int;
-        pub fn bpf_xdp_attach(
-            ifindex: c_int,
-            prog_fd: c_int,
-            flags: u32,
-            opts: *const c_void,
-        ) -> c_int;
-        pub fn bpf_xdp_detach(ifindex: c_int, flags: u32, opts: *const c_void) -> c_int;
-        pub fn libbpf_set_print(f: PrintFn) -> PrintFn;
-    }
-}
-
-fn errstr(rc: c_int) -> String {
-    let e = if rc < 0 {
-        -rc
-    } else {
-        std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-    };
-    std::io::Error::from_raw_os_error(e).to_string()
-}
 
 fn os_err() -> std::io::Error {
     std::io::Error::last_os_error()
@@ -515,18 +467,11 @@ impl XskTx {
     }
 }
 
-fn quiet_libbpf() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    // SAFETY: replaces libbpf's print callback with none.
-    ONCE.call_once(|| unsafe {
-        ffi::libbpf_set_print(None);
-    });
-}
-
 /// The receive program attached to an interface; detached and unloaded on
 /// drop.
 struct XdpProg {
-    obj: *mut ffi::bpf_object,
+    /// Closed after the detach (`Drop`).
+    _obj: Object,
     ifindex: c_int,
     mode: u32,
 }
@@ -543,41 +488,19 @@ impl XdpProg {
         if ifi == 0 {
             return Err(format!("interface {ifname:?}: {}", os_err()));
         }
-        // SAFETY: the embedded ELF object, copied by libbpf.
-        let obj = unsafe {
-            ffi::bpf_object__open_mem(
-                OBJECT.as_ptr() as *const c_void,
-                OBJECT.len(),
-                std::ptr::null(),
-            )
+        let mut obj =
+            Object::open_mem(OBJECT).map_err(|e| format!("opening the XDP program: {e}"))?;
+        obj.load()
+            .map_err(|e| format!("loading the XDP program: {e}"))?;
+        let (Some(prog_fd), Some(map_fd)) = (obj.program_fd("xlp_rx"), obj.map_fd("xlp_xsks"))
+        else {
+            return Err("the XDP object lacks xlp_rx / xlp_xsks".into());
         };
-        if obj.is_null() {
-            return Err(format!("opening the XDP program: {}", errstr(0)));
-        }
         let mut p = XdpProg {
-            obj,
+            _obj: obj,
             ifindex: ifi,
             mode: 0,
         };
-        // SAFETY: obj is a valid opened object.
-        let rc = unsafe { ffi::bpf_object__load(p.obj) };
-        if rc != 0 {
-            return Err(format!("loading the XDP program: {}", errstr(rc)));
-        }
-        let name = CString::new("xlp_rx").unwrap();
-        let map = CString::new("xlp_xsks").unwrap();
-        // SAFETY: valid object and names.
-        let (prog, map_fd) = unsafe {
-            (
-                ffi::bpf_object__find_program_by_name(p.obj, name.as_ptr()),
-                ffi::bpf_object__find_map_fd_by_name(p.obj, map.as_ptr()),
-            )
-        };
-        if prog.is_null() || map_fd < 0 {
-            return Err("the XDP object lacks xlp_rx / xlp_xsks".into());
-        }
-        // SAFETY: prog belongs to the loaded object.
-        let prog_fd = unsafe { ffi::bpf_program__fd(prog) };
         let key = 0u32;
         let val = xsk_fd as u32;
         // SAFETY: 4-byte key and value.
@@ -633,8 +556,8 @@ impl Drop for XdpProg {
             // SAFETY: detaching what we attached, same mode.
             unsafe { ffi::bpf_xdp_detach(self.ifindex, self.mode, std::ptr::null()) };
         }
-        // SAFETY: closing our object (its program and map fds).
-        unsafe { ffi::bpf_object__close(self.obj) };
+        // The object (`_obj`, the first field) is closed next, with its
+        // program and map fds.
     }
 }
 

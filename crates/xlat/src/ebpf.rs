@@ -3,9 +3,11 @@
 //! attaches it to the ingress hook (tc clsact, direct action) of the chosen
 //! interfaces and reads its per-CPU counters.
 //!
-//! The loader uses the system libbpf (libbpf-dev) through a small FFI
-//! surface: ELF parsing, map creation and relocation, `bpf_tc_*` for the
-//! clsact hook, and `bpf_prog_test_run_opts` for the differential test.
+//! The loader uses the system libbpf (libbpf-dev) through the FFI of the
+//! xlat-bpf crate (shared with xlat-perf; `ffi` here is `xlat_bpf::ffi`,
+//! which ebpf_flows.rs uses as `super::ffi`): ELF parsing, map creation
+//! and relocation, `bpf_tc_*` for the clsact hook, and
+//! `bpf_prog_test_run_opts` for the differential test.
 //!
 //! Map updates are atomic for the program: the config and the address
 //! tables exist in two generations (the LPM keys carry the generation), the
@@ -13,10 +15,11 @@
 //! generation, then deletes the old entries.
 
 use std::collections::BTreeMap;
-use std::ffi::{c_char, c_int, c_void, CString};
+use std::ffi::{c_int, c_void, CString};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
+use xlat_bpf::{errstr, ffi, Object};
 use xlat_core::addr::{EamEntry, HairpinMode, Ipv4Prefix, Ipv6Prefix};
 
 use crate::config::{Mode, Settings};
@@ -71,115 +74,10 @@ const S_NONGLOBAL: u32 = 2;
 const TC_HANDLE: u32 = 0x786c;
 const TC_PRIORITY: u32 = 0x786c;
 
-#[allow(non_camel_case_types)]
-mod ffi {
-    use super::*;
-    pub enum bpf_object {}
-    pub enum bpf_program {}
-    pub enum bpf_map {}
-
-    #[repr(C)]
-    pub struct bpf_tc_hook {
-        pub sz: usize,
-        pub ifindex: c_int,
-        pub attach_point: c_int,
-        pub parent: u32,
-        /// libbpf checks that bytes past the fields it knows are zero:
-        /// the tail padding must be explicit.
-        pub _pad: u32,
-    }
-    #[repr(C)]
-    pub struct bpf_tc_opts {
-        pub sz: usize,
-        pub prog_fd: c_int,
-        pub flags: u32,
-        pub prog_id: u32,
-        pub handle: u32,
-        pub priority: u32,
-        pub _pad: u32,
-    }
-    #[repr(C)]
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub struct bpf_test_run_opts {
-        pub sz: usize,
-        pub data_in: *const c_void,
-        pub data_out: *mut c_void,
-        pub data_size_in: u32,
-        pub data_size_out: u32,
-        pub ctx_in: *const c_void,
-        pub ctx_out: *mut c_void,
-        pub ctx_size_in: u32,
-        pub ctx_size_out: u32,
-        pub retval: u32,
-        pub repeat: c_int,
-        pub duration: u32,
-        pub flags: u32,
-        pub cpu: u32,
-        pub batch_size: u32,
-    }
-    // The sizes libbpf 1.x expects, without tail padding it would have to
-    // check for zeros (`OPTS_VALID`): 24, 32 and 80 bytes on 64-bit.
-    const _: () = assert!(std::mem::size_of::<bpf_tc_hook>() == 24);
-    const _: () = assert!(std::mem::size_of::<bpf_tc_opts>() == 32);
-    const _: () = assert!(std::mem::size_of::<bpf_test_run_opts>() == 80);
-    pub const BPF_TC_INGRESS: c_int = 1;
-    pub const BPF_TC_F_REPLACE: u32 = 1;
-
-    pub type PrintFn = Option<unsafe extern "C" fn(c_int, *const c_char, *mut c_void) -> c_int>;
-
-    extern "C" {
-        pub fn bpf_object__open_mem(
-            buf: *const c_void,
-            sz: usize,
-            opts: *const c_void,
-        ) -> *mut bpf_object;
-        pub fn bpf_object__load(obj: *mut bpf_object) -> c_int;
-        pub fn bpf_object__close(obj: *mut bpf_object);
-        pub fn bpf_object__find_program_by_name(
-            obj: *const bpf_object,
-            name: *const c_char,
-        ) -> *mut bpf_program;
-        pub fn bpf_program__fd(p: *const bpf_program) -> c_int;
-        pub fn bpf_object__find_map_by_name(
-            obj: *const bpf_object,
-            name: *const c_char,
-        ) -> *mut bpf_map;
-        pub fn bpf_map__set_max_entries(map: *mut bpf_map, max_entries: u32) -> c_int;
-        pub fn bpf_object__find_map_fd_by_name(
-            obj: *const bpf_object,
-            name: *const c_char,
-        ) -> c_int;
-        pub fn bpf_map_update_elem(
-            fd: c_int,
-            key: *const c_void,
-            value: *const c_void,
-            flags: u64,
-        ) -> c_int;
-        pub fn bpf_map_lookup_elem(fd: c_int, key: *const c_void, value: *mut c_void) -> c_int;
-        pub fn bpf_map_delete_elem(fd: c_int, key: *const c_void) -> c_int;
-        pub fn bpf_tc_hook_create(hook: *mut bpf_tc_hook) -> c_int;
-        pub fn bpf_tc_attach(hook: *const bpf_tc_hook, opts: *mut bpf_tc_opts) -> c_int;
-        pub fn bpf_tc_detach(hook: *const bpf_tc_hook, opts: *const bpf_tc_opts) -> c_int;
-        #[cfg_attr(not(test), allow(dead_code))]
-        pub fn bpf_prog_test_run_opts(fd: c_int, opts: *mut bpf_test_run_opts) -> c_int;
-        pub fn libbpf_set_print(f: PrintFn) -> PrintFn;
-        pub fn libbpf_num_possible_cpus() -> c_int;
-    }
-}
-
 /// Entries of `xlat_flows` (bpf/xlat.bpf.c) unless `[datapath]
 /// flow-entries` says otherwise: two per cached session.
 #[cfg_attr(not(test), allow(dead_code))]
 pub const FLOW_MAP_ENTRIES: u32 = crate::config::FLOW_ENTRIES_DEFAULT;
-
-fn errstr(rc: c_int) -> String {
-    let e = if rc < 0 {
-        -rc
-    } else {
-        std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-    };
-    std::io::Error::from_raw_os_error(e).to_string()
-}
 
 /// The program's `struct xlat_cfg`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -337,7 +235,9 @@ fn eam_value(e: &EamEntry) -> [u8; 32] {
 
 /// The loaded program and its maps.
 pub struct FastPath {
-    obj: *mut ffi::bpf_object,
+    /// The loaded object: its programs and maps live as long as it does;
+    /// closed after `detach_all` (`Drop`).
+    _obj: Object,
     prog_fd: c_int,
     gen_fd: c_int,
     cfg_fd: c_int,
@@ -359,9 +259,6 @@ pub struct FastPath {
     current: Option<Tables>,
     attached: Vec<(i32, String)>,
 }
-
-// The object pointer is only used under the daemon's mutex.
-unsafe impl Send for FastPath {}
 
 /// Reads the per-CPU counters (shared with the stats registry).
 #[derive(Debug)]
@@ -421,9 +318,7 @@ fn watch_routes(fd: c_int) -> Result<crate::route_watch::RouteWatch, String> {
 
 fn quiet_libbpf() {
     if std::env::var_os("XLAT_BPF_DEBUG").is_none() {
-        unsafe {
-            ffi::libbpf_set_print(None);
-        }
+        xlat_bpf::quiet_libbpf();
     }
 }
 
@@ -444,82 +339,46 @@ impl FastPath {
             ));
         }
         quiet_libbpf();
-        let obj = unsafe {
-            ffi::bpf_object__open_mem(
-                OBJECT.as_ptr() as *const c_void,
-                OBJECT.len(),
-                std::ptr::null(),
+        let mut obj =
+            Object::open_mem(OBJECT).map_err(|e| format!("cannot open the eBPF object: {e}"))?;
+        obj.set_max_entries("xlat_flows", flow_entries)
+            .map_err(|e| format!("cannot size the flow map to {flow_entries} entries: {e}"))?;
+        obj.load().map_err(|e| {
+            format!(
+                "the kernel refused the eBPF programs: {e} (needs Linux >= 5.10 with BPF, CAP_BPF and CAP_NET_ADMIN; XLAT_BPF_DEBUG=1 prints the verifier log)"
             )
-        };
-        if obj.is_null() {
-            return Err(format!("cannot open the eBPF object: {}", errstr(0)));
-        }
-        let fname = CString::new("xlat_flows").unwrap();
-        let fmap = unsafe { ffi::bpf_object__find_map_by_name(obj, fname.as_ptr()) };
-        let rc = if fmap.is_null() {
-            -libc::ENOENT
-        } else {
-            unsafe { ffi::bpf_map__set_max_entries(fmap, flow_entries) }
-        };
-        if rc != 0 {
-            unsafe { ffi::bpf_object__close(obj) };
-            return Err(format!(
-                "cannot size the flow map to {flow_entries} entries: {}",
-                errstr(rc)
-            ));
-        }
-        let rc = unsafe { ffi::bpf_object__load(obj) };
-        if rc != 0 {
-            unsafe { ffi::bpf_object__close(obj) };
-            return Err(format!(
-                "the kernel refused the eBPF programs: {} (needs Linux >= 5.10 with BPF, CAP_BPF and CAP_NET_ADMIN; XLAT_BPF_DEBUG=1 prints the verifier log)",
-                errstr(rc)
-            ));
-        }
+        })?;
         let map = |n: &str| -> Result<c_int, String> {
-            let c = CString::new(n).unwrap();
-            let fd = unsafe { ffi::bpf_object__find_map_fd_by_name(obj, c.as_ptr()) };
-            if fd < 0 {
-                Err(format!("eBPF object has no map {n}"))
-            } else {
-                Ok(fd)
-            }
+            obj.map_fd(n)
+                .ok_or_else(|| format!("eBPF object has no map {n}"))
         };
-        let res = (|| {
-            let name = CString::new("xlat_ingress").unwrap();
-            let p = unsafe { ffi::bpf_object__find_program_by_name(obj, name.as_ptr()) };
-            if p.is_null() {
-                return Err("eBPF object has no program xlat_ingress".to_string());
-            }
-            let cpus = unsafe { ffi::libbpf_num_possible_cpus() };
-            if cpus <= 0 {
-                return Err(format!("cannot count the possible CPUs: {}", errstr(cpus)));
-            }
-            Ok(FastPath {
-                obj,
-                prog_fd: unsafe { ffi::bpf_program__fd(p) },
-                gen_fd: map("xlat_gen")?,
-                cfg_fd: map("xlat_cfg")?,
-                eam4_fd: map("xlat_eam4")?,
-                eam6_fd: map("xlat_eam6")?,
-                slow4_fd: map("xlat_slow4")?,
-                flows_fd: map("xlat_flows")?,
-                flow_entries,
-                counters: std::sync::Arc::new(Counters {
-                    fd: AtomicI32::new(map("xlat_counters")?),
-                    cpus: cpus as usize,
-                }),
-                _routes: watch_routes(map("xlat_rgen")?)?,
-                gen: 0,
-                installs: 0,
-                current: None,
-                attached: vec![],
-            })
-        })();
-        if res.is_err() {
-            unsafe { ffi::bpf_object__close(obj) };
+        let prog_fd = obj
+            .program_fd("xlat_ingress")
+            .ok_or_else(|| "eBPF object has no program xlat_ingress".to_string())?;
+        let cpus = unsafe { ffi::libbpf_num_possible_cpus() };
+        if cpus <= 0 {
+            return Err(format!("cannot count the possible CPUs: {}", errstr(cpus)));
         }
-        res
+        Ok(FastPath {
+            prog_fd,
+            gen_fd: map("xlat_gen")?,
+            cfg_fd: map("xlat_cfg")?,
+            eam4_fd: map("xlat_eam4")?,
+            eam6_fd: map("xlat_eam6")?,
+            slow4_fd: map("xlat_slow4")?,
+            flows_fd: map("xlat_flows")?,
+            flow_entries,
+            counters: std::sync::Arc::new(Counters {
+                fd: AtomicI32::new(map("xlat_counters")?),
+                cpus: cpus as usize,
+            }),
+            _routes: watch_routes(map("xlat_rgen")?)?,
+            gen: 0,
+            installs: 0,
+            current: None,
+            attached: vec![],
+            _obj: obj,
+        })
     }
 
     pub fn counters(&self) -> std::sync::Arc<Counters> {
@@ -726,7 +585,7 @@ impl Drop for FastPath {
     fn drop(&mut self) {
         self.detach_all();
         self.counters.fd.store(-1, Ordering::Release);
-        unsafe { ffi::bpf_object__close(self.obj) };
+        // The object (`_obj`, the first field) is closed next.
     }
 }
 
