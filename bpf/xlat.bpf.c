@@ -667,6 +667,13 @@ static __always_inline void fib_route(struct route_scratch *sc, struct __sk_buff
 	}
 }
 
+/* RFC 7915 section 5.1: the TOS of an IPv4 packet translated from one with
+ * Traffic Class tc (the route of the translation is looked up with it). */
+static __always_inline __u8 tos_of(const struct xlat_cfg *c, __u8 tc)
+{
+	return (c->flags & F_OVERRIDE_TOS) ? (__u8)c->tos : tc;
+}
+
 static __always_inline struct route_scratch *scratch(__u32 *rgen)
 {
 	__u32 z = 0;
@@ -743,11 +750,9 @@ static __always_inline struct route_val *siit_decide(struct __sk_buff *skb,
 		if (r < 0) {
 			v->map_reason = -r;
 		} else if (!test) {
-			/* The translated packet's route (RFC 7915 section 5.1:
-			 * its TOS is the Traffic Class or the configured one). */
-			__u8 otos = 0;
-			if (family == AF_INET6)
-				otos = (c->flags & F_OVERRIDE_TOS) ? (__u8)c->tos : tos;
+			/* The translated packet's route (the IPv6 lookup has
+			 * no TOS). */
+			__u8 otos = family == AF_INET6 ? tos_of(c, tos) : 0;
 			fib_route(sc, skb, family == AF_INET6 ? AF_INET : AF_INET6, v->xsrc,
 				  v->xdst, otos);
 		}
@@ -788,7 +793,7 @@ static __always_inline int send(struct __sk_buff *skb, const struct xlat_cfg *c,
 	count(counter);
 	if (c->flags & F_TEST)
 		return TC_ACT_REDIRECT;
-	if (!r)
+	if (!r) /* next_hop() refused it already: for the verifier */
 		return TC_ACT_SHOT;
 	return bpf_redirect_neigh(r->ifindex, (void *)&r->nh_family, sizeof(struct bpf_redir_neigh),
 				  0);
@@ -938,7 +943,7 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	__u32 total = plen + 20;
 	if (total > 0xffff)
 		return pass(P_TOO_BIG);
-	__u8 tos = (c->flags & F_OVERRIDE_TOS) ? (__u8)c->tos : tc;
+	__u8 tos = tos_of(c, tc);
 
 	if (!(c->flags & F_TEST)) {
 		__u32 check_len = gso ? 20 + l4hdr + skb->gso_size : total;
@@ -1001,6 +1006,8 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	}
 
 	/* RFC 7915 section 5.1: the IPv4 header. */
+	/* nb is copied in rather than built in place: ob alive across the
+	 * checksum code above would not fit the 512-byte stack. */
 	struct out4 ob = {};
 	__builtin_memcpy(ob.l4, nb, 8);
 	struct hdr4 *o = &ob.ip;
@@ -1202,7 +1209,7 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	}
 
 	/* RFC 7915 section 4.1: the IPv6 header, flow label 0. */
-	struct out6 ob = {};
+	struct out6 ob = {}; /* nb copied in: the stack, as in do_6to4 */
 	__builtin_memcpy(ob.l4, nb, 8);
 	struct hdr6 *o = &ob.ip;
 	__u8 tc = (c->flags & F_ZEROIZE_TC) ? 0 : h.tos;

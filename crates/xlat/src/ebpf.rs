@@ -449,9 +449,10 @@ impl FastPath {
             self.delete_gen(next, t);
             return Err(e);
         }
-        let word = (self.installs.wrapping_add(1) << 1) | next;
-        self.update(self.gen_fd, &0u32.to_ne_bytes(), &word.to_ne_bytes())?;
+        // A failed write below only skips a number: the word stays unique.
         self.installs = self.installs.wrapping_add(1);
+        let word = (self.installs << 1) | next;
+        self.update(self.gen_fd, &0u32.to_ne_bytes(), &word.to_ne_bytes())?;
         let old_gen = self.gen;
         self.gen = next;
         if let Some(old) = self.current.take() {
