@@ -95,6 +95,15 @@ extern "C" {
     ) -> c_int;
     pub fn bpf_map_lookup_elem(fd: c_int, key: *const c_void, value: *mut c_void) -> c_int;
     pub fn bpf_map_delete_elem(fd: c_int, key: *const c_void) -> c_int;
+    /// Updates `*count` elements in one bpf(2) call; on return `*count` is
+    /// how many were written (in order) before an error.
+    pub fn bpf_map_update_batch(
+        fd: c_int,
+        keys: *const c_void,
+        values: *const c_void,
+        count: *mut u32,
+        opts: *const c_void,
+    ) -> c_int;
     pub fn bpf_tc_hook_create(hook: *mut bpf_tc_hook) -> c_int;
     pub fn bpf_tc_attach(hook: *const bpf_tc_hook, opts: *mut bpf_tc_opts) -> c_int;
     pub fn bpf_tc_detach(hook: *const bpf_tc_hook, opts: *const bpf_tc_opts) -> c_int;

@@ -20,18 +20,6 @@ use xlat_core::nat64::{Nat64State, Proto, SessionInfo, Ta4, Ta6};
 
 use super::ffi;
 
-extern "C" {
-    /// libbpf: updates `*count` elements in one bpf(2) call; on return
-    /// `*count` is how many were written (in order) before an error.
-    fn bpf_map_update_batch(
-        fd: c_int,
-        keys: *const c_void,
-        values: *const c_void,
-        count: *mut u32,
-        opts: *const c_void,
-    ) -> c_int;
-}
-
 const IPPROTO_ICMP: u8 = 1;
 const IPPROTO_TCP: u8 = 6;
 const IPPROTO_UDP: u8 = 17;
@@ -286,7 +274,7 @@ impl FlowCache {
         // SAFETY: keys and values are contiguous arrays of the map's key and
         // value sizes, `count` of each.
         let rc = unsafe {
-            bpf_map_update_batch(
+            ffi::bpf_map_update_batch(
                 self.fd,
                 k.as_ptr() as *const c_void,
                 v.as_ptr() as *const c_void,
