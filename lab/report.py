@@ -518,6 +518,40 @@ def _rtt_table(run, duts) -> str:
     return "\n".join(out) if n else ""
 
 
+def _rtt_split_table(run, duts) -> str:
+    """Where the RTT goes (ping ``segments``: tcpdump in every namespace)."""
+    out = _head(
+        "DUT",
+        "echoes",
+        "wire RTT",
+        "forwarding namespaces: request + reply",
+        "far host",
+        "rest",
+        align="lrrlrr",
+    )
+    n = 0
+    for d in duts:
+        r = res(run, d, "ping")
+        seg = (r or {}).get("segments")
+        if not seg:
+            continue
+        n += 1
+        hops = ", ".join(
+            f"{h['ns']} {h['request_us']} + {h['reply_us']}" for h in seg["hops"]
+        )
+        out.append(
+            _row(
+                d,
+                seg["echoes"],
+                seg["wire_rtt_us"],
+                hops or "-",
+                seg["far_host_us"],
+                seg.get("rest_us", "-"),
+            )
+        )
+    return "\n".join(out) if n else ""
+
+
 def _delay_table(run, duts) -> str:
     out = _head(
         "DUT",
@@ -847,6 +881,19 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
                 "fwd: sender -> receiver as in the flow; rev: iperf3 -R.",
             ),
             ("RTT (ping, ms)", None, _rtt_table(run, duts), ""),
+            (
+                "Where the RTT goes (ping captured in every namespace, medians in us)",
+                None,
+                _rtt_split_table(run, duts),
+                (
+                    "The same pings again with tcpdump in every namespace of the topology:"
+                    " the time each forwarding namespace holds the echo request and the"
+                    " reply (first arrival to last departure), the far host's turnaround,"
+                    " and the rest of the RTT seen at the sender's interface (veth"
+                    " hand-overs). The capture adds work to every hop: compare rows,"
+                    " not with the table above."
+                ),
+            ),
             (
                 "HTTP transactions (nginx, new connection per request)",
                 "http",

@@ -379,7 +379,11 @@ class Run:
                 flow, streams=p["streams"], seconds=p["seconds"], reverse=p["reverse"]
             )
         if w == "ping":
-            return w_ping.ping(flow, count=p["count"])
+            return w_ping.ping(
+                flow,
+                count=p["count"],
+                namespaces=topo.ns if p.get("segments") else None,
+            )
         if w == "http":
             return w_http.http(
                 flow,
@@ -430,7 +434,14 @@ def _brief(rec: dict) -> str:
     if w == "tcp":
         return f"{r['gbps']:.2f} Gbit/s{c}"
     if w == "ping":
-        return f"RTT median {r['rtt_ms']['median']:.3f} ms"
+        seg = r.get("segments")
+        where = ""
+        if seg:
+            hops = ", ".join(
+                f"{h['ns']} {h['request_us']}+{h['reply_us']}" for h in seg["hops"]
+            )
+            where = f"; captured: wire {seg['wire_rtt_us']} us = {hops}, far host {seg['far_host_us']} us"
+        return f"RTT median {r['rtt_ms']['median']:.3f} ms{where}"
     if w == "http":
         return f"{r['requests']} requests, median RTT {r['rtt_ms'].get('median', 0):.2f} ms, {r['errors']} errors{c}"
     if w == "latency":

@@ -118,7 +118,7 @@ _add(
                     },
                     "pdv": {"duration": 1, "rate_fraction": 0.3},
                     "tcp": {"streams": [1], "directions": ["fwd", "rev"], "seconds": 1},
-                    "ping": {"count": 20},
+                    "ping": {"count": 20, "segments": True},
                     "http": {
                         "profiles": ["small", "large"],
                         "concurrency": [1, 5],
@@ -174,7 +174,7 @@ _add(
                         "directions": ["fwd", "rev"],
                         "seconds": 4,
                     },
-                    "ping": {"count": 200},
+                    "ping": {"count": 200, "segments": True},
                     "http": {
                         "profiles": ["small"],
                         "concurrency": [1, 10, 50],

@@ -12,7 +12,7 @@ from lab.workloads import rfc9693
 from lab.workloads.common import describe, percentile
 from lab.workloads.cpu import read_stat
 from lab.workloads.http import parse_client
-from lab.workloads.ping import parse_ping
+from lab.workloads.ping import parse_capture, parse_ping, split_rtt
 from lab.workloads.tcp import parse_iperf
 from lab.workloads.xlatperf import (
     parse_frame_loss,
@@ -54,6 +54,52 @@ def test_ping_statistics():
     assert s["p95"] == 0.238  # nearest rank: ceil(0.95 * 10) = 10th value
     # ping's own summary line agrees (avg 0.071 ms, rounded by ping).
     assert s["avg"] == pytest.approx(0.071, abs=0.0005)
+
+
+def _capture(name: str) -> str:
+    return (DATA / f"ping-capture-{name}.txt").read_text()
+
+
+def test_rtt_split_through_the_ebpf_datapath():
+    # tcpdump -i any in the sender (h6), the DUT (rt) and the IPv4 host (h4)
+    # during 5 pings through xlat-ebpf. Medians checked by hand: sender
+    # request Out -> reply In 55.3, 65.7, 67.8, 68.2, 69.8 us; h4 request
+    # In -> reply Out 20.5, 24.8, 25.2, 25.6, 27.1 us.
+    s = split_rtt(
+        {r: _capture(f"ebpf-{r}") for r in ("h6", "rt", "h4")}, src="h6", dst="h4"
+    )
+    assert s["echoes"] == 5
+    assert s["wire_rtt_us"] == 67.8
+    assert s["far_host_us"] == 25.2
+    assert [h["ns"] for h in s["hops"]] == ["rt"]
+    rt = s["hops"][0]
+    assert rt["n"] == 5 and 0 < rt["reply_us"] < rt["request_us"] < 30
+    assert s["rest_us"] == pytest.approx(
+        67.8 - 25.2 - rt["request_us"] - rt["reply_us"], abs=0.05
+    )
+
+
+def test_rtt_split_counts_a_tun_datapath_from_first_arrival_to_last_departure():
+    # xlat on its TUN: each echo is seen on eth6, xlat0 (twice) and eth4.
+    # Request residence eth6 In -> eth4 Out: 131.0, 75.2, 73.7 us; reply
+    # eth4 In -> eth6 Out: 21.8, 13.8, 14.1 us (integer nanoseconds: a float
+    # of the epoch timestamps would be off by up to 0.2 us).
+    text = _capture("tun-rt")
+    ev = parse_capture(text)
+    assert sorted(ev) == [1, 2, 3]
+    assert ev[2]["request Out"] - ev[2]["request In"] == 75_242
+    s = split_rtt({"h6": "", "rt": text, "h4": ""}, src="h6", dst="h4")
+    assert s["hops"] == [{"ns": "rt", "request_us": 75.2, "reply_us": 14.1, "n": 3}]
+    assert s["wire_rtt_us"] is None and s["far_host_us"] is None
+    assert "rest_us" not in s
+    # Lines that are not echoes (neighbour discovery, errors) are ignored.
+    assert (
+        parse_capture(
+            "1795434981.222958745 eth6  M   IP6 2001:db8:6::2 > ff02::1:ff00:1: ICMP6,"
+            " neighbor solicitation, who has 2001:db8:6::1, length 32\n"
+        )
+        == {}
+    )
 
 
 def test_ping_with_loss():

@@ -80,6 +80,18 @@ def test_smoke_every_workload_ok(smoke):
         "result"
     ]
     assert tcp["reverse"] is True and len(tcp["series_gbps"]) >= 1
+    # The RTT split by namespace (ping captured in every namespace): the
+    # router is the one forwarding hop, the far host answered every echo.
+    for dut in ("xlat", "kernel-v6"):
+        seg = json.loads((out / "trials" / dut / "ping.json").read_text())["result"][
+            "segments"
+        ]
+        assert seg["echoes"] >= 18, (dut, seg)
+        assert [h["ns"] for h in seg["hops"]] == ["router"], (dut, seg)
+        h = seg["hops"][0]
+        assert 0 < h["request_us"] < seg["wire_rtt_us"], (dut, seg)
+        assert 0 < h["reply_us"] < seg["wire_rtt_us"], (dut, seg)
+        assert 0 < seg["far_host_us"] < seg["wire_rtt_us"], (dut, seg)
     # The summary table is printed.
     assert "| xlat |" in cp.stdout and "Ratios to `kernel-v6`" in cp.stdout
 
@@ -104,6 +116,7 @@ def test_smoke_report_and_plots(smoke):
         "Latency and PDV",
         "TCP (iperf3)",
         "RTT (ping, ms)",
+        "Where the RTT goes",
         "HTTP transactions",
         "new-flow rate",
         "RFC 9693 (xlat-perf cer, validate",

@@ -1,14 +1,31 @@
-"""ping RTT: min / avg / median / max / stddev / p95 / p99 of every reply."""
+"""ping RTT: min / avg / median / max / stddev / p95 / p99 of every reply.
+
+With ``segments`` the same pings are sent a second time while ``tcpdump``
+captures in every namespace of the topology, and the RTT is split into where
+it goes: the time each forwarding namespace (the DUT) holds the echo request
+and the reply, the far host's turnaround, and the rest (the veth hand-overs
+and the sender). The capture adds work to every hop, so these times are
+larger than without it; they compare DUTs, they are not the headline RTT.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import statistics
+import subprocess
+import tempfile
+import time
 
-from lab.netns import ns_exec
+from lab.netns import ns_exec, ns_popen, stop_process
 from lab.workloads.common import describe
 
 _TIME_RE = re.compile(r"icmp_seq=(\d+) .*?time=([0-9.]+) ms")
 _SUMMARY_RE = re.compile(r"(\d+) packets transmitted, (\d+) received")
+# tcpdump -n -tt --time-stamp-precision=nano -i any: "TS IFACE In|Out ... echo request|reply, id I, seq S, ..."
+_CAP_RE = re.compile(
+    r"^(\d+)\.(\d{9})\s+\S+\s+(In|Out)\s.*?echo (request|reply), id \d+, seq (\d+)"
+)
 
 
 def parse_ping(text: str) -> dict:
@@ -27,25 +44,179 @@ def parse_ping(text: str) -> dict:
     }
 
 
-def ping(flow, *, count: int, interval: float = 0.01, size: int = 56) -> dict:
+def parse_capture(text: str) -> dict[int, dict[str, int]]:
+    """One namespace's ``tcpdump -tt -i any`` lines -> per echo sequence
+    number the first arrival and the last departure of the request and the
+    reply in nanoseconds: ``{seq: {"request In": ns, "request Out": ns,
+    ...}}``. (A
+    translator with a TUN sees each packet twice: on the link and the TUN.)"""
+    ev: dict[int, dict[str, int]] = {}
+    for line in text.splitlines():
+        m = _CAP_RE.match(line)
+        if not m:
+            continue
+        # Integer nanoseconds: a float of epoch seconds keeps only ~0.2 us.
+        ts = int(m.group(1)) * 1_000_000_000 + int(m.group(2))
+        way, kind, seq = m.group(3), m.group(4), int(m.group(5))
+        e = ev.setdefault(seq, {})
+        k = f"{kind} {way}"
+        if way == "In":
+            e[k] = min(e.get(k, ts), ts)
+        else:
+            e[k] = max(e.get(k, ts), ts)
+    return ev
+
+
+def _median_us(ns: list[int]) -> float | None:
+    return round(statistics.median(ns) / 1000, 1) if ns else None
+
+
+def split_rtt(captures: dict[str, str], src: str, dst: str) -> dict:
+    """Captures by namespace role (``src`` sends, ``dst`` answers) -> medians
+    in microseconds: the wire RTT at the sender, each forwarding namespace's
+    request and reply residence (in path order), the far host's turnaround
+    and the rest."""
+    ev = {role: parse_capture(text) for role, text in captures.items()}
+    sender = ev.get(src, {})
+    wire = [
+        e["reply In"] - e["request Out"]
+        for e in sender.values()
+        if "request Out" in e and "reply In" in e and e["reply In"] > e["request Out"]
+    ]
+    far = [
+        e["reply Out"] - e["request In"]
+        for e in ev.get(dst, {}).values()
+        if "request In" in e and "reply Out" in e
+    ]
+    hops = []
+    for role, seqs in ev.items():
+        if role in (src, dst):
+            continue
+        req, rep, first = [], [], []
+        for e in seqs.values():
+            if "request In" in e and "request Out" in e:
+                req.append(e["request Out"] - e["request In"])
+                first.append(e["request In"])
+            if "reply In" in e and "reply Out" in e:
+                rep.append(e["reply Out"] - e["reply In"])
+        if req and rep:
+            hops.append((min(first), role, _median_us(req), _median_us(rep), len(req)))
+    hops.sort()
+    out = {
+        "wire_rtt_us": _median_us(wire),
+        "echoes": len(wire),
+        "hops": [
+            {"ns": role, "request_us": q, "reply_us": p, "n": n}
+            for _, role, q, p, n in hops
+        ],
+        "far_host_us": _median_us(far),
+    }
+    known = [out["far_host_us"]] + [h["request_us"] for h in out["hops"]]
+    known += [h["reply_us"] for h in out["hops"]]
+    if out["wire_rtt_us"] is not None and None not in known:
+        out["rest_us"] = round(out["wire_rtt_us"] - sum(known), 1)
+    return out
+
+
+def _ping_cmd(flow, count: int, interval: float, size: int) -> list[str]:
+    return [
+        "ping",
+        "-n",
+        "-c",
+        str(count),
+        "-i",
+        str(interval),
+        "-W",
+        "1",
+        "-s",
+        str(size),
+        "-I",
+        flow.src_addr,
+        flow.dst_addr,
+    ]
+
+
+def segments(flow, namespaces: dict[str, str], *, count: int, interval: float) -> dict:
+    """:func:`split_rtt` of ``count`` pings captured in ``namespaces`` (role ->
+    namespace name, all of the topology's)."""
+    caps: dict[str, subprocess.Popen] = {}
+    texts: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        # Files, not pipes: a full pipe would stall tcpdump mid-run.
+        files = {
+            r: stack.enter_context(tempfile.TemporaryFile("w+")) for r in namespaces
+        }
+        try:
+            for role, ns in namespaces.items():
+                caps[role] = ns_popen(
+                    ns,
+                    [
+                        "tcpdump",
+                        "-n",
+                        "-tt",
+                        "--time-stamp-precision=nano",
+                        "-l",
+                        "-s",
+                        "128",
+                        "-i",
+                        "any",
+                        "icmp or icmp6",
+                    ],
+                    stdout=files[role],
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            # tcpdump says "listening on any" once its capture is open
+            # (after a line on the link type; an error ends stderr instead).
+            for role, p in caps.items():
+                said = []
+                while len(said) < 5:
+                    line = p.stderr.readline()
+                    said.append(line.strip())
+                    if not line or "listening" in line:
+                        break
+                if "listening" not in said[-1]:
+                    raise RuntimeError(
+                        f"tcpdump in {namespaces[role]}: {' / '.join(said)!r}"
+                    )
+            ns_exec(
+                flow.src_ns,
+                _ping_cmd(flow, count, interval, 56),
+                check=False,
+                timeout=count * max(interval, 0.002) + 15,
+            )
+            time.sleep(0.3)
+        finally:
+            for role, p in caps.items():
+                if p.poll() is None:
+                    p.terminate()  # tcpdump writes out what it has, then exits
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+                stop_process(p, sig=9)  # a no-op once it has exited
+                files[role].seek(0)
+                texts[role] = files[role].read()
+    src = next(r for r, n in namespaces.items() if n == flow.src_ns)
+    dst = next(r for r, n in namespaces.items() if n == flow.dst_ns)
+    return split_rtt(texts, src, dst)
+
+
+def ping(
+    flow,
+    *,
+    count: int,
+    interval: float = 0.01,
+    size: int = 56,
+    namespaces: dict[str, str] | None = None,
+) -> dict:
     cp = ns_exec(
         flow.src_ns,
-        [
-            "ping",
-            "-n",
-            "-c",
-            str(count),
-            "-i",
-            str(interval),
-            "-W",
-            "1",
-            "-s",
-            str(size),
-            "-I",
-            flow.src_addr,
-            flow.dst_addr,
-        ],
+        _ping_cmd(flow, count, interval, size),
         check=False,
         timeout=count * max(interval, 0.002) + 15,
     )
-    return {"result": parse_ping(cp.stdout)}
+    result = parse_ping(cp.stdout)
+    if namespaces:
+        result["segments"] = segments(flow, namespaces, count=count, interval=interval)
+    return {"result": result}
