@@ -136,7 +136,19 @@ def _ping_cmd(flow, count: int, interval: float, size: int) -> list[str]:
     ]
 
 
-def segments(flow, namespaces: dict[str, str], *, count: int, interval: float) -> dict:
+def _run_ping(flow, count: int, interval: float, size: int) -> str:
+    """The pings from the flow's source namespace; ping's output."""
+    return ns_exec(
+        flow.src_ns,
+        _ping_cmd(flow, count, interval, size),
+        check=False,
+        timeout=count * max(interval, 0.002) + 15,
+    ).stdout
+
+
+def segments(
+    flow, namespaces: dict[str, str], *, count: int, interval: float, size: int = 56
+) -> dict:
     """:func:`split_rtt` of ``count`` pings captured in ``namespaces`` (role ->
     namespace name, all of the topology's)."""
     caps: dict[str, subprocess.Popen] = {}
@@ -179,12 +191,7 @@ def segments(flow, namespaces: dict[str, str], *, count: int, interval: float) -
                     raise RuntimeError(
                         f"tcpdump in {namespaces[role]}: {' / '.join(said)!r}"
                     )
-            ns_exec(
-                flow.src_ns,
-                _ping_cmd(flow, count, interval, 56),
-                check=False,
-                timeout=count * max(interval, 0.002) + 15,
-            )
+            _run_ping(flow, count, interval, size)
             time.sleep(0.3)
         finally:
             for role, p in caps.items():
@@ -210,13 +217,9 @@ def ping(
     size: int = 56,
     namespaces: dict[str, str] | None = None,
 ) -> dict:
-    cp = ns_exec(
-        flow.src_ns,
-        _ping_cmd(flow, count, interval, size),
-        check=False,
-        timeout=count * max(interval, 0.002) + 15,
-    )
-    result = parse_ping(cp.stdout)
+    result = parse_ping(_run_ping(flow, count, interval, size))
     if namespaces:
-        result["segments"] = segments(flow, namespaces, count=count, interval=interval)
+        result["segments"] = segments(
+            flow, namespaces, count=count, interval=interval, size=size
+        )
     return {"result": result}
