@@ -126,7 +126,10 @@ def walkthrough() -> None:
 def demo() -> int:
     t0 = time.monotonic()
     walkthrough()
-    step("xlat vs TAYGA vs kernel forwarding  (scenario demo, same machine, same run)")
+    step(
+        "xlat (TUN and eBPF datapaths) vs TAYGA vs kernel forwarding"
+        "  (scenario demo, same machine, same run)"
+    )
     out, _meta = run_scenario("demo")
     md = report.write(out)
     run = report.load(out)

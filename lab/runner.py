@@ -318,7 +318,7 @@ class Run:
         head["direction"] = flow.direction
         t0 = time.monotonic()
         try:
-            with CpuSampler(a.pids()) as cpu:
+            with CpuSampler(a.cpu_pids()) as cpu:
                 out = self.call(a, topo, flow, t, server)
             rec = {**head, "status": "ok", **out, "cpu": cpu.result()}
         except (KeyboardInterrupt, SystemExit):

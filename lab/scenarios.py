@@ -77,11 +77,12 @@ def _add(s: Scenario) -> None:
 _add(
     Scenario(
         "demo",
-        "SIIT single DUT: xlat vs TAYGA vs kernel forwarding (throughput, TCP, RTT, HTTP); < 5 min",
+        "SIIT single DUT: xlat (TUN and eBPF datapaths) vs TAYGA vs kernel forwarding"
+        " (throughput, TCP, RTT, HTTP); < 5 min",
         [
             Part(
                 "SIIT, single DUT (RFC 8219)",
-                ["kernel-v6", "tayga", "xlat"],
+                ["kernel-v6", "tayga", "xlat", "xlat-ebpf"],
                 {
                     "throughput": {"frame_sizes": [0], "trial": 2.0, "max_trials": 6},
                     "tcp": {"streams": [1, 4], "directions": ["fwd"], "seconds": 4},
@@ -95,7 +96,7 @@ _add(
             )
         ],
         budget_min=4.0,
-        headline=["kernel-v6", "tayga", "xlat"],
+        headline=["kernel-v6", "tayga", "xlat", "xlat-ebpf"],
     )
 )
 

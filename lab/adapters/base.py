@@ -146,6 +146,10 @@ class Adapter:
         """PIDs of the DUT's processes (for CPU accounting); none for kernel DUTs."""
         return [d.proc.pid for d in self.daemons if d.proc and d.proc.poll() is None]
 
+    def cpu_pids(self) -> list[int]:
+        """PIDs whose CPU time is the DUT's work (none: not accounted)."""
+        return self.pids()
+
     def stats(self) -> str | None:
         """DUT counters after a run, if the DUT has any."""
         return None

@@ -279,6 +279,12 @@ class XlatEbpf(Xlat):
     description = 'xlat, SIIT, eBPF datapath ([datapath] kind = "ebpf")'
     DATAPATH = "ebpf"
 
+    def cpu_pids(self) -> list[int]:
+        # The translation runs in the kernel's softirq (the tc programs), not
+        # in the daemon: its process CPU would read a misleading 0%, so the
+        # DUT's CPU is not accounted, as for kernel forwarding.
+        return []
+
 
 class XlatDual(Xlat):
     name = "xlat-dual"
