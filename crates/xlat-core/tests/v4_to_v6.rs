@@ -1025,6 +1025,52 @@ mod v4_to_v6 {
         check_v6(out);
     }
 
+    /// RFC 7915 §4.1 (Source Address): the "illegal" source of an ICMPv4
+    /// error (127.0.0.1, 0.0.0.0: denylisted for normal packets) is still
+    /// translated with pool6, for troubleshooting; a normal packet from it
+    /// is dropped.
+    #[test]
+    fn rfc7915_4_1_icmp_error_illegal_source_translated() {
+        use xlat_core::addr::Pool6;
+        use xlat_core::Translator;
+        let mut c = cfg();
+        c.addressing.pool6 = Some(Pool6::new("2001:db8:64::/96".parse().unwrap()).unwrap());
+        let t = Translator::new(c);
+        let run_t = |p: &[u8]| {
+            let mut buf = vec![0u8; HEADROOM + p.len()];
+            buf[HEADROOM..].copy_from_slice(p);
+            let mut frags = FragBuf::new();
+            let v = t.translate(
+                &mut buf,
+                HEADROOM,
+                p.len(),
+                PacketMeta::default(),
+                &mut frags,
+            );
+            (v, buf)
+        };
+        let (_, q) = quoted_udp(20, 1000);
+        for (src, want) in [
+            (Ipv4Addr::new(127, 0, 0, 1), "2001:db8:64::7f00:1"),
+            (Ipv4Addr::new(0, 0, 0, 0), "2001:db8:64::"),
+        ] {
+            let e = ip4(src, H6, 1, 64, 1, 0, 0, &icmp4(3, 3, 0, &q));
+            let (v, buf) = run_t(&e);
+            let Verdict::Forward { start, len } = v else {
+                panic!("{src}: {v:?}")
+            };
+            let out = &buf[start..start + len];
+            check_v6(out);
+            let ip = Ipv6Packet::new_checked(out).unwrap();
+            assert_eq!(ip.src(), want.parse::<Ipv6Addr>().unwrap(), "{src}");
+            assert_eq!(out[40], 1, "Destination Unreachable");
+            // The same source in a normal packet is refused.
+            let u = udp4(src, H6, 1, 2, b"x");
+            let p = ip4(src, H6, 17, 64, 1, 0, 0, &u);
+            assert_eq!(run_t(&p).0, Verdict::Drop(DropReason::Src4Denied));
+        }
+    }
+
     // ---------------------------------------------------------------------------
     // Properties.
 
