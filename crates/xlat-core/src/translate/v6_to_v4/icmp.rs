@@ -252,7 +252,7 @@ pub(super) fn translate_error(
     // length (from the inner payload length, extension headers removed) + 20.
     let iupper_full = (crate::wire::ipv6::HEADER_LEN + iplen).saturating_sub(iup_off);
     let itotal = (iupper_full + IPV4_HDR).min(usize::from(u16::MAX));
-    let (iident, iflags) = match &ifrag {
+    let (iident, iflags) = match &iw.frag {
         Some(f) => fragment_ident_flags(f),
         None => {
             let (_, flags) = unfragmented_ident_flags(itotal, 0);

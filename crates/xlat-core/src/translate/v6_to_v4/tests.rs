@@ -508,25 +508,90 @@ fn rfc7915_5_1_1_non_first_fragment() {
     assert_eq!(q.payload(), &data[..]);
 }
 
-/// RFC 6946 / RFC 8021: an atomic fragment is translated as unfragmented.
+/// RFC 7915 §5.1.1: an atomic fragment (offset 0, M = 0) still has a
+/// Fragment Header: Identification = its low 16 bits, DF = 0 even above
+/// 1260 bytes (the sender asked for fragmentation), MF = 0, offset 0. Its
+/// payload is whole (RFC 6946): the UDP checksum is updated and an atomic
+/// ICMPv6 echo is translated.
 #[test]
-fn rfc6946_atomic_fragment() {
-    let u = udp(&h6(), &h4_as6(), 1, 2, b"atomic");
+fn rfc7915_5_1_1_atomic_fragment() {
+    for n in [6usize, 1400] {
+        let u = udp(&h6(), &h4_as6(), 1, 2, &vec![0x5a; n]);
+        let p = ip6(
+            h6(),
+            h4_as6(),
+            0,
+            64,
+            proto::IPV6_FRAG,
+            &frag_hdr(proto::UDP, 0, false, 0x7777_8888),
+            &u,
+        );
+        let (v, buf) = run_with(&cfg(), &p, meta(0x55));
+        let out = fwd(v, &buf);
+        let q = Ipv4Packet::new_checked(&out[..]).unwrap();
+        assert!(!q.is_fragment() && !q.dont_frag(), "size {n}");
+        assert_eq!(q.ident(), 0x8888, "size {n}");
+        assert_eq!(q.total_len() as usize, 20 + u.len());
+    }
+    let m = icmp6_msg(&h6(), &h4_as6(), 128, 0, 0x0001_0002, &[7; 16]);
     let p = ip6(
         h6(),
         h4_as6(),
         0,
         64,
         proto::IPV6_FRAG,
-        &frag_hdr(proto::UDP, 0, false, 0x7777_8888),
-        &u,
+        &frag_hdr(proto::ICMPV6, 0, false, 0x1234),
+        &m,
     );
-    let (v, buf) = run_with(&cfg(), &p, meta(0x55));
+    let (v, buf) = run(&p);
     let out = fwd(v, &buf);
-    let q = Ipv4Packet::new_checked(&out[..]).unwrap();
-    assert!(!q.is_fragment() && !q.dont_frag());
-    assert_eq!(q.ident(), 0x55);
-    assert_eq!(q.total_len() as usize, 20 + u.len());
+    assert_eq!((out[9], out[20]), (proto::ICMP, 8));
+    assert_eq!(be16(&out, 4), 0x1234);
+}
+
+/// RFC 7915 §5.1.1: a Fragment Header followed by an extension header
+/// (Destination Options, Routing, AH, ...) is dropped; §5.4:
+/// the sender gets ICMPv6 Destination Unreachable code 1 quoting it. ESP
+/// after the Fragment Header is translated (protocol 50).
+#[test]
+fn rfc7915_5_1_1_extension_after_fragment() {
+    let u = udp(&h6(), &h4_as6(), 1, 2, b"payload!");
+    // Hop-by-Hop anywhere but first breaks RFC 8200 §4.1: malformed.
+    let mut exts = frag_hdr(proto::HOPOPTS, 0, true, 9).to_vec();
+    exts.extend_from_slice(&[proto::UDP, 0, 0, 0, 0, 0, 0, 0]);
+    let p = ip6(h6(), h4_as6(), 0, 64, proto::IPV6_FRAG, &exts, &u);
+    assert_eq!(run(&p).0, Verdict::Drop(DropReason::Ipv6ExtMalformed));
+    for ext in [proto::IPV6_OPTS, proto::IPV6_ROUTE, proto::AH] {
+        let mut exts = frag_hdr(ext, 0, true, 9).to_vec();
+        // An 8-byte extension header (Routing: type 0, segments left 0).
+        exts.extend_from_slice(&[proto::UDP, 0, 0, 0, 0, 0, 0, 0]);
+        let p = ip6(h6(), h4_as6(), 0, 64, proto::IPV6_FRAG, &exts, &u);
+        let (v, buf) = run(&p);
+        let Verdict::Reply { start, len, reason } = v else {
+            panic!("ext {ext}: {v:?}")
+        };
+        assert_eq!(reason, DropReason::Ipv6ExtAfterFragment);
+        let r = &buf[start..start + len];
+        assert_eq!((r[6], r[40], r[41]), (58, 1, 1), "ext {ext}");
+        assert_eq!(&r[24..40], &h6().octets());
+        assert_eq!(&r[48..], &p[..]);
+        // A non-first fragment: dropped, not answered.
+        let mut exts = frag_hdr(ext, 8, false, 9).to_vec();
+        exts.extend_from_slice(&[proto::UDP, 0, 0, 0, 0, 0, 0, 0]);
+        let p = ip6(h6(), h4_as6(), 0, 64, proto::IPV6_FRAG, &exts, &u);
+        assert_eq!(run(&p).0, Verdict::Drop(DropReason::IcmpErrorSuppressed));
+    }
+    let p = ip6(
+        h6(),
+        h4_as6(),
+        0,
+        64,
+        proto::IPV6_FRAG,
+        &frag_hdr(proto::ESP, 0, true, 9),
+        &[1u8; 24],
+    );
+    let (v, buf) = run(&p);
+    assert_eq!(fwd(v, &buf)[9], proto::ESP);
 }
 
 /// RFC 7915 §5.2: fragmented ICMPv6 is dropped.
