@@ -535,7 +535,9 @@ fn translate_simple(
     // RFC 7915 §4 / RFC 8021: a DF packet gets no Fragment Header (no
     // atomic fragments); a non-DF packet that does not fit the IPv6 side
     // (lowest-ipv6-mtu) is fragmented by the translator.
-    let mtu = usize::from(cfg.lowest_ipv6_mtu).max(IPV6_MIN_MTU);
+    // The fragments must also fit the datapath's own next hop (`ipv6_mtu`).
+    let mtu =
+        usize::from(cfg.lowest_ipv6_mtu.min(cfg.ipv6_mtu.unwrap_or(u16::MAX))).max(IPV6_MIN_MTU);
     let out_len = V6_HLEN + if is_frag { FRAG_HLEN } else { 0 } + plen;
     let must_fragment = !meta.gso && !f.dont_frag() && out_len > mtu;
 
@@ -783,9 +785,10 @@ pub(crate) fn map_pointer(p: u8) -> Result<u32, DropReason> {
     }
 }
 
-/// RFC 7915 §4.2, Fragmentation Needed -> Packet Too Big: the MTU is the
-/// advertised IPv4 MTU + 20 (the IPv6 header is 20 bytes larger; the next
-/// hop MTUs of the translator are the datapath's business). An MTU of 0
+/// RFC 7915 §4.2, Fragmentation Needed -> Packet Too Big: the MTU is
+/// minimum(advertised IPv4 MTU + 20, MTU of the IPv6 next hop), the latter
+/// being [`Config::ipv6_mtu`] when the datapath knows it (the IPv4 next hop
+/// MTU is unknown to the core and left out). An MTU of 0
 /// (a pre-RFC 1191 router) is replaced by the greatest plateau below the
 /// quoted packet's Total Length. RFC 7915 §6: an MTU below 1280 is raised to
 /// 1280 (hosts ignore smaller values; 1280-byte IPv6 packets become
@@ -802,7 +805,10 @@ pub(crate) fn ptb_mtu(cfg: &Config, advertised: u16, quoted_total_len: u16) -> u
             .max()
             .unwrap_or(68)
     };
-    (u32::from(mtu4) + 20).max(IPV6_MIN_MTU as u32)
+    let next_hop6 = cfg.ipv6_mtu.map_or(u32::MAX, u32::from);
+    (u32::from(mtu4) + 20)
+        .min(next_hop6)
+        .max(IPV6_MIN_MTU as u32)
 }
 
 /// ICMPv4 error -> ICMPv6 error (RFC 7915 §4.2, §4.3, RFC 4884), in place.

@@ -269,6 +269,7 @@ fn translate_impl(
             &outer,
             (&src6, &dst6),
             meta,
+            cfg,
         );
     }
 

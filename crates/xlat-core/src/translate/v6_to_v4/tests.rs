@@ -716,6 +716,43 @@ fn rfc7915_5_2_packet_too_big() {
     verify_l4(&inner4);
 }
 
+/// RFC 7915 §5.2: the Fragmentation Needed MTU is minimum(PTB MTU - 20,
+/// MTU of the IPv6 next hop - 20) when the IPv6 next hop (`ipv6_mtu`) is
+/// known.
+#[test]
+fn rfc7915_5_2_packet_too_big_next_hop_mtu() {
+    let router = a6("2001:db8:6::1");
+    let p = error6(router, 2, 0, 9000, &inner_tcp());
+    let mut c = cfg();
+    c.ipv6_mtu = Some(1400);
+    let (v, buf) = run_with(&c, &p, meta(1));
+    let (icmp, _) = check_error(&fwd(v, &buf), 3, 4);
+    assert_eq!(be16(&icmp, 6), 1380);
+    let p = error6(router, 2, 0, 1300, &inner_tcp());
+    let (v, buf) = run_with(&c, &p, meta(1));
+    let (icmp, _) = check_error(&fwd(v, &buf), 3, 4);
+    assert_eq!(be16(&icmp, 6), 1280);
+}
+
+/// RFC 7915 §5.3: the quoted packet is translated like a normal one, so
+/// `override-tos` (§5.1 Type of Service) applies to it as to the outer one.
+#[test]
+fn rfc7915_5_3_inner_override_tos() {
+    let router = a6("2001:db8:6::1");
+    let t = tcp(&h4_as6(), &h6(), b"x");
+    let inner = ip6(h4_as6(), h6(), 0xb8, 57, proto::TCP, &[], &t);
+    let p = error6(router, 1, 4, 0, &inner);
+    let mut c = cfg();
+    c.override_tos = Some(0x20);
+    let (v, buf) = run_with(&c, &p, meta(1));
+    let out = fwd(v, &buf);
+    let (_, inner4) = check_error(&out, 3, 3);
+    assert_eq!((out[1], inner4[1]), (0x20, 0x20));
+    let (v, buf) = run(&p);
+    let (_, inner4) = check_error(&fwd(v, &buf), 3, 3);
+    assert_eq!(inner4[1], 0xb8, "copied without override");
+}
+
 /// RFC 7915 §5.2: Destination Unreachable codes.
 #[test]
 fn rfc7915_5_2_dest_unreach_codes() {
