@@ -204,7 +204,7 @@ pub(super) fn translate_error(
             return Err(DropReason::IcmpBadChecksum);
         }
     }
-    let (t4, c4, rest4, has_len_attr) = map_error(msg[0], msg[1], be32(msg, 4), cfg.ipv6_mtu)?;
+    let (t4, c4, mut rest4, has_len_attr) = map_error(msg[0], msg[1], be32(msg, 4), cfg.ipv6_mtu)?;
 
     // RFC 4884 §4.5 (ICMPv6): a non-zero length attribute (byte 4, in
     // 64-bit words) ends the original datagram field; an extension
@@ -246,6 +246,12 @@ pub(super) fn translate_error(
         return Err(DropReason::IcmpInnerMalformed);
     }
     let ifrag = iw.frag.filter(|f| !f.is_atomic());
+    if msg[0] == icmp6::PACKET_TOO_BIG && iw.frag.is_some() {
+        // RFC 7915 §5.2 (Packet Too Big): the MTU takes into account
+        // whether the packet in error has a Fragment Header: its IPv6
+        // headers were 48 bytes where the IPv4 one is 20, so 28 less.
+        rest4 = rest4.saturating_sub(8);
+    }
     let ifirst = !matches!(ifrag, Some(f) if f.offset != 0);
     if iw.upper_proto == proto::ICMP {
         return Err(DropReason::Icmpv4InIpv6);

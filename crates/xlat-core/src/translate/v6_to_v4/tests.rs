@@ -734,6 +734,29 @@ fn rfc7915_5_2_packet_too_big_next_hop_mtu() {
     assert_eq!(be16(&icmp, 6), 1280);
 }
 
+/// RFC 7915 §5.2 (Packet Too Big): "taking into account whether or not
+/// the packet in error includes a Fragment Header": MTU - 28 then.
+#[test]
+fn rfc7915_5_2_packet_too_big_inner_fragment_header() {
+    let router = a6("2001:db8:6::1");
+    let t = tcp(&h4_as6(), &h6(), b"fragmented");
+    let inner = ip6(
+        h4_as6(),
+        h6(),
+        0,
+        57,
+        proto::IPV6_FRAG,
+        &frag_hdr(proto::TCP, 0, true, 0x4242),
+        &t,
+    );
+    let p = error6(router, 2, 0, 1500, &inner);
+    let (v, buf) = run(&p);
+    let (icmp, inner4) = check_error(&fwd(v, &buf), 3, 4);
+    assert_eq!(be16(&icmp, 6), 1472);
+    let ip = Ipv4Packet::new_quoted(&inner4[..]).unwrap();
+    assert_eq!((ip.ident(), ip.more_frags()), (0x4242, true));
+}
+
 /// RFC 7915 §5.3: the quoted packet is translated like a normal one, so
 /// `override-tos` (§5.1 Type of Service) applies to it as to the outer one.
 #[test]
