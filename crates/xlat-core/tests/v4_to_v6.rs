@@ -451,17 +451,33 @@ mod v4_to_v6 {
         );
     }
 
-    /// RFC 7915 §4.5: UDP checksum zero, both settings of amend-udp-checksum-zero.
+    /// Checks an ICMPv4 3/13 (RFC 7915 §4.4) sent back to H1 quoting `p`.
+    fn check_admin_prohibited(o: &Out, p: &[u8], reason: DropReason) {
+        let Verdict::Reply { reason: r, .. } = o.verdict else {
+            panic!("{:?}", o.verdict)
+        };
+        assert_eq!(r, reason);
+        let e = o.pkt();
+        let ip = Ipv4Packet::new_checked(e).unwrap();
+        assert!(ip.header_checksum_ok());
+        assert_eq!(
+            (ip.src(), ip.dst(), ip.protocol()),
+            (cfg().own_v4.unwrap(), H1, 1)
+        );
+        assert_eq!((e[20], e[21]), (3, 13));
+        assert!(checksum::verify(checksum::sum(0, &e[20..])));
+        assert_eq!(&e[28..], p);
+    }
+
+    /// RFC 7915 §4.5: UDP checksum zero, both settings of amend-udp-checksum-zero;
+    /// §4.4: the dropped packet is answered with ICMPv4 3/13.
     #[test]
     fn rfc7915_4_5_udp_checksum_zero() {
         let mut u = udp4(H1, H6, 7, 9, b"no checksum here");
         u[6] = 0;
         u[7] = 0;
         let p = ip4(H1, H6, 17, 64, 1, 0, 0, &u);
-        assert_eq!(
-            run(&cfg(), &p).verdict,
-            Verdict::Drop(DropReason::UdpChecksumZero)
-        );
+        check_admin_prohibited(&run(&cfg(), &p), &p, DropReason::UdpChecksumZero);
         let mut c = cfg();
         c.amend_udp_checksum_zero = true;
         let o = run(&c, &p);
@@ -469,9 +485,12 @@ mod v4_to_v6 {
         assert_ne!(&up[6..8], &[0, 0]);
         // A first fragment with checksum 0 cannot be amended.
         let pf = ip4(H1, H6, 17, 64, 1, 0x2000, 0, &u[..16]);
+        check_admin_prohibited(&run(&c, &pf), &pf, DropReason::UdpChecksumZeroFragmented);
+        // To a broadcast address: no ICMP error (RFC 1812 §4.3.2.7).
+        let pb = ip4(H1, Ipv4Addr::BROADCAST, 17, 64, 1, 0, 0, &u);
         assert_eq!(
-            run(&c, &pf).verdict,
-            Verdict::Drop(DropReason::UdpChecksumZeroFragmented)
+            run(&cfg(), &pb).verdict,
+            Verdict::Drop(DropReason::UdpChecksumZero)
         );
     }
 

@@ -565,7 +565,7 @@ fn translate_simple(
     }
 
     if f.offset() == 0 {
-        fix_l4(
+        let fixed = fix_l4(
             cfg,
             &mut buf[l4_start..l4_end],
             f.protocol,
@@ -573,7 +573,30 @@ fn translate_simple(
             (f.src, f.dst),
             (&src6, &dst6),
             meta.csum_partial,
-        )?;
+        );
+        match fixed {
+            // RFC 7915 §4.4: a packet the translator discards (here by the
+            // §4.5 zero-checksum rule, not because it is broken) is
+            // answered with Destination Unreachable / Communication
+            // Administratively Prohibited (3/13).
+            Err(r @ (DropReason::UdpChecksumZero | DropReason::UdpChecksumZeroFragmented)) => {
+                if !may_send_icmp4_error(f, &buf[l4_start..l4_end]) {
+                    return Err(r);
+                }
+                return Ok(build_icmp4_error(
+                    cfg,
+                    buf,
+                    start,
+                    f.total_len,
+                    icmp4::DEST_UNREACH,
+                    icmp4::ADMIN_PROHIBITED,
+                    0,
+                    meta.ident_seed as u16,
+                    r,
+                ));
+            }
+            r => r?,
+        }
         if must_fragment && meta.csum_partial && !is_frag {
             // The fragments leave with complete checksums: finish the
             // partial one (the field holds the pseudo-header sum).
