@@ -998,6 +998,44 @@ mod v4_to_v6 {
         assert_eq!(payload.len(), 150);
     }
 
+    /// RFC 4884 + RFC 4443 §2.4(c): when the datagram and the extension do
+    /// not fit in 1280 bytes together, the datagram is cut (not below 128
+    /// bytes) and the extension kept; an extension that does not fit even
+    /// then is left out.
+    #[test]
+    fn rfc4884_datagram_cut_to_keep_extension() {
+        // 580-byte IPv4 datagram (145 words), 640-byte extension.
+        let (full, _) = quoted_udp(552, 0);
+        assert_eq!(full.len(), 580);
+        let mut ext = vec![0x20u8, 0, 0, 0];
+        ext.resize(640, 0x77);
+        let mut body = full.clone();
+        body.extend_from_slice(&ext);
+        let e = ip4(R4, H6, 1, 64, 1, 0, 0, &icmp4(11, 0, 145 << 16, &body));
+        let o = run(&cfg(), &e);
+        let out = o.pkt();
+        assert_eq!(out.len(), 1280);
+        let (t, _, rest, payload) = check_icmp6_error(out);
+        assert_eq!(t, 3);
+        // (1232 - 640) = 592 bytes of datagram: 74 words of 64 bits.
+        assert_eq!(rest >> 24, 74);
+        assert_eq!(&payload[592..], &ext[..]);
+        check_inner_udp(&payload[..592], &full);
+
+        // A 1105-byte extension leaves less than 128 bytes: left out.
+        let mut ext = vec![0x20u8, 0, 0, 0];
+        ext.resize(1105, 0x77);
+        let (full, _) = quoted_udp(100, 0);
+        let mut body = full.clone();
+        body.extend_from_slice(&ext);
+        let e = ip4(R4, H6, 1, 64, 1, 0, 0, &icmp4(11, 0, 32 << 16, &body));
+        let o = run(&cfg(), &e);
+        let (_, _, rest, payload) = check_icmp6_error(o.pkt());
+        assert_eq!(rest, 0, "no length attribute");
+        assert_eq!(payload.len(), 148);
+        check_inner_udp(&payload, &full);
+    }
+
     /// Through the public Translator with a real SIIT config (pool6 + EAMT).
     #[test]
     fn rfc7915_4_translator_with_real_config() {

@@ -940,17 +940,23 @@ fn icmp_error_to_v6(
 
     // RFC 4884 §4.2 / RFC 7915 §4.2 (ICMP Error Payload): keep the
     // extension, its length attribute now in 64-bit words, the translated
-    // datagram zero-padded to a multiple of 8 (at least 128 bytes). If it
-    // does not fit in 1280 bytes (or the ICMPv6 type has no length
-    // attribute) the extension is left out.
-    let dgram6 = V6_HLEN + ifh + r;
+    // datagram zero-padded to a multiple of 8 (at least 128 bytes). When
+    // the whole does not fit in 1280 bytes, the datagram is cut first
+    // (down to those 128 bytes), as on the IPv6 -> IPv4 side; an extension
+    // too big even then (or an ICMPv6 type without length attribute)
+    // is left out.
+    let mut dgram6 = V6_HLEN + ifh + r;
+    let room6 = (ICMP6_ERROR_MAX - V6_HLEN - ICMP_HLEN).saturating_sub(ext_len) / 8 * 8;
+    let mut keep_ext = ext_len > 0 && kind.has_length_attr() && room6 >= 128;
+    if keep_ext && dgram6 > room6 {
+        // room6 >= 128 > V6_HLEN + FRAG_HLEN: the inner headers stay.
+        r -= dgram6 - room6;
+        dgram6 = room6;
+    }
     let field6 = dgram6.div_ceil(8).max(16) * 8;
     let ext_src = q0 + orig_len;
     let ext_dst = p + r + (field6 - dgram6);
-    let keep_ext = ext_len > 0
-        && kind.has_length_attr()
-        && V6_HLEN + ICMP_HLEN + field6 + ext_len <= ICMP6_ERROR_MAX
-        && ext_dst + ext_len <= buf.len();
+    keep_ext = keep_ext && ext_dst + ext_len <= buf.len();
     let icmp_len = if keep_ext {
         buf.copy_within(ext_src..ext_src + ext_len, ext_dst);
         buf[p + r..ext_dst].fill(0);
