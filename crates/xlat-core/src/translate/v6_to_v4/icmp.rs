@@ -216,14 +216,10 @@ pub(super) fn translate_error(
         if ICMP_HDR + field6 + 4 > msg.len() {
             return Err(DropReason::IcmpBadExtension);
         }
-        let es = icmp_start + ICMP_HDR + field6;
-        // RFC 4884 §7: the extension structure starts with version 2 and
-        // its checksum covers the whole structure.
-        let ext = &buf[es..icmp_end];
-        if ext[0] >> 4 != 2 || !checksum::verify(checksum::sum(0, ext)) {
-            return Err(DropReason::IcmpBadExtension);
-        }
-        es
+        // RFC 7915 §5.2 (ICMP Error Payload): the extensions are passed
+        // as opaque bit strings (their version and checksum are the
+        // receiver's business, RFC 4884 §7).
+        icmp_start + ICMP_HDR + field6
     } else {
         icmp_end
     };

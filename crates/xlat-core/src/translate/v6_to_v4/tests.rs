@@ -959,7 +959,7 @@ fn rfc4884_extension() {
     assert_eq!(&inner4[28..108], &u[8..], "data");
     verify_l4(&out);
     // Length attribute past the end of the message.
-    for words in [17u32, 18, 15] {
+    for words in [18u32, 19, 255] {
         let p = error6(h6(), 3, 0, words << 24, &body);
         assert_eq!(
             run(&p).0,
@@ -967,11 +967,16 @@ fn rfc4884_extension() {
             "{words}"
         );
     }
-    // Extension checksum wrong.
+    // RFC 7915 §5.2: the extension is an opaque bit string: one whose
+    // checksum (or version) is wrong is passed on unchanged.
     let mut bad = body.clone();
     bad[128 + 9] ^= 1;
+    bad[128] = 0x30;
     let p = error6(h6(), 3, 0, 16 << 24, &bad);
-    assert_eq!(run(&p).0, Verdict::Drop(DropReason::IcmpBadExtension));
+    let (v, buf) = run(&p);
+    let (icmp, _) = check_error(&fwd(v, &buf), 11, 0);
+    assert_eq!(icmp[5], 128 / 4);
+    assert_eq!(&icmp[8 + 128..], &bad[128..]);
     // An extension too large for 576 bytes is dropped, the quote kept.
     let mut big = inner.clone();
     let mut e = vec![0u8; 560];
