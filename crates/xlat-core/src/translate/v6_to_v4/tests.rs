@@ -550,18 +550,39 @@ fn rfc7915_5_1_1_atomic_fragment() {
 }
 
 /// RFC 7915 §5.1.1: a Fragment Header followed by an extension header
-/// (Destination Options, Routing, AH, ...) is dropped; §5.4:
+/// (Hop-by-Hop, Destination Options, Routing, AH, ...) is dropped; §5.4:
 /// the sender gets ICMPv6 Destination Unreachable code 1 quoting it. ESP
 /// after the Fragment Header is translated (protocol 50).
 #[test]
 fn rfc7915_5_1_1_extension_after_fragment() {
     let u = udp(&h6(), &h4_as6(), 1, 2, b"payload!");
-    // Hop-by-Hop anywhere but first breaks RFC 8200 §4.1: malformed.
-    let mut exts = frag_hdr(proto::HOPOPTS, 0, true, 9).to_vec();
-    exts.extend_from_slice(&[proto::UDP, 0, 0, 0, 0, 0, 0, 0]);
-    let p = ip6(h6(), h4_as6(), 0, 64, proto::IPV6_FRAG, &exts, &u);
+    // Hop-by-Hop elsewhere than first breaks RFC 8200 §4.1: malformed.
+    let exts = [
+        proto::HOPOPTS,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        proto::UDP,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ];
+    let p = ip6(h6(), h4_as6(), 0, 64, proto::IPV6_OPTS, &exts, &u);
     assert_eq!(run(&p).0, Verdict::Drop(DropReason::Ipv6ExtMalformed));
-    for ext in [proto::IPV6_OPTS, proto::IPV6_ROUTE, proto::AH] {
+    for ext in [
+        proto::HOPOPTS,
+        proto::IPV6_OPTS,
+        proto::IPV6_ROUTE,
+        proto::AH,
+    ] {
         let mut exts = frag_hdr(ext, 0, true, 9).to_vec();
         // An 8-byte extension header (Routing: type 0, segments left 0).
         exts.extend_from_slice(&[proto::UDP, 0, 0, 0, 0, 0, 0, 0]);
