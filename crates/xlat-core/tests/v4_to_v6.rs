@@ -1036,6 +1036,23 @@ mod v4_to_v6 {
         check_inner_udp(&payload, &full);
     }
 
+    /// RFC 7915 §4.5: other transport protocols (DCCP 33, SCTP 132, No Next
+    /// Header 59) are forwarded, Next Header = Protocol, payload untouched
+    /// (§4.1).
+    #[test]
+    fn rfc7915_4_5_other_protocols_forwarded() {
+        for (proto, payload) in [(33u8, &b"dccp-hdr-and-data"[..]), (132, b"sctp"), (59, b"")] {
+            let p = ip4(H1, H6, proto, 64, 1, 0, 0x28, payload);
+            let o = run(&cfg(), &p);
+            let out = o.pkt();
+            let ip = Ipv6Packet::new_checked(out).unwrap();
+            assert_eq!(ip.next_header(), proto);
+            assert_eq!((ip.hop_limit(), ip.traffic_class()), (63, 0x28));
+            assert_eq!((ip.src(), ip.dst()), (h1_6(), h6_6()));
+            assert_eq!(&out[40..], payload, "proto {proto}");
+        }
+    }
+
     /// Through the public Translator with a real SIIT config (pool6 + EAMT).
     #[test]
     fn rfc7915_4_translator_with_real_config() {

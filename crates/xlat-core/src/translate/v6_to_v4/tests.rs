@@ -615,6 +615,28 @@ fn rfc7915_5_1_1_extension_after_fragment() {
     assert_eq!(fwd(v, &buf)[9], proto::ESP);
 }
 
+/// RFC 7915 §5.5: other transport protocols (DCCP 33, SCTP 132, No Next
+/// Header 59) are forwarded, Protocol = the last Next Header, payload
+/// untouched (§5.1), also behind a Destination Options header.
+#[test]
+fn rfc7915_5_5_other_protocols_forwarded() {
+    for (nh, payload) in [(33u8, &b"dccp-hdr-and-data"[..]), (132, b"sctp"), (59, b"")] {
+        let p = ip6(h6(), h4_as6(), 0x28, 64, nh, &[], payload);
+        let (v, buf) = run(&p);
+        let out = fwd(v, &buf);
+        let q = Ipv4Packet::new_checked(&out[..]).unwrap();
+        assert_eq!((q.protocol(), q.ttl(), q.tos()), (nh, 63, 0x28));
+        assert_eq!((q.src(), q.dst()), (h6_as4(), h4()));
+        assert_eq!(q.payload(), payload, "proto {nh}");
+        let dopt = [nh, 0, 1, 4, 0, 0, 0, 0];
+        let p = ip6(h6(), h4_as6(), 0, 64, proto::IPV6_OPTS, &dopt, payload);
+        let (v, buf) = run(&p);
+        let out = fwd(v, &buf);
+        assert_eq!(out[9], nh);
+        assert_eq!(&out[20..], payload);
+    }
+}
+
 /// RFC 7915 §5.2: fragmented ICMPv6 is dropped.
 #[test]
 fn rfc7915_5_2_fragmented_icmp() {
