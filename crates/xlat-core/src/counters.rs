@@ -43,6 +43,8 @@ reasons! {
     Ipv6ExtTruncated = "ipv6_ext_truncated",
     /// Extension header chain breaks RFC 8200 §4.1 (HBH not first, two fragment headers).
     Ipv6ExtMalformed = "ipv6_ext_malformed",
+    /// A Fragment Header followed by another extension header (RFC 7915 §5.1.1: dropped).
+    Ipv6ExtAfterFragment = "ipv6_ext_after_fragment",
     /// TCP header shorter than its data offset says (first fragment or whole packet).
     TcpTruncated = "tcp_truncated",
     /// UDP header truncated, or its length field disagrees with the IP length.

@@ -142,3 +142,72 @@ fn rfc7757_4_2_2_direct_eam_destination_is_not_a_hairpin() {
         &[198, 51, 100, 2, 192, 0, 2, 2]
     );
 }
+
+/// RFC 7757 §4.2 (intrinsic): B's ICMPv6 error about A's hairpinned packet
+/// is hairpinned too. B sends Port Unreachable to pool6(192.0.2.1) quoting
+/// pool6(192.0.2.1) -> B; A must get it from pool6(192.0.2.2) (B through
+/// pool6, as A addressed it) quoting A -> pool6(192.0.2.2), the packet A
+/// really sent (RFC 7915 §4.3/§5.3: inner hop limit kept).
+#[test]
+fn rfc7757_4_2_2_intrinsic_hairpin_icmp_error() {
+    let t = translator(HairpinMode::Intrinsic);
+    let (a_as_seen, b) = (a6("2001:db8:64::c000:201"), a6("2001:db8:b::1"));
+    // The hairpinned packet as B received it.
+    let (v, buf) = run(&t);
+    let Verdict::Forward { start, len } = v else {
+        panic!("{v:?}")
+    };
+    let quoted = buf[start..start + len].to_vec();
+    assert_eq!(&quoted[8..24], &a_as_seen.octets());
+    let mut m = vec![1u8, 4, 0, 0, 0, 0, 0, 0];
+    m.extend_from_slice(&quoted);
+    let c = checksum::finish(checksum::sum(
+        checksum::pseudo_v6(&b, &a_as_seen, proto::ICMPV6, m.len() as u32),
+        &m,
+    ));
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    let mut p = vec![0u8; 40];
+    ipv6::emit_header(
+        &mut p,
+        0,
+        0,
+        m.len() as u16,
+        proto::ICMPV6,
+        64,
+        &b,
+        &a_as_seen,
+    );
+    p.extend_from_slice(&m);
+
+    let mut buf = vec![0u8; HEADROOM + 512];
+    buf[HEADROOM..HEADROOM + p.len()].copy_from_slice(&p);
+    let v = t.translate(
+        &mut buf,
+        HEADROOM,
+        p.len(),
+        PacketMeta::default(),
+        &mut FragBuf::new(),
+    );
+    let Verdict::Forward { start, len } = v else {
+        panic!("{v:?}")
+    };
+    let out = &buf[start..start + len];
+    let ip = Ipv6Packet::new_checked(out).expect("hairpinned error is IPv6");
+    assert_eq!(ip.src(), a6("2001:db8:64::c000:202"), "B through pool6");
+    assert_eq!(ip.dst(), a6("2001:db8:a::1"), "A through its EAM");
+    assert_eq!(ip.hop_limit(), 63);
+    let icmp = &out[40..];
+    assert_eq!((icmp[0], icmp[1]), (1, 4), "Port Unreachable");
+    let acc = checksum::pseudo_v6(&ip.src(), &ip.dst(), proto::ICMPV6, icmp.len() as u32);
+    assert!(
+        checksum::verify(checksum::sum(acc, icmp)),
+        "ICMPv6 checksum"
+    );
+    // The quoted packet is the one A sent, hop limit as quoted by B.
+    let sent = packet();
+    let inner = &icmp[8..];
+    assert_eq!(inner.len(), sent.len());
+    assert_eq!(&inner[8..40], &sent[8..40], "inner addresses");
+    assert_eq!(inner[7], 63, "inner hop limit not decremented");
+    assert_eq!(&inner[40..], &sent[40..], "inner UDP (checksum included)");
+}

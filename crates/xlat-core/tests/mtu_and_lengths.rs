@@ -114,3 +114,57 @@ fn rfc768_udp_length_must_fit() {
     let (v, _, _) = run(&t, &udp4(46, false, 26), PacketMeta::default());
     assert!(matches!(v, Verdict::Forward { .. }), "{v:?}");
 }
+
+/// RFC 7915 §4.1: non-DF packets are fragmented to lowest-ipv6-mtu, but
+/// never above the datapath's own IPv6 next hop (`ipv6_mtu`).
+#[test]
+fn rfc7915_4_1_fragments_fit_ipv6_next_hop() {
+    let t = Translator::new(Config {
+        lowest_ipv6_mtu: 1500,
+        ..translator(Some(1400)).config().clone()
+    });
+    let (v, _, frags) = run(&t, &udp4(1450, false, 1430), PacketMeta::default());
+    assert_eq!(v, Verdict::Fragments);
+    let sizes: Vec<usize> = frags.iter().map(|f| f.len()).collect();
+    assert_eq!(sizes, vec![1400, 40 + 8 + 1430 - 1352]);
+    // Fits the next hop: one packet, no Fragment Header (RFC 7915 §4).
+    let (v, _, _) = run(&t, &udp4(1360, false, 1340), PacketMeta::default());
+    assert!(matches!(v, Verdict::Forward { len: 1380, .. }), "{v:?}");
+}
+
+/// RFC 7915 §4.2: Fragmentation Needed -> Packet Too Big with MTU
+/// minimum(advertised + 20, MTU of the IPv6 next hop), at least 1280.
+#[test]
+fn rfc7915_4_2_packet_too_big_next_hop_mtu() {
+    let t = translator(Some(1400));
+    // The router DST reports that SRC's (an IPv6 node's) packet to
+    // 192.0.2.7 did not fit.
+    let inner = {
+        let mut p = udp4(1500, true, 1480);
+        p[12..16].copy_from_slice(&SRC.octets());
+        p[16..20].copy_from_slice(&[192, 0, 2, 7]);
+        p[10..12].copy_from_slice(&[0, 0]);
+        let c = checksum::checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p[..28].to_vec()
+    };
+    for (mtu4, want) in [(1500u16, 1400u32), (1300, 1320), (1000, 1280)] {
+        let mut m = vec![3u8, 4, 0, 0, 0, 0];
+        m.extend_from_slice(&mtu4.to_be_bytes());
+        m.extend_from_slice(&inner);
+        let c = checksum::checksum(&m);
+        m[2..4].copy_from_slice(&c.to_be_bytes());
+        let n = 20 + m.len();
+        let mut e = vec![0u8; n];
+        ipv4::emit_header(&mut e, 0, n as u16, 1, 0, 64, proto::ICMP, DST, SRC);
+        e[20..].copy_from_slice(&m);
+        let (v, buf, _) = run(&t, &e, PacketMeta::default());
+        let Verdict::Forward { start, len } = v else {
+            panic!("{v:?}")
+        };
+        let out = &buf[start..start + len];
+        assert_eq!((out[40], out[41]), (2, 0), "Packet Too Big");
+        let mtu6 = u32::from_be_bytes([out[44], out[45], out[46], out[47]]);
+        assert_eq!(mtu6, want, "advertised {mtu4}");
+    }
+}

@@ -451,17 +451,33 @@ mod v4_to_v6 {
         );
     }
 
-    /// RFC 7915 §4.5: UDP checksum zero, both settings of amend-udp-checksum-zero.
+    /// Checks an ICMPv4 3/13 (RFC 7915 §4.4) sent back to H1 quoting `p`.
+    fn check_admin_prohibited(o: &Out, p: &[u8], reason: DropReason) {
+        let Verdict::Reply { reason: r, .. } = o.verdict else {
+            panic!("{:?}", o.verdict)
+        };
+        assert_eq!(r, reason);
+        let e = o.pkt();
+        let ip = Ipv4Packet::new_checked(e).unwrap();
+        assert!(ip.header_checksum_ok());
+        assert_eq!(
+            (ip.src(), ip.dst(), ip.protocol()),
+            (cfg().own_v4.unwrap(), H1, 1)
+        );
+        assert_eq!((e[20], e[21]), (3, 13));
+        assert!(checksum::verify(checksum::sum(0, &e[20..])));
+        assert_eq!(&e[28..], p);
+    }
+
+    /// RFC 7915 §4.5: UDP checksum zero, both settings of amend-udp-checksum-zero;
+    /// §4.4: the dropped packet is answered with ICMPv4 3/13.
     #[test]
     fn rfc7915_4_5_udp_checksum_zero() {
         let mut u = udp4(H1, H6, 7, 9, b"no checksum here");
         u[6] = 0;
         u[7] = 0;
         let p = ip4(H1, H6, 17, 64, 1, 0, 0, &u);
-        assert_eq!(
-            run(&cfg(), &p).verdict,
-            Verdict::Drop(DropReason::UdpChecksumZero)
-        );
+        check_admin_prohibited(&run(&cfg(), &p), &p, DropReason::UdpChecksumZero);
         let mut c = cfg();
         c.amend_udp_checksum_zero = true;
         let o = run(&c, &p);
@@ -469,9 +485,12 @@ mod v4_to_v6 {
         assert_ne!(&up[6..8], &[0, 0]);
         // A first fragment with checksum 0 cannot be amended.
         let pf = ip4(H1, H6, 17, 64, 1, 0x2000, 0, &u[..16]);
+        check_admin_prohibited(&run(&c, &pf), &pf, DropReason::UdpChecksumZeroFragmented);
+        // To a broadcast address: no ICMP error (RFC 1812 §4.3.2.7).
+        let pb = ip4(H1, Ipv4Addr::BROADCAST, 17, 64, 1, 0, 0, &u);
         assert_eq!(
-            run(&c, &pf).verdict,
-            Verdict::Drop(DropReason::UdpChecksumZeroFragmented)
+            run(&cfg(), &pb).verdict,
+            Verdict::Drop(DropReason::UdpChecksumZero)
         );
     }
 
@@ -979,6 +998,61 @@ mod v4_to_v6 {
         assert_eq!(payload.len(), 150);
     }
 
+    /// RFC 4884 + RFC 4443 §2.4(c): when the datagram and the extension do
+    /// not fit in 1280 bytes together, the datagram is cut (not below 128
+    /// bytes) and the extension kept; an extension that does not fit even
+    /// then is left out.
+    #[test]
+    fn rfc4884_datagram_cut_to_keep_extension() {
+        // 580-byte IPv4 datagram (145 words), 640-byte extension.
+        let (full, _) = quoted_udp(552, 0);
+        assert_eq!(full.len(), 580);
+        let mut ext = vec![0x20u8, 0, 0, 0];
+        ext.resize(640, 0x77);
+        let mut body = full.clone();
+        body.extend_from_slice(&ext);
+        let e = ip4(R4, H6, 1, 64, 1, 0, 0, &icmp4(11, 0, 145 << 16, &body));
+        let o = run(&cfg(), &e);
+        let out = o.pkt();
+        assert_eq!(out.len(), 1280);
+        let (t, _, rest, payload) = check_icmp6_error(out);
+        assert_eq!(t, 3);
+        // (1232 - 640) = 592 bytes of datagram: 74 words of 64 bits.
+        assert_eq!(rest >> 24, 74);
+        assert_eq!(&payload[592..], &ext[..]);
+        check_inner_udp(&payload[..592], &full);
+
+        // A 1105-byte extension leaves less than 128 bytes: left out.
+        let mut ext = vec![0x20u8, 0, 0, 0];
+        ext.resize(1105, 0x77);
+        let (full, _) = quoted_udp(100, 0);
+        let mut body = full.clone();
+        body.extend_from_slice(&ext);
+        let e = ip4(R4, H6, 1, 64, 1, 0, 0, &icmp4(11, 0, 32 << 16, &body));
+        let o = run(&cfg(), &e);
+        let (_, _, rest, payload) = check_icmp6_error(o.pkt());
+        assert_eq!(rest, 0, "no length attribute");
+        assert_eq!(payload.len(), 148);
+        check_inner_udp(&payload, &full);
+    }
+
+    /// RFC 7915 §4.5: other transport protocols (DCCP 33, SCTP 132, No Next
+    /// Header 59) are forwarded, Next Header = Protocol, payload untouched
+    /// (§4.1).
+    #[test]
+    fn rfc7915_4_5_other_protocols_forwarded() {
+        for (proto, payload) in [(33u8, &b"dccp-hdr-and-data"[..]), (132, b"sctp"), (59, b"")] {
+            let p = ip4(H1, H6, proto, 64, 1, 0, 0x28, payload);
+            let o = run(&cfg(), &p);
+            let out = o.pkt();
+            let ip = Ipv6Packet::new_checked(out).unwrap();
+            assert_eq!(ip.next_header(), proto);
+            assert_eq!((ip.hop_limit(), ip.traffic_class()), (63, 0x28));
+            assert_eq!((ip.src(), ip.dst()), (h1_6(), h6_6()));
+            assert_eq!(&out[40..], payload, "proto {proto}");
+        }
+    }
+
     /// Through the public Translator with a real SIIT config (pool6 + EAMT).
     #[test]
     fn rfc7915_4_translator_with_real_config() {
@@ -1023,6 +1097,52 @@ mod v4_to_v6 {
         assert_eq!(ip.src(), "64:ff9b::808:808".parse::<Ipv6Addr>().unwrap());
         assert_eq!(ip.dst(), "64:ff9b::101:101".parse::<Ipv6Addr>().unwrap());
         check_v6(out);
+    }
+
+    /// RFC 7915 §4.1 (Source Address): the "illegal" source of an ICMPv4
+    /// error (127.0.0.1, 0.0.0.0: denylisted for normal packets) is still
+    /// translated with pool6, for troubleshooting; a normal packet from it
+    /// is dropped.
+    #[test]
+    fn rfc7915_4_1_icmp_error_illegal_source_translated() {
+        use xlat_core::addr::Pool6;
+        use xlat_core::Translator;
+        let mut c = cfg();
+        c.addressing.pool6 = Some(Pool6::new("2001:db8:64::/96".parse().unwrap()).unwrap());
+        let t = Translator::new(c);
+        let run_t = |p: &[u8]| {
+            let mut buf = vec![0u8; HEADROOM + p.len()];
+            buf[HEADROOM..].copy_from_slice(p);
+            let mut frags = FragBuf::new();
+            let v = t.translate(
+                &mut buf,
+                HEADROOM,
+                p.len(),
+                PacketMeta::default(),
+                &mut frags,
+            );
+            (v, buf)
+        };
+        let (_, q) = quoted_udp(20, 1000);
+        for (src, want) in [
+            (Ipv4Addr::new(127, 0, 0, 1), "2001:db8:64::7f00:1"),
+            (Ipv4Addr::new(0, 0, 0, 0), "2001:db8:64::"),
+        ] {
+            let e = ip4(src, H6, 1, 64, 1, 0, 0, &icmp4(3, 3, 0, &q));
+            let (v, buf) = run_t(&e);
+            let Verdict::Forward { start, len } = v else {
+                panic!("{src}: {v:?}")
+            };
+            let out = &buf[start..start + len];
+            check_v6(out);
+            let ip = Ipv6Packet::new_checked(out).unwrap();
+            assert_eq!(ip.src(), want.parse::<Ipv6Addr>().unwrap(), "{src}");
+            assert_eq!(out[40], 1, "Destination Unreachable");
+            // The same source in a normal packet is refused.
+            let u = udp4(src, H6, 1, 2, b"x");
+            let p = ip4(src, H6, 17, 64, 1, 0, 0, &u);
+            assert_eq!(run_t(&p).0, Verdict::Drop(DropReason::Src4Denied));
+        }
     }
 
     // ---------------------------------------------------------------------------

@@ -148,6 +148,22 @@ impl SiitAddressing {
         self.embed(a, Role::Src)
     }
 
+    /// Source of an ICMPv4 *error* being translated to ICMPv6 (RFC 7915
+    /// §4.1, Source Address: "when translating ICMPv4 Error Messages into
+    /// ICMPv6, the 'illegal' source address will be translated for the
+    /// purpose of trouble shooting"): like [`Self::src_4to6`] but the
+    /// denylist (0/8, 127/8, ...) is not applied. The RFC 6052 §3.1 rule
+    /// for the Well-Known Prefix still is (the caller falls back to the
+    /// RFC 6791 pool).
+    pub fn icmp_error_src_4to6(&self, a: Ipv4Addr) -> Result<Ipv6Addr, DropReason> {
+        if let Some(e) = self.eamt.find4(a) {
+            if self.hairpin != HairpinMode::Simple {
+                return Ok(e.map4(a));
+            }
+        }
+        self.embed(a, Role::Src)
+    }
+
     /// True if `a` would be translated to IPv6 through the EAMT.
     #[inline]
     pub fn eam_contains4(&self, a: Ipv4Addr) -> bool {

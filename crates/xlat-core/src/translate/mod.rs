@@ -253,7 +253,9 @@ impl AddressMapper for SiitAddressing {
         dst: Ipv4Addr,
     ) -> Result<(Option<Ipv6Addr>, Ipv6Addr), DropReason> {
         let d = self.dst_4to6(dst)?;
-        Ok((self.src_4to6(src).ok(), d))
+        // RFC 7915 §4.1: an "illegal" source of an ICMPv4 error is still
+        // translated (denylist not applied), for troubleshooting.
+        Ok((self.icmp_error_src_4to6(src).ok(), d))
     }
 }
 

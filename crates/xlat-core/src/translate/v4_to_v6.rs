@@ -535,7 +535,9 @@ fn translate_simple(
     // RFC 7915 §4 / RFC 8021: a DF packet gets no Fragment Header (no
     // atomic fragments); a non-DF packet that does not fit the IPv6 side
     // (lowest-ipv6-mtu) is fragmented by the translator.
-    let mtu = usize::from(cfg.lowest_ipv6_mtu).max(IPV6_MIN_MTU);
+    // The fragments must also fit the datapath's own next hop (`ipv6_mtu`).
+    let mtu =
+        usize::from(cfg.lowest_ipv6_mtu.min(cfg.ipv6_mtu.unwrap_or(u16::MAX))).max(IPV6_MIN_MTU);
     let out_len = V6_HLEN + if is_frag { FRAG_HLEN } else { 0 } + plen;
     let must_fragment = !meta.gso && !f.dont_frag() && out_len > mtu;
 
@@ -563,7 +565,7 @@ fn translate_simple(
     }
 
     if f.offset() == 0 {
-        fix_l4(
+        let fixed = fix_l4(
             cfg,
             &mut buf[l4_start..l4_end],
             f.protocol,
@@ -571,7 +573,30 @@ fn translate_simple(
             (f.src, f.dst),
             (&src6, &dst6),
             meta.csum_partial,
-        )?;
+        );
+        match fixed {
+            // RFC 7915 §4.4: a packet the translator discards (here by the
+            // §4.5 zero-checksum rule, not because it is broken) is
+            // answered with Destination Unreachable / Communication
+            // Administratively Prohibited (3/13).
+            Err(r @ (DropReason::UdpChecksumZero | DropReason::UdpChecksumZeroFragmented)) => {
+                if !may_send_icmp4_error(f, &buf[l4_start..l4_end]) {
+                    return Err(r);
+                }
+                return Ok(build_icmp4_error(
+                    cfg,
+                    buf,
+                    start,
+                    f.total_len,
+                    icmp4::DEST_UNREACH,
+                    icmp4::ADMIN_PROHIBITED,
+                    0,
+                    meta.ident_seed as u16,
+                    r,
+                ));
+            }
+            r => r?,
+        }
         if must_fragment && meta.csum_partial && !is_frag {
             // The fragments leave with complete checksums: finish the
             // partial one (the field holds the pseudo-header sum).
@@ -783,9 +808,10 @@ pub(crate) fn map_pointer(p: u8) -> Result<u32, DropReason> {
     }
 }
 
-/// RFC 7915 §4.2, Fragmentation Needed -> Packet Too Big: the MTU is the
-/// advertised IPv4 MTU + 20 (the IPv6 header is 20 bytes larger; the next
-/// hop MTUs of the translator are the datapath's business). An MTU of 0
+/// RFC 7915 §4.2, Fragmentation Needed -> Packet Too Big: the MTU is
+/// minimum(advertised IPv4 MTU + 20, MTU of the IPv6 next hop), the latter
+/// being [`Config::ipv6_mtu`] when the datapath knows it (the IPv4 next hop
+/// MTU is unknown to the core and left out). An MTU of 0
 /// (a pre-RFC 1191 router) is replaced by the greatest plateau below the
 /// quoted packet's Total Length. RFC 7915 §6: an MTU below 1280 is raised to
 /// 1280 (hosts ignore smaller values; 1280-byte IPv6 packets become
@@ -802,7 +828,10 @@ pub(crate) fn ptb_mtu(cfg: &Config, advertised: u16, quoted_total_len: u16) -> u
             .max()
             .unwrap_or(68)
     };
-    (u32::from(mtu4) + 20).max(IPV6_MIN_MTU as u32)
+    let next_hop6 = cfg.ipv6_mtu.map_or(u32::MAX, u32::from);
+    (u32::from(mtu4) + 20)
+        .min(next_hop6)
+        .max(IPV6_MIN_MTU as u32)
 }
 
 /// ICMPv4 error -> ICMPv6 error (RFC 7915 §4.2, §4.3, RFC 4884), in place.
@@ -911,17 +940,23 @@ fn icmp_error_to_v6(
 
     // RFC 4884 §4.2 / RFC 7915 §4.2 (ICMP Error Payload): keep the
     // extension, its length attribute now in 64-bit words, the translated
-    // datagram zero-padded to a multiple of 8 (at least 128 bytes). If it
-    // does not fit in 1280 bytes (or the ICMPv6 type has no length
-    // attribute) the extension is left out.
-    let dgram6 = V6_HLEN + ifh + r;
+    // datagram zero-padded to a multiple of 8 (at least 128 bytes). When
+    // the whole does not fit in 1280 bytes, the datagram is cut first
+    // (down to those 128 bytes), as on the IPv6 -> IPv4 side; an extension
+    // too big even then (or an ICMPv6 type without length attribute)
+    // is left out.
+    let mut dgram6 = V6_HLEN + ifh + r;
+    let room6 = (ICMP6_ERROR_MAX - V6_HLEN - ICMP_HLEN).saturating_sub(ext_len) / 8 * 8;
+    let mut keep_ext = ext_len > 0 && kind.has_length_attr() && room6 >= 128;
+    if keep_ext && dgram6 > room6 {
+        // room6 >= 128 > V6_HLEN + FRAG_HLEN: the inner headers stay.
+        r -= dgram6 - room6;
+        dgram6 = room6;
+    }
     let field6 = dgram6.div_ceil(8).max(16) * 8;
     let ext_src = q0 + orig_len;
     let ext_dst = p + r + (field6 - dgram6);
-    let keep_ext = ext_len > 0
-        && kind.has_length_attr()
-        && V6_HLEN + ICMP_HLEN + field6 + ext_len <= ICMP6_ERROR_MAX
-        && ext_dst + ext_len <= buf.len();
+    keep_ext = keep_ext && ext_dst + ext_len <= buf.len();
     let icmp_len = if keep_ext {
         buf.copy_within(ext_src..ext_src + ext_len, ext_dst);
         buf[p + r..ext_dst].fill(0);

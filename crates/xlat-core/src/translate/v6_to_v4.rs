@@ -99,6 +99,24 @@ pub(crate) fn fragment_ident_flags(f: &ipv6::FragHeader) -> (u16, u16) {
 // the same in both directions (RFC 7915 §4.5 / §5.5): one copy, in v4_to_v6.
 pub(crate) use super::v4_to_v6::{addr_sum4, addr_sum6, update_csum_at};
 
+/// IPv6 extension headers (IANA "IPv6 Extension Header Types"), ESP
+/// excluded as RFC 7915 §5.1.1 asks.
+fn is_extension_header(nh: u8) -> bool {
+    matches!(
+        nh,
+        proto::HOPOPTS
+            | proto::IPV6_ROUTE
+            | proto::IPV6_FRAG
+            | proto::AH
+            | proto::IPV6_OPTS
+            | proto::MOBILITY
+            | proto::HIP
+            | proto::SHIM6
+            | 253
+            | 254
+    )
+}
+
 fn hash6(a: &Ipv6Addr, b: &Ipv6Addr) -> u32 {
     let x = u128::from(*a) ^ u128::from(*b).rotate_left(17);
     (x as u32) ^ ((x >> 32) as u32) ^ ((x >> 64) as u32) ^ ((x >> 96) as u32)
@@ -130,8 +148,9 @@ fn translate_impl(
     if upper_off > pkt_len {
         return Err(DropReason::Ipv6ExtTruncated);
     }
-    // RFC 6946 / RFC 8021: an atomic fragment is processed as a packet
-    // without Fragment Header.
+    // RFC 6946: an atomic fragment holds a whole packet (checksums and
+    // ICMPv6 can be handled as for a packet without Fragment Header); its
+    // IPv4 Identification and flags still follow §5.1.1 below.
     let frag = w.frag.filter(|f| !f.is_atomic());
     let first = !matches!(frag, Some(f) if f.offset != 0);
     let upper = &buf[start + upper_off..start + pkt_len];
@@ -191,6 +210,26 @@ fn translate_impl(
         ));
     }
 
+    // RFC 7915 §5.1.1 (Total Length): a Fragment Header whose Next Header
+    // is an extension header (except ESP, but including AH) means the
+    // packet is dropped; §5.4: answered with Destination Unreachable /
+    // administratively prohibited unless it is an ICMPv6 message.
+    if let Some(f) = w.frag {
+        if is_extension_header(buf[start + f.header_offset]) {
+            return Ok(reply(
+                cfg,
+                buf,
+                start,
+                pkt_len,
+                may_answer && !is_icmp6,
+                (icmp6::DEST_UNREACH, icmp6::ADMIN_PROHIBITED, 0),
+                &src6,
+                &dst6,
+                DropReason::Ipv6ExtAfterFragment,
+            ));
+        }
+    }
+
     // RFC 7915 §5.1 TTL: hop limit - 1; at zero, ICMPv6 Time Exceeded.
     let ttl = match cfg.ttl {
         TtlPolicy::Decrement => {
@@ -230,6 +269,7 @@ fn translate_impl(
             &outer,
             (&src6, &dst6),
             meta,
+            cfg,
         );
     }
 
@@ -286,8 +326,10 @@ fn translate_impl(
         }
     }
 
-    // RFC 7915 §5.1 / §5.1.1: Identification, flags, offset.
-    let (ident, flags_frag) = match &frag {
+    // RFC 7915 §5.1 / §5.1.1: Identification, flags, offset. Any Fragment
+    // Header, an atomic one included (its sender asks for IPv4
+    // fragmentation: DF = 0, its Identification kept), gives §5.1.1.
+    let (ident, flags_frag) = match &w.frag {
         Some(f) => fragment_ident_flags(f),
         None => unfragmented_ident_flags(total, meta.ident_seed),
     };

@@ -144,6 +144,13 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
             match nh {
                 proto::HOPOPTS | proto::IPV6_ROUTE | proto::IPV6_OPTS => {
                     if nh == proto::HOPOPTS && off != HEADER_LEN {
+                        // Right after a Fragment Header, the walk stops
+                        // there (upper_proto 0) so that a translator can
+                        // apply RFC 7915 §5.1.1 (an extension header after
+                        // the Fragment Header); elsewhere it is malformed.
+                        if w.frag.is_some_and(|f| f.header_offset == nh_off) {
+                            break;
+                        }
                         return Err(Error::Malformed);
                     }
                     if off + 8 > end {
@@ -362,6 +369,26 @@ mod tests {
             Ipv6Packet::new_checked(&b[..]).unwrap_err(),
             Error::Malformed
         );
+    }
+
+    #[test]
+    fn hop_by_hop_after_fragment_stops_walk() {
+        let mut b = [0u8; 40 + 8 + 8];
+        emit_header(
+            &mut b,
+            0,
+            0,
+            16,
+            proto::IPV6_FRAG,
+            64,
+            &addr("::1"),
+            &addr("::2"),
+        );
+        emit_frag_header(&mut b[40..], proto::HOPOPTS, 0, true, 7);
+        b[48] = proto::UDP;
+        let w = Ipv6Packet::new_checked(&b[..]).unwrap().walk().unwrap();
+        assert_eq!((w.upper_proto, w.upper_offset), (proto::HOPOPTS, 48));
+        assert_eq!(w.frag.map(|f| f.header_offset), Some(40));
     }
 
     #[test]

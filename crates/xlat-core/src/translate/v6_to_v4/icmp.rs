@@ -6,7 +6,7 @@ use super::{
 };
 use crate::checksum;
 use crate::counters::DropReason;
-use crate::translate::{AddressMapper, PacketMeta, Verdict};
+use crate::translate::{AddressMapper, Config, PacketMeta, Verdict};
 use crate::wire::icmp::{v4 as icmp4, v6 as icmp6};
 use crate::wire::{be16, be32, ipv4, proto, put16, put32, Ipv6Packet};
 use core::net::Ipv6Addr;
@@ -71,7 +71,13 @@ pub(crate) fn pointer_6to4(p: u32) -> Result<u8, DropReason> {
 
 /// ICMPv4 type, code and bytes 4..8 for an ICMPv6 error (RFC 7915 §5.2),
 /// and whether the ICMPv6 type carries an RFC 4884 length attribute.
-fn map_error(t6: u8, c6: u8, rest6: u32) -> Result<(u8, u8, u32, bool), DropReason> {
+/// `ipv6_mtu`: the MTU of the translator's IPv6 next hop, if known.
+fn map_error(
+    t6: u8,
+    c6: u8,
+    rest6: u32,
+    ipv6_mtu: Option<u16>,
+) -> Result<(u8, u8, u32, bool), DropReason> {
     Ok(match t6 {
         icmp6::DEST_UNREACH => {
             let c4 = match c6 {
@@ -86,11 +92,15 @@ fn map_error(t6: u8, c6: u8, rest6: u32) -> Result<(u8, u8, u32, bool), DropReas
         }
         icmp6::PACKET_TOO_BIG => {
             // RFC 7915 §5.2: MTU = min(PTB MTU - 20, MTU of the IPv4 next
-            // hop, MTU of the IPv6 next hop - 20). The translator does not
-            // know its next-hop MTUs (no config for them): they are treated
-            // as unlimited, so this is PTB MTU - 20, capped to 16 bits
-            // (RFC 1191 Next-Hop MTU field).
-            let mtu = rest6.saturating_sub(20).min(u32::from(u16::MAX));
+            // hop, MTU of the IPv6 next hop - 20). The IPv6 next hop is
+            // `ipv6_mtu` when configured; the IPv4 one is unknown to the
+            // core (treated as unlimited). Capped to 16 bits (RFC 1191
+            // Next-Hop MTU field).
+            let next_hop6 = ipv6_mtu.map_or(u32::MAX, |m| u32::from(m).saturating_sub(20));
+            let mtu = rest6
+                .saturating_sub(20)
+                .min(next_hop6)
+                .min(u32::from(u16::MAX));
             (icmp4::DEST_UNREACH, icmp4::FRAG_NEEDED, mtu, false)
         }
         icmp6::TIME_EXCEEDED => {
@@ -176,6 +186,7 @@ pub(super) fn translate_error(
     outer: &Outer4,
     (src6, dst6): (&Ipv6Addr, &Ipv6Addr),
     meta: PacketMeta,
+    cfg: &Config,
 ) -> Result<Verdict, DropReason> {
     let icmp_start = start + upper_off;
     let icmp_end = start + pkt_len;
@@ -193,7 +204,7 @@ pub(super) fn translate_error(
             return Err(DropReason::IcmpBadChecksum);
         }
     }
-    let (t4, c4, rest4, has_len_attr) = map_error(msg[0], msg[1], be32(msg, 4))?;
+    let (t4, c4, mut rest4, has_len_attr) = map_error(msg[0], msg[1], be32(msg, 4), cfg.ipv6_mtu)?;
 
     // RFC 4884 §4.5 (ICMPv6): a non-zero length attribute (byte 4, in
     // 64-bit words) ends the original datagram field; an extension
@@ -205,14 +216,10 @@ pub(super) fn translate_error(
         if ICMP_HDR + field6 + 4 > msg.len() {
             return Err(DropReason::IcmpBadExtension);
         }
-        let es = icmp_start + ICMP_HDR + field6;
-        // RFC 4884 §7: the extension structure starts with version 2 and
-        // its checksum covers the whole structure.
-        let ext = &buf[es..icmp_end];
-        if ext[0] >> 4 != 2 || !checksum::verify(checksum::sum(0, ext)) {
-            return Err(DropReason::IcmpBadExtension);
-        }
-        es
+        // RFC 7915 §5.2 (ICMP Error Payload): the extensions are passed
+        // as opaque bit strings (their version and checksum are the
+        // receiver's business, RFC 4884 §7).
+        icmp_start + ICMP_HDR + field6
     } else {
         icmp_end
     };
@@ -225,7 +232,9 @@ pub(super) fn translate_error(
     let iw = ip.walk().map_err(|_| DropReason::IcmpInnerMalformed)?;
     let isrc6 = ip.src();
     let idst6 = ip.dst();
-    let itc = ip.traffic_class();
+    // RFC 7915 §5.3: the quoted packet is translated like a normal one,
+    // so `override-tos` applies to it too (§5.1 Type of Service).
+    let itc = cfg.override_tos.unwrap_or(ip.traffic_class());
     let ihop = ip.hop_limit();
     let iplen = usize::from(ip.payload_len());
     let iup_off = iw.upper_offset;
@@ -233,6 +242,12 @@ pub(super) fn translate_error(
         return Err(DropReason::IcmpInnerMalformed);
     }
     let ifrag = iw.frag.filter(|f| !f.is_atomic());
+    if msg[0] == icmp6::PACKET_TOO_BIG && iw.frag.is_some() {
+        // RFC 7915 §5.2 (Packet Too Big): the MTU takes into account
+        // whether the packet in error has a Fragment Header: its IPv6
+        // headers were 48 bytes where the IPv4 one is 20, so 28 less.
+        rest4 = rest4.saturating_sub(8);
+    }
     let ifirst = !matches!(ifrag, Some(f) if f.offset != 0);
     if iw.upper_proto == proto::ICMP {
         return Err(DropReason::Icmpv4InIpv6);
@@ -252,7 +267,7 @@ pub(super) fn translate_error(
     // length (from the inner payload length, extension headers removed) + 20.
     let iupper_full = (crate::wire::ipv6::HEADER_LEN + iplen).saturating_sub(iup_off);
     let itotal = (iupper_full + IPV4_HDR).min(usize::from(u16::MAX));
-    let (iident, iflags) = match &ifrag {
+    let (iident, iflags) = match &iw.frag {
         Some(f) => fragment_ident_flags(f),
         None => {
             let (_, flags) = unfragmented_ident_flags(itotal, 0);

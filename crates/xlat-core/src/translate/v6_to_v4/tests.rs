@@ -508,25 +508,133 @@ fn rfc7915_5_1_1_non_first_fragment() {
     assert_eq!(q.payload(), &data[..]);
 }
 
-/// RFC 6946 / RFC 8021: an atomic fragment is translated as unfragmented.
+/// RFC 7915 §5.1.1: an atomic fragment (offset 0, M = 0) still has a
+/// Fragment Header: Identification = its low 16 bits, DF = 0 even above
+/// 1260 bytes (the sender asked for fragmentation), MF = 0, offset 0. Its
+/// payload is whole (RFC 6946): the UDP checksum is updated and an atomic
+/// ICMPv6 echo is translated.
 #[test]
-fn rfc6946_atomic_fragment() {
-    let u = udp(&h6(), &h4_as6(), 1, 2, b"atomic");
+fn rfc7915_5_1_1_atomic_fragment() {
+    for n in [6usize, 1400] {
+        let u = udp(&h6(), &h4_as6(), 1, 2, &vec![0x5a; n]);
+        let p = ip6(
+            h6(),
+            h4_as6(),
+            0,
+            64,
+            proto::IPV6_FRAG,
+            &frag_hdr(proto::UDP, 0, false, 0x7777_8888),
+            &u,
+        );
+        let (v, buf) = run_with(&cfg(), &p, meta(0x55));
+        let out = fwd(v, &buf);
+        let q = Ipv4Packet::new_checked(&out[..]).unwrap();
+        assert!(!q.is_fragment() && !q.dont_frag(), "size {n}");
+        assert_eq!(q.ident(), 0x8888, "size {n}");
+        assert_eq!(q.total_len() as usize, 20 + u.len());
+    }
+    let m = icmp6_msg(&h6(), &h4_as6(), 128, 0, 0x0001_0002, &[7; 16]);
     let p = ip6(
         h6(),
         h4_as6(),
         0,
         64,
         proto::IPV6_FRAG,
-        &frag_hdr(proto::UDP, 0, false, 0x7777_8888),
-        &u,
+        &frag_hdr(proto::ICMPV6, 0, false, 0x1234),
+        &m,
     );
-    let (v, buf) = run_with(&cfg(), &p, meta(0x55));
+    let (v, buf) = run(&p);
     let out = fwd(v, &buf);
-    let q = Ipv4Packet::new_checked(&out[..]).unwrap();
-    assert!(!q.is_fragment() && !q.dont_frag());
-    assert_eq!(q.ident(), 0x55);
-    assert_eq!(q.total_len() as usize, 20 + u.len());
+    assert_eq!((out[9], out[20]), (proto::ICMP, 8));
+    assert_eq!(be16(&out, 4), 0x1234);
+}
+
+/// RFC 7915 §5.1.1: a Fragment Header followed by an extension header
+/// (Hop-by-Hop, Destination Options, Routing, AH, ...) is dropped; §5.4:
+/// the sender gets ICMPv6 Destination Unreachable code 1 quoting it. ESP
+/// after the Fragment Header is translated (protocol 50).
+#[test]
+fn rfc7915_5_1_1_extension_after_fragment() {
+    let u = udp(&h6(), &h4_as6(), 1, 2, b"payload!");
+    // Hop-by-Hop elsewhere than first breaks RFC 8200 §4.1: malformed.
+    let exts = [
+        proto::HOPOPTS,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        proto::UDP,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ];
+    let p = ip6(h6(), h4_as6(), 0, 64, proto::IPV6_OPTS, &exts, &u);
+    assert_eq!(run(&p).0, Verdict::Drop(DropReason::Ipv6ExtMalformed));
+    for ext in [
+        proto::HOPOPTS,
+        proto::IPV6_OPTS,
+        proto::IPV6_ROUTE,
+        proto::AH,
+    ] {
+        let mut exts = frag_hdr(ext, 0, true, 9).to_vec();
+        // An 8-byte extension header (Routing: type 0, segments left 0).
+        exts.extend_from_slice(&[proto::UDP, 0, 0, 0, 0, 0, 0, 0]);
+        let p = ip6(h6(), h4_as6(), 0, 64, proto::IPV6_FRAG, &exts, &u);
+        let (v, buf) = run(&p);
+        let Verdict::Reply { start, len, reason } = v else {
+            panic!("ext {ext}: {v:?}")
+        };
+        assert_eq!(reason, DropReason::Ipv6ExtAfterFragment);
+        let r = &buf[start..start + len];
+        assert_eq!((r[6], r[40], r[41]), (58, 1, 1), "ext {ext}");
+        assert_eq!(&r[24..40], &h6().octets());
+        assert_eq!(&r[48..], &p[..]);
+        // A non-first fragment: dropped, not answered.
+        let mut exts = frag_hdr(ext, 8, false, 9).to_vec();
+        exts.extend_from_slice(&[proto::UDP, 0, 0, 0, 0, 0, 0, 0]);
+        let p = ip6(h6(), h4_as6(), 0, 64, proto::IPV6_FRAG, &exts, &u);
+        assert_eq!(run(&p).0, Verdict::Drop(DropReason::IcmpErrorSuppressed));
+    }
+    let p = ip6(
+        h6(),
+        h4_as6(),
+        0,
+        64,
+        proto::IPV6_FRAG,
+        &frag_hdr(proto::ESP, 0, true, 9),
+        &[1u8; 24],
+    );
+    let (v, buf) = run(&p);
+    assert_eq!(fwd(v, &buf)[9], proto::ESP);
+}
+
+/// RFC 7915 §5.5: other transport protocols (DCCP 33, SCTP 132, No Next
+/// Header 59) are forwarded, Protocol = the last Next Header, payload
+/// untouched (§5.1), also behind a Destination Options header.
+#[test]
+fn rfc7915_5_5_other_protocols_forwarded() {
+    for (nh, payload) in [(33u8, &b"dccp-hdr-and-data"[..]), (132, b"sctp"), (59, b"")] {
+        let p = ip6(h6(), h4_as6(), 0x28, 64, nh, &[], payload);
+        let (v, buf) = run(&p);
+        let out = fwd(v, &buf);
+        let q = Ipv4Packet::new_checked(&out[..]).unwrap();
+        assert_eq!((q.protocol(), q.ttl(), q.tos()), (nh, 63, 0x28));
+        assert_eq!((q.src(), q.dst()), (h6_as4(), h4()));
+        assert_eq!(q.payload(), payload, "proto {nh}");
+        let dopt = [nh, 0, 1, 4, 0, 0, 0, 0];
+        let p = ip6(h6(), h4_as6(), 0, 64, proto::IPV6_OPTS, &dopt, payload);
+        let (v, buf) = run(&p);
+        let out = fwd(v, &buf);
+        assert_eq!(out[9], nh);
+        assert_eq!(&out[20..], payload);
+    }
 }
 
 /// RFC 7915 §5.2: fragmented ICMPv6 is dropped.
@@ -649,6 +757,66 @@ fn rfc7915_5_2_packet_too_big() {
     assert_eq!(usize::from(ip.total_len()), inner.len() - 20);
     assert_eq!(out.len(), 20 + 8 + inner.len() - 20);
     verify_l4(&inner4);
+}
+
+/// RFC 7915 §5.2: the Fragmentation Needed MTU is minimum(PTB MTU - 20,
+/// MTU of the IPv6 next hop - 20) when the IPv6 next hop (`ipv6_mtu`) is
+/// known.
+#[test]
+fn rfc7915_5_2_packet_too_big_next_hop_mtu() {
+    let router = a6("2001:db8:6::1");
+    let p = error6(router, 2, 0, 9000, &inner_tcp());
+    let mut c = cfg();
+    c.ipv6_mtu = Some(1400);
+    let (v, buf) = run_with(&c, &p, meta(1));
+    let (icmp, _) = check_error(&fwd(v, &buf), 3, 4);
+    assert_eq!(be16(&icmp, 6), 1380);
+    let p = error6(router, 2, 0, 1300, &inner_tcp());
+    let (v, buf) = run_with(&c, &p, meta(1));
+    let (icmp, _) = check_error(&fwd(v, &buf), 3, 4);
+    assert_eq!(be16(&icmp, 6), 1280);
+}
+
+/// RFC 7915 §5.2 (Packet Too Big): "taking into account whether or not
+/// the packet in error includes a Fragment Header": MTU - 28 then.
+#[test]
+fn rfc7915_5_2_packet_too_big_inner_fragment_header() {
+    let router = a6("2001:db8:6::1");
+    let t = tcp(&h4_as6(), &h6(), b"fragmented");
+    let inner = ip6(
+        h4_as6(),
+        h6(),
+        0,
+        57,
+        proto::IPV6_FRAG,
+        &frag_hdr(proto::TCP, 0, true, 0x4242),
+        &t,
+    );
+    let p = error6(router, 2, 0, 1500, &inner);
+    let (v, buf) = run(&p);
+    let (icmp, inner4) = check_error(&fwd(v, &buf), 3, 4);
+    assert_eq!(be16(&icmp, 6), 1472);
+    let ip = Ipv4Packet::new_quoted(&inner4[..]).unwrap();
+    assert_eq!((ip.ident(), ip.more_frags()), (0x4242, true));
+}
+
+/// RFC 7915 §5.3: the quoted packet is translated like a normal one, so
+/// `override-tos` (§5.1 Type of Service) applies to it as to the outer one.
+#[test]
+fn rfc7915_5_3_inner_override_tos() {
+    let router = a6("2001:db8:6::1");
+    let t = tcp(&h4_as6(), &h6(), b"x");
+    let inner = ip6(h4_as6(), h6(), 0xb8, 57, proto::TCP, &[], &t);
+    let p = error6(router, 1, 4, 0, &inner);
+    let mut c = cfg();
+    c.override_tos = Some(0x20);
+    let (v, buf) = run_with(&c, &p, meta(1));
+    let out = fwd(v, &buf);
+    let (_, inner4) = check_error(&out, 3, 3);
+    assert_eq!((out[1], inner4[1]), (0x20, 0x20));
+    let (v, buf) = run(&p);
+    let (_, inner4) = check_error(&fwd(v, &buf), 3, 3);
+    assert_eq!(inner4[1], 0xb8, "copied without override");
 }
 
 /// RFC 7915 §5.2: Destination Unreachable codes.
@@ -834,7 +1002,7 @@ fn rfc4884_extension() {
     assert_eq!(&inner4[28..108], &u[8..], "data");
     verify_l4(&out);
     // Length attribute past the end of the message.
-    for words in [17u32, 18, 15] {
+    for words in [18u32, 19, 255] {
         let p = error6(h6(), 3, 0, words << 24, &body);
         assert_eq!(
             run(&p).0,
@@ -842,11 +1010,16 @@ fn rfc4884_extension() {
             "{words}"
         );
     }
-    // Extension checksum wrong.
+    // RFC 7915 §5.2: the extension is an opaque bit string: one whose
+    // checksum (or version) is wrong is passed on unchanged.
     let mut bad = body.clone();
     bad[128 + 9] ^= 1;
+    bad[128] = 0x30;
     let p = error6(h6(), 3, 0, 16 << 24, &bad);
-    assert_eq!(run(&p).0, Verdict::Drop(DropReason::IcmpBadExtension));
+    let (v, buf) = run(&p);
+    let (icmp, _) = check_error(&fwd(v, &buf), 11, 0);
+    assert_eq!(icmp[5], 128 / 4);
+    assert_eq!(&icmp[8 + 128..], &bad[128..]);
     // An extension too large for 576 bytes is dropped, the quote kept.
     let mut big = inner.clone();
     let mut e = vec![0u8; 560];
