@@ -334,6 +334,12 @@ impl Nat64Translator {
         let w = pkt.walk().map_err(|_| DropReason::Ipv6ExtMalformed)?;
         let src6 = pkt.src();
         let dst6 = pkt.dst();
+        // RFC 6146 §3.5: "the NAT64 MUST silently discard all incoming
+        // IPv6 packets containing a source address that contains the
+        // Pref64::/n" (a hairpinned packet sent back in would loop).
+        if self.pool6.contains(&src6) {
+            return Err(DropReason::Nat64Src6InPool6);
+        }
         let pkt_len = ipv6::HEADER_LEN + usize::from(pkt.payload_len());
         if w.upper_offset > pkt_len {
             return Err(DropReason::Ipv6ExtTruncated);

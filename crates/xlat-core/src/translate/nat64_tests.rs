@@ -974,3 +974,50 @@ fn rfc6146_3_4_icmp_and_hairpin_fragments_dropped() {
     let h = frag6(s, hp, 3, 0, true, proto::UDP, &u[..104]);
     assert_eq!(run(&t, &h, 0).v, Verdict::Drop(DropReason::Nat64Fragment));
 }
+
+/// RFC 6146 §3.5: an IPv6 packet whose *source* is inside Pref64::/n is
+/// silently discarded (no state, no ICMPv6 error), whatever it carries:
+/// a hairpinned packet that came back in would otherwise loop.
+#[test]
+fn rfc6146_3_5_src6_in_pool6_silently_discarded() {
+    let t = xlat(state_with(|_| {}));
+    let src = pool6().embed(a4("192.0.2.99"));
+    let d = server6();
+    for pkt in [
+        ip6(
+            src,
+            d,
+            proto::UDP,
+            &l4_v6(proto::UDP, &src, &d, udp_raw(4000, 53, b"x")),
+        ),
+        ip6(
+            src,
+            d,
+            proto::TCP,
+            &l4_v6(proto::TCP, &src, &d, tcp_raw(4000, 80, SYN)),
+        ),
+        ip6(
+            src,
+            d,
+            proto::ICMPV6,
+            &l4_v6(proto::ICMPV6, &src, &d, echo_raw(icmp6::ECHO_REQUEST, 9, 1)),
+        ),
+    ] {
+        let o = run(&t, &pkt, 0);
+        assert_eq!(o.v, Verdict::Drop(DropReason::Nat64Src6InPool6));
+    }
+    let c = t.state().counts();
+    assert_eq!((c.bib, c.sessions), ([0; 3], [0; 3]));
+    // A pool4 address as source (what a hairpinned packet carries) too.
+    let hp = pool6().embed(a4("203.0.113.1"));
+    let pkt = ip6(
+        hp,
+        d,
+        proto::UDP,
+        &l4_v6(proto::UDP, &hp, &d, udp_raw(61001, 53, b"x")),
+    );
+    assert_eq!(
+        run(&t, &pkt, 0).v,
+        Verdict::Drop(DropReason::Nat64Src6InPool6)
+    );
+}
