@@ -137,14 +137,92 @@ fn nat64_rfc6146_3_5_1_address_dependent_filtering() {
         Err(DropReason::Nat64Filtered)
     );
     assert_eq!(n.counts().sessions[Proto::Udp as usize], 2);
-    // TCP SYN from an unknown address is filtered too (§3.5.2.2).
+    // TCP SYN from an unknown address: not translated, but stored for
+    // TCP_INCOMING_SYN instead of refused at once (§3.5.2.2, "to support
+    // simultaneous open"; RFC 5382 REQ-4). Non-SYN segments are dropped.
     let t = n
         .lookup_or_create_6to4(Proto::Tcp, c6(1, 40000), r4(1, 80), Some(SYN), 0)
         .unwrap();
+    let syn = StoredSyn {
+        pool4: t.src4,
+        remote: r4(2, 80),
+    };
     assert_eq!(
         n.lookup_4to6(Proto::Tcp, r4(2, 80), t.src4, Some(SYN), 1),
-        Err(DropReason::Nat64Filtered)
+        Ok(Verdict4to6::SynStored { syn, first: true })
     );
+    assert_eq!(
+        n.lookup_4to6(Proto::Tcp, r4(2, 81), t.src4, Some(ACK), 1),
+        Err(DropReason::Nat64TcpState)
+    );
+    assert_eq!(n.counts().sessions[Proto::Tcp as usize], 1);
+    assert_eq!(n.counts().stored_syns, 1);
+    n.check_invariants().unwrap();
+}
+
+/// §3.5.2.2 with address-dependent filtering: a V4 SYN the filter refuses
+/// is held 6 s. Without an IPv6 SYN it expires (the caller then sends ICMP
+/// port unreachable); an IPv6 SYN of the same connection in time discards
+/// it (simultaneous open) and the connection opens. A SYN to a transport
+/// address without BIB entry is held the same way.
+#[test]
+fn nat64_rfc6146_3_5_2_2_adf_v4_syn_stored_not_refused() {
+    let mut c = cfg("192.0.2.0/24");
+    c.filtering = Filtering::AddressDependent;
+    let n = nat(c);
+    let t = n
+        .lookup_or_create_6to4(Proto::Tcp, c6(1, 40000), r4(1, 80), Some(SYN), 0)
+        .unwrap();
+    // Expires after TCP_INCOMING_SYN.
+    let a = StoredSyn {
+        pool4: t.src4,
+        remote: r4(2, 80),
+    };
+    assert!(matches!(
+        n.lookup_4to6(Proto::Tcp, a.remote, t.src4, Some(SYN), 1000),
+        Ok(Verdict4to6::SynStored { first: true, .. })
+    ));
+    // Simultaneous open: the client opens the same connection.
+    let b = StoredSyn {
+        pool4: t.src4,
+        remote: r4(3, 443),
+    };
+    assert!(matches!(
+        n.lookup_4to6(Proto::Tcp, b.remote, t.src4, Some(SYN), 1000),
+        Ok(Verdict4to6::SynStored { first: true, .. })
+    ));
+    let m = n
+        .lookup_or_create_6to4(Proto::Tcp, c6(1, 40000), b.remote, Some(SYN), 2000)
+        .unwrap();
+    assert_eq!(m.src4, t.src4);
+    // No BIB entry at all: held too (not dropped for good).
+    let nobib = Ta4::new(t.src4.addr, t.src4.port ^ 2);
+    assert!(n.bib_by_v4(Proto::Tcp, nobib).is_none());
+    assert!(matches!(
+        n.lookup_4to6(Proto::Tcp, r4(4, 80), nobib, Some(SYN), 1000),
+        Ok(Verdict4to6::SynStored { first: true, .. })
+    ));
+    assert_eq!(n.counts().stored_syns, 2);
+    let out = n.expire(6999, 100);
+    assert!(out.stored_syn_expired.is_empty());
+    assert_eq!(out.stored_syn_discarded, vec![b]);
+    let mut out = n.expire(7000, 100).stored_syn_expired;
+    out.sort_by_key(|s| s.remote);
+    assert_eq!(
+        out,
+        vec![
+            a,
+            StoredSyn {
+                pool4: nobib,
+                remote: r4(4, 80)
+            }
+        ]
+    );
+    // The simultaneous open completes: the remote's SYN+ACK passes now.
+    let v = fwd(n
+        .lookup_4to6(Proto::Tcp, b.remote, t.src4, Some(SYN | ACK), 2500)
+        .unwrap());
+    assert_eq!(v.tcp_state, Some(TcpState::Established));
     n.check_invariants().unwrap();
 }
 

@@ -784,6 +784,11 @@ fn deadline(now: u64, timeout_ms: u64) -> u32 {
         .min(u64::from(u32::MAX)) as u32
 }
 
+/// A TCP segment that opens a connection: SYN without RST or FIN.
+fn is_bare_syn(flags: u8) -> bool {
+    flags & SYN != 0 && flags & (RST | FIN) == 0
+}
+
 fn secs_ms(d: u32) -> u64 {
     u64::from(d) * 1000
 }
@@ -1575,28 +1580,12 @@ impl Nat64State {
             // RFC 6146 §3.5.2.2 (CLOSED, V4 SYN, no BIB entry): unless the
             // policy drops externally initiated connections, hold the SYN
             // for TCP_INCOMING_SYN waiting for a simultaneous open.
-            if proto == Proto::Tcp
-                && flags & SYN != 0
-                && flags & (RST | FIN) == 0
-                && !self.cfg.drop_externally_initiated_tcp
-                && self.cfg.filtering == Filtering::EndpointIndependent
+            // (With either filtering: the stored SYN is what makes a
+            // simultaneous open possible, and RFC 5382 REQ-4 forbids
+            // answering an unsolicited SYN within 6 s.)
+            if proto == Proto::Tcp && is_bare_syn(flags) && !self.cfg.drop_externally_initiated_tcp
             {
-                let syn = StoredSyn {
-                    pool4: dst4,
-                    remote: src4,
-                };
-                if sh.stored.contains_key(&k) {
-                    return Ok(Verdict4to6::SynStored { syn, first: false });
-                }
-                let prev = self.stored_total.fetch_add(1, Ordering::Relaxed);
-                if prev >= self.cfg.max_stored_syns {
-                    self.stored_total.fetch_sub(1, Ordering::Relaxed);
-                    return Err(DropReason::Nat64NoBib);
-                }
-                let d = deadline(now, self.cfg.timeouts.tcp_incoming_syn_ms);
-                sh.stored.insert(k, d);
-                heap_push(&mut sh.heap, QE::new(d, k, GEN_STORED));
-                return Ok(Verdict4to6::SynStored { syn, first: true });
+                return self.store_syn(sh, k, now, DropReason::Nat64NoBib);
             }
             return Err(DropReason::Nat64NoBib);
         };
@@ -1624,6 +1613,15 @@ impl Nat64State {
         // on this BIB entry.
         if let Some(adf) = &sh.adf {
             if !adf.contains_key(&k.ka()) {
+                if proto == Proto::Tcp && is_bare_syn(flags) {
+                    // §3.5.2.2 (V4 SYN, BIB entry in use, address-dependent
+                    // filtering): the SYN is stored for TCP_INCOMING_SYN
+                    // instead of being dropped by the filter, "to support
+                    // simultaneous open"; an IPv6 SYN of the same
+                    // connection discards it, else ICMP port unreachable
+                    // after 6 s (RFC 5382 REQ-4: no answer before).
+                    return self.store_syn(sh, k, now, DropReason::Nat64Filtered);
+                }
                 return Err(DropReason::Nat64Filtered);
             }
         }
@@ -1635,6 +1633,35 @@ impl Nat64State {
             session_created: true,
             tcp_state: (proto == Proto::Tcp).then(|| TcpState::from_u8(state)),
         }))
+    }
+
+    /// Holds the IPv4 SYN `k` (pool4 transport address, remote) for
+    /// TCP_INCOMING_SYN (RFC 6146 §3.5.2.2). A retransmission of a held
+    /// SYN is not held twice; over `max_stored_syns` the SYN is refused
+    /// with `full` (a silent drop).
+    fn store_syn(
+        &self,
+        sh: &mut Shard,
+        k: KS,
+        now: u64,
+        full: DropReason,
+    ) -> Result<Verdict4to6, DropReason> {
+        let syn = StoredSyn {
+            pool4: k.pool(),
+            remote: k.remote(),
+        };
+        if sh.stored.contains_key(&k) {
+            return Ok(Verdict4to6::SynStored { syn, first: false });
+        }
+        let prev = self.stored_total.fetch_add(1, Ordering::Relaxed);
+        if prev >= self.cfg.max_stored_syns {
+            self.stored_total.fetch_sub(1, Ordering::Relaxed);
+            return Err(full);
+        }
+        let d = deadline(now, self.cfg.timeouts.tcp_incoming_syn_ms);
+        sh.stored.insert(k, d);
+        heap_push(&mut sh.heap, QE::new(d, k, GEN_STORED));
+        Ok(Verdict4to6::SynStored { syn, first: true })
     }
 
     /// RFC 6146 §3.8 hairpinning: an IPv6 packet whose destination `dst4`

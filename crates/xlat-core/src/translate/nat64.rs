@@ -681,16 +681,27 @@ impl Nat64Translator {
                 if first {
                     *stored = Some(syn);
                 }
-                return Err(DropReason::Nat64NoBib);
+                // Counted as what kept it from passing: no BIB entry, or
+                // address-dependent filtering.
+                let bib = self.state.bib_by_v4(p, syn.pool4).is_some();
+                return Err(if bib {
+                    DropReason::Nat64Filtered
+                } else {
+                    DropReason::Nat64NoBib
+                });
             }
             Err(r) => {
                 // RFC 6146 §3.5.1: UDP to a transport address without BIB
                 // entry: ICMP Destination Unreachable, Port Unreachable;
-                // §3.5.1.1 / §3.5.2.2 (filtering): Communication
-                // Administratively Prohibited. TCP and ICMP: silent drop.
+                // UDP refused by address-dependent filtering: Communication
+                // Administratively Prohibited. TCP and ICMP: silent drop
+                // (§3.5.2.2: a V4 SYN refused by "drop externally
+                // initiated" is "silently discarded"; one refused by the
+                // filter or without BIB entry was stored above and is
+                // answered after 6 s, RFC 5382 REQ-4).
                 let code = match (r, p) {
                     (DropReason::Nat64NoBib, Proto::Udp) => icmp4::PORT_UNREACH,
-                    (DropReason::Nat64Filtered, Proto::Udp | Proto::Tcp) => icmp4::ADMIN_PROHIBITED,
+                    (DropReason::Nat64Filtered, Proto::Udp) => icmp4::ADMIN_PROHIBITED,
                     _ => return Err(r),
                 };
                 return Ok(

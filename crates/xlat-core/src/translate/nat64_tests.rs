@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::addr::SiitAddressing;
-use crate::nat64::{Nat64Config, Pool4Entry, SourceQuota, Timeouts, SYN};
+use crate::nat64::{Filtering, Nat64Config, Pool4Entry, SourceQuota, Timeouts, SYN};
 use crate::translate::HEADROOM;
 
 const CLIENT: &str = "2001:db8:1::10";
@@ -1020,4 +1020,55 @@ fn rfc6146_3_5_src6_in_pool6_silently_discarded() {
         run(&t, &pkt, 0).v,
         Verdict::Drop(DropReason::Nat64Src6InPool6)
     );
+}
+
+/// RFC 6146 §3.5.2.2: with "drop externally initiated TCP" a V4 SYN to a
+/// BIB entry in use is *silently* discarded (no ICMP error), and so is a
+/// TCP segment refused by address-dependent filtering; a UDP datagram
+/// refused by the filter gets Communication Administratively Prohibited.
+#[test]
+fn rfc6146_3_5_2_2_refused_v4_tcp_is_silent() {
+    let t = xlat(state_with(|c| c.drop_externally_initiated_tcp = true));
+    let o = run(&t, &tcp6(CLIENT, 33000, 80, SYN), 0);
+    let p = fwd(&o);
+    let pool = Ta4::new(v4src(p), be16(p, 20));
+    let o = run(&t, &tcp4(a4("192.0.2.50"), 5000, pool, SYN), 10);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64Filtered));
+    assert!(o.stored.is_none());
+
+    let t = xlat(state_with(|c| c.filtering = Filtering::AddressDependent));
+    let o = run(&t, &tcp6(CLIENT, 33000, 80, SYN), 0);
+    let p = fwd(&o);
+    let pool = Ta4::new(v4src(p), be16(p, 20));
+    // Another remote address: a SYN is held (to answer after 6 s) ...
+    let o = run(&t, &tcp4(a4("192.0.2.50"), 5000, pool, SYN), 10);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64Filtered));
+    assert_eq!(
+        o.stored,
+        Some(StoredSyn {
+            pool4: pool,
+            remote: Ta4::new(a4("192.0.2.50"), 5000)
+        })
+    );
+    // ... other segments are dropped without a word.
+    let o = run(&t, &tcp4(a4("192.0.2.50"), 5001, pool, 0x10), 10);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64TcpState));
+    // UDP: ICMP type 3 code 13 from the pool4 address.
+    let o = run(&t, &udp6(CLIENT, 40000, 53), 0);
+    let p = fwd(&o);
+    let upool = Ta4::new(v4src(p), be16(p, 20));
+    let o = run(&t, &udp4(a4("192.0.2.50"), 53, upool), 10);
+    assert!(matches!(
+        o.v,
+        Verdict::Reply {
+            reason: DropReason::Nat64Filtered,
+            ..
+        }
+    ));
+    verify(&o.pkt);
+    assert_eq!(
+        (o.pkt[20], o.pkt[21]),
+        (icmp4::DEST_UNREACH, icmp4::ADMIN_PROHIBITED)
+    );
+    assert_eq!(v4src(&o.pkt), upool.addr);
 }
