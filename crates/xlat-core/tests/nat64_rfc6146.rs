@@ -139,7 +139,7 @@ fn nat64_rfc6146_3_5_1_address_dependent_filtering() {
     assert_eq!(n.counts().sessions[Proto::Udp as usize], 2);
     // TCP SYN from an unknown address: not translated, but stored for
     // TCP_INCOMING_SYN instead of refused at once (§3.5.2.2, "to support
-    // simultaneous open"; RFC 5382 REQ-4). Non-SYN segments are dropped.
+    // simultaneous open"; RFC 5382 REQ-4). Non-SYN segments are filtered.
     let t = n
         .lookup_or_create_6to4(Proto::Tcp, c6(1, 40000), r4(1, 80), Some(SYN), 0)
         .unwrap();
@@ -153,7 +153,7 @@ fn nat64_rfc6146_3_5_1_address_dependent_filtering() {
     );
     assert_eq!(
         n.lookup_4to6(Proto::Tcp, r4(2, 81), t.src4, Some(ACK), 1),
-        Err(DropReason::Nat64TcpState)
+        Err(DropReason::Nat64Filtered)
     );
     assert_eq!(n.counts().sessions[Proto::Tcp as usize], 1);
     assert_eq!(n.counts().stored_syns, 1);
@@ -426,17 +426,65 @@ fn nat64_rfc6146_3_5_2_2_closed_drops_non_syn() {
     );
     // No BIB entry was created for a refused packet.
     assert_eq!(n.counts(), Counts::default());
-    // BIB exists (session with another remote), unknown remote sends ACK.
+    // An IPv4 non-SYN to a transport address without BIB entry: dropped.
+    let pool = Ta4::new(Ipv4Addr::new(192, 0, 2, 1), 61001);
+    for f in [ACK, FIN | ACK, RST] {
+        assert_eq!(
+            n.lookup_4to6(Proto::Tcp, r4(2, 80), pool, Some(f), 0),
+            Err(DropReason::Nat64NoBib)
+        );
+    }
+    assert_eq!(n.counts(), Counts::default());
+}
+
+/// §3.5.2.2 CLOSED, "any other packet": with a BIB entry (a session with
+/// another remote), a non-SYN segment of a connection without session is
+/// translated and forwarded through the BIB entry, in both directions,
+/// and no session is created (the state stays CLOSED). With address-
+/// dependent filtering an IPv4 remote whose address has no session on
+/// the entry is refused.
+#[test]
+fn nat64_rfc6146_3_5_2_2_closed_non_syn_translated_through_bib() {
+    let n = nat(cfg("192.0.2.0/24"));
     let m = n
         .lookup_or_create_6to4(Proto::Tcp, c6(1, 1), r4(1, 80), Some(SYN), 0)
         .unwrap();
+    for f in [ACK, FIN | ACK, RST, 0] {
+        let v = fwd(n
+            .lookup_4to6(Proto::Tcp, r4(2, 80), m.src4, Some(f), 1000)
+            .unwrap());
+        assert_eq!(v.dst6, c6(1, 1));
+        assert!(!v.session_created);
+        assert_eq!(v.tcp_state, Some(TcpState::Closed));
+        let x = n
+            .lookup_or_create_6to4(Proto::Tcp, c6(1, 1), r4(3, 80), Some(f), 1000)
+            .unwrap();
+        assert_eq!(x.src4, m.src4);
+        assert_eq!(x.dst4, r4(3, 80));
+        assert!(!x.session_created && !x.bib_created);
+        assert_eq!(x.tcp_state, Some(TcpState::Closed));
+    }
+    assert_eq!(n.counts().sessions[Proto::Tcp as usize], 1);
+    // The one session was not refreshed by them: it still expires at
+    // TCP_TRANS after its SYN.
+    assert_eq!(n.expire(240_000, 100).sessions_removed, 1);
+    assert_eq!(n.counts(), Counts::default());
+    n.check_invariants().unwrap();
+
+    let mut c = cfg("192.0.2.0/24");
+    c.filtering = Filtering::AddressDependent;
+    let n = nat(c);
+    let m = n
+        .lookup_or_create_6to4(Proto::Tcp, c6(1, 1), r4(1, 80), Some(SYN), 0)
+        .unwrap();
+    // Same address, other port: allowed by the filter.
+    assert!(matches!(
+        n.lookup_4to6(Proto::Tcp, r4(1, 81), m.src4, Some(ACK), 0),
+        Ok(Verdict4to6::Forward(_))
+    ));
     assert_eq!(
         n.lookup_4to6(Proto::Tcp, r4(2, 80), m.src4, Some(ACK), 0),
-        Err(DropReason::Nat64TcpState)
-    );
-    assert_eq!(
-        n.lookup_or_create_6to4(Proto::Tcp, c6(1, 1), r4(3, 80), Some(FIN), 0),
-        Err(DropReason::Nat64TcpState)
+        Err(DropReason::Nat64Filtered)
     );
     assert_eq!(n.counts().sessions[Proto::Tcp as usize], 1);
 }

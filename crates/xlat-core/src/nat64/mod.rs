@@ -1513,7 +1513,21 @@ impl Nat64State {
         let (state, life) = if proto == Proto::Tcp {
             match tcp::step(TcpState::Closed, Side::V6, flags) {
                 Some((st, l)) => (st as u8, l),
-                None => return Err(DropReason::Nat64TcpState),
+                // §3.5.2.2 CLOSED, "any other packet": translated through
+                // the BIB entry if there is one (no session is created,
+                // the state stays CLOSED), else silently discarded.
+                None => match bib {
+                    Some(src4) => {
+                        return Ok(Mapping6to4 {
+                            src4,
+                            dst4: remote_of(src4),
+                            bib_created: false,
+                            session_created: false,
+                            tcp_state: Some(TcpState::Closed),
+                        })
+                    }
+                    None => return Err(DropReason::Nat64TcpState),
+                },
             }
         } else {
             (0, Lifetime::Keep)
@@ -1603,7 +1617,20 @@ impl Nat64State {
             }
             match tcp::step(TcpState::Closed, Side::V4, flags) {
                 Some((st, l)) => (st as u8, l),
-                None => return Err(DropReason::Nat64TcpState),
+                // §3.5.2.2 CLOSED, "any other packet" with a BIB entry:
+                // translated if the policy allows (address-dependent
+                // filtering: the remote's address must have a session on
+                // the entry), without creating a session.
+                None => {
+                    if sh.adf.as_ref().is_some_and(|a| !a.contains_key(&k.ka())) {
+                        return Err(DropReason::Nat64Filtered);
+                    }
+                    return Ok(Verdict4to6::Forward(Mapping4to6 {
+                        dst6,
+                        session_created: false,
+                        tcp_state: Some(TcpState::Closed),
+                    }));
+                }
             }
         } else {
             (0, Lifetime::Keep)

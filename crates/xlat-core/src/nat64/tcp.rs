@@ -75,7 +75,7 @@ pub enum Lifetime {
 
 /// One step of RFC 6146 §3.5.2.2 for an existing session (or `Closed`
 /// when there is none). Returns the next state and lifetime rule, or
-/// `None` when the packet must be dropped (only possible from `Closed`:
+/// `None` when the packet opens no session (only possible from `Closed`:
 /// every packet of an existing session is translated and forwarded).
 pub fn step(state: TcpState, side: Side, flags: u8) -> Option<(TcpState, Lifetime)> {
     use Lifetime as L;
@@ -86,7 +86,9 @@ pub fn step(state: TcpState, side: Side, flags: u8) -> Option<(TcpState, Lifetim
     Some(match state {
         // CLOSED: only a SYN opens a session. A V6 SYN -> V6 INIT with
         // TCP_TRANS; a V4 SYN (with a BIB entry and allowed by filtering)
-        // -> V4 INIT with TCP_INCOMING_SYN. Anything else is dropped.
+        // -> V4 INIT with TCP_INCOMING_SYN. Anything else opens no
+        // session (the caller translates it through an existing BIB
+        // entry, or drops it when there is none).
         Closed => match (side, syn) {
             (Side::V6, true) => (V6Init, L::Trans),
             (Side::V4, true) => (V4Init, L::IncomingSyn),

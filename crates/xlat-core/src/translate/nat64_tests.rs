@@ -1052,7 +1052,7 @@ fn rfc6146_3_5_2_2_refused_v4_tcp_is_silent() {
     );
     // ... other segments are dropped without a word.
     let o = run(&t, &tcp4(a4("192.0.2.50"), 5001, pool, 0x10), 10);
-    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64TcpState));
+    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64Filtered));
     // UDP: ICMP type 3 code 13 from the pool4 address.
     let o = run(&t, &udp6(CLIENT, 40000, 53), 0);
     let p = fwd(&o);
@@ -1071,4 +1071,25 @@ fn rfc6146_3_5_2_2_refused_v4_tcp_is_silent() {
         (icmp4::DEST_UNREACH, icmp4::ADMIN_PROHIBITED)
     );
     assert_eq!(v4src(&o.pkt), upool.addr);
+}
+
+/// RFC 6146 §3.5.2.2 CLOSED, "any other packet": a late ACK of a client
+/// whose BIB entry is in use (here by another connection) is translated
+/// through that entry, both ways, without creating a session.
+#[test]
+fn rfc6146_3_5_2_2_closed_non_syn_with_bib_translated() {
+    let t = xlat(state_with(|_| {}));
+    let o = run(&t, &tcp6(CLIENT, 33000, 80, SYN), 0);
+    let p = fwd(&o);
+    let pool = Ta4::new(v4src(p), be16(p, 20));
+    // Same client socket, another server port, no SYN: forwarded.
+    let o = run(&t, &tcp6(CLIENT, 33000, 8080, 0x10), 10);
+    let p = fwd(&o);
+    assert_eq!((v4src(p), be16(p, 20)), (pool.addr, pool.port));
+    assert_eq!((v4dst(p), be16(p, 22)), (a4(SERVER4), 8080));
+    // And the other way.
+    let o = run(&t, &tcp4(a4(SERVER4), 8080, pool, 0x10 | 0x01), 20);
+    let r = fwd(&o);
+    assert_eq!((v6dst(r), be16(r, 42)), (a6(CLIENT), 33000));
+    assert_eq!(t.state().sessions(&Default::default()).len(), 1);
 }
