@@ -598,6 +598,10 @@ fn nat64_rfc6146_3_5_2_2_stored_syn_discarded_by_v6_syn() {
         .lookup_or_create_6to4(Proto::Tcp, c6(1, 6000), r, Some(SYN), 1000)
         .unwrap();
     assert_eq!(m.src4, pool);
+    // V4 INIT + V6 SYN -> ESTABLISHED, lifetime TCP_EST.
+    assert_eq!(m.tcp_state, Some(TcpState::Established));
+    let s = n.sessions(&SessionFilter::default());
+    assert_eq!(s[0].expires_ms, 1000 + Timeouts::default().tcp_est_ms);
     assert_eq!(n.counts().stored_syns, 0);
     let out = n.expire(10_000, 100);
     assert!(out.stored_syn_expired.is_empty());
@@ -608,8 +612,10 @@ fn nat64_rfc6146_3_5_2_2_stored_syn_discarded_by_v6_syn() {
             remote: r
         }]
     );
-    // The v4 side retransmits its SYN: V6 INIT -> ESTABLISHED.
-    let v = fwd(n.lookup_4to6(Proto::Tcp, r, pool, Some(SYN), 2000).unwrap());
+    // The v4 side answers the client's SYN: the session stays ESTABLISHED.
+    let v = fwd(n
+        .lookup_4to6(Proto::Tcp, r, pool, Some(SYN | ACK), 2000)
+        .unwrap());
     assert_eq!(v.tcp_state, Some(TcpState::Established));
 }
 

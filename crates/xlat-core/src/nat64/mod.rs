@@ -1563,8 +1563,20 @@ impl Nat64State {
         };
         let remote = remote_of(src4);
         let k = KS::new(proto, src4, remote);
+        // §3.5.2.2 V4 INIT: the IPv4 SYN of this very connection is held
+        // (simultaneous open); this V6 SYN completes the open: ESTABLISHED
+        // with TCP_EST (`insert_session` discards the held SYN).
+        let (state, life) = if proto == Proto::Tcp && sh.stored.contains_key(&k) {
+            (TcpState::Established as u8, Lifetime::Est)
+        } else {
+            (state, life)
+        };
         let life_ms = self.lifetime_ms(proto, life).unwrap_or(0);
         self.insert_session(sh, k, state, life_ms, now);
+        if proto == Proto::Tcp && state == TcpState::Established as u8 {
+            let cap = self.cache_log_cap.load(Ordering::Relaxed);
+            self.ask_cache(&mut sh.cache_wanted, k, cap);
+        }
         Ok(Mapping6to4 {
             src4,
             dst4: remote,
