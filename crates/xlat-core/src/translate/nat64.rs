@@ -255,6 +255,59 @@ pub fn icmp4_error_from_dst(
     Some((out, total))
 }
 
+/// Length of a TCP probe built by [`tcp_probe6`] / [`tcp_probe4`] (IP
+/// header + 20-byte TCP header, no data).
+pub const TCP_PROBE6_LEN: usize = ipv6::HEADER_LEN + 20;
+/// Length of an IPv4 TCP probe.
+pub const TCP_PROBE4_LEN: usize = ipv4::MIN_HEADER_LEN + 20;
+
+/// The TCP header of an RFC 6146 §3.5.2.2 probe: "a TCP segment for the
+/// connection with no data. The sequence number and the acknowledgment
+/// number are set to zero. All flags but the ACK flag are set to zero."
+/// An endpoint that still has the connection answers such an unacceptable
+/// segment with an ACK (RFC 9293 §3.10.7.4), which revives the session.
+fn probe_tcp(t: &mut [u8], sport: u16, dport: u16, pseudo: u64) {
+    t[..20].fill(0);
+    put16(t, 0, sport);
+    put16(t, 2, dport);
+    t[12] = 5 << 4;
+    t[13] = 0x10; // ACK
+    let c = checksum::finish(checksum::sum(pseudo, &t[..20]));
+    put16(t, 16, c);
+}
+
+/// Writes into `out[..TCP_PROBE6_LEN]` the probe for the IPv6 endpoint of
+/// a TCP session whose TCP_EST ran out (RFC 6146 §3.5.2.2, ESTABLISHED):
+/// from the remote as the client sees it (`src` = pool6 ⊕ remote) to the
+/// client. Returns the length, or None if `out` is too short.
+pub fn tcp_probe6(out: &mut [u8], src: Ta6, dst: Ta6) -> Option<usize> {
+    let out = out.get_mut(..TCP_PROBE6_LEN)?;
+    ipv6::emit_header(out, 0, 0, 20, proto::TCP, 64, &src.addr, &dst.addr);
+    let pseudo = checksum::pseudo_v6(&src.addr, &dst.addr, proto::TCP, 20);
+    probe_tcp(&mut out[ipv6::HEADER_LEN..], src.port, dst.port, pseudo);
+    Some(TCP_PROBE6_LEN)
+}
+
+/// The same probe for the IPv4 endpoint: from the pool4 transport address
+/// `src` to the remote `dst`.
+pub fn tcp_probe4(out: &mut [u8], src: Ta4, dst: Ta4) -> Option<usize> {
+    let out = out.get_mut(..TCP_PROBE4_LEN)?;
+    ipv4::emit_header(
+        &mut out[..ipv4::MIN_HEADER_LEN],
+        0,
+        TCP_PROBE4_LEN as u16,
+        0,
+        ipv4::FLAG_DF,
+        64,
+        proto::TCP,
+        src.addr,
+        dst.addr,
+    );
+    let pseudo = checksum::pseudo_v4(src.addr, dst.addr, proto::TCP, 20);
+    probe_tcp(&mut out[ipv4::MIN_HEADER_LEN..], src.port, dst.port, pseudo);
+    Some(TCP_PROBE4_LEN)
+}
+
 /// The stateful NAT64 translator (RFC 6146): the RFC 7915 [`Config`] (its
 /// `addressing.pool6` is the NAT64 prefix) and the shared session state.
 #[derive(Debug, Clone)]

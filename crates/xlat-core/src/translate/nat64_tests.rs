@@ -1093,3 +1093,37 @@ fn rfc6146_3_5_2_2_closed_non_syn_with_bib_translated() {
     assert_eq!((v6dst(r), be16(r, 42)), (a6(CLIENT), 33000));
     assert_eq!(t.state().sessions(&Default::default()).len(), 1);
 }
+
+/// RFC 6146 §3.5.2.2 ESTABLISHED: when TCP_EST runs out the NAT64 SHOULD
+/// probe an endpoint with a data-less segment, sequence and
+/// acknowledgment numbers zero, only ACK set; the probe's addresses are
+/// those of the session as that endpoint sees it.
+#[test]
+fn rfc6146_3_5_2_2_tcp_probes() {
+    let mut b = [0xeeu8; 80];
+    let remote6 = Ta6::new(server6(), 443);
+    let client = Ta6::new(a6(CLIENT), 33000);
+    assert_eq!(tcp_probe6(&mut b[..59], remote6, client), None);
+    let n = tcp_probe6(&mut b, remote6, client).unwrap();
+    let p = &b[..n];
+    assert_eq!(n, 60);
+    verify(p);
+    assert_eq!((p[6], usize::from(be16(p, 4))), (proto::TCP, 20));
+    assert_eq!((v6src(p), v6dst(p)), (server6(), a6(CLIENT)));
+    let t = &p[40..];
+    assert_eq!((be16(t, 0), be16(t, 2)), (443, 33000));
+    assert_eq!(&t[4..12], &[0u8; 8], "seq and ack are zero");
+    assert_eq!((t[12] >> 4, t[13]), (5, 0x10), "no data, only ACK");
+
+    let pool = Ta4::new(a4("203.0.113.1"), 61005);
+    let remote = Ta4::new(a4(SERVER4), 443);
+    let n = tcp_probe4(&mut b, pool, remote).unwrap();
+    let p = &b[..n];
+    assert_eq!(n, 40);
+    verify(p);
+    assert_eq!((v4src(p), v4dst(p)), (pool.addr, remote.addr));
+    let t = &p[20..];
+    assert_eq!((be16(t, 0), be16(t, 2)), (61005, 443));
+    assert_eq!(&t[4..12], &[0u8; 8]);
+    assert_eq!((t[12] >> 4, t[13]), (5, 0x10));
+}
