@@ -262,7 +262,8 @@ pub struct Timeouts {
     pub tcp_trans_ms: u64,
     /// ICMP_DEFAULT: 60 s.
     pub icmp_ms: u64,
-    /// TCP_INCOMING_SYN: 6 s (V4 INIT lifetime and stored SYNs).
+    /// TCP_INCOMING_SYN: 6 s (how long an IPv4 SYN without BIB entry, or
+    /// refused by address-dependent filtering, is held).
     pub tcp_incoming_syn_ms: u64,
 }
 

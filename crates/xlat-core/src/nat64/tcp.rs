@@ -69,7 +69,8 @@ pub enum Lifetime {
     Est,
     /// Set to TCP_TRANS (at least 4 min).
     Trans,
-    /// Set to TCP_INCOMING_SYN (6 s).
+    /// Set to TCP_INCOMING_SYN (6 s). (Not produced by [`step`]: stored
+    /// SYNs have their own 6 s timer.)
     IncomingSyn,
 }
 
@@ -85,13 +86,16 @@ pub fn step(state: TcpState, side: Side, flags: u8) -> Option<(TcpState, Lifetim
     let rst = flags & RST != 0;
     Some(match state {
         // CLOSED: only a SYN opens a session. A V6 SYN -> V6 INIT with
-        // TCP_TRANS; a V4 SYN (with a BIB entry and allowed by filtering)
-        // -> V4 INIT with TCP_INCOMING_SYN. Anything else opens no
+        // TCP_TRANS; a V4 SYN (with a BIB entry and allowed by filtering,
+        // so it is forwarded, not stored) -> V4 INIT with TCP_TRANS too:
+        // a half-open connection is "transitory" and RFC 5382 REQ-5 (which
+        // RFC 6146 §4 follows) gives it at least 4 minutes; the 6 s of
+        // TCP_INCOMING_SYN are for *stored* SYNs. Anything else opens no
         // session (the caller translates it through an existing BIB
         // entry, or drops it when there is none).
         Closed => match (side, syn) {
             (Side::V6, true) => (V6Init, L::Trans),
-            (Side::V4, true) => (V4Init, L::IncomingSyn),
+            (Side::V4, true) => (V4Init, L::Trans),
             _ => return None,
         },
         // V4 INIT: a V6 SYN completes the (possibly simultaneous) open.
@@ -160,7 +164,7 @@ mod tests {
         );
         assert_eq!(
             step(TcpState::Closed, Side::V4, SYN),
-            Some((TcpState::V4Init, Lifetime::IncomingSyn))
+            Some((TcpState::V4Init, Lifetime::Trans))
         );
     }
 
