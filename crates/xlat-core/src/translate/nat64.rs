@@ -747,13 +747,17 @@ impl Nat64Translator {
                 // RFC 6146 §3.5.1: UDP to a transport address without BIB
                 // entry: ICMP Destination Unreachable, Port Unreachable;
                 // UDP refused by address-dependent filtering: Communication
-                // Administratively Prohibited. TCP and ICMP: silent drop
-                // (§3.5.2.2: a V4 SYN refused by "drop externally
+                // Administratively Prohibited. Other TCP and ICMP: silent
+                // drop (§3.5.2.2: a V4 SYN refused by "drop externally
                 // initiated" is "silently discarded"; one refused by the
                 // filter or without BIB entry was stored above and is
                 // answered after 6 s, RFC 5382 REQ-4).
+                // §3.5.3: an ICMP query without BIB entry: Host
+                // Unreachable (the query is no ICMP error, so it may be
+                // answered).
                 let code = match (r, p) {
                     (DropReason::Nat64NoBib, Proto::Udp) => icmp4::PORT_UNREACH,
+                    (DropReason::Nat64NoBib, Proto::Icmp) => icmp4::HOST_UNREACH,
                     (DropReason::Nat64Filtered, Proto::Udp) => icmp4::ADMIN_PROHIBITED,
                     _ => return Err(r),
                 };

@@ -1127,3 +1127,38 @@ fn rfc6146_3_5_2_2_tcp_probes() {
     assert_eq!(&t[4..12], &[0u8; 8]);
     assert_eq!((t[12] >> 4, t[13]), (5, 0x10));
 }
+
+/// RFC 6146 §3.5.3: an ICMPv4 query to a pool4 identifier without BIB
+/// entry is dropped and answered with Destination Unreachable, Host
+/// Unreachable, from the pool4 address, quoting it; no state is created.
+#[test]
+fn rfc6146_3_5_3_icmp_query_without_bib_host_unreachable() {
+    let t = xlat(state_with(|_| {}));
+    let pool = a4("203.0.113.2");
+    let req = ip4(
+        a4(SERVER4),
+        pool,
+        proto::ICMP,
+        &l4_v4(proto::ICMP, a4(SERVER4), pool, echo_raw(8, 0x4242, 1)),
+    );
+    let o = run(&t, &req, 0);
+    assert!(
+        matches!(
+            o.v,
+            Verdict::Reply {
+                reason: DropReason::Nat64NoBib,
+                ..
+            }
+        ),
+        "{:?}",
+        o.v
+    );
+    verify(&o.pkt);
+    assert_eq!(
+        (o.pkt[9], o.pkt[20], o.pkt[21]),
+        (proto::ICMP, icmp4::DEST_UNREACH, icmp4::HOST_UNREACH)
+    );
+    assert_eq!((v4src(&o.pkt), v4dst(&o.pkt)), (pool, a4(SERVER4)));
+    assert_eq!(&o.pkt[28..], &req[..]);
+    assert_eq!(t.state().counts().bib, [0; 3]);
+}
