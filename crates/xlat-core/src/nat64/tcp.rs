@@ -168,6 +168,87 @@ mod tests {
         );
     }
 
+    /// RFC 6146 §3.5.2.2, every state x side x {plain, SYN, FIN, RST},
+    /// written out from the RFC's text state by state:
+    /// - CLOSED: V6 SYN -> V6 INIT (TCP_TRANS); V4 SYN -> V4 INIT
+    ///   (forwarded: TCP_TRANS, RFC 5382 REQ-5); other packets open no
+    ///   session.
+    /// - V4 INIT: V6 SYN -> ESTABLISHED (TCP_EST); else unchanged.
+    /// - V6 INIT: V4 SYN -> ESTABLISHED (TCP_EST); V6 SYN -> TCP_TRANS
+    ///   again; else unchanged.
+    /// - ESTABLISHED: V4 FIN -> V4 FIN RCV; V6 FIN -> V6 FIN RCV; RST ->
+    ///   TRANS (TCP_TRANS); else TCP_EST again.
+    /// - V4 FIN RCV: V6 FIN -> V4 FIN + V6 FIN RCV (TCP_TRANS); else
+    ///   TCP_EST again. V6 FIN RCV symmetrically.
+    /// - V4 FIN + V6 FIN RCV: packets pass, lifetime untouched.
+    /// - TRANS: RST -> unchanged; anything else -> ESTABLISHED (TCP_EST).
+    #[test]
+    fn rfc6146_3_5_2_2_every_transition() {
+        use Lifetime as L;
+        use Side::{V4, V6};
+        use TcpState::*;
+        const ACK: u8 = 0x10;
+        type Row = (TcpState, Side, u8, Option<(TcpState, Lifetime)>);
+        #[rustfmt::skip]
+        let table: &[Row] = &[
+            (Closed, V6, ACK, None),
+            (Closed, V6, SYN, Some((V6Init, L::Trans))),
+            (Closed, V6, FIN, None),
+            (Closed, V6, RST, None),
+            (Closed, V4, ACK, None),
+            (Closed, V4, SYN, Some((V4Init, L::Trans))),
+            (Closed, V4, FIN, None),
+            (Closed, V4, RST, None),
+            (V4Init, V6, ACK, Some((V4Init, L::Keep))),
+            (V4Init, V6, SYN, Some((Established, L::Est))),
+            (V4Init, V6, FIN, Some((V4Init, L::Keep))),
+            (V4Init, V6, RST, Some((V4Init, L::Keep))),
+            (V4Init, V4, ACK, Some((V4Init, L::Keep))),
+            (V4Init, V4, SYN, Some((V4Init, L::Keep))),
+            (V4Init, V4, FIN, Some((V4Init, L::Keep))),
+            (V4Init, V4, RST, Some((V4Init, L::Keep))),
+            (V6Init, V6, ACK, Some((V6Init, L::Keep))),
+            (V6Init, V6, SYN, Some((V6Init, L::Trans))),
+            (V6Init, V6, FIN, Some((V6Init, L::Keep))),
+            (V6Init, V6, RST, Some((V6Init, L::Keep))),
+            (V6Init, V4, ACK, Some((V6Init, L::Keep))),
+            (V6Init, V4, SYN, Some((Established, L::Est))),
+            (V6Init, V4, FIN, Some((V6Init, L::Keep))),
+            (V6Init, V4, RST, Some((V6Init, L::Keep))),
+            (Established, V6, ACK, Some((Established, L::Est))),
+            (Established, V6, SYN, Some((Established, L::Est))),
+            (Established, V6, FIN, Some((V6FinRcv, L::Est))),
+            (Established, V6, RST, Some((Trans, L::Trans))),
+            (Established, V4, ACK, Some((Established, L::Est))),
+            (Established, V4, SYN, Some((Established, L::Est))),
+            (Established, V4, FIN, Some((V4FinRcv, L::Est))),
+            (Established, V4, RST, Some((Trans, L::Trans))),
+            (V4FinRcv, V6, ACK, Some((V4FinRcv, L::Est))),
+            (V4FinRcv, V6, FIN, Some((V4FinV6FinRcv, L::Trans))),
+            (V4FinRcv, V4, ACK, Some((V4FinRcv, L::Est))),
+            (V4FinRcv, V4, FIN, Some((V4FinRcv, L::Est))),
+            (V6FinRcv, V4, ACK, Some((V6FinRcv, L::Est))),
+            (V6FinRcv, V4, FIN, Some((V4FinV6FinRcv, L::Trans))),
+            (V6FinRcv, V6, ACK, Some((V6FinRcv, L::Est))),
+            (V6FinRcv, V6, FIN, Some((V6FinRcv, L::Est))),
+            (V4FinV6FinRcv, V6, ACK, Some((V4FinV6FinRcv, L::Keep))),
+            (V4FinV6FinRcv, V4, FIN, Some((V4FinV6FinRcv, L::Keep))),
+            (V4FinV6FinRcv, V4, RST, Some((V4FinV6FinRcv, L::Keep))),
+            (Trans, V6, ACK, Some((Established, L::Est))),
+            (Trans, V4, ACK, Some((Established, L::Est))),
+            (Trans, V4, FIN, Some((Established, L::Est))),
+            (Trans, V6, RST, Some((Trans, L::Keep))),
+            (Trans, V4, RST, Some((Trans, L::Keep))),
+        ];
+        for &(st, side, flags, want) in table {
+            assert_eq!(
+                step(st, side, flags | ACK),
+                want,
+                "{st:?} {side:?} {flags:#x}"
+            );
+        }
+    }
+
     /// RFC 6146 §3.5.2.2: every state name round-trips through u8.
     #[test]
     fn state_codes_round_trip() {

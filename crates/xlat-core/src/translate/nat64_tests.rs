@@ -1162,3 +1162,49 @@ fn rfc6146_3_5_3_icmp_query_without_bib_host_unreachable() {
     assert_eq!(&o.pkt[28..], &req[..]);
     assert_eq!(t.state().counts().bib, [0; 3]);
 }
+
+/// RFC 6146 §3.8: hairpinning both ways. Client 1 reaches client 2 at
+/// client 2's pool4 transport address; the packet comes back as IPv6 with
+/// client 1's own pool4 transport address as source (pool6 ⊕ address,
+/// BIB port) and one hop less; client 2's answer to that address reaches
+/// client 1 the same way. A hairpinned packet sent back into the NAT64
+/// is discarded (§3.5, source in Pref64::/n: no loop).
+#[test]
+fn rfc6146_3_8_hairpin_round_trip() {
+    let t = xlat(state_with(|_| {}));
+    let o = run(&t, &udp6(CLIENT2, 6000, 53), 0);
+    let p = fwd(&o);
+    let c2 = Ta4::new(v4src(p), be16(p, 20));
+    let (s, d) = (a6(CLIENT), pool6().embed(c2.addr));
+    let pkt = ip6(
+        s,
+        d,
+        proto::UDP,
+        &l4_v6(proto::UDP, &s, &d, udp_raw(7000, c2.port, b"hi")),
+    );
+    let o = run(&t, &pkt, 1);
+    let r = fwd(&o).to_vec();
+    assert_eq!((v6dst(&r), be16(&r, 42)), (a6(CLIENT2), 6000));
+    assert_eq!(r[7], 63, "one hop");
+    assert_eq!(&r[48..], b"hi");
+    let c1 = Ta4::new(pool6().extract(&v6src(&r)).unwrap(), be16(&r, 40));
+    assert_eq!(t.state().bib_by_v6(Proto::Udp, Ta6::new(s, 7000)), Some(c1));
+    // Client 2 answers to what it saw.
+    let (s2, d2) = (a6(CLIENT2), v6src(&r));
+    let back = ip6(
+        s2,
+        d2,
+        proto::UDP,
+        &l4_v6(proto::UDP, &s2, &d2, udp_raw(6000, c1.port, b"ho")),
+    );
+    let o = run(&t, &back, 2);
+    let b = fwd(&o);
+    assert_eq!((v6dst(b), be16(b, 42)), (a6(CLIENT), 7000));
+    assert_eq!((v6src(b), be16(b, 40)), (pool6().embed(c2.addr), c2.port));
+    assert_eq!(&b[48..], b"ho");
+    // The hairpinned packet itself, if routed back in: discarded.
+    assert_eq!(
+        run(&t, &r, 3).v,
+        Verdict::Drop(DropReason::Nat64Src6InPool6)
+    );
+}
