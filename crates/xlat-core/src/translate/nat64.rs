@@ -139,6 +139,55 @@ fn rewrite_port(
     put16(l4, csum_off, c);
 }
 
+/// RFC 6146 §3.7 changes the port (or ICMP identifier) of the
+/// *translated* packet only. When the translation ends in an ICMP error
+/// the translator builds about the packet itself (`Verdict::Reply`: hop
+/// limit / TTL exhausted, IPv4 DF packet too big, ...), the quote must
+/// show the packet as its sender sent it, or the sender cannot match the
+/// error to its socket (traceroute, PMTUD): the port rewritten before the
+/// translation is put back in the quote (its transport checksum with it,
+/// incrementally) and the error's checksum recomputed. `l4_off` is the
+/// offset of the transport header in the quoted packet; the error is
+/// ICMPv6 when `v6`, else ICMPv4.
+#[allow(clippy::too_many_arguments)]
+fn requote_port(
+    buf: &mut [u8],
+    v: Verdict,
+    v6: bool,
+    l4_off: usize,
+    (port_off, csum_off): (usize, usize),
+    orig: u16,
+    partial: bool,
+    udp: bool,
+) -> Verdict {
+    let Verdict::Reply { start, len, .. } = v else {
+        return v;
+    };
+    let ip = if v6 {
+        ipv6::HEADER_LEN
+    } else {
+        ipv4::MIN_HEADER_LEN
+    };
+    let icmp = start + ip;
+    let end = start + len;
+    let q = icmp + 8 + l4_off;
+    if q >= end || end > buf.len() {
+        return v;
+    }
+    rewrite_port(&mut buf[q..end], port_off, csum_off, orig, partial, udp);
+    put16(buf, icmp + 2, 0);
+    let c = if v6 {
+        let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&buf[o..o + 16]).unwrap_or([0; 16]));
+        let (src, dst) = (a(start + 8), a(start + 24));
+        let pseudo = checksum::pseudo_v6(&src, &dst, proto::ICMPV6, (end - icmp) as u32);
+        checksum::finish(checksum::sum(pseudo, &buf[icmp..end]))
+    } else {
+        checksum::checksum(&buf[icmp..end])
+    };
+    put16(buf, icmp + 2, c);
+    v
+}
+
 /// Where the port (or ICMP identifier) to rewrite and the checksum are, by
 /// protocol: (source port offset, destination port offset, checksum offset).
 fn port_layout(p: Proto) -> (usize, usize, usize) {
@@ -490,6 +539,22 @@ impl Nat64Translator {
                 Verdict4to6::Forward(m) => m,
                 Verdict4to6::SynStored { .. } => return Err(DropReason::Nat64NoBib),
             };
+            // The packet leaves on the IPv6 side: its hop limit is checked
+            // here, before any rewriting, so that the Time Exceeded quotes
+            // the packet as sent (RFC 7915 §5.1, RFC 4443 §3.3).
+            if self.cfg.ttl == TtlPolicy::Decrement && buf[start + 7] <= 1 {
+                return Ok(v6_to_v4::reply(
+                    &self.cfg,
+                    buf,
+                    start,
+                    pkt_len,
+                    may_answer,
+                    (icmp6::TIME_EXCEEDED, 0, 0),
+                    &src6,
+                    &dst6,
+                    DropReason::HopLimit6Expired,
+                ));
+            }
             let nsrc6 = self.pool6.embed(h.src4.addr);
             let l4 = &mut buf[l4s..l4e];
             rewrite_port(l4, sp, cs, h.src4.port, partial, udp);
@@ -553,6 +618,7 @@ impl Nat64Translator {
             dst: m.dst4.addr,
         };
         let v = v6_to_v4::translate(&self.cfg, &map, buf, start, len, meta);
+        let v = requote_port(buf, v, true, w.upper_offset, (sp, cs), sport, partial, udp);
         if held.is_empty() {
             return Ok(v);
         }
@@ -785,13 +851,14 @@ impl Nat64Translator {
             None => Vec::new(),
         };
         let (_, dp, cs) = port_layout(p);
+        let udp = p == Proto::Udp;
         rewrite_port(
             &mut buf[l4s..l4e],
             dp,
             cs,
             m.dst6.port,
             meta.csum_partial,
-            p == Proto::Udp,
+            udp,
         );
         let map = Map46 {
             src: Some(src6),
@@ -799,6 +866,7 @@ impl Nat64Translator {
             inner: (m.dst6.addr, src6),
         };
         let v = v4_to_v6::translate(&self.cfg, &map, buf, start, len, meta, frags);
+        let v = requote_port(buf, v, false, hl, (dp, cs), dport, meta.csum_partial, udp);
         if held.is_empty() {
             return Ok(v);
         }

@@ -1208,3 +1208,123 @@ fn rfc6146_3_8_hairpin_round_trip() {
         Verdict::Drop(DropReason::Nat64Src6InPool6)
     );
 }
+
+/// An ICMP error the NAT64 itself sends about a packet it was
+/// translating (hop limit / TTL exhausted, RFC 7915 §4.1/§5.1; an IPv4
+/// DF packet too big for the IPv6 side, RFC 7915 §4) quotes the packet
+/// *as its sender sent it*: the sender matches the error to its socket
+/// by the quoted ports (traceroute, PMTUD). RFC 6146 §3.7 rewrites the
+/// port only in the translated packet.
+#[test]
+fn rfc6146_3_7_own_icmp_errors_quote_the_original_ports() {
+    let t = xlat(state_with(|_| {}));
+    // IPv6 -> IPv4, hop limit 1: ICMPv6 Time Exceeded to the client.
+    let mut pkt = udp6(CLIENT, 40000, 53);
+    pkt[7] = 1;
+    let o = run(&t, &pkt, 0);
+    assert!(matches!(o.v, Verdict::Reply { .. }), "{:?}", o.v);
+    verify(&o.pkt);
+    assert_eq!((o.pkt[40], o.pkt[41]), (icmp6::TIME_EXCEEDED, 0));
+    assert_eq!(v6dst(&o.pkt), a6(CLIENT));
+    assert_eq!(&o.pkt[48..], &pkt[..], "quote = the packet as sent");
+    // The session exists now; IPv4 -> IPv6 with TTL 1 towards it.
+    let s = t.state().sessions(&Default::default());
+    let pool = s[0].v4;
+    let mut back = udp4(a4(SERVER4), 53, pool);
+    back[8] = 1;
+    ipv4::emit_header(
+        &mut back[..20],
+        0,
+        33,
+        1,
+        ipv4::FLAG_DF,
+        1,
+        proto::UDP,
+        a4(SERVER4),
+        pool.addr,
+    );
+    let o = run(&t, &back, 10);
+    assert!(matches!(o.v, Verdict::Reply { .. }), "{:?}", o.v);
+    verify(&o.pkt);
+    assert_eq!((o.pkt[20], o.pkt[21]), (icmp4::TIME_EXCEEDED, 0));
+    assert_eq!(&o.pkt[28..], &back[..], "quote = the packet as sent");
+    // ICMP echo: the identifier is quoted as sent too.
+    let (s6, d6) = (a6(CLIENT), server6());
+    let mut echo = ip6(
+        s6,
+        d6,
+        proto::ICMPV6,
+        &l4_v6(proto::ICMPV6, &s6, &d6, echo_raw(128, 0x7777, 1)),
+    );
+    echo[7] = 1;
+    let o = run(&t, &echo, 20);
+    assert!(matches!(o.v, Verdict::Reply { .. }), "{:?}", o.v);
+    verify(&o.pkt);
+    assert_eq!(&o.pkt[48..], &echo[..]);
+}
+
+/// PMTUD through the NAT64 (RFC 7915 §4 with RFC 6146 §3.7): an IPv4 TCP
+/// segment with DF too big for the IPv6 side gets Fragmentation Needed
+/// whose quote carries the pool4 port the remote sent to (its TCP finds
+/// the connection by it); and a hairpinned packet whose hop limit runs
+/// out gets Time Exceeded quoting it as sent.
+#[test]
+fn rfc6146_3_7_pmtud_and_hairpin_time_exceeded_quote_as_sent() {
+    let state = state_with(|_| {});
+    let cfg = Config {
+        addressing: SiitAddressing {
+            pool6: Some(pool6()),
+            allow_wkp_non_global: true,
+            ..SiitAddressing::default()
+        },
+        ipv6_mtu: Some(1280),
+        ..Config::default()
+    };
+    let t = Nat64Translator::new(cfg, state).unwrap();
+    let o = run(&t, &tcp6(CLIENT, 33000, 80, SYN), 0);
+    let p = fwd(&o);
+    let pool = Ta4::new(v4src(p), be16(p, 20));
+    assert_ne!(pool.port, 33000);
+    let mut seg = tcp_raw(80, pool.port, SYN | 0x10);
+    seg.resize(1400, 0x55);
+    let seg = l4_v4(proto::TCP, a4(SERVER4), pool.addr, seg);
+    let big = ip4(a4(SERVER4), pool.addr, proto::TCP, &seg);
+    let o = run(&t, &big, 10);
+    assert!(matches!(o.v, Verdict::Reply { .. }), "{:?}", o.v);
+    verify(&o.pkt);
+    assert_eq!(
+        (o.pkt[20], o.pkt[21]),
+        (icmp4::DEST_UNREACH, icmp4::FRAG_NEEDED)
+    );
+    let q = &o.pkt[28..];
+    assert_eq!(&q[..48], &big[..48], "IPv4 header and TCP header as sent");
+
+    // Hairpin with hop limit 1.
+    let o = run(&t, &udp6(CLIENT2, 6000, 53), 20);
+    let p = fwd(&o);
+    let c2 = Ta4::new(v4src(p), be16(p, 20));
+    let (s, d) = (a6(CLIENT), pool6().embed(c2.addr));
+    let mut pkt = ip6(
+        s,
+        d,
+        proto::UDP,
+        &l4_v6(proto::UDP, &s, &d, udp_raw(7000, c2.port, b"hi")),
+    );
+    pkt[7] = 1;
+    let o = run(&t, &pkt, 30);
+    assert!(
+        matches!(
+            o.v,
+            Verdict::Reply {
+                reason: DropReason::HopLimit6Expired,
+                ..
+            }
+        ),
+        "{:?}",
+        o.v
+    );
+    verify(&o.pkt);
+    assert_eq!((o.pkt[40], o.pkt[41]), (icmp6::TIME_EXCEEDED, 0));
+    assert_eq!(v6dst(&o.pkt), s);
+    assert_eq!(&o.pkt[48..], &pkt[..]);
+}
