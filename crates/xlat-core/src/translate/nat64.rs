@@ -533,6 +533,30 @@ impl Nat64Translator {
         if self.state.is_pool4(Some(p), dst4) {
             let h = match self.state.hairpin(0, p, src_ta, dst_ta, flags, now) {
                 Ok(h) => h,
+                // The IPv4 half of the hairpin (§3.8) is a UDP datagram to
+                // a transport address without BIB entry: §3.5.1's port
+                // unreachable, from the address the client sent to (what
+                // the ICMPv4 error would become, translated back).
+                Err(DropReason::Nat64NoBib) if udp => {
+                    if !may_answer {
+                        return Err(DropReason::Nat64NoBib);
+                    }
+                    let (s, l) = v6_to_v4::build_icmp6_error(
+                        buf,
+                        start,
+                        pkt_len,
+                        icmp6::DEST_UNREACH,
+                        icmp6::PORT_UNREACH,
+                        0,
+                        &dst6,
+                        &src6,
+                    )?;
+                    return Ok(Verdict::Reply {
+                        start: s,
+                        len: l,
+                        reason: DropReason::Nat64NoBib,
+                    });
+                }
                 Err(r) => return refuse(buf, r),
             };
             let m = match h.verdict {

@@ -1328,3 +1328,37 @@ fn rfc6146_3_7_pmtud_and_hairpin_time_exceeded_quote_as_sent() {
     assert_eq!(v6dst(&o.pkt), s);
     assert_eq!(&o.pkt[48..], &pkt[..]);
 }
+
+/// RFC 6146 §3.8 with §3.5.1: a hairpinned UDP datagram to a pool4
+/// transport address without BIB entry is refused like any UDP datagram
+/// without BIB entry, with port unreachable, which reaches the client as
+/// ICMPv6 port unreachable from the address it sent to, quoting its
+/// datagram; no state is created.
+#[test]
+fn rfc6146_3_8_hairpin_udp_without_bib_port_unreachable() {
+    let t = xlat(state_with(|_| {}));
+    let (s, d) = (a6(CLIENT), pool6().embed(a4("203.0.113.1")));
+    let pkt = ip6(
+        s,
+        d,
+        proto::UDP,
+        &l4_v6(proto::UDP, &s, &d, udp_raw(7000, 61999, b"hi")),
+    );
+    let o = run(&t, &pkt, 0);
+    assert!(
+        matches!(
+            o.v,
+            Verdict::Reply {
+                reason: DropReason::Nat64NoBib,
+                ..
+            }
+        ),
+        "{:?}",
+        o.v
+    );
+    verify(&o.pkt);
+    assert_eq!((o.pkt[40], o.pkt[41]), (icmp6::DEST_UNREACH, 4));
+    assert_eq!((v6src(&o.pkt), v6dst(&o.pkt)), (d, s));
+    assert_eq!(&o.pkt[48..], &pkt[..]);
+    assert_eq!(t.state().counts().bib, [0; 3]);
+}
