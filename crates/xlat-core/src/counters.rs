@@ -170,6 +170,9 @@ reasons! {
     /// Held out-of-order NAT64 fragments whose first fragment did not come
     /// within FRAGMENT_MIN (RFC 6146 §3.4); counted by the housekeeping.
     Nat64FragmentTimeout = "nat64_fragment_timeout",
+    /// An IPv6 packet whose source address is inside pool6 (RFC 6146 §3.5:
+    /// silently discarded, it would let hairpinned packets loop).
+    Nat64Src6InPool6 = "nat64_src6_in_pool6",
 }
 
 impl core::fmt::Display for DropReason {

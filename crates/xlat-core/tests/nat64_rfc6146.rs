@@ -137,14 +137,92 @@ fn nat64_rfc6146_3_5_1_address_dependent_filtering() {
         Err(DropReason::Nat64Filtered)
     );
     assert_eq!(n.counts().sessions[Proto::Udp as usize], 2);
-    // TCP SYN from an unknown address is filtered too (§3.5.2.2).
+    // TCP SYN from an unknown address: not translated, but stored for
+    // TCP_INCOMING_SYN instead of refused at once (§3.5.2.2, "to support
+    // simultaneous open"; RFC 5382 REQ-4). Non-SYN segments are filtered.
     let t = n
         .lookup_or_create_6to4(Proto::Tcp, c6(1, 40000), r4(1, 80), Some(SYN), 0)
         .unwrap();
+    let syn = StoredSyn {
+        pool4: t.src4,
+        remote: r4(2, 80),
+    };
     assert_eq!(
         n.lookup_4to6(Proto::Tcp, r4(2, 80), t.src4, Some(SYN), 1),
+        Ok(Verdict4to6::SynStored { syn, first: true })
+    );
+    assert_eq!(
+        n.lookup_4to6(Proto::Tcp, r4(2, 81), t.src4, Some(ACK), 1),
         Err(DropReason::Nat64Filtered)
     );
+    assert_eq!(n.counts().sessions[Proto::Tcp as usize], 1);
+    assert_eq!(n.counts().stored_syns, 1);
+    n.check_invariants().unwrap();
+}
+
+/// §3.5.2.2 with address-dependent filtering: a V4 SYN the filter refuses
+/// is held 6 s. Without an IPv6 SYN it expires (the caller then sends ICMP
+/// port unreachable); an IPv6 SYN of the same connection in time discards
+/// it (simultaneous open) and the connection opens. A SYN to a transport
+/// address without BIB entry is held the same way.
+#[test]
+fn nat64_rfc6146_3_5_2_2_adf_v4_syn_stored_not_refused() {
+    let mut c = cfg("192.0.2.0/24");
+    c.filtering = Filtering::AddressDependent;
+    let n = nat(c);
+    let t = n
+        .lookup_or_create_6to4(Proto::Tcp, c6(1, 40000), r4(1, 80), Some(SYN), 0)
+        .unwrap();
+    // Expires after TCP_INCOMING_SYN.
+    let a = StoredSyn {
+        pool4: t.src4,
+        remote: r4(2, 80),
+    };
+    assert!(matches!(
+        n.lookup_4to6(Proto::Tcp, a.remote, t.src4, Some(SYN), 1000),
+        Ok(Verdict4to6::SynStored { first: true, .. })
+    ));
+    // Simultaneous open: the client opens the same connection.
+    let b = StoredSyn {
+        pool4: t.src4,
+        remote: r4(3, 443),
+    };
+    assert!(matches!(
+        n.lookup_4to6(Proto::Tcp, b.remote, t.src4, Some(SYN), 1000),
+        Ok(Verdict4to6::SynStored { first: true, .. })
+    ));
+    let m = n
+        .lookup_or_create_6to4(Proto::Tcp, c6(1, 40000), b.remote, Some(SYN), 2000)
+        .unwrap();
+    assert_eq!(m.src4, t.src4);
+    // No BIB entry at all: held too (not dropped for good).
+    let nobib = Ta4::new(t.src4.addr, t.src4.port ^ 2);
+    assert!(n.bib_by_v4(Proto::Tcp, nobib).is_none());
+    assert!(matches!(
+        n.lookup_4to6(Proto::Tcp, r4(4, 80), nobib, Some(SYN), 1000),
+        Ok(Verdict4to6::SynStored { first: true, .. })
+    ));
+    assert_eq!(n.counts().stored_syns, 2);
+    let out = n.expire(6999, 100);
+    assert!(out.stored_syn_expired.is_empty());
+    assert_eq!(out.stored_syn_discarded, vec![b]);
+    let mut out = n.expire(7000, 100).stored_syn_expired;
+    out.sort_by_key(|s| s.remote);
+    assert_eq!(
+        out,
+        vec![
+            a,
+            StoredSyn {
+                pool4: nobib,
+                remote: r4(4, 80)
+            }
+        ]
+    );
+    // The simultaneous open completes: the remote's SYN+ACK passes now.
+    let v = fwd(n
+        .lookup_4to6(Proto::Tcp, b.remote, t.src4, Some(SYN | ACK), 2500)
+        .unwrap());
+    assert_eq!(v.tcp_state, Some(TcpState::Established));
     n.check_invariants().unwrap();
 }
 
@@ -348,17 +426,65 @@ fn nat64_rfc6146_3_5_2_2_closed_drops_non_syn() {
     );
     // No BIB entry was created for a refused packet.
     assert_eq!(n.counts(), Counts::default());
-    // BIB exists (session with another remote), unknown remote sends ACK.
+    // An IPv4 non-SYN to a transport address without BIB entry: dropped.
+    let pool = Ta4::new(Ipv4Addr::new(192, 0, 2, 1), 61001);
+    for f in [ACK, FIN | ACK, RST] {
+        assert_eq!(
+            n.lookup_4to6(Proto::Tcp, r4(2, 80), pool, Some(f), 0),
+            Err(DropReason::Nat64NoBib)
+        );
+    }
+    assert_eq!(n.counts(), Counts::default());
+}
+
+/// §3.5.2.2 CLOSED, "any other packet": with a BIB entry (a session with
+/// another remote), a non-SYN segment of a connection without session is
+/// translated and forwarded through the BIB entry, in both directions,
+/// and no session is created (the state stays CLOSED). With address-
+/// dependent filtering an IPv4 remote whose address has no session on
+/// the entry is refused.
+#[test]
+fn nat64_rfc6146_3_5_2_2_closed_non_syn_translated_through_bib() {
+    let n = nat(cfg("192.0.2.0/24"));
     let m = n
         .lookup_or_create_6to4(Proto::Tcp, c6(1, 1), r4(1, 80), Some(SYN), 0)
         .unwrap();
+    for f in [ACK, FIN | ACK, RST, 0] {
+        let v = fwd(n
+            .lookup_4to6(Proto::Tcp, r4(2, 80), m.src4, Some(f), 1000)
+            .unwrap());
+        assert_eq!(v.dst6, c6(1, 1));
+        assert!(!v.session_created);
+        assert_eq!(v.tcp_state, Some(TcpState::Closed));
+        let x = n
+            .lookup_or_create_6to4(Proto::Tcp, c6(1, 1), r4(3, 80), Some(f), 1000)
+            .unwrap();
+        assert_eq!(x.src4, m.src4);
+        assert_eq!(x.dst4, r4(3, 80));
+        assert!(!x.session_created && !x.bib_created);
+        assert_eq!(x.tcp_state, Some(TcpState::Closed));
+    }
+    assert_eq!(n.counts().sessions[Proto::Tcp as usize], 1);
+    // The one session was not refreshed by them: it still expires at
+    // TCP_TRANS after its SYN.
+    assert_eq!(n.expire(240_000, 100).sessions_removed, 1);
+    assert_eq!(n.counts(), Counts::default());
+    n.check_invariants().unwrap();
+
+    let mut c = cfg("192.0.2.0/24");
+    c.filtering = Filtering::AddressDependent;
+    let n = nat(c);
+    let m = n
+        .lookup_or_create_6to4(Proto::Tcp, c6(1, 1), r4(1, 80), Some(SYN), 0)
+        .unwrap();
+    // Same address, other port: allowed by the filter.
+    assert!(matches!(
+        n.lookup_4to6(Proto::Tcp, r4(1, 81), m.src4, Some(ACK), 0),
+        Ok(Verdict4to6::Forward(_))
+    ));
     assert_eq!(
         n.lookup_4to6(Proto::Tcp, r4(2, 80), m.src4, Some(ACK), 0),
-        Err(DropReason::Nat64TcpState)
-    );
-    assert_eq!(
-        n.lookup_or_create_6to4(Proto::Tcp, c6(1, 1), r4(3, 80), Some(FIN), 0),
-        Err(DropReason::Nat64TcpState)
+        Err(DropReason::Nat64Filtered)
     );
     assert_eq!(n.counts().sessions[Proto::Tcp as usize], 1);
 }
@@ -396,9 +522,12 @@ fn nat64_rfc6146_3_5_2_2_simultaneous_open() {
     n.check_invariants().unwrap();
 }
 
-/// V4 INIT lasts TCP_INCOMING_SYN (6 s) without a V6 SYN.
+/// A V4 SYN forwarded through a BIB entry (endpoint-independent
+/// filtering) opens V4 INIT for TCP_TRANS (4 min: RFC 5382 REQ-5, a
+/// half-open connection is transitory); V4 SYN retransmissions do not
+/// extend it; without a V6 SYN it expires.
 #[test]
-fn nat64_rfc6146_3_5_2_2_v4_init_times_out_after_6s() {
+fn nat64_rfc6146_3_5_2_2_v4_init_lasts_tcp_trans() {
     let n = nat(cfg("192.0.2.0/24"));
     let m = n
         .lookup_or_create_6to4(Proto::Udp, c6(1, 1), r4(1, 1), None, 0)
@@ -411,8 +540,15 @@ fn nat64_rfc6146_3_5_2_2_v4_init_times_out_after_6s() {
         .lookup_4to6(Proto::Tcp, r4(5, 4444), s, Some(SYN), 1000)
         .unwrap());
     assert_eq!(v.tcp_state, Some(TcpState::V4Init));
-    assert_eq!(n.expire(6999, 100).sessions_removed, 0);
-    let out = n.expire(7000, 100);
+    // The IPv4 client retransmits its SYN (1, 3, 7 s ...): still V4 INIT,
+    // and the session outlives TCP_INCOMING_SYN.
+    let v = fwd(n
+        .lookup_4to6(Proto::Tcp, r4(5, 4444), s, Some(SYN), 8000)
+        .unwrap());
+    assert_eq!(v.tcp_state, Some(TcpState::V4Init));
+    assert!(!v.session_created);
+    assert_eq!(n.expire(240_999, 100).sessions_removed, 0);
+    let out = n.expire(241_000, 100);
     assert_eq!(out.sessions_removed, 1);
     assert!(
         out.bib_removed.is_empty(),
@@ -472,6 +608,10 @@ fn nat64_rfc6146_3_5_2_2_stored_syn_discarded_by_v6_syn() {
         .lookup_or_create_6to4(Proto::Tcp, c6(1, 6000), r, Some(SYN), 1000)
         .unwrap();
     assert_eq!(m.src4, pool);
+    // V4 INIT + V6 SYN -> ESTABLISHED, lifetime TCP_EST.
+    assert_eq!(m.tcp_state, Some(TcpState::Established));
+    let s = n.sessions(&SessionFilter::default());
+    assert_eq!(s[0].expires_ms, 1000 + Timeouts::default().tcp_est_ms);
     assert_eq!(n.counts().stored_syns, 0);
     let out = n.expire(10_000, 100);
     assert!(out.stored_syn_expired.is_empty());
@@ -482,8 +622,10 @@ fn nat64_rfc6146_3_5_2_2_stored_syn_discarded_by_v6_syn() {
             remote: r
         }]
     );
-    // The v4 side retransmits its SYN: V6 INIT -> ESTABLISHED.
-    let v = fwd(n.lookup_4to6(Proto::Tcp, r, pool, Some(SYN), 2000).unwrap());
+    // The v4 side answers the client's SYN: the session stays ESTABLISHED.
+    let v = fwd(n
+        .lookup_4to6(Proto::Tcp, r, pool, Some(SYN | ACK), 2000)
+        .unwrap());
     assert_eq!(v.tcp_state, Some(TcpState::Established));
 }
 

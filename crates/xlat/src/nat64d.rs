@@ -9,10 +9,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use xlat_core::nat64::Ta6;
 use xlat_core::nat64::{
     BibError, MapEvent, MapEventKind, Nat64State, Pool4Entry, SessionFilter, TcpState,
 };
-use xlat_core::translate::nat64::icmp4_error_from_dst;
+use xlat_core::translate::nat64::{icmp4_error_from_dst, tcp_probe4, tcp_probe6};
 
 use crate::config::{proto_parse, ta4_parse, ta6_parse, Nat64Settings, StaticBib};
 use crate::datapath::Shared;
@@ -276,6 +277,19 @@ fn sync_flows(
     fc.reconcile_step(state, RECONCILE_PER_TICK);
 }
 
+/// Writes the packet `buf[s..s + l]` to the TUN device (after a zeroed
+/// virtio-net header when the device has one; `s` leaves room for it).
+fn write_tun(fd: RawFd, vnet: bool, buf: &mut [u8], s: usize, l: usize) {
+    let (s, l) = if vnet {
+        buf[s - VNET_HDR_LEN..s].fill(0);
+        (s - VNET_HDR_LEN, l + VNET_HDR_LEN)
+    } else {
+        (s, l)
+    };
+    // SAFETY: buf[s..s + l] is valid; a failed write is only counted out.
+    let _ = unsafe { libc::write(fd, buf[s..].as_ptr().cast(), l) };
+}
+
 /// The housekeeping thread: every 100 ms expires what is due (bounded
 /// work per call, RFC 6146 §3.5 lifetimes), answers expired stored SYNs
 /// with ICMP port unreachable (RFC 6146 §3.5.2.2) and writes the mapping
@@ -332,14 +346,30 @@ pub fn housekeeping(
                     let start = 64;
                     buf[start..start + pkt.len()].copy_from_slice(&pkt);
                     if let Some((s, l)) = icmp4_error_from_dst(&mut buf, start, pkt.len(), 3, 3) {
-                        let (s, l) = if vnet {
-                            buf[s - VNET_HDR_LEN..s].fill(0);
-                            (s - VNET_HDR_LEN, l + VNET_HDR_LEN)
-                        } else {
-                            (s, l)
-                        };
-                        // SAFETY: the slice is valid; a failed write is only counted out.
-                        let _ = unsafe { libc::write(fd, buf[s..].as_ptr().cast(), l) };
+                        write_tun(fd, vnet, &mut buf, s, l);
+                    }
+                }
+            }
+            // RFC 6146 §3.5.2.2 ESTABLISHED: TCP_EST ran out, the session
+            // is now TRANS; probe both endpoints (an ACK with zero
+            // sequence numbers): an endpoint that still has the
+            // connection answers, and its answer brings the session back
+            // to ESTABLISHED through the datapath.
+            if !out.probes.is_empty() {
+                let pool6 = match &*shared.current() {
+                    crate::datapath::Engine::Nat64(t) => Some(t.pool6()),
+                    _ => None,
+                };
+                for pr in &out.probes {
+                    let start = 64;
+                    if let Some(p6) = pool6 {
+                        let src = Ta6::new(p6.embed(pr.remote.addr), pr.remote.port);
+                        if let Some(l) = tcp_probe6(&mut buf[start..], src, pr.v6) {
+                            write_tun(fd, vnet, &mut buf, start, l);
+                        }
+                    }
+                    if let Some(l) = tcp_probe4(&mut buf[start..], pr.v4, pr.remote) {
+                        write_tun(fd, vnet, &mut buf, start, l);
                     }
                 }
             }

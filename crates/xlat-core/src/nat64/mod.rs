@@ -262,7 +262,8 @@ pub struct Timeouts {
     pub tcp_trans_ms: u64,
     /// ICMP_DEFAULT: 60 s.
     pub icmp_ms: u64,
-    /// TCP_INCOMING_SYN: 6 s (V4 INIT lifetime and stored SYNs).
+    /// TCP_INCOMING_SYN: 6 s (how long an IPv4 SYN without BIB entry, or
+    /// refused by address-dependent filtering, is held).
     pub tcp_incoming_syn_ms: u64,
 }
 
@@ -782,6 +783,11 @@ fn deadline(now: u64, timeout_ms: u64) -> u32 {
     now.saturating_add(timeout_ms)
         .div_ceil(1000)
         .min(u64::from(u32::MAX)) as u32
+}
+
+/// A TCP segment that opens a connection: SYN without RST or FIN.
+fn is_bare_syn(flags: u8) -> bool {
+    flags & SYN != 0 && flags & (RST | FIN) == 0
 }
 
 fn secs_ms(d: u32) -> u64 {
@@ -1508,7 +1514,21 @@ impl Nat64State {
         let (state, life) = if proto == Proto::Tcp {
             match tcp::step(TcpState::Closed, Side::V6, flags) {
                 Some((st, l)) => (st as u8, l),
-                None => return Err(DropReason::Nat64TcpState),
+                // §3.5.2.2 CLOSED, "any other packet": translated through
+                // the BIB entry if there is one (no session is created,
+                // the state stays CLOSED), else silently discarded.
+                None => match bib {
+                    Some(src4) => {
+                        return Ok(Mapping6to4 {
+                            src4,
+                            dst4: remote_of(src4),
+                            bib_created: false,
+                            session_created: false,
+                            tcp_state: Some(TcpState::Closed),
+                        })
+                    }
+                    None => return Err(DropReason::Nat64TcpState),
+                },
             }
         } else {
             (0, Lifetime::Keep)
@@ -1544,8 +1564,20 @@ impl Nat64State {
         };
         let remote = remote_of(src4);
         let k = KS::new(proto, src4, remote);
+        // §3.5.2.2 V4 INIT: the IPv4 SYN of this very connection is held
+        // (simultaneous open); this V6 SYN completes the open: ESTABLISHED
+        // with TCP_EST (`insert_session` discards the held SYN).
+        let (state, life) = if proto == Proto::Tcp && sh.stored.contains_key(&k) {
+            (TcpState::Established as u8, Lifetime::Est)
+        } else {
+            (state, life)
+        };
         let life_ms = self.lifetime_ms(proto, life).unwrap_or(0);
         self.insert_session(sh, k, state, life_ms, now);
+        if proto == Proto::Tcp && state == TcpState::Established as u8 {
+            let cap = self.cache_log_cap.load(Ordering::Relaxed);
+            self.ask_cache(&mut sh.cache_wanted, k, cap);
+        }
         Ok(Mapping6to4 {
             src4,
             dst4: remote,
@@ -1575,28 +1607,12 @@ impl Nat64State {
             // RFC 6146 §3.5.2.2 (CLOSED, V4 SYN, no BIB entry): unless the
             // policy drops externally initiated connections, hold the SYN
             // for TCP_INCOMING_SYN waiting for a simultaneous open.
-            if proto == Proto::Tcp
-                && flags & SYN != 0
-                && flags & (RST | FIN) == 0
-                && !self.cfg.drop_externally_initiated_tcp
-                && self.cfg.filtering == Filtering::EndpointIndependent
+            // (With either filtering: the stored SYN is what makes a
+            // simultaneous open possible, and RFC 5382 REQ-4 forbids
+            // answering an unsolicited SYN within 6 s.)
+            if proto == Proto::Tcp && is_bare_syn(flags) && !self.cfg.drop_externally_initiated_tcp
             {
-                let syn = StoredSyn {
-                    pool4: dst4,
-                    remote: src4,
-                };
-                if sh.stored.contains_key(&k) {
-                    return Ok(Verdict4to6::SynStored { syn, first: false });
-                }
-                let prev = self.stored_total.fetch_add(1, Ordering::Relaxed);
-                if prev >= self.cfg.max_stored_syns {
-                    self.stored_total.fetch_sub(1, Ordering::Relaxed);
-                    return Err(DropReason::Nat64NoBib);
-                }
-                let d = deadline(now, self.cfg.timeouts.tcp_incoming_syn_ms);
-                sh.stored.insert(k, d);
-                heap_push(&mut sh.heap, QE::new(d, k, GEN_STORED));
-                return Ok(Verdict4to6::SynStored { syn, first: true });
+                return self.store_syn(sh, k, now, DropReason::Nat64NoBib);
             }
             return Err(DropReason::Nat64NoBib);
         };
@@ -1614,7 +1630,20 @@ impl Nat64State {
             }
             match tcp::step(TcpState::Closed, Side::V4, flags) {
                 Some((st, l)) => (st as u8, l),
-                None => return Err(DropReason::Nat64TcpState),
+                // §3.5.2.2 CLOSED, "any other packet" with a BIB entry:
+                // translated if the policy allows (address-dependent
+                // filtering: the remote's address must have a session on
+                // the entry), without creating a session.
+                None => {
+                    if sh.adf.as_ref().is_some_and(|a| !a.contains_key(&k.ka())) {
+                        return Err(DropReason::Nat64Filtered);
+                    }
+                    return Ok(Verdict4to6::Forward(Mapping4to6 {
+                        dst6,
+                        session_created: false,
+                        tcp_state: Some(TcpState::Closed),
+                    }));
+                }
             }
         } else {
             (0, Lifetime::Keep)
@@ -1624,6 +1653,15 @@ impl Nat64State {
         // on this BIB entry.
         if let Some(adf) = &sh.adf {
             if !adf.contains_key(&k.ka()) {
+                if proto == Proto::Tcp && is_bare_syn(flags) {
+                    // §3.5.2.2 (V4 SYN, BIB entry in use, address-dependent
+                    // filtering): the SYN is stored for TCP_INCOMING_SYN
+                    // instead of being dropped by the filter, "to support
+                    // simultaneous open"; an IPv6 SYN of the same
+                    // connection discards it, else ICMP port unreachable
+                    // after 6 s (RFC 5382 REQ-4: no answer before).
+                    return self.store_syn(sh, k, now, DropReason::Nat64Filtered);
+                }
                 return Err(DropReason::Nat64Filtered);
             }
         }
@@ -1635,6 +1673,35 @@ impl Nat64State {
             session_created: true,
             tcp_state: (proto == Proto::Tcp).then(|| TcpState::from_u8(state)),
         }))
+    }
+
+    /// Holds the IPv4 SYN `k` (pool4 transport address, remote) for
+    /// TCP_INCOMING_SYN (RFC 6146 §3.5.2.2). A retransmission of a held
+    /// SYN is not held twice; over `max_stored_syns` the SYN is refused
+    /// with `full` (a silent drop).
+    fn store_syn(
+        &self,
+        sh: &mut Shard,
+        k: KS,
+        now: u64,
+        full: DropReason,
+    ) -> Result<Verdict4to6, DropReason> {
+        let syn = StoredSyn {
+            pool4: k.pool(),
+            remote: k.remote(),
+        };
+        if sh.stored.contains_key(&k) {
+            return Ok(Verdict4to6::SynStored { syn, first: false });
+        }
+        let prev = self.stored_total.fetch_add(1, Ordering::Relaxed);
+        if prev >= self.cfg.max_stored_syns {
+            self.stored_total.fetch_sub(1, Ordering::Relaxed);
+            return Err(full);
+        }
+        let d = deadline(now, self.cfg.timeouts.tcp_incoming_syn_ms);
+        sh.stored.insert(k, d);
+        heap_push(&mut sh.heap, QE::new(d, k, GEN_STORED));
+        Ok(Verdict4to6::SynStored { syn, first: true })
     }
 
     /// RFC 6146 §3.8 hairpinning: an IPv6 packet whose destination `dst4`

@@ -69,13 +69,14 @@ pub enum Lifetime {
     Est,
     /// Set to TCP_TRANS (at least 4 min).
     Trans,
-    /// Set to TCP_INCOMING_SYN (6 s).
+    /// Set to TCP_INCOMING_SYN (6 s). (Not produced by [`step`]: stored
+    /// SYNs have their own 6 s timer.)
     IncomingSyn,
 }
 
 /// One step of RFC 6146 §3.5.2.2 for an existing session (or `Closed`
 /// when there is none). Returns the next state and lifetime rule, or
-/// `None` when the packet must be dropped (only possible from `Closed`:
+/// `None` when the packet opens no session (only possible from `Closed`:
 /// every packet of an existing session is translated and forwarded).
 pub fn step(state: TcpState, side: Side, flags: u8) -> Option<(TcpState, Lifetime)> {
     use Lifetime as L;
@@ -85,11 +86,16 @@ pub fn step(state: TcpState, side: Side, flags: u8) -> Option<(TcpState, Lifetim
     let rst = flags & RST != 0;
     Some(match state {
         // CLOSED: only a SYN opens a session. A V6 SYN -> V6 INIT with
-        // TCP_TRANS; a V4 SYN (with a BIB entry and allowed by filtering)
-        // -> V4 INIT with TCP_INCOMING_SYN. Anything else is dropped.
+        // TCP_TRANS; a V4 SYN (with a BIB entry and allowed by filtering,
+        // so it is forwarded, not stored) -> V4 INIT with TCP_TRANS too:
+        // a half-open connection is "transitory" and RFC 5382 REQ-5 (which
+        // RFC 6146 §4 follows) gives it at least 4 minutes; the 6 s of
+        // TCP_INCOMING_SYN are for *stored* SYNs. Anything else opens no
+        // session (the caller translates it through an existing BIB
+        // entry, or drops it when there is none).
         Closed => match (side, syn) {
             (Side::V6, true) => (V6Init, L::Trans),
-            (Side::V4, true) => (V4Init, L::IncomingSyn),
+            (Side::V4, true) => (V4Init, L::Trans),
             _ => return None,
         },
         // V4 INIT: a V6 SYN completes the (possibly simultaneous) open.
@@ -158,8 +164,89 @@ mod tests {
         );
         assert_eq!(
             step(TcpState::Closed, Side::V4, SYN),
-            Some((TcpState::V4Init, Lifetime::IncomingSyn))
+            Some((TcpState::V4Init, Lifetime::Trans))
         );
+    }
+
+    /// RFC 6146 §3.5.2.2, every state x side x {plain, SYN, FIN, RST},
+    /// written out from the RFC's text state by state:
+    /// - CLOSED: V6 SYN -> V6 INIT (TCP_TRANS); V4 SYN -> V4 INIT
+    ///   (forwarded: TCP_TRANS, RFC 5382 REQ-5); other packets open no
+    ///   session.
+    /// - V4 INIT: V6 SYN -> ESTABLISHED (TCP_EST); else unchanged.
+    /// - V6 INIT: V4 SYN -> ESTABLISHED (TCP_EST); V6 SYN -> TCP_TRANS
+    ///   again; else unchanged.
+    /// - ESTABLISHED: V4 FIN -> V4 FIN RCV; V6 FIN -> V6 FIN RCV; RST ->
+    ///   TRANS (TCP_TRANS); else TCP_EST again.
+    /// - V4 FIN RCV: V6 FIN -> V4 FIN + V6 FIN RCV (TCP_TRANS); else
+    ///   TCP_EST again. V6 FIN RCV symmetrically.
+    /// - V4 FIN + V6 FIN RCV: packets pass, lifetime untouched.
+    /// - TRANS: RST -> unchanged; anything else -> ESTABLISHED (TCP_EST).
+    #[test]
+    fn rfc6146_3_5_2_2_every_transition() {
+        use Lifetime as L;
+        use Side::{V4, V6};
+        use TcpState::*;
+        const ACK: u8 = 0x10;
+        type Row = (TcpState, Side, u8, Option<(TcpState, Lifetime)>);
+        #[rustfmt::skip]
+        let table: &[Row] = &[
+            (Closed, V6, ACK, None),
+            (Closed, V6, SYN, Some((V6Init, L::Trans))),
+            (Closed, V6, FIN, None),
+            (Closed, V6, RST, None),
+            (Closed, V4, ACK, None),
+            (Closed, V4, SYN, Some((V4Init, L::Trans))),
+            (Closed, V4, FIN, None),
+            (Closed, V4, RST, None),
+            (V4Init, V6, ACK, Some((V4Init, L::Keep))),
+            (V4Init, V6, SYN, Some((Established, L::Est))),
+            (V4Init, V6, FIN, Some((V4Init, L::Keep))),
+            (V4Init, V6, RST, Some((V4Init, L::Keep))),
+            (V4Init, V4, ACK, Some((V4Init, L::Keep))),
+            (V4Init, V4, SYN, Some((V4Init, L::Keep))),
+            (V4Init, V4, FIN, Some((V4Init, L::Keep))),
+            (V4Init, V4, RST, Some((V4Init, L::Keep))),
+            (V6Init, V6, ACK, Some((V6Init, L::Keep))),
+            (V6Init, V6, SYN, Some((V6Init, L::Trans))),
+            (V6Init, V6, FIN, Some((V6Init, L::Keep))),
+            (V6Init, V6, RST, Some((V6Init, L::Keep))),
+            (V6Init, V4, ACK, Some((V6Init, L::Keep))),
+            (V6Init, V4, SYN, Some((Established, L::Est))),
+            (V6Init, V4, FIN, Some((V6Init, L::Keep))),
+            (V6Init, V4, RST, Some((V6Init, L::Keep))),
+            (Established, V6, ACK, Some((Established, L::Est))),
+            (Established, V6, SYN, Some((Established, L::Est))),
+            (Established, V6, FIN, Some((V6FinRcv, L::Est))),
+            (Established, V6, RST, Some((Trans, L::Trans))),
+            (Established, V4, ACK, Some((Established, L::Est))),
+            (Established, V4, SYN, Some((Established, L::Est))),
+            (Established, V4, FIN, Some((V4FinRcv, L::Est))),
+            (Established, V4, RST, Some((Trans, L::Trans))),
+            (V4FinRcv, V6, ACK, Some((V4FinRcv, L::Est))),
+            (V4FinRcv, V6, FIN, Some((V4FinV6FinRcv, L::Trans))),
+            (V4FinRcv, V4, ACK, Some((V4FinRcv, L::Est))),
+            (V4FinRcv, V4, FIN, Some((V4FinRcv, L::Est))),
+            (V6FinRcv, V4, ACK, Some((V6FinRcv, L::Est))),
+            (V6FinRcv, V4, FIN, Some((V4FinV6FinRcv, L::Trans))),
+            (V6FinRcv, V6, ACK, Some((V6FinRcv, L::Est))),
+            (V6FinRcv, V6, FIN, Some((V6FinRcv, L::Est))),
+            (V4FinV6FinRcv, V6, ACK, Some((V4FinV6FinRcv, L::Keep))),
+            (V4FinV6FinRcv, V4, FIN, Some((V4FinV6FinRcv, L::Keep))),
+            (V4FinV6FinRcv, V4, RST, Some((V4FinV6FinRcv, L::Keep))),
+            (Trans, V6, ACK, Some((Established, L::Est))),
+            (Trans, V4, ACK, Some((Established, L::Est))),
+            (Trans, V4, FIN, Some((Established, L::Est))),
+            (Trans, V6, RST, Some((Trans, L::Keep))),
+            (Trans, V4, RST, Some((Trans, L::Keep))),
+        ];
+        for &(st, side, flags, want) in table {
+            assert_eq!(
+                step(st, side, flags | ACK),
+                want,
+                "{st:?} {side:?} {flags:#x}"
+            );
+        }
     }
 
     /// RFC 6146 §3.5.2.2: every state name round-trips through u8.

@@ -139,6 +139,55 @@ fn rewrite_port(
     put16(l4, csum_off, c);
 }
 
+/// RFC 6146 §3.7 changes the port (or ICMP identifier) of the
+/// *translated* packet only. When the translation ends in an ICMP error
+/// the translator builds about the packet itself (`Verdict::Reply`: hop
+/// limit / TTL exhausted, IPv4 DF packet too big, ...), the quote must
+/// show the packet as its sender sent it, or the sender cannot match the
+/// error to its socket (traceroute, PMTUD): the port rewritten before the
+/// translation is put back in the quote (its transport checksum with it,
+/// incrementally) and the error's checksum recomputed. `l4_off` is the
+/// offset of the transport header in the quoted packet; the error is
+/// ICMPv6 when `v6`, else ICMPv4.
+#[allow(clippy::too_many_arguments)]
+fn requote_port(
+    buf: &mut [u8],
+    v: Verdict,
+    v6: bool,
+    l4_off: usize,
+    (port_off, csum_off): (usize, usize),
+    orig: u16,
+    partial: bool,
+    udp: bool,
+) -> Verdict {
+    let Verdict::Reply { start, len, .. } = v else {
+        return v;
+    };
+    let ip = if v6 {
+        ipv6::HEADER_LEN
+    } else {
+        ipv4::MIN_HEADER_LEN
+    };
+    let icmp = start + ip;
+    let end = start + len;
+    let q = icmp + 8 + l4_off;
+    if q >= end || end > buf.len() {
+        return v;
+    }
+    rewrite_port(&mut buf[q..end], port_off, csum_off, orig, partial, udp);
+    put16(buf, icmp + 2, 0);
+    let c = if v6 {
+        let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&buf[o..o + 16]).unwrap_or([0; 16]));
+        let (src, dst) = (a(start + 8), a(start + 24));
+        let pseudo = checksum::pseudo_v6(&src, &dst, proto::ICMPV6, (end - icmp) as u32);
+        checksum::finish(checksum::sum(pseudo, &buf[icmp..end]))
+    } else {
+        checksum::checksum(&buf[icmp..end])
+    };
+    put16(buf, icmp + 2, c);
+    v
+}
+
 /// Where the port (or ICMP identifier) to rewrite and the checksum are, by
 /// protocol: (source port offset, destination port offset, checksum offset).
 fn port_layout(p: Proto) -> (usize, usize, usize) {
@@ -255,6 +304,59 @@ pub fn icmp4_error_from_dst(
     Some((out, total))
 }
 
+/// Length of a TCP probe built by [`tcp_probe6`] / [`tcp_probe4`] (IP
+/// header + 20-byte TCP header, no data).
+pub const TCP_PROBE6_LEN: usize = ipv6::HEADER_LEN + 20;
+/// Length of an IPv4 TCP probe.
+pub const TCP_PROBE4_LEN: usize = ipv4::MIN_HEADER_LEN + 20;
+
+/// The TCP header of an RFC 6146 §3.5.2.2 probe: "a TCP segment for the
+/// connection with no data. The sequence number and the acknowledgment
+/// number are set to zero. All flags but the ACK flag are set to zero."
+/// An endpoint that still has the connection answers such an unacceptable
+/// segment with an ACK (RFC 9293 §3.10.7.4), which revives the session.
+fn probe_tcp(t: &mut [u8], sport: u16, dport: u16, pseudo: u64) {
+    t[..20].fill(0);
+    put16(t, 0, sport);
+    put16(t, 2, dport);
+    t[12] = 5 << 4;
+    t[13] = 0x10; // ACK
+    let c = checksum::finish(checksum::sum(pseudo, &t[..20]));
+    put16(t, 16, c);
+}
+
+/// Writes into `out[..TCP_PROBE6_LEN]` the probe for the IPv6 endpoint of
+/// a TCP session whose TCP_EST ran out (RFC 6146 §3.5.2.2, ESTABLISHED):
+/// from the remote as the client sees it (`src` = pool6 ⊕ remote) to the
+/// client. Returns the length, or None if `out` is too short.
+pub fn tcp_probe6(out: &mut [u8], src: Ta6, dst: Ta6) -> Option<usize> {
+    let out = out.get_mut(..TCP_PROBE6_LEN)?;
+    ipv6::emit_header(out, 0, 0, 20, proto::TCP, 64, &src.addr, &dst.addr);
+    let pseudo = checksum::pseudo_v6(&src.addr, &dst.addr, proto::TCP, 20);
+    probe_tcp(&mut out[ipv6::HEADER_LEN..], src.port, dst.port, pseudo);
+    Some(TCP_PROBE6_LEN)
+}
+
+/// The same probe for the IPv4 endpoint: from the pool4 transport address
+/// `src` to the remote `dst`.
+pub fn tcp_probe4(out: &mut [u8], src: Ta4, dst: Ta4) -> Option<usize> {
+    let out = out.get_mut(..TCP_PROBE4_LEN)?;
+    ipv4::emit_header(
+        &mut out[..ipv4::MIN_HEADER_LEN],
+        0,
+        TCP_PROBE4_LEN as u16,
+        0,
+        ipv4::FLAG_DF,
+        64,
+        proto::TCP,
+        src.addr,
+        dst.addr,
+    );
+    let pseudo = checksum::pseudo_v4(src.addr, dst.addr, proto::TCP, 20);
+    probe_tcp(&mut out[ipv4::MIN_HEADER_LEN..], src.port, dst.port, pseudo);
+    Some(TCP_PROBE4_LEN)
+}
+
 /// The stateful NAT64 translator (RFC 6146): the RFC 7915 [`Config`] (its
 /// `addressing.pool6` is the NAT64 prefix) and the shared session state.
 #[derive(Debug, Clone)]
@@ -334,6 +436,12 @@ impl Nat64Translator {
         let w = pkt.walk().map_err(|_| DropReason::Ipv6ExtMalformed)?;
         let src6 = pkt.src();
         let dst6 = pkt.dst();
+        // RFC 6146 §3.5: "the NAT64 MUST silently discard all incoming
+        // IPv6 packets containing a source address that contains the
+        // Pref64::/n" (a hairpinned packet sent back in would loop).
+        if self.pool6.contains(&src6) {
+            return Err(DropReason::Nat64Src6InPool6);
+        }
         let pkt_len = ipv6::HEADER_LEN + usize::from(pkt.payload_len());
         if w.upper_offset > pkt_len {
             return Err(DropReason::Ipv6ExtTruncated);
@@ -425,12 +533,52 @@ impl Nat64Translator {
         if self.state.is_pool4(Some(p), dst4) {
             let h = match self.state.hairpin(0, p, src_ta, dst_ta, flags, now) {
                 Ok(h) => h,
+                // The IPv4 half of the hairpin (§3.8) is a UDP datagram to
+                // a transport address without BIB entry: §3.5.1's port
+                // unreachable, from the address the client sent to (what
+                // the ICMPv4 error would become, translated back).
+                Err(DropReason::Nat64NoBib) if udp => {
+                    if !may_answer {
+                        return Err(DropReason::Nat64NoBib);
+                    }
+                    let (s, l) = v6_to_v4::build_icmp6_error(
+                        buf,
+                        start,
+                        pkt_len,
+                        icmp6::DEST_UNREACH,
+                        icmp6::PORT_UNREACH,
+                        0,
+                        &dst6,
+                        &src6,
+                    )?;
+                    return Ok(Verdict::Reply {
+                        start: s,
+                        len: l,
+                        reason: DropReason::Nat64NoBib,
+                    });
+                }
                 Err(r) => return refuse(buf, r),
             };
             let m = match h.verdict {
                 Verdict4to6::Forward(m) => m,
                 Verdict4to6::SynStored { .. } => return Err(DropReason::Nat64NoBib),
             };
+            // The packet leaves on the IPv6 side: its hop limit is checked
+            // here, before any rewriting, so that the Time Exceeded quotes
+            // the packet as sent (RFC 7915 §5.1, RFC 4443 §3.3).
+            if self.cfg.ttl == TtlPolicy::Decrement && buf[start + 7] <= 1 {
+                return Ok(v6_to_v4::reply(
+                    &self.cfg,
+                    buf,
+                    start,
+                    pkt_len,
+                    may_answer,
+                    (icmp6::TIME_EXCEEDED, 0, 0),
+                    &src6,
+                    &dst6,
+                    DropReason::HopLimit6Expired,
+                ));
+            }
             let nsrc6 = self.pool6.embed(h.src4.addr);
             let l4 = &mut buf[l4s..l4e];
             rewrite_port(l4, sp, cs, h.src4.port, partial, udp);
@@ -494,6 +642,7 @@ impl Nat64Translator {
             dst: m.dst4.addr,
         };
         let v = v6_to_v4::translate(&self.cfg, &map, buf, start, len, meta);
+        let v = requote_port(buf, v, true, w.upper_offset, (sp, cs), sport, partial, udp);
         if held.is_empty() {
             return Ok(v);
         }
@@ -675,16 +824,31 @@ impl Nat64Translator {
                 if first {
                     *stored = Some(syn);
                 }
-                return Err(DropReason::Nat64NoBib);
+                // Counted as what kept it from passing: no BIB entry, or
+                // address-dependent filtering.
+                let bib = self.state.bib_by_v4(p, syn.pool4).is_some();
+                return Err(if bib {
+                    DropReason::Nat64Filtered
+                } else {
+                    DropReason::Nat64NoBib
+                });
             }
             Err(r) => {
                 // RFC 6146 §3.5.1: UDP to a transport address without BIB
                 // entry: ICMP Destination Unreachable, Port Unreachable;
-                // §3.5.1.1 / §3.5.2.2 (filtering): Communication
-                // Administratively Prohibited. TCP and ICMP: silent drop.
+                // UDP refused by address-dependent filtering: Communication
+                // Administratively Prohibited. Other TCP and ICMP: silent
+                // drop (§3.5.2.2: a V4 SYN refused by "drop externally
+                // initiated" is "silently discarded"; one refused by the
+                // filter or without BIB entry was stored above and is
+                // answered after 6 s, RFC 5382 REQ-4).
+                // §3.5.3: an ICMP query without BIB entry: Host
+                // Unreachable (the query is no ICMP error, so it may be
+                // answered).
                 let code = match (r, p) {
                     (DropReason::Nat64NoBib, Proto::Udp) => icmp4::PORT_UNREACH,
-                    (DropReason::Nat64Filtered, Proto::Udp | Proto::Tcp) => icmp4::ADMIN_PROHIBITED,
+                    (DropReason::Nat64NoBib, Proto::Icmp) => icmp4::HOST_UNREACH,
+                    (DropReason::Nat64Filtered, Proto::Udp) => icmp4::ADMIN_PROHIBITED,
                     _ => return Err(r),
                 };
                 return Ok(
@@ -711,13 +875,14 @@ impl Nat64Translator {
             None => Vec::new(),
         };
         let (_, dp, cs) = port_layout(p);
+        let udp = p == Proto::Udp;
         rewrite_port(
             &mut buf[l4s..l4e],
             dp,
             cs,
             m.dst6.port,
             meta.csum_partial,
-            p == Proto::Udp,
+            udp,
         );
         let map = Map46 {
             src: Some(src6),
@@ -725,6 +890,7 @@ impl Nat64Translator {
             inner: (m.dst6.addr, src6),
         };
         let v = v4_to_v6::translate(&self.cfg, &map, buf, start, len, meta, frags);
+        let v = requote_port(buf, v, false, hl, (dp, cs), dport, meta.csum_partial, udp);
         if held.is_empty() {
             return Ok(v);
         }

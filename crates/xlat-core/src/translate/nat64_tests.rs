@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::addr::SiitAddressing;
-use crate::nat64::{Nat64Config, Pool4Entry, SourceQuota, Timeouts, SYN};
+use crate::nat64::{Filtering, Nat64Config, Pool4Entry, SourceQuota, Timeouts, SYN};
 use crate::translate::HEADROOM;
 
 const CLIENT: &str = "2001:db8:1::10";
@@ -973,4 +973,392 @@ fn rfc6146_3_4_icmp_and_hairpin_fragments_dropped() {
     let u = l4_v6(proto::UDP, &s, &hp, udp_raw(1000, 2000, &big_payload()));
     let h = frag6(s, hp, 3, 0, true, proto::UDP, &u[..104]);
     assert_eq!(run(&t, &h, 0).v, Verdict::Drop(DropReason::Nat64Fragment));
+}
+
+/// RFC 6146 §3.5: an IPv6 packet whose *source* is inside Pref64::/n is
+/// silently discarded (no state, no ICMPv6 error), whatever it carries:
+/// a hairpinned packet that came back in would otherwise loop.
+#[test]
+fn rfc6146_3_5_src6_in_pool6_silently_discarded() {
+    let t = xlat(state_with(|_| {}));
+    let src = pool6().embed(a4("192.0.2.99"));
+    let d = server6();
+    for pkt in [
+        ip6(
+            src,
+            d,
+            proto::UDP,
+            &l4_v6(proto::UDP, &src, &d, udp_raw(4000, 53, b"x")),
+        ),
+        ip6(
+            src,
+            d,
+            proto::TCP,
+            &l4_v6(proto::TCP, &src, &d, tcp_raw(4000, 80, SYN)),
+        ),
+        ip6(
+            src,
+            d,
+            proto::ICMPV6,
+            &l4_v6(proto::ICMPV6, &src, &d, echo_raw(icmp6::ECHO_REQUEST, 9, 1)),
+        ),
+    ] {
+        let o = run(&t, &pkt, 0);
+        assert_eq!(o.v, Verdict::Drop(DropReason::Nat64Src6InPool6));
+    }
+    let c = t.state().counts();
+    assert_eq!((c.bib, c.sessions), ([0; 3], [0; 3]));
+    // A pool4 address as source (what a hairpinned packet carries) too.
+    let hp = pool6().embed(a4("203.0.113.1"));
+    let pkt = ip6(
+        hp,
+        d,
+        proto::UDP,
+        &l4_v6(proto::UDP, &hp, &d, udp_raw(61001, 53, b"x")),
+    );
+    assert_eq!(
+        run(&t, &pkt, 0).v,
+        Verdict::Drop(DropReason::Nat64Src6InPool6)
+    );
+}
+
+/// RFC 6146 §3.5.2.2: with "drop externally initiated TCP" a V4 SYN to a
+/// BIB entry in use is *silently* discarded (no ICMP error), and so is a
+/// TCP segment refused by address-dependent filtering; a UDP datagram
+/// refused by the filter gets Communication Administratively Prohibited.
+#[test]
+fn rfc6146_3_5_2_2_refused_v4_tcp_is_silent() {
+    let t = xlat(state_with(|c| c.drop_externally_initiated_tcp = true));
+    let o = run(&t, &tcp6(CLIENT, 33000, 80, SYN), 0);
+    let p = fwd(&o);
+    let pool = Ta4::new(v4src(p), be16(p, 20));
+    let o = run(&t, &tcp4(a4("192.0.2.50"), 5000, pool, SYN), 10);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64Filtered));
+    assert!(o.stored.is_none());
+
+    let t = xlat(state_with(|c| c.filtering = Filtering::AddressDependent));
+    let o = run(&t, &tcp6(CLIENT, 33000, 80, SYN), 0);
+    let p = fwd(&o);
+    let pool = Ta4::new(v4src(p), be16(p, 20));
+    // Another remote address: a SYN is held (to answer after 6 s) ...
+    let o = run(&t, &tcp4(a4("192.0.2.50"), 5000, pool, SYN), 10);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64Filtered));
+    assert_eq!(
+        o.stored,
+        Some(StoredSyn {
+            pool4: pool,
+            remote: Ta4::new(a4("192.0.2.50"), 5000)
+        })
+    );
+    // ... other segments are dropped without a word.
+    let o = run(&t, &tcp4(a4("192.0.2.50"), 5001, pool, 0x10), 10);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64Filtered));
+    // UDP: ICMP type 3 code 13 from the pool4 address.
+    let o = run(&t, &udp6(CLIENT, 40000, 53), 0);
+    let p = fwd(&o);
+    let upool = Ta4::new(v4src(p), be16(p, 20));
+    let o = run(&t, &udp4(a4("192.0.2.50"), 53, upool), 10);
+    assert!(matches!(
+        o.v,
+        Verdict::Reply {
+            reason: DropReason::Nat64Filtered,
+            ..
+        }
+    ));
+    verify(&o.pkt);
+    assert_eq!(
+        (o.pkt[20], o.pkt[21]),
+        (icmp4::DEST_UNREACH, icmp4::ADMIN_PROHIBITED)
+    );
+    assert_eq!(v4src(&o.pkt), upool.addr);
+}
+
+/// RFC 6146 §3.5.2.2 CLOSED, "any other packet": a late ACK of a client
+/// whose BIB entry is in use (here by another connection) is translated
+/// through that entry, both ways, without creating a session.
+#[test]
+fn rfc6146_3_5_2_2_closed_non_syn_with_bib_translated() {
+    let t = xlat(state_with(|_| {}));
+    let o = run(&t, &tcp6(CLIENT, 33000, 80, SYN), 0);
+    let p = fwd(&o);
+    let pool = Ta4::new(v4src(p), be16(p, 20));
+    // Same client socket, another server port, no SYN: forwarded.
+    let o = run(&t, &tcp6(CLIENT, 33000, 8080, 0x10), 10);
+    let p = fwd(&o);
+    assert_eq!((v4src(p), be16(p, 20)), (pool.addr, pool.port));
+    assert_eq!((v4dst(p), be16(p, 22)), (a4(SERVER4), 8080));
+    // And the other way.
+    let o = run(&t, &tcp4(a4(SERVER4), 8080, pool, 0x10 | 0x01), 20);
+    let r = fwd(&o);
+    assert_eq!((v6dst(r), be16(r, 42)), (a6(CLIENT), 33000));
+    assert_eq!(t.state().sessions(&Default::default()).len(), 1);
+}
+
+/// RFC 6146 §3.5.2.2 ESTABLISHED: when TCP_EST runs out the NAT64 SHOULD
+/// probe an endpoint with a data-less segment, sequence and
+/// acknowledgment numbers zero, only ACK set; the probe's addresses are
+/// those of the session as that endpoint sees it.
+#[test]
+fn rfc6146_3_5_2_2_tcp_probes() {
+    let mut b = [0xeeu8; 80];
+    let remote6 = Ta6::new(server6(), 443);
+    let client = Ta6::new(a6(CLIENT), 33000);
+    assert_eq!(tcp_probe6(&mut b[..59], remote6, client), None);
+    let n = tcp_probe6(&mut b, remote6, client).unwrap();
+    let p = &b[..n];
+    assert_eq!(n, 60);
+    verify(p);
+    assert_eq!((p[6], usize::from(be16(p, 4))), (proto::TCP, 20));
+    assert_eq!((v6src(p), v6dst(p)), (server6(), a6(CLIENT)));
+    let t = &p[40..];
+    assert_eq!((be16(t, 0), be16(t, 2)), (443, 33000));
+    assert_eq!(&t[4..12], &[0u8; 8], "seq and ack are zero");
+    assert_eq!((t[12] >> 4, t[13]), (5, 0x10), "no data, only ACK");
+
+    let pool = Ta4::new(a4("203.0.113.1"), 61005);
+    let remote = Ta4::new(a4(SERVER4), 443);
+    let n = tcp_probe4(&mut b, pool, remote).unwrap();
+    let p = &b[..n];
+    assert_eq!(n, 40);
+    verify(p);
+    assert_eq!((v4src(p), v4dst(p)), (pool.addr, remote.addr));
+    let t = &p[20..];
+    assert_eq!((be16(t, 0), be16(t, 2)), (61005, 443));
+    assert_eq!(&t[4..12], &[0u8; 8]);
+    assert_eq!((t[12] >> 4, t[13]), (5, 0x10));
+}
+
+/// RFC 6146 §3.5.3: an ICMPv4 query to a pool4 identifier without BIB
+/// entry is dropped and answered with Destination Unreachable, Host
+/// Unreachable, from the pool4 address, quoting it; no state is created.
+#[test]
+fn rfc6146_3_5_3_icmp_query_without_bib_host_unreachable() {
+    let t = xlat(state_with(|_| {}));
+    let pool = a4("203.0.113.2");
+    let req = ip4(
+        a4(SERVER4),
+        pool,
+        proto::ICMP,
+        &l4_v4(proto::ICMP, a4(SERVER4), pool, echo_raw(8, 0x4242, 1)),
+    );
+    let o = run(&t, &req, 0);
+    assert!(
+        matches!(
+            o.v,
+            Verdict::Reply {
+                reason: DropReason::Nat64NoBib,
+                ..
+            }
+        ),
+        "{:?}",
+        o.v
+    );
+    verify(&o.pkt);
+    assert_eq!(
+        (o.pkt[9], o.pkt[20], o.pkt[21]),
+        (proto::ICMP, icmp4::DEST_UNREACH, icmp4::HOST_UNREACH)
+    );
+    assert_eq!((v4src(&o.pkt), v4dst(&o.pkt)), (pool, a4(SERVER4)));
+    assert_eq!(&o.pkt[28..], &req[..]);
+    assert_eq!(t.state().counts().bib, [0; 3]);
+}
+
+/// RFC 6146 §3.8: hairpinning both ways. Client 1 reaches client 2 at
+/// client 2's pool4 transport address; the packet comes back as IPv6 with
+/// client 1's own pool4 transport address as source (pool6 ⊕ address,
+/// BIB port) and one hop less; client 2's answer to that address reaches
+/// client 1 the same way. A hairpinned packet sent back into the NAT64
+/// is discarded (§3.5, source in Pref64::/n: no loop).
+#[test]
+fn rfc6146_3_8_hairpin_round_trip() {
+    let t = xlat(state_with(|_| {}));
+    let o = run(&t, &udp6(CLIENT2, 6000, 53), 0);
+    let p = fwd(&o);
+    let c2 = Ta4::new(v4src(p), be16(p, 20));
+    let (s, d) = (a6(CLIENT), pool6().embed(c2.addr));
+    let pkt = ip6(
+        s,
+        d,
+        proto::UDP,
+        &l4_v6(proto::UDP, &s, &d, udp_raw(7000, c2.port, b"hi")),
+    );
+    let o = run(&t, &pkt, 1);
+    let r = fwd(&o).to_vec();
+    assert_eq!((v6dst(&r), be16(&r, 42)), (a6(CLIENT2), 6000));
+    assert_eq!(r[7], 63, "one hop");
+    assert_eq!(&r[48..], b"hi");
+    let c1 = Ta4::new(pool6().extract(&v6src(&r)).unwrap(), be16(&r, 40));
+    assert_eq!(t.state().bib_by_v6(Proto::Udp, Ta6::new(s, 7000)), Some(c1));
+    // Client 2 answers to what it saw.
+    let (s2, d2) = (a6(CLIENT2), v6src(&r));
+    let back = ip6(
+        s2,
+        d2,
+        proto::UDP,
+        &l4_v6(proto::UDP, &s2, &d2, udp_raw(6000, c1.port, b"ho")),
+    );
+    let o = run(&t, &back, 2);
+    let b = fwd(&o);
+    assert_eq!((v6dst(b), be16(b, 42)), (a6(CLIENT), 7000));
+    assert_eq!((v6src(b), be16(b, 40)), (pool6().embed(c2.addr), c2.port));
+    assert_eq!(&b[48..], b"ho");
+    // The hairpinned packet itself, if routed back in: discarded.
+    assert_eq!(
+        run(&t, &r, 3).v,
+        Verdict::Drop(DropReason::Nat64Src6InPool6)
+    );
+}
+
+/// An ICMP error the NAT64 itself sends about a packet it was
+/// translating (hop limit / TTL exhausted, RFC 7915 §4.1/§5.1; an IPv4
+/// DF packet too big for the IPv6 side, RFC 7915 §4) quotes the packet
+/// *as its sender sent it*: the sender matches the error to its socket
+/// by the quoted ports (traceroute, PMTUD). RFC 6146 §3.7 rewrites the
+/// port only in the translated packet.
+#[test]
+fn rfc6146_3_7_own_icmp_errors_quote_the_original_ports() {
+    let t = xlat(state_with(|_| {}));
+    // IPv6 -> IPv4, hop limit 1: ICMPv6 Time Exceeded to the client.
+    let mut pkt = udp6(CLIENT, 40000, 53);
+    pkt[7] = 1;
+    let o = run(&t, &pkt, 0);
+    assert!(matches!(o.v, Verdict::Reply { .. }), "{:?}", o.v);
+    verify(&o.pkt);
+    assert_eq!((o.pkt[40], o.pkt[41]), (icmp6::TIME_EXCEEDED, 0));
+    assert_eq!(v6dst(&o.pkt), a6(CLIENT));
+    assert_eq!(&o.pkt[48..], &pkt[..], "quote = the packet as sent");
+    // The session exists now; IPv4 -> IPv6 with TTL 1 towards it.
+    let s = t.state().sessions(&Default::default());
+    let pool = s[0].v4;
+    let mut back = udp4(a4(SERVER4), 53, pool);
+    back[8] = 1;
+    ipv4::emit_header(
+        &mut back[..20],
+        0,
+        33,
+        1,
+        ipv4::FLAG_DF,
+        1,
+        proto::UDP,
+        a4(SERVER4),
+        pool.addr,
+    );
+    let o = run(&t, &back, 10);
+    assert!(matches!(o.v, Verdict::Reply { .. }), "{:?}", o.v);
+    verify(&o.pkt);
+    assert_eq!((o.pkt[20], o.pkt[21]), (icmp4::TIME_EXCEEDED, 0));
+    assert_eq!(&o.pkt[28..], &back[..], "quote = the packet as sent");
+    // ICMP echo: the identifier is quoted as sent too.
+    let (s6, d6) = (a6(CLIENT), server6());
+    let mut echo = ip6(
+        s6,
+        d6,
+        proto::ICMPV6,
+        &l4_v6(proto::ICMPV6, &s6, &d6, echo_raw(128, 0x7777, 1)),
+    );
+    echo[7] = 1;
+    let o = run(&t, &echo, 20);
+    assert!(matches!(o.v, Verdict::Reply { .. }), "{:?}", o.v);
+    verify(&o.pkt);
+    assert_eq!(&o.pkt[48..], &echo[..]);
+}
+
+/// PMTUD through the NAT64 (RFC 7915 §4 with RFC 6146 §3.7): an IPv4 TCP
+/// segment with DF too big for the IPv6 side gets Fragmentation Needed
+/// whose quote carries the pool4 port the remote sent to (its TCP finds
+/// the connection by it); and a hairpinned packet whose hop limit runs
+/// out gets Time Exceeded quoting it as sent.
+#[test]
+fn rfc6146_3_7_pmtud_and_hairpin_time_exceeded_quote_as_sent() {
+    let state = state_with(|_| {});
+    let cfg = Config {
+        addressing: SiitAddressing {
+            pool6: Some(pool6()),
+            allow_wkp_non_global: true,
+            ..SiitAddressing::default()
+        },
+        ipv6_mtu: Some(1280),
+        ..Config::default()
+    };
+    let t = Nat64Translator::new(cfg, state).unwrap();
+    let o = run(&t, &tcp6(CLIENT, 33000, 80, SYN), 0);
+    let p = fwd(&o);
+    let pool = Ta4::new(v4src(p), be16(p, 20));
+    assert_ne!(pool.port, 33000);
+    let mut seg = tcp_raw(80, pool.port, SYN | 0x10);
+    seg.resize(1400, 0x55);
+    let seg = l4_v4(proto::TCP, a4(SERVER4), pool.addr, seg);
+    let big = ip4(a4(SERVER4), pool.addr, proto::TCP, &seg);
+    let o = run(&t, &big, 10);
+    assert!(matches!(o.v, Verdict::Reply { .. }), "{:?}", o.v);
+    verify(&o.pkt);
+    assert_eq!(
+        (o.pkt[20], o.pkt[21]),
+        (icmp4::DEST_UNREACH, icmp4::FRAG_NEEDED)
+    );
+    let q = &o.pkt[28..];
+    assert_eq!(&q[..48], &big[..48], "IPv4 header and TCP header as sent");
+
+    // Hairpin with hop limit 1.
+    let o = run(&t, &udp6(CLIENT2, 6000, 53), 20);
+    let p = fwd(&o);
+    let c2 = Ta4::new(v4src(p), be16(p, 20));
+    let (s, d) = (a6(CLIENT), pool6().embed(c2.addr));
+    let mut pkt = ip6(
+        s,
+        d,
+        proto::UDP,
+        &l4_v6(proto::UDP, &s, &d, udp_raw(7000, c2.port, b"hi")),
+    );
+    pkt[7] = 1;
+    let o = run(&t, &pkt, 30);
+    assert!(
+        matches!(
+            o.v,
+            Verdict::Reply {
+                reason: DropReason::HopLimit6Expired,
+                ..
+            }
+        ),
+        "{:?}",
+        o.v
+    );
+    verify(&o.pkt);
+    assert_eq!((o.pkt[40], o.pkt[41]), (icmp6::TIME_EXCEEDED, 0));
+    assert_eq!(v6dst(&o.pkt), s);
+    assert_eq!(&o.pkt[48..], &pkt[..]);
+}
+
+/// RFC 6146 §3.8 with §3.5.1: a hairpinned UDP datagram to a pool4
+/// transport address without BIB entry is refused like any UDP datagram
+/// without BIB entry, with port unreachable, which reaches the client as
+/// ICMPv6 port unreachable from the address it sent to, quoting its
+/// datagram; no state is created.
+#[test]
+fn rfc6146_3_8_hairpin_udp_without_bib_port_unreachable() {
+    let t = xlat(state_with(|_| {}));
+    let (s, d) = (a6(CLIENT), pool6().embed(a4("203.0.113.1")));
+    let pkt = ip6(
+        s,
+        d,
+        proto::UDP,
+        &l4_v6(proto::UDP, &s, &d, udp_raw(7000, 61999, b"hi")),
+    );
+    let o = run(&t, &pkt, 0);
+    assert!(
+        matches!(
+            o.v,
+            Verdict::Reply {
+                reason: DropReason::Nat64NoBib,
+                ..
+            }
+        ),
+        "{:?}",
+        o.v
+    );
+    verify(&o.pkt);
+    assert_eq!((o.pkt[40], o.pkt[41]), (icmp6::DEST_UNREACH, 4));
+    assert_eq!((v6src(&o.pkt), v6dst(&o.pkt)), (d, s));
+    assert_eq!(&o.pkt[48..], &pkt[..]);
+    assert_eq!(t.state().counts().bib, [0; 3]);
 }
