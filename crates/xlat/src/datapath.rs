@@ -274,6 +274,16 @@ impl Worker {
                             if vlen > 0 {
                                 h.write(&mut buf[start - vlen..start]);
                             }
+                            if !out_v6 {
+                                if let Some(l4) = vnet::l4_offset(&buf[start..start + olen]) {
+                                    vnet::gso_v4_segment_df(
+                                        &h,
+                                        &mut buf[start..start + olen],
+                                        l4,
+                                        seq as u16,
+                                    );
+                                }
+                            }
                             if write_all(fd, &buf[start - vlen..start + olen]) {
                                 let (p, b) = if in_v6 {
                                     (stats::T64_PKTS, stats::T64_BYTES)
