@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import DATAPATHS, NSIO, PY, Xlat, need_tool, need_xlat, nsio_bg
+from conftest import DATAPATHS, NSIO, PY, Xlat, need_tool, need_xlat, nsio_bg, ping
 
 from lab.netns import Lab
 from lab.topologies.base import pool6_embed
@@ -433,6 +433,50 @@ def test_pmtud_tracepath_and_curl_download(datapath, case):
         with http_server(c, server, server_bind):
             size, err = curl_size(c, client, url)
         assert size == BIG, f"{err}\n{c.x.log()[-2000:]}"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("size", [3000, 9000])
+def test_big_pings_fragmented_both_ways(siit, size):
+    """RFC 7915 sections 4.2 and 5.2 need the whole ICMP message (checksum): ping
+    -s 3000/9000 without DF from both sides. The fragments are reassembled by the
+    datapath (icmp_reassembled), translated whole and fragmented again (IPv4 to
+    IPv6 by the translator, section 4.1; IPv6 to IPv4 without DF, section 5.1.1,
+    by the kernel on the egress link)."""
+    c = siit
+    assert c.x is not None
+    before = c.x.stats()
+    for ns, dst in ((c.h6, c.h4_v6), (c.h4, c.h6_v4)):
+        cp = ping(c.lab, ns, dst, size=size, count=3)
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        assert " 0% packet loss" in cp.stdout, cp.stdout
+    after = c.x.stats()
+    # 2 x 3 requests and 2 x 3 replies
+    assert after["icmp_reassembled"] - before["icmp_reassembled"] >= 12
+
+
+@pytest.mark.timeout(30)
+def test_nat64_big_ping(nat64):
+    """RFC 6146 section 3.5.3 with a fragmented ICMPv6 echo (ping -s 3000): the
+    echo and its (IPv4-fragmented) reply are reassembled, translated whole."""
+    c = nat64
+    cp = ping(c.lab, c.h6, c.h4_v6, size=3000, count=3)
+    assert cp.returncode == 0 and " 0% packet loss" in cp.stdout, cp.stdout
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_big_pings_over_small_links(datapath):
+    """ping -s 3000 both ways over a 1280-byte IPv6 link and a 576-byte IPv4 link
+    beyond the translator: fragments of fragments, reassembled at the hosts."""
+    with chain("siit", datapath, mtu_6x=1280, mtu_h4=576) as c:
+        for ns, dst in ((c.h6, c.h4_v6), (c.h4, c.h6_v4)):
+            # The first echo from h6 teaches it the 1280 MTU (Packet Too Big
+            # from r6, RFC 8201: an IPv6 source fragments for the path itself).
+            ping(c.lab, ns, dst, size=3000, count=1)
+            cp = ping(c.lab, ns, dst, size=3000, count=3)
+            assert cp.returncode == 0, cp.stdout + cp.stderr
+            assert " 0% packet loss" in cp.stdout, cp.stdout
 
 
 @pytest.mark.timeout(30)
