@@ -827,23 +827,18 @@ def test_nat64_udp_flow_resumes_after_session_expiry(nat64):
 # --- 464XLAT with DNS64, by name (RFC 6877, RFC 6147) --------------------------------
 
 
-@pytest.mark.timeout(40)
-@pytest.mark.parametrize("datapath", DATAPATHS)
-def test_464xlat_curl_by_name_with_dns64(datapath):
-    """RFC 6877 with xlat as CLAT and as stateful PLAT, unbound as DNS64 (RFC
-    6147) in the IPv6-only core: curl by name to the IPv4-only web server, from the
-    IPv6-only side (the CLAT's host: AAAA synthesised with pool6, straight to the
-    PLAT) and from the IPv4 app behind the CLAT (A record from a resolver in the
-    IPv4 network, the query itself through CLAT and PLAT)."""
-    need_tool("curl")
-    need_tool("unbound")
-    from lab.topologies.xlat464 import SERVER_NAME, start_dns64, xlat464
+@contextlib.contextmanager
+def xlat464_env(datapath: str, dns64: bool = False):
+    """xlat464 topology with xlat as CLAT and as stateful PLAT (both on
+    ``datapath``), optionally unbound as DNS64 in the core; removed on exit."""
+    from lab.topologies.xlat464 import start_dns64, xlat464
 
+    need_xlat()
     t = xlat464()
     d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
-    app_etc = Path("/etc/netns") / t.app
     try:
-        start_dns64(t, d / "dns64")
+        if dns64:
+            start_dns64(t, d / "dns64")
         routes = ", ".join(f'"{r}"' for r in t.clat_ipv4_routes)
         clat = (
             f'mode = "clat"\npool6 = "{t.pool6}"\n\n[clat]\nipv4 = "{t.clat_v4_prefix}"\n'
@@ -858,37 +853,102 @@ def test_464xlat_curl_by_name_with_dns64(datapath):
         )
         Xlat(t.lab, t.plat, plat, d, "plat", datapath=datapath).start()
         Xlat(t.lab, t.clat, clat, d, "clat", datapath=datapath).start()
-        app_etc.mkdir(parents=True, exist_ok=True)
-        (app_etc / "resolv.conf").write_text(
-            f"nameserver {t.srv_v4}\noptions timeout:2 attempts:2\n"
-        )
-        www = d / "www"
-        www.mkdir()
-        (www / "index.html").write_text("464xlat by name\n")
-        srv = t.lab.spawn(
-            t.srv,
-            [PY, "-m", "http.server", "-b", "0.0.0.0", "-d", str(www), "8000"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://{SERVER_NAME}:8000/index.html"
-        with dns_a(t.lab, t.srv, "0.0.0.0", t.srv_v4):
-            for ns in (t.clat, t.app):
-                out = ""
-                for _ in range(30):
-                    cp = t.lab.exec(
-                        ns, ["curl", "-sS", "-m", "8", url], check=False, timeout=15
-                    )
-                    out = cp.stdout + cp.stderr
-                    if cp.returncode != 7:  # 7: the server is not listening yet
-                        break
-                    time.sleep(0.1)
-                assert out == "464xlat by name\n", (ns, out)
-        t.lab.stop(srv)
+        for ns in t.namespaces():
+            t.lab.sysctl(ns, "net.ipv4.icmp_ratemask", 0)
+            t.lab.sysctl(ns, "net.ipv6.icmp.ratemask", 128, check=False)
+        yield t, d
     finally:
-        shutil.rmtree(app_etc, ignore_errors=True)
         t.close()
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_464xlat_curl_by_name_with_dns64(datapath):
+    """RFC 6877 with xlat as CLAT and as stateful PLAT, unbound as DNS64 (RFC
+    6147) in the IPv6-only core: curl by name to the IPv4-only web server, from the
+    IPv6-only side (the CLAT's host: AAAA synthesised with pool6, straight to the
+    PLAT) and from the IPv4 app behind the CLAT (A record from a resolver in the
+    IPv4 network, the query itself through CLAT and PLAT)."""
+    need_tool("curl")
+    need_tool("unbound")
+    from lab.topologies.xlat464 import SERVER_NAME
+
+    with xlat464_env(datapath, dns64=True) as (t, d):
+        app_etc = Path("/etc/netns") / t.app
+        try:
+            app_etc.mkdir(parents=True, exist_ok=True)
+            (app_etc / "resolv.conf").write_text(
+                f"nameserver {t.srv_v4}\noptions timeout:2 attempts:2\n"
+            )
+            www = d / "www"
+            www.mkdir()
+            (www / "index.html").write_text("464xlat by name\n")
+            srv = t.lab.spawn(
+                t.srv,
+                [PY, "-m", "http.server", "-b", "0.0.0.0", "-d", str(www), "8000"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            url = f"http://{SERVER_NAME}:8000/index.html"
+            with dns_a(t.lab, t.srv, "0.0.0.0", t.srv_v4):
+                for ns in (t.clat, t.app):
+                    out = ""
+                    for _ in range(30):
+                        cp = t.lab.exec(
+                            ns, ["curl", "-sS", "-m", "8", url], check=False, timeout=15
+                        )
+                        out = cp.stdout + cp.stderr
+                        if cp.returncode != 7:  # 7: the server is not listening yet
+                            break
+                        time.sleep(0.1)
+                    assert out == "464xlat by name\n", (ns, out)
+            t.lab.stop(srv)
+        finally:
+            shutil.rmtree(app_etc, ignore_errors=True)
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_464xlat_traceroute_tracepath_big_ping(datapath):
+    """RFC 6877 from the IPv4 app: traceroute (UDP, ICMP, TCP) sees the CLAT, the
+    IPv6 core router and the PLAT once each (their ICMPv6 Time Exceeded come from
+    addresses with no IPv4 mapping: 192.0.0.8, RFC 7600 / RFC 6791) and the
+    server; tracepath reports 1480 (the CLAT's 1500-byte IPv6 side); ping -s 3000
+    gets through CLAT and PLAT (fragments reassembled by each)."""
+    with xlat464_env(datapath) as (t, _d):
+        want = [t.clat_lan_v4, "192.0.0.8", "192.0.0.8", t.srv_v4]
+        for opts in TRACE_MODES.values():
+            cmd = ["traceroute", "-4", "-n", "-q", "1", "-w", "2,0,0", "-m", "6"]
+            cp = t.lab.exec(t.app, [*cmd, *opts, t.srv_v4], check=False, timeout=40)
+            assert _hops(cp.stdout) == want, cp.stdout + cp.stderr
+        if shutil.which("tracepath"):
+            cp = t.lab.exec(t.app, ["tracepath", "-n", "-m", "6", t.srv_v4], timeout=40)
+            assert re.search(r"Resume:\s*pmtu 1480\b", cp.stdout), cp.stdout
+        cp = ping(t.lab, t.app, t.srv_v4, size=3000, count=3)
+        assert cp.returncode == 0 and " 0% packet loss" in cp.stdout, cp.stdout
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("proto", ["udp", "tcp"])
+def test_nat64_closed_port_refused(nat64, proto):
+    """RFC 6146 section 3.6 (ICMP errors matched to the session by their inner
+    packet) and section 3.5.2 (RST): UDP and TCP to a closed port of the IPv4
+    server through the NAT64 give ECONNREFUSED to the IPv6 client."""
+    c = nat64
+    assert probe(c, c.h6, proto, c.h4_v6, 9) == "error ECONNREFUSED"
+
+
+@pytest.mark.timeout(30)
+def test_nat64_tracepath_pmtu(nat64):
+    """tracepath through the NAT64 with 1500-byte links everywhere: the path MTU
+    from the IPv6 client is 1500 (the NAT64 translates 1500-byte IPv6 packets to
+    1480-byte IPv4 ones), and the hops are r6, the NAT64, r4 and the server."""
+    c = nat64
+    pmtu, out = tracepath(c, c.h6, c.h4_v6)
+    assert pmtu == 1500, out
+    for hop in (c.r6_a, c.xl_v6, c.v6(c.r4_a), c.h4_v6):
+        assert hop in out, out
 
 
 # --- restarts and garbage while real traffic runs ------------------------------------
