@@ -1019,3 +1019,114 @@ def test_malformed_packets_during_a_download(datapath):
     assert p.returncode == 0 and int(out) == BIG, (out, err)
     for counter in ("udp_truncated", "icmp4_untranslatable", "icmp_bad_checksum"):
         assert after[counter] - before[counter] >= 20, (counter, after[counter])
+
+
+# --- NAT64: PMTUD, errors from beyond, restart ---------------------------------------
+
+NAT64_PMTU_CASES = {
+    # Download from the IPv4 server over a 1280-byte IPv6 link beyond the NAT64:
+    # Packet Too Big 1280 -> Fragmentation Needed 1260 to the server.
+    "v6-far-1280": {"mtu_h6": 1280},
+    # The NAT64's own IPv6 egress link.
+    "v6-near-1280": {"mtu_6x": 1280},
+}
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("case", list(NAT64_PMTU_CASES))
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_nat64_pmtud_download(datapath, case):
+    """RFC 6146 section 3.6 + RFC 7915 section 4.2: the IPv4 server's big segments
+    meet a 1280-byte IPv6 link; the Packet Too Big, matched to the session,
+    reaches the server as Fragmentation Needed 1260 and a 1.5 MB download by the
+    IPv6 client completes."""
+    with chain("nat64", datapath, **NAT64_PMTU_CASES[case]) as c:
+        with http_server(c, c.h4, c.h4_addr):
+            size, err = curl_size(c, c.h6, _url(c.h4_v6))
+        assert c.x is not None
+        assert size == BIG, f"{err}\n{c.x.log()[-2000:]}"
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_nat64_upload_over_576_link(datapath):
+    """An IPv6 client uploads 300 kB over TCP to the IPv4 server behind a 576-byte
+    IPv4 link: Fragmentation Needed 576 becomes a Packet Too Big below 1280, the
+    client sends 1280-byte packets, the NAT64 sends them as 1260-byte IPv4 packets
+    without DF (RFC 7915 section 5.1, also when they come as GSO super-packets)
+    and r4 fragments them."""
+    with chain("nat64", datapath, mtu_h4=576) as c:
+        rx = nsio_bg(
+            c.lab,
+            c.h4,
+            "tcp-sink",
+            "--bind",
+            "0.0.0.0",
+            "--port",
+            7500,
+            "--timeout",
+            20,
+        )
+        try:
+            cp = c.lab.exec(
+                c.h6,
+                [PY, str(NSIO), "tcp-send", "--dst", c.h4_v6, "--port", 7500]
+                + ["--bytes", "300000", "--timeout", "20"],
+                timeout=30,
+                check=False,
+            )
+            out, _ = rx.communicate(timeout=25)
+        finally:
+            c.lab.stop(rx)
+        assert json.loads(out)["received"] == 300_000, cp.stdout + cp.stderr
+
+
+@pytest.mark.timeout(30)
+def test_nat64_errors_from_beyond(nat64):
+    """RFC 6146 section 3.6: ICMPv4 errors from r4 for a session (host unreachable,
+    admin prohibited) reach the IPv6 client as ICMPv6 no route (ENETUNREACH, with
+    IPV6_RECVERR) and admin prohibited (EACCES)."""
+    c = nat64
+    lab = c.lab
+    lab.route(c.xl, "198.51.102.0/23", via=c.r4_a)
+    lab.ip(c.r4, "route", "replace", "prohibit", "198.51.102.0/24")
+    lab.ip(c.r4, "route", "replace", "unreachable", "198.51.103.0/24")
+    assert probe(c, c.h6, "udp", c.v6("198.51.102.7"), 80) == "error EACCES"
+    assert probe(c, c.h6, "tcp", c.v6("198.51.102.7"), 80) == "error EACCES"
+    assert probe(c, c.h6, "udp", c.v6("198.51.103.7"), 53) == "error ENETUNREACH"
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_nat64_ping_and_dns_across_restart(datapath):
+    """A restart of the NAT64 loses its sessions (no state is kept across
+    restarts), but a running ping and new DNS queries work again right after it:
+    new sessions are made from the next packets."""
+    need_tool("dig")
+    with chain("nat64", datapath) as c:
+        assert c.x is not None
+        p = c.lab.spawn(
+            c.h6,
+            ["ping", "-n", "-i", "0.05", "-c", "100", "-W", "1", c.h4_v6],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(1.0)
+        assert c.x.stop() == 0, c.x.log()
+        c.x.start()
+        out, _ = p.communicate(timeout=30)
+        c.lab.stop(p)
+        m = re.search(r"(\d+) packets transmitted, (\d+) received", out)
+        assert m, out
+        # The last echoes (after the restart) are answered.
+        seqs = [int(s) for s in re.findall(r"icmp_seq=(\d+) ttl", out)]
+        assert seqs and seqs[-1] >= 95, out[-500:]
+        assert int(m.group(2)) >= 60, out[-300:]
+        with dns_a(c.lab, c.h4, c.h4_addr, "198.51.101.80"):
+            cp = c.lab.exec(
+                c.h6,
+                ["dig", "+short", "+time=2", "+tries=2", f"@{c.h4_v6}", "x.lab", "A"],
+                check=False,
+                timeout=10,
+            )
+        assert cp.stdout.strip() == "198.51.101.80", cp.stdout + cp.stderr
