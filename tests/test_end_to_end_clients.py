@@ -998,18 +998,29 @@ GARBAGE = textwrap.dedent(
 )
 
 
+# Counters that must move by the number of garbage rounds, per mode.
+GARBAGE_COUNTERS = {
+    "siit": ("udp_truncated", "icmp4_untranslatable", "icmp_bad_checksum"),
+    "nat64": ("udp_truncated", "icmp_bad_checksum"),
+}
+
+
 @pytest.mark.timeout(40)
+@pytest.mark.parametrize("mode", ["siit", "nat64"])
 @pytest.mark.parametrize("datapath", DATAPATHS)
-def test_malformed_packets_during_a_download(datapath):
+def test_malformed_packets_during_a_download(datapath, mode):
     """RFC 7915 section 1.3 / DESIGN.md 'every drop has a reason': while a 1.5 MB
-    download runs through the translator, both hosts send malformed and
-    untranslatable packets (scapy); the download completes and the drop counters
-    (udp_truncated, icmp4_untranslatable, icmp_bad_checksum) show them."""
-    with chain("siit", datapath) as c:
+    download runs through the translator (SIIT, NAT64), both hosts send malformed
+    and untranslatable packets (scapy); the download completes and the drop
+    counters (udp_truncated, icmp4_untranslatable, icmp_bad_checksum) show them."""
+    need_tool("curl")
+    with chain(mode, datapath) as c:
         assert c.x is not None
         before = c.x.stats()
         srv, p = slow_download(c, c.h4, c.h4_addr, c.h6, _url(c.h4_v6, 8001))
-        c.lab.exec(c.h4, [PY, "-c", GARBAGE, "4", c.h6_v4, "20"], timeout=20)
+        # IPv4 garbage goes to h6's IPv4 address (SIIT) or the pool4 address.
+        dst4 = c.h6_v4 if mode == "siit" else POOL4
+        c.lab.exec(c.h4, [PY, "-c", GARBAGE, "4", dst4, "20"], timeout=20)
         c.lab.exec(c.h6, [PY, "-c", GARBAGE, "6", c.h4_v6, "20"], timeout=20)
         assert p.poll() is None, "the download ended before the garbage was sent"
         out, err = p.communicate(timeout=30)
@@ -1017,8 +1028,9 @@ def test_malformed_packets_during_a_download(datapath):
         c.lab.stop(srv)
         after = c.x.stats()
     assert p.returncode == 0 and int(out) == BIG, (out, err)
-    for counter in ("udp_truncated", "icmp4_untranslatable", "icmp_bad_checksum"):
+    for counter in GARBAGE_COUNTERS[mode]:
         assert after[counter] - before[counter] >= 20, (counter, after[counter])
+    assert after["dropped_packets"] - before["dropped_packets"] >= 80
 
 
 # --- NAT64: PMTUD, errors from beyond, restart ---------------------------------------
@@ -1130,3 +1142,22 @@ def test_nat64_ping_and_dns_across_restart(datapath):
                 timeout=10,
             )
         assert cp.stdout.strip() == "198.51.101.80", cp.stdout + cp.stderr
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_nat64_busy_flows_outlive_short_timeouts(datapath):
+    """RFC 6146 sections 3.5.1.1, 3.5.2.2 and 3.5.3: with every session timeout at
+    2 s, flows that keep sending live as long as they run: a 5-second TCP download
+    (on the fast path with kind = "ebpf": its packets must keep the session alive
+    too) and a 5-second ping (one echo every 0.2 s) lose nothing."""
+    need_tool("curl")
+    timeouts = "[nat64.timeouts]\nudp = 2\ntcp-est = 2\ntcp-trans = 2\nicmp = 2\n"
+    with chain("nat64", datapath, nat64=timeouts) as c:
+        srv, p = slow_download(c, c.h4, c.h4_addr, c.h6, _url(c.h4_v6, 8001))
+        cp = ping(c.lab, c.h6, c.h4_v6, count=25, interval=0.2)
+        out, err = p.communicate(timeout=30)
+        c.lab.stop(p)
+        c.lab.stop(srv)
+        assert p.returncode == 0 and int(out) == BIG, (out, err)
+        assert cp.returncode == 0 and " 0% packet loss" in cp.stdout, cp.stdout
