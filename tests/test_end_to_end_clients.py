@@ -661,7 +661,7 @@ def test_nat64_200_concurrent_tcp_connections(nat64):
 
 @pytest.mark.timeout(40)
 def test_nat64_parallel_curl(nat64):
-    """100 parallel curl transfers (curl -Z) from the IPv6 client to the IPv4 web
+    """200 parallel curl transfers (curl -Z) from the IPv6 client to the IPv4 web
     server by its 64:ff9b:: address all succeed."""
     need_tool("curl")
     c = nat64
@@ -673,14 +673,14 @@ def test_nat64_parallel_curl(nat64):
         curl_size(c, c.h6, _url(c.h4_v6, 8100))
         cp = c.lab.exec(
             c.h6,
-            ["curl", "-sS", "-Z", "--parallel-max", "100", "-m", "20"]
-            + ["-w", "%{http_code}\\n", "-o", "/dev/null"] * 100
-            + [url] * 100,
+            ["curl", "-sS", "-Z", "--parallel-max", "200", "-m", "20"]
+            + ["-w", "%{http_code}\\n", "-o", "/dev/null"] * 200
+            + [url] * 200,
             timeout=30,
             check=False,
         )
     codes = cp.stdout.split()
-    assert codes.count("200") == 100, cp.stdout + cp.stderr
+    assert codes.count("200") == 200, cp.stdout + cp.stderr
 
 
 # Connect from a fixed source port, read the greeting, close with FIN or RST; repeat.
