@@ -1161,3 +1161,18 @@ def test_nat64_busy_flows_outlive_short_timeouts(datapath):
         c.lab.stop(srv)
         assert p.returncode == 0 and int(out) == BIG, (out, err)
         assert cp.returncode == 0 and " 0% packet loss" in cp.stdout, cp.stdout
+
+
+@pytest.mark.timeout(30)
+def test_nat64_big_udp_datagram_socat(nat64):
+    """RFC 6146 section 3.4 (fragments translated one by one with the first
+    fragment's mapping): socat from the IPv6 client sends a 6000-byte datagram to
+    the IPv4 echo server and gets it back whole (IPv6 fragments out, IPv4
+    fragments back)."""
+    c = nat64
+    p = nsio_bg(c.lab, c.h4, "udp-echo", "--bind", c.h4_addr, "--port", 7600)
+    try:
+        out = socat_udp(c, c.h6, c.h4_v6, 7600, b"n" * 6000)
+    finally:
+        c.lab.stop(p)
+    assert out == b"n" * 6000, len(out)
