@@ -394,20 +394,20 @@ def _url(addr: str, port: int = 8000) -> str:
     return f"http://{host}:{port}/big.bin"
 
 
-# name: chain MTUs, the direction of the big data, tracepath's expected PMTU.
-# "6to4" means the server is h6 and the client h4 (data flows IPv6 -> IPv4).
+# name: chain MTUs, tracepath's path MTU from h4 (to h6) and from h6 (to h4).
 PMTU_CASES = {
     # IPv6 link beyond the translator: PTB 1280 -> Fragmentation Needed 1260.
-    "v6-far-1280": ({"mtu_h6": 1280}, "4to6", 1260),
+    "v6-far-1280": ({"mtu_h6": 1280}, 1260, 1280),
     # The translator's own IPv6 egress link.
-    "v6-near-1280": ({"mtu_6x": 1280}, "4to6", 1260),
+    "v6-near-1280": ({"mtu_6x": 1280}, 1260, 1280),
     # IPv4 link beyond the translator: Fragmentation Needed 1400 -> PTB 1420.
-    "v4-far-1400": ({"mtu_h4": 1400}, "6to4", 1420),
+    "v4-far-1400": ({"mtu_h4": 1400}, 1400, 1420),
+    "v4-near-1400": ({"mtu_x4": 1400}, 1400, 1420),
     # Fragmentation Needed 576 -> PTB below 1280: the IPv6 host uses 1280 and the
-    # translator leaves DF off for packets of <= 1260 bytes (RFC 7915 section 5.1),
-    # so r4 fragments them.
-    "v4-far-576": ({"mtu_h4": 576}, "6to4", 1280),
-    "v4-near-576": ({"mtu_x4": 576}, "6to4", 1280),
+    # translator leaves DF off for packets of <= 1260 bytes (RFC 7915 section 5.1,
+    # also for the segments of a GSO super-packet), so r4 or xl fragments them.
+    "v4-far-576": ({"mtu_h4": 576}, 576, 1280),
+    "v4-near-576": ({"mtu_x4": 576}, 576, 1280),
 }
 
 
@@ -416,23 +416,22 @@ PMTU_CASES = {
 @pytest.mark.parametrize("datapath", DATAPATHS)
 def test_pmtud_tracepath_and_curl_download(datapath, case):
     """RFC 7915 sections 4.2 and 5.2 (Packet Too Big <-> Fragmentation Needed with
-    the MTU adjusted by 20) and section 5.1 (DF): tracepath from the sender of the
-    big data reports the right path MTU, and a 1.5 MB HTTP download over a path
-    with a small link (before or beyond the translator) completes in full."""
-    mtus, direction, pmtu = PMTU_CASES[case]
+    the MTU adjusted by 20) and section 5.1 (DF): tracepath from each side reports
+    the right path MTU, and a 1.5 MB HTTP download each way over a path with a
+    small link (before or beyond the translator) completes in full."""
+    mtus, pmtu4, pmtu6 = PMTU_CASES[case]
     with chain("siit", datapath, **mtus) as c:
-        if direction == "4to6":
-            src, src_addr, dst, dst_addr = c.h4, c.h4_addr, c.h6, c.h6_v4
-            client, server, server_bind, url = c.h6, c.h4, c.h4_addr, _url(c.h4_v6)
-        else:
-            src, src_addr, dst, dst_addr = c.h6, c.h6_addr, c.h4, c.h4_v6
-            client, server, server_bind, url = c.h4, c.h6, c.h6_addr, _url(c.h6_v4)
-        del src_addr, dst
-        got, out = tracepath(c, src, dst_addr)
-        assert got == pmtu, out
-        with http_server(c, server, server_bind):
-            size, err = curl_size(c, client, url)
-        assert size == BIG, f"{err}\n{c.x.log()[-2000:]}"
+        got, out = tracepath(c, c.h4, c.h6_v4)
+        assert got == pmtu4, out
+        got, out = tracepath(c, c.h6, c.h4_v6)
+        assert got == pmtu6, out
+        assert c.x is not None
+        with http_server(c, c.h4, c.h4_addr):
+            size, err = curl_size(c, c.h6, _url(c.h4_v6))
+        assert size == BIG, f"IPv4 -> IPv6: {err}\n{c.x.log()[-2000:]}"
+        with http_server(c, c.h6, c.h6_addr, port=8002):
+            size, err = curl_size(c, c.h4, _url(c.h6_v4, 8002))
+        assert size == BIG, f"IPv6 -> IPv4: {err}\n{c.x.log()[-2000:]}"
 
 
 @pytest.mark.timeout(30)
