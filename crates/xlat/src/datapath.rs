@@ -225,11 +225,13 @@ impl Worker {
             let mut reasm_ident = None;
             if !hdr.is_gso() && reasm::is_icmp_fragment(&buf[BASE..BASE + len]) {
                 let now = self.shared.now_ms();
+                // offer() does not panic on any input; a poisoned lock must
+                // not stop the queue all the same.
                 let o = self
                     .shared
                     .reasm
                     .lock()
-                    .unwrap()
+                    .unwrap_or_else(|e| e.into_inner())
                     .offer(&mut buf, BASE, len, now);
                 match o {
                     Offer::NotMine => {}

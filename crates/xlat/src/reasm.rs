@@ -397,6 +397,40 @@ mod tests {
         assert_eq!(&out[40..], &body[..]);
     }
 
+    /// Random corruptions of real fragments (lengths, offsets, flags, ids)
+    /// never panic and never leave more than MAX_ENTRIES datagrams.
+    #[test]
+    fn garbage_fragments_never_panic() {
+        let (_, a, b) = v4_frags(3008, 1480);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut r = Reassembler::new();
+        for i in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut p = if i % 2 == 0 { a.clone() } else { b.clone() };
+            if i % 3 == 0 {
+                // an IPv6 fragment shape
+                p = vec![0u8; 48 + (x as usize % 1500)];
+                p[0] = 0x60;
+                p[6] = 44;
+                p[40] = 58;
+            }
+            for k in 0..4 {
+                let at = (x >> (k * 11)) as usize % p.len().min(48);
+                p[at] = (x >> (k * 7)) as u8;
+            }
+            if x.is_multiple_of(5) {
+                p.truncate(20 + x as usize % 30);
+            }
+            let mut buf = vec![0u8; 70_000];
+            let n = p.len();
+            buf[..n].copy_from_slice(&p);
+            let _ = r.offer(&mut buf, 0, n, i / 100);
+            assert!(r.entries.len() <= MAX_ENTRIES);
+        }
+    }
+
     #[test]
     fn clear_df_sets_ident_and_checksum() {
         let (mut whole, _, _) = v4_frags(100, 48);
