@@ -945,11 +945,13 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		return pass(P_TOO_BIG);
 	__u8 tos = tos_of(c, tc);
 
+	/* The size of each packet on the wire: a GSO packet's segments. */
+	__u32 seg_len = gso ? 20 + l4hdr + skb->gso_size : total;
+
 	if (!(c->flags & F_TEST)) {
-		__u32 check_len = gso ? 20 + l4hdr + skb->gso_size : total;
 		if (nat64)
 			sv = route(skb, AF_INET, s4, d4, tos);
-		int r = next_hop(c, sv, check_len);
+		int r = next_hop(c, sv, seg_len);
 		if (r)
 			return pass(r);
 	}
@@ -1014,8 +1016,10 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	o->vihl = 0x45;
 	o->tos = tos;
 	o->tot_len = bpf_htons(total);
-	if (total <= 1260) {
-		/* DF = 0 and a generated Identification (section 5.1) */
+	if (seg_len <= 1260) {
+		/* DF = 0 and a generated Identification (section 5.1); for a GSO
+		 * packet by the size of its segments, as they would be translated
+		 * one by one (the kernel numbers the segments from this id). */
 		o->id = bpf_htons((__u16)bpf_get_prandom_u32());
 		o->frag = 0;
 	} else {

@@ -15,6 +15,7 @@ use xlat_core::translate::nat64::Nat64Translator;
 use xlat_core::{DropReason, FragBuf, PacketMeta, Translator, Verdict, HEADROOM};
 
 use crate::log::RateLimit;
+use crate::reasm::{self, Offer};
 use crate::stats::{self, WorkerCounters};
 use crate::vnet::{self, VnetHdr, VNET_HDR_LEN};
 
@@ -48,6 +49,9 @@ pub struct Shared {
     pub syns: Mutex<HashMap<StoredSyn, Vec<u8>>>,
     /// The eBPF fast path's NAT64 flow cache (kind = "ebpf", mode = "nat64").
     pub flows: std::sync::OnceLock<Arc<crate::ebpf::FlowCache>>,
+    /// Fragmented ICMP messages being put back together (shared by the
+    /// queues: locked for ICMP fragments only).
+    pub reasm: Mutex<crate::reasm::Reassembler>,
 }
 
 impl Shared {
@@ -58,6 +62,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             epoch: Instant::now(),
             syns: Mutex::new(HashMap::new()),
+            reasm: Mutex::new(crate::reasm::Reassembler::new()),
             flows: std::sync::OnceLock::new(),
         }
     }
@@ -214,6 +219,37 @@ impl Worker {
                 c.add(stats::DROPPED, 1);
                 continue;
             }
+            // RFC 7915 §4.2 / §5.2: an ICMP message is translated whole;
+            // its fragments are put back together first (crate::reasm).
+            let mut len = len;
+            let mut reasm_ident = None;
+            if !hdr.is_gso() && reasm::is_icmp_fragment(&buf[BASE..BASE + len]) {
+                let now = self.shared.now_ms();
+                // offer() does not panic on any input; a poisoned lock must
+                // not stop the queue all the same.
+                let o = self
+                    .shared
+                    .reasm
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .offer(&mut buf, BASE, len, now);
+                match o {
+                    Offer::NotMine => {}
+                    Offer::Held => continue,
+                    Offer::Dropped => {
+                        c.drop_reason(DropReason::FragmentedIcmp);
+                        c.add(stats::DROPPED, 1);
+                        continue;
+                    }
+                    Offer::Complete { len: l, ident } => {
+                        len = l;
+                        c.add(stats::ICMP_REASSEMBLED, 1);
+                        if in_v6 {
+                            reasm_ident = Some(ident);
+                        }
+                    }
+                }
+            }
             let in_l4 = if hdr.needs_csum() || hdr.is_gso() {
                 vnet::l4_offset(&buf[BASE..BASE + len])
             } else {
@@ -273,6 +309,19 @@ impl Worker {
                         Some(h) if start >= vlen => {
                             if vlen > 0 {
                                 h.write(&mut buf[start - vlen..start]);
+                            }
+                            if let (Some(id), false) = (reasm_ident, out_v6) {
+                                reasm::clear_df(&mut buf[start..start + olen], id);
+                            }
+                            if !out_v6 {
+                                if let Some(l4) = vnet::l4_offset(&buf[start..start + olen]) {
+                                    vnet::gso_v4_segment_df(
+                                        &h,
+                                        &mut buf[start..start + olen],
+                                        l4,
+                                        seq as u16,
+                                    );
+                                }
                             }
                             if write_all(fd, &buf[start - vlen..start + olen]) {
                                 let (p, b) = if in_v6 {

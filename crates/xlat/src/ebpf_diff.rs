@@ -343,6 +343,27 @@ fn check_with(fp: &FastPath, pkt: &[u8], gso: bool, t: &mut Tally, core: &mut Co
             let v = core(&mut buf, HEADROOM, pkt.len(), meta);
             match v {
                 Verdict::Forward { start, len } => {
+                    if gso && buf[start] >> 4 == 4 {
+                        // The TUN datapath's DF rule for GSO segments (RFC 7915
+                        // section 5.1 per segment; the core sees the super-packet).
+                        let gso_type = if buf[start + 9] == 6 {
+                            crate::vnet::GSO_TCPV4
+                        } else {
+                            crate::vnet::GSO_UDP_L4
+                        };
+                        let h = crate::vnet::VnetHdr {
+                            gso_type,
+                            gso_size: 1000,
+                            ..Default::default()
+                        };
+                        let l4 = usize::from(buf[start] & 0x0f) * 4;
+                        crate::vnet::gso_v4_segment_df(
+                            &h,
+                            &mut buf[start..start + len],
+                            l4,
+                            seed as u16,
+                        );
+                    }
                     let want = &buf[start..start + len];
                     assert!(
                         got == want,

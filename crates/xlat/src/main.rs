@@ -10,6 +10,7 @@ mod log;
 mod metrics;
 mod nat64d;
 mod privs;
+mod reasm;
 mod rfc7050;
 mod rfc8781;
 mod route_watch;

@@ -9,7 +9,7 @@ use xlat_core::nat64::{Counts, Nat64State, Proto};
 use xlat_core::DropReason;
 
 /// The datapath's own counters, by index.
-pub const NAMES: [&str; 14] = [
+pub const NAMES: [&str; 15] = [
     "translated_4to6_packets",
     "translated_4to6_bytes",
     "translated_6to4_packets",
@@ -24,6 +24,7 @@ pub const NAMES: [&str; 14] = [
     "gso_packets",
     "gso_untranslatable",
     "translator_panics",
+    "icmp_reassembled",
 ];
 pub const T46_PKTS: usize = 0;
 pub const T46_BYTES: usize = 1;
@@ -39,6 +40,8 @@ pub const WRITE_ERRORS: usize = 10;
 pub const GSO_PKTS: usize = 11;
 pub const GSO_BAD: usize = 12;
 pub const PANICS: usize = 13;
+/// ICMP messages put back together from fragments (crate::reasm).
+pub const ICMP_REASSEMBLED: usize = 14;
 pub const FIXED: usize = NAMES.len();
 pub const TOTAL: usize = FIXED + DropReason::COUNT;
 
@@ -299,6 +302,11 @@ impl Snapshot {
                 "xlat_gso_packets_total",
                 GSO_PKTS,
                 "GSO super-packets translated.",
+            ),
+            (
+                "xlat_icmp_reassembled_total",
+                ICMP_REASSEMBLED,
+                "Fragmented ICMP messages reassembled to be translated whole.",
             ),
         ];
         for (name, i, help) in simple {

@@ -99,6 +99,48 @@ pub fn l4_offset(pkt: &[u8]) -> Option<usize> {
     }
 }
 
+/// RFC 7915 §5.1 for a GSO super-packet translated to IPv4: DF depends on the
+/// size of each packet on the wire, not of the super-packet (which the core
+/// sees, and for which it always sets DF). Segments of at most 1260 bytes get
+/// DF = 0 and the Identification `ident` (the kernel numbers the segments from
+/// it), as the same packets would one by one; otherwise a 1280-byte IPv6 path
+/// becomes a 1260-byte DF IPv4 path that a smaller IPv4 link cannot fragment,
+/// and PMTUD through the translator never converges (the IPv6 sender cannot go
+/// below 1280). `l4` is the transport header offset in `pkt`. Returns whether
+/// the header was changed (its checksum is then recomputed).
+pub fn gso_v4_segment_df(h: &VnetHdr, pkt: &mut [u8], l4: usize, ident: u16) -> bool {
+    if !h.is_gso() || pkt.len() < 20 || pkt[0] >> 4 != 4 {
+        return false;
+    }
+    let l4_hdr = match h.gso_type & !GSO_ECN {
+        GSO_TCPV4 => match pkt.get(l4 + 12) {
+            Some(b) => usize::from(b >> 4) * 4,
+            None => return false,
+        },
+        GSO_UDP_L4 => 8,
+        _ => return false,
+    };
+    let seg = l4 + l4_hdr + usize::from(h.gso_size);
+    let df = u16::from_be_bytes([pkt[6], pkt[7]]) & 0x4000 != 0;
+    if !df || seg > 1260 {
+        return false;
+    }
+    let flags = u16::from_be_bytes([pkt[6], pkt[7]]) & !0x4000;
+    pkt[6..8].copy_from_slice(&flags.to_be_bytes());
+    pkt[4..6].copy_from_slice(&ident.to_be_bytes());
+    pkt[10..12].copy_from_slice(&[0, 0]);
+    let ihl = usize::from(pkt[0] & 0x0f) * 4;
+    let mut sum = 0u32;
+    for w in pkt[..ihl.min(pkt.len())].chunks(2) {
+        sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    pkt[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    true
+}
+
 /// The header for a translated packet. `in_l4`/`out_l4` are the transport
 /// header offsets before and after translation, `out_v6` the family of the
 /// translated packet. Returns `None` when the GSO type cannot be carried
@@ -143,6 +185,56 @@ mod tests {
             csum_start: 20,
             csum_offset: 16,
         }
+    }
+
+    /// An IPv4 packet with DF, a 32-byte TCP header and a valid header checksum.
+    fn v4_df_tcp(len: usize) -> Vec<u8> {
+        let mut p = vec![0u8; len];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        p[6] = 0x40;
+        p[8] = 63;
+        p[9] = 6;
+        p[32] = 8 << 4;
+        p
+    }
+
+    fn hdr_sum_ok(p: &[u8]) -> bool {
+        let mut s = 0u32;
+        for w in p[..20].chunks(2) {
+            s += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        }
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        s == 0xffff
+    }
+
+    /// RFC 7915 §5.1: segments of 20 + 32 + 1208 = 1260 bytes leave without DF.
+    #[test]
+    fn gso_segments_of_1260_get_no_df() {
+        let h = VnetHdr {
+            gso_size: 1208,
+            ..v4_tcp_gso()
+        };
+        let mut p = v4_df_tcp(20 + 32 + 3 * 1208);
+        assert!(gso_v4_segment_df(&h, &mut p, 20, 7));
+        assert_eq!((p[6] & 0x40, u16::from_be_bytes([p[4], p[5]])), (0, 7));
+        assert!(hdr_sum_ok(&p));
+    }
+
+    /// Segments bigger than 1260 bytes keep DF; non-GSO packets are the core's.
+    #[test]
+    fn gso_segments_over_1260_keep_df() {
+        let h = VnetHdr {
+            gso_size: 1209,
+            ..v4_tcp_gso()
+        };
+        let mut p = v4_df_tcp(20 + 32 + 3 * 1209);
+        assert!(!gso_v4_segment_df(&h, &mut p, 20, 7));
+        assert_eq!(p[6] & 0x40, 0x40);
+        let mut p = v4_df_tcp(600);
+        assert!(!gso_v4_segment_df(&VnetHdr::default(), &mut p, 20, 7));
     }
 
     /// RFC 7915 §4.1: the IPv4 header (20) becomes an IPv6 header (40).

@@ -1,0 +1,445 @@
+//! Reassembly of fragmented ICMP messages for the TUN datapath.
+//!
+//! RFC 7915 §4.2 / §5.2: the ICMPv6 checksum covers the whole message and a
+//! pseudo-header, the ICMPv4 one the whole message without it, so a fragment
+//! of an ICMP message cannot be translated on its own (the core drops it as
+//! `fragmented_icmp`). A `ping -s 3000` is such a message. The datapath puts
+//! the fragments of an ICMP echo (or any ICMP message) back together here,
+//! hands the whole message to the core like any packet, and the core's and
+//! kernel's usual fragmentation splits the translated message again (IPv4 to
+//! IPv6: the core fragments for `lowest-ipv6-mtu`; IPv6 to IPv4: the
+//! datapath sends it without DF and the kernel fragments it on the egress
+//! link, RFC 7915 §5.1.1).
+//!
+//! Bounded: at most [`MAX_ENTRIES`] datagrams in progress (the oldest is
+//! evicted), each at most 65535 bytes, forgotten after [`TIMEOUT_MS`].
+//! Overlapping fragments drop the datagram (RFC 5722 for IPv6; the same rule
+//! for IPv4 keeps the code small: a real sender never overlaps). Only ICMP
+//! fragments come here, so the normal path pays one header test.
+
+/// Datagrams being reassembled at once.
+pub const MAX_ENTRIES: usize = 64;
+/// A datagram whose fragments have not all arrived by then is dropped.
+pub const TIMEOUT_MS: u64 = 5_000;
+/// Largest reassembled IP payload (the IPv4 total length / IPv6 payload
+/// length is 16 bits).
+const MAX_PAYLOAD: usize = 65_535 - 60;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Key {
+    V4 {
+        src: [u8; 4],
+        dst: [u8; 4],
+        id: u16,
+    },
+    V6 {
+        src: [u8; 16],
+        dst: [u8; 16],
+        id: u32,
+    },
+}
+
+struct Entry {
+    key: Key,
+    born_ms: u64,
+    /// The first fragment's IP header (IPv4 with options; IPv6: 40 bytes).
+    hdr: Vec<u8>,
+    data: Vec<u8>,
+    /// Received byte ranges of `data`, unordered, non-overlapping.
+    have: Vec<(usize, usize)>,
+    /// Payload length, known once the last fragment arrived.
+    total: Option<usize>,
+}
+
+/// What [`Reassembler::offer`] did with a packet.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Offer {
+    /// Not an ICMP fragment (or a shape we leave to the core).
+    NotMine,
+    /// Kept; nothing to send yet.
+    Held,
+    /// The datagram is complete: the whole packet (no fragmentation fields,
+    /// no Fragment Header) now starts at `start` and is `len` bytes long.
+    /// `ident`: for IPv6, the Fragment Header's Identification.
+    Complete { len: usize, ident: u32 },
+    /// The fragment (and, for an overlap, its datagram) was dropped.
+    Dropped,
+}
+
+#[derive(Default)]
+pub struct Reassembler {
+    entries: Vec<Entry>,
+}
+
+/// Whether `pkt` is a fragment of an ICMP / ICMPv6 message of a shape this
+/// module handles (IPv6: the Fragment Header right after the fixed header).
+pub fn is_icmp_fragment(pkt: &[u8]) -> bool {
+    match pkt.first().map(|b| b >> 4) {
+        Some(4) => {
+            pkt.len() >= 20 && pkt[9] == 1 && u16::from_be_bytes([pkt[6], pkt[7]]) & 0x3fff != 0
+        }
+        Some(6) => {
+            // An atomic fragment (offset 0, M = 0) is a whole packet (RFC 6946).
+            pkt.len() >= 48
+                && pkt[6] == 44
+                && pkt[40] == 58
+                && u16::from_be_bytes([pkt[42], pkt[43]]) & 0xfff9 != 0
+        }
+        _ => false,
+    }
+}
+
+impl Reassembler {
+    pub fn new() -> Self {
+        Reassembler::default()
+    }
+
+    /// Offer the packet `buf[start..start + len]`. On `Complete` the whole
+    /// datagram has been written at `buf[start..]` (which must be able to
+    /// hold 65535 bytes).
+    pub fn offer(&mut self, buf: &mut [u8], start: usize, len: usize, now_ms: u64) -> Offer {
+        let pkt = &buf[start..start + len];
+        if !is_icmp_fragment(pkt) {
+            return Offer::NotMine;
+        }
+        self.entries
+            .retain(|e| now_ms.saturating_sub(e.born_ms) < TIMEOUT_MS);
+        let (key, hdr_len, off, more, payload) = if pkt[0] >> 4 == 4 {
+            let ihl = usize::from(pkt[0] & 0x0f) * 4;
+            let tot = usize::from(u16::from_be_bytes([pkt[2], pkt[3]]));
+            if ihl < 20 || tot < ihl || tot > len {
+                return Offer::NotMine; // malformed: the core counts it
+            }
+            let ff = u16::from_be_bytes([pkt[6], pkt[7]]);
+            let key = Key::V4 {
+                src: pkt[12..16].try_into().unwrap(),
+                dst: pkt[16..20].try_into().unwrap(),
+                id: u16::from_be_bytes([pkt[4], pkt[5]]),
+            };
+            (
+                key,
+                ihl,
+                usize::from(ff & 0x1fff) * 8,
+                ff & 0x2000 != 0,
+                ihl..tot,
+            )
+        } else {
+            let plen = usize::from(u16::from_be_bytes([pkt[4], pkt[5]]));
+            if 40 + plen > len || plen < 8 {
+                return Offer::NotMine;
+            }
+            let fo = u16::from_be_bytes([pkt[42], pkt[43]]);
+            let key = Key::V6 {
+                src: pkt[8..24].try_into().unwrap(),
+                dst: pkt[24..40].try_into().unwrap(),
+                id: u32::from_be_bytes([pkt[44], pkt[45], pkt[46], pkt[47]]),
+            };
+            (
+                key,
+                40,
+                usize::from(fo & 0xfff8),
+                fo & 1 != 0,
+                48..40 + plen,
+            )
+        };
+        let n = payload.len();
+        // RFC 791 / RFC 8200 §4.5: every fragment but the last carries a
+        // multiple of 8 bytes.
+        if (more && n % 8 != 0) || n == 0 || off + n > MAX_PAYLOAD {
+            self.remove(key);
+            return Offer::Dropped;
+        }
+        let i = match self.entries.iter().position(|e| e.key == key) {
+            Some(i) => i,
+            None => {
+                if self.entries.len() >= MAX_ENTRIES {
+                    let oldest = (0..self.entries.len())
+                        .min_by_key(|&j| self.entries[j].born_ms)
+                        .unwrap_or(0);
+                    self.entries.swap_remove(oldest);
+                }
+                self.entries.push(Entry {
+                    key,
+                    born_ms: now_ms,
+                    hdr: Vec::new(),
+                    data: Vec::new(),
+                    have: Vec::new(),
+                    total: None,
+                });
+                self.entries.len() - 1
+            }
+        };
+        let e = &mut self.entries[i];
+        let (a, b) = (off, off + n);
+        let overlaps = e.have.iter().any(|&(x, y)| a < y && x < b);
+        let bad_end = match e.total {
+            Some(t) => b > t || (!more && b != t),
+            None => !more && e.have.iter().any(|&(_, y)| y > b),
+        };
+        if overlaps || bad_end {
+            self.entries.swap_remove(i);
+            return Offer::Dropped;
+        }
+        if e.data.len() < b {
+            e.data.resize(b, 0);
+        }
+        e.data[a..b].copy_from_slice(&pkt[payload]);
+        e.have.push((a, b));
+        if !more {
+            e.total = Some(b);
+        }
+        if off == 0 {
+            e.hdr = pkt[..hdr_len].to_vec();
+        }
+        let Some(total) = e.total else {
+            return Offer::Held;
+        };
+        if e.hdr.is_empty() || e.have.iter().map(|&(x, y)| y - x).sum::<usize>() != total {
+            return Offer::Held;
+        }
+        // Complete: write the whole packet at `start`.
+        let e = self.entries.swap_remove(i);
+        let h = e.hdr.len();
+        if buf.len() < start + h + total {
+            return Offer::Dropped;
+        }
+        buf[start..start + h].copy_from_slice(&e.hdr);
+        buf[start + h..start + h + total].copy_from_slice(&e.data[..total]);
+        let p = &mut buf[start..start + h + total];
+        match e.key {
+            Key::V4 { .. } => {
+                p[2..4].copy_from_slice(&((h + total) as u16).to_be_bytes());
+                // No MF, offset 0; DF as it was (fragments have none).
+                let ff = u16::from_be_bytes([p[6], p[7]]) & 0x4000;
+                p[6..8].copy_from_slice(&ff.to_be_bytes());
+                ipv4_header_checksum(p);
+                Offer::Complete {
+                    len: h + total,
+                    ident: 0,
+                }
+            }
+            Key::V6 { id, .. } => {
+                p[4..6].copy_from_slice(&(total as u16).to_be_bytes());
+                p[6] = 58;
+                Offer::Complete {
+                    len: h + total,
+                    ident: id,
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, key: Key) {
+        self.entries.retain(|e| e.key != key);
+    }
+}
+
+/// Recompute the IPv4 header checksum of `p` in place.
+pub fn ipv4_header_checksum(p: &mut [u8]) {
+    let ihl = (usize::from(p[0] & 0x0f) * 4).min(p.len());
+    p[10] = 0;
+    p[11] = 0;
+    let mut sum = 0u32;
+    for w in p[..ihl].chunks(2) {
+        sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    p[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+}
+
+/// RFC 7915 §5.1.1 for a message reassembled from IPv6 fragments and
+/// translated whole: the IPv4 packet goes without DF, with the low 16 bits
+/// of the Fragment Header's Identification, so that the kernel fragments it
+/// on the IPv4 egress link as the translator would have.
+pub fn clear_df(p: &mut [u8], ident: u32) {
+    if p.len() < 20 || p[0] >> 4 != 4 {
+        return;
+    }
+    let ff = u16::from_be_bytes([p[6], p[7]]) & !0x4000;
+    p[6..8].copy_from_slice(&ff.to_be_bytes());
+    p[4..6].copy_from_slice(&(ident as u16).to_be_bytes());
+    ipv4_header_checksum(p);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ICMPv4 echo of `n` payload bytes split at `cut` (a multiple of 8):
+    /// (whole packet, first fragment, second fragment).
+    fn v4_frags(n: usize, cut: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+        let mut whole = vec![0u8; 20 + n];
+        whole[0] = 0x45;
+        whole[2..4].copy_from_slice(&((20 + n) as u16).to_be_bytes());
+        whole[4..6].copy_from_slice(&0x1234u16.to_be_bytes());
+        whole[8] = 64;
+        whole[9] = 1;
+        whole[12..16].copy_from_slice(&[198, 51, 100, 2]);
+        whole[16..20].copy_from_slice(&[192, 0, 2, 2]);
+        for (i, b) in whole[20..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        ipv4_header_checksum(&mut whole);
+        let mk = |off: usize, data: &[u8], more: bool| {
+            let mut f = whole[..20].to_vec();
+            f.extend_from_slice(data);
+            f[2..4].copy_from_slice(&((20 + data.len()) as u16).to_be_bytes());
+            let ff = (off / 8) as u16 | if more { 0x2000 } else { 0 };
+            f[6..8].copy_from_slice(&ff.to_be_bytes());
+            ipv4_header_checksum(&mut f);
+            f
+        };
+        let a = mk(0, &whole[20..20 + cut], true);
+        let b = mk(cut, &whole[20 + cut..], false);
+        (whole, a, b)
+    }
+
+    fn offer(r: &mut Reassembler, pkt: &[u8], now: u64) -> (Offer, Vec<u8>) {
+        let mut buf = vec![0u8; 70_000];
+        buf[100..100 + pkt.len()].copy_from_slice(pkt);
+        let o = r.offer(&mut buf, 100, pkt.len(), now);
+        let out = match o {
+            Offer::Complete { len, .. } => buf[100..100 + len].to_vec(),
+            _ => vec![],
+        };
+        (o, out)
+    }
+
+    #[test]
+    fn ipv4_fragments_in_any_order_give_the_whole_packet() {
+        let (whole, a, b) = v4_frags(3008, 1480);
+        for (x, y) in [(&a, &b), (&b, &a)] {
+            let mut r = Reassembler::new();
+            assert_eq!(offer(&mut r, x, 0).0, Offer::Held);
+            let (o, out) = offer(&mut r, y, 1);
+            assert!(matches!(o, Offer::Complete { len: 3028, .. }), "{o:?}");
+            assert_eq!(out, whole);
+            assert!(r.entries.is_empty());
+        }
+    }
+
+    #[test]
+    fn whole_packets_and_other_protocols_are_not_mine() {
+        let (whole, mut a, _) = v4_frags(100, 48);
+        let mut r = Reassembler::new();
+        assert_eq!(offer(&mut r, &whole, 0).0, Offer::NotMine);
+        a[9] = 17;
+        assert_eq!(offer(&mut r, &a, 0).0, Offer::NotMine);
+    }
+
+    #[test]
+    fn overlap_drops_and_timeout_forgets() {
+        let (_, a, b) = v4_frags(3008, 1480);
+        let mut r = Reassembler::new();
+        assert_eq!(offer(&mut r, &a, 0).0, Offer::Held);
+        assert_eq!(offer(&mut r, &a, 0).0, Offer::Dropped);
+        assert!(r.entries.is_empty());
+        assert_eq!(offer(&mut r, &a, 0).0, Offer::Held);
+        // Too late for the first fragment: the second starts a new datagram.
+        assert_eq!(offer(&mut r, &b, TIMEOUT_MS + 1).0, Offer::Held);
+        assert_eq!(r.entries.len(), 1);
+    }
+
+    #[test]
+    fn bounded_number_of_datagrams() {
+        let mut r = Reassembler::new();
+        for id in 0..(MAX_ENTRIES as u16 + 10) {
+            let (_, mut a, _) = v4_frags(3008, 1480);
+            a[4..6].copy_from_slice(&id.to_be_bytes());
+            assert_eq!(offer(&mut r, &a, u64::from(id)).0, Offer::Held);
+        }
+        assert_eq!(r.entries.len(), MAX_ENTRIES);
+    }
+
+    #[test]
+    fn ipv6_fragments_lose_the_fragment_header() {
+        let n = 2000;
+        let mut body = vec![0u8; n];
+        body[0] = 128;
+        let hdr = |plen: usize| {
+            let mut h = vec![0u8; 40];
+            h[0] = 0x60;
+            h[4..6].copy_from_slice(&(plen as u16).to_be_bytes());
+            h[6] = 44;
+            h[7] = 64;
+            h[8] = 0x20;
+            h[24] = 0x20;
+            h
+        };
+        let frag = |off: usize, data: &[u8], more: bool| {
+            let mut f = hdr(8 + data.len());
+            let fo = off as u16 | u16::from(more);
+            f.extend_from_slice(&[58, 0]);
+            f.extend_from_slice(&fo.to_be_bytes());
+            f.extend_from_slice(&0xdead_beefu32.to_be_bytes());
+            f.extend_from_slice(data);
+            f
+        };
+        let mut r = Reassembler::new();
+        assert_eq!(
+            offer(&mut r, &frag(1232, &body[1232..], false), 0).0,
+            Offer::Held
+        );
+        let (o, out) = offer(&mut r, &frag(0, &body[..1232], true), 0);
+        assert_eq!(
+            o,
+            Offer::Complete {
+                len: 40 + n,
+                ident: 0xdead_beef
+            }
+        );
+        assert_eq!(
+            (out[6], u16::from_be_bytes([out[4], out[5]])),
+            (58, n as u16)
+        );
+        assert_eq!(&out[40..], &body[..]);
+    }
+
+    /// Random corruptions of real fragments (lengths, offsets, flags, ids)
+    /// never panic and never leave more than MAX_ENTRIES datagrams.
+    #[test]
+    fn garbage_fragments_never_panic() {
+        let (_, a, b) = v4_frags(3008, 1480);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut r = Reassembler::new();
+        for i in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut p = if i % 2 == 0 { a.clone() } else { b.clone() };
+            if i % 3 == 0 {
+                // an IPv6 fragment shape
+                p = vec![0u8; 48 + (x as usize % 1500)];
+                p[0] = 0x60;
+                p[6] = 44;
+                p[40] = 58;
+            }
+            for k in 0..4 {
+                let at = (x >> (k * 11)) as usize % p.len().min(48);
+                p[at] = (x >> (k * 7)) as u8;
+            }
+            if x.is_multiple_of(5) {
+                p.truncate(20 + x as usize % 30);
+            }
+            let mut buf = vec![0u8; 70_000];
+            let n = p.len();
+            buf[..n].copy_from_slice(&p);
+            let _ = r.offer(&mut buf, 0, n, i / 100);
+            assert!(r.entries.len() <= MAX_ENTRIES);
+        }
+    }
+
+    #[test]
+    fn clear_df_sets_ident_and_checksum() {
+        let (mut whole, _, _) = v4_frags(100, 48);
+        whole[6] = 0x40;
+        ipv4_header_checksum(&mut whole);
+        clear_df(&mut whole, 0x0001_abcd);
+        assert_eq!((whole[6], &whole[4..6]), (0, &[0xab, 0xcd][..]));
+        let mut again = whole.clone();
+        ipv4_header_checksum(&mut again);
+        assert_eq!(again, whole);
+    }
+}
