@@ -14,7 +14,12 @@
 //!
 //! The table is pure (time comes in as `now`, monotonic ms), bounded (a full
 //! table refuses new entries and keeps the old ones; the caller counts the
-//! refusal) and every entry lives [`FRAG_TIMEOUT_MS`] from its creation.
+//! refusal) and an entry lives [`FRAG_TIMEOUT_MS`] from its creation, or
+//! less: once every byte of its datagram has passed (the last fragment gave
+//! the length and the fragments seen add up to it exactly) the entry is
+//! removed, so the table's size bounds the datagrams *in flight*, not the
+//! datagrams of the last 2 s. (With duplicated or overlapping fragments the
+//! sum does not match and the entry simply times out.)
 //! Entries are created in time order, so expiry pops a FIFO of
 //! (deadline, key) from the front: no scan, amortised O(1) per entry.
 //!
@@ -72,6 +77,16 @@ pub enum FragKey {
     },
 }
 
+/// Where one fragment lies in its datagram (bytes of the fragmentable part:
+/// after the IPv4 header / the Fragment Header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FragPiece {
+    pub offset: u32,
+    pub len: u32,
+    /// The last fragment (MF = 0): `offset + len` is the datagram's length.
+    pub last: bool,
+}
+
 /// Addresses the datagram's first fragment was translated with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FragMap {
@@ -88,6 +103,31 @@ struct Entry {
     deadline: u64,
     /// Copies of the out-of-order fragments (raw, untranslated).
     held: Vec<Vec<u8>>,
+    /// Bytes of the fragments seen so far.
+    seen: u64,
+    /// The datagram's length, once its last fragment was seen.
+    total: Option<u64>,
+}
+
+impl Entry {
+    fn new(map: Option<FragMap>, deadline: u64) -> Entry {
+        Entry {
+            map,
+            deadline,
+            held: Vec::new(),
+            seen: 0,
+            total: None,
+        }
+    }
+
+    /// Counts `piece`; true when the datagram has been seen whole.
+    fn account(&mut self, piece: FragPiece) -> bool {
+        self.seen += u64::from(piece.len);
+        if piece.last {
+            self.total = Some(u64::from(piece.offset) + u64::from(piece.len));
+        }
+        self.map.is_some() && self.total == Some(self.seen)
+    }
 }
 
 /// Answer of [`FragTable::lookup_or_hold`].
@@ -148,11 +188,12 @@ impl FragTable {
     /// reused, or the first fragment sent twice) gets the new addresses
     /// and keeps its deadline; an entry that only held fragments gets its
     /// addresses and a fresh deadline. A full table refuses a new entry
-    /// and keeps the old ones.
+    /// and keeps the old ones. `piece` is the first fragment's place.
     pub fn insert(
         &mut self,
         key: FragKey,
         map: FragMap,
+        piece: FragPiece,
         now: u64,
     ) -> Result<Vec<Vec<u8>>, DropReason> {
         self.expire(now);
@@ -165,20 +206,21 @@ impl FragTable {
             e.map = Some(map);
             let held = core::mem::take(&mut e.held);
             self.held_bytes -= held.iter().map(Vec::len).sum::<usize>();
+            if e.account(piece) {
+                self.map.remove(&key);
+            }
             return Ok(held);
         }
         if self.map.len() >= self.max_entries {
             return Err(DropReason::Nat64FragmentTableFull);
         }
-        self.map.insert(
-            key,
-            Entry {
-                map: Some(map),
-                deadline,
-                held: Vec::new(),
-            },
-        );
-        self.order.push_back((deadline, key));
+        let mut e = Entry::new(Some(map), deadline);
+        // (A datagram cannot be whole with its first fragment alone: that
+        // would be an atomic fragment, handled as a whole packet.)
+        if !e.account(piece) {
+            self.map.insert(key, e);
+            self.order.push_back((deadline, key));
+        }
         Ok(Vec::new())
     }
 
@@ -194,16 +236,21 @@ impl FragTable {
     /// For a non-first fragment `pkt` of `key`: the addresses of its first
     /// fragment, or (RFC 6146 §3.4, first fragment not seen yet) a copy of
     /// it is held until the first fragment comes or the deadline passes.
+    /// `piece` is the fragment's place in its datagram.
     pub fn lookup_or_hold(
         &mut self,
         key: FragKey,
         pkt: &[u8],
+        piece: FragPiece,
         now: u64,
     ) -> Result<Lookup, DropReason> {
         self.expire(now);
         let room = self.held_bytes + pkt.len() <= self.max_held_bytes;
         if let Some(e) = self.map.get_mut(&key) {
             if let Some(m) = e.map {
+                if e.account(piece) {
+                    self.map.remove(&key);
+                }
                 return Ok(Lookup::Map(m));
             }
             if !room || e.held.len() >= FRAG_MAX_HELD_PER_DATAGRAM {
@@ -211,6 +258,7 @@ impl FragTable {
             }
             e.held.push(pkt.to_vec());
             self.held_bytes += pkt.len();
+            e.account(piece);
             return Ok(Lookup::Held);
         }
         if !room {
@@ -220,14 +268,10 @@ impl FragTable {
             return Err(DropReason::Nat64FragmentTableFull);
         }
         let deadline = now.saturating_add(self.timeout_ms);
-        self.map.insert(
-            key,
-            Entry {
-                map: None,
-                deadline,
-                held: vec![pkt.to_vec()],
-            },
-        );
+        let mut e = Entry::new(None, deadline);
+        e.held.push(pkt.to_vec());
+        e.account(piece);
+        self.map.insert(key, e);
         self.held_bytes += pkt.len();
         self.order.push_back((deadline, key));
         Ok(Lookup::Held)
@@ -271,6 +315,18 @@ impl FragTable {
 mod tests {
     use super::*;
 
+    /// A first and a middle fragment of a datagram whose end is not seen.
+    const FIRST: FragPiece = FragPiece {
+        offset: 0,
+        len: 1232,
+        last: false,
+    };
+    const MID: FragPiece = FragPiece {
+        offset: 1232,
+        len: 1232,
+        last: false,
+    };
+
     fn t(max: usize) -> FragTable {
         FragTable::new(max, FRAG_TIMEOUT_MS, SipBuild::new(1, 2))
     }
@@ -297,7 +353,7 @@ mod tests {
     fn insert_lookup_expire_rfc6146_3_4() {
         let mut f = t(8);
         assert_eq!(f.lookup(&k4(1), 0), None);
-        f.insert(k4(1), m4(), 1000).unwrap();
+        f.insert(k4(1), m4(), FIRST, 1000).unwrap();
         assert_eq!(f.lookup(&k4(1), 1000), Some(m4()));
         assert_eq!(f.lookup(&k4(2), 1000), None);
         assert_eq!(f.lookup(&k4(1), 2999), Some(m4()));
@@ -315,10 +371,10 @@ mod tests {
     #[test]
     fn full_table_refuses_new_keeps_old_rfc6146_3_4() {
         let mut f = t(2);
-        f.insert(k4(1), m4(), 0).unwrap();
-        f.insert(k4(2), m4(), 10).unwrap();
+        f.insert(k4(1), m4(), FIRST, 0).unwrap();
+        f.insert(k4(2), m4(), FIRST, 10).unwrap();
         assert_eq!(
-            f.insert(k4(3), m4(), 20),
+            f.insert(k4(3), m4(), FIRST, 20),
             Err(DropReason::Nat64FragmentTableFull)
         );
         assert_eq!(f.lookup(&k4(1), 20), Some(m4()));
@@ -329,15 +385,74 @@ mod tests {
             src: "64:ff9b::1".parse().unwrap(),
             dst: "2001:db8::9".parse().unwrap(),
         };
-        assert!(f.insert(k4(2), other, 30).unwrap().is_empty());
+        assert!(f.insert(k4(2), other, FIRST, 30).unwrap().is_empty());
         assert_eq!(f.lookup(&k4(2), 30), Some(other));
         assert_eq!(f.len(), 2);
         assert_eq!(f.order.len(), 2);
         // The insert itself expires what is due: k4(1) at 2000.
-        f.insert(k4(3), m4(), 2000).unwrap();
+        f.insert(k4(3), m4(), FIRST, 2000).unwrap();
         assert_eq!(f.lookup(&k4(1), 2000), None);
         assert_eq!(f.lookup(&k4(3), 2000), Some(m4()));
         assert_eq!(f.len(), 2);
+    }
+
+    fn piece(offset: u32, len: u32, last: bool) -> FragPiece {
+        FragPiece { offset, len, last }
+    }
+
+    /// A datagram whose fragments have all passed leaves the table at once,
+    /// in order or not; the table then bounds datagrams in flight, not
+    /// those of the last FRAGMENT_MIN (RFC 6146 §3.4 sets only a minimum
+    /// for fragments still to come).
+    #[test]
+    fn whole_datagram_leaves_the_table() {
+        let mut f = t(2);
+        // In order: first, middle, last.
+        f.insert(k4(1), m4(), piece(0, 1480, false), 0).unwrap();
+        assert_eq!(
+            f.lookup_or_hold(k4(1), b"b", piece(1480, 1480, false), 1),
+            Ok(Lookup::Map(m4()))
+        );
+        assert_eq!(f.len(), 1);
+        assert_eq!(
+            f.lookup_or_hold(k4(1), b"c", piece(2960, 40, true), 2),
+            Ok(Lookup::Map(m4()))
+        );
+        assert!(f.is_empty(), "all 3000 bytes seen");
+        // Out of order: the last fragment first (held), then the first.
+        assert_eq!(
+            f.lookup_or_hold(k4(2), b"last", piece(1480, 20, true), 3),
+            Ok(Lookup::Held)
+        );
+        let held = f.insert(k4(2), m4(), piece(0, 1480, false), 4).unwrap();
+        assert_eq!(held, vec![b"last".to_vec()]);
+        assert!(f.is_empty() && f.held_bytes() == 0);
+        // A table of 2 takes any number of datagrams, one after the other.
+        for id in 3..100 {
+            f.insert(k4(id), m4(), piece(0, 8, false), 5).unwrap();
+            f.lookup_or_hold(k4(id), b"z", piece(8, 8, true), 5)
+                .unwrap();
+        }
+        assert!(f.is_empty());
+    }
+
+    /// A missing or a duplicated fragment keeps the entry until it expires
+    /// (the sum of the lengths does not match the datagram's).
+    #[test]
+    fn incomplete_or_duplicated_datagram_expires() {
+        let mut f = t(8);
+        f.insert(k4(1), m4(), piece(0, 1480, false), 0).unwrap();
+        f.lookup_or_hold(k4(1), b"c", piece(2960, 40, true), 1)
+            .unwrap();
+        assert_eq!(f.len(), 1, "the middle fragment is missing");
+        f.insert(k4(2), m4(), piece(0, 1480, false), 0).unwrap();
+        f.lookup_or_hold(k4(2), b"a", piece(0, 1480, false), 1)
+            .unwrap();
+        f.lookup_or_hold(k4(2), b"c", piece(1480, 40, true), 1)
+            .unwrap();
+        assert_eq!(f.len(), 2, "a duplicate is not a missing fragment");
+        assert_eq!(f.lookup(&k4(1), 1_999), Some(m4()));
+        assert_eq!(f.expire(2_000).entries, 2);
     }
 
     /// RFC 6146 §3.4 (SHOULD queue out-of-order fragments): held copies
@@ -346,14 +461,23 @@ mod tests {
     #[test]
     fn out_of_order_held_then_released_rfc6146_3_4() {
         let mut f = t(8);
-        assert_eq!(f.lookup_or_hold(k4(1), b"second", 100), Ok(Lookup::Held));
-        assert_eq!(f.lookup_or_hold(k4(1), b"third", 110), Ok(Lookup::Held));
+        assert_eq!(
+            f.lookup_or_hold(k4(1), b"second", MID, 100),
+            Ok(Lookup::Held)
+        );
+        assert_eq!(
+            f.lookup_or_hold(k4(1), b"third", MID, 110),
+            Ok(Lookup::Held)
+        );
         assert_eq!(f.held_bytes(), 11);
         assert_eq!(f.lookup(&k4(1), 110), None);
-        let held = f.insert(k4(1), m4(), 1_900).unwrap();
+        let held = f.insert(k4(1), m4(), FIRST, 1_900).unwrap();
         assert_eq!(held, vec![b"second".to_vec(), b"third".to_vec()]);
         assert_eq!(f.held_bytes(), 0);
-        assert_eq!(f.lookup_or_hold(k4(1), b"x", 1_950), Ok(Lookup::Map(m4())));
+        assert_eq!(
+            f.lookup_or_hold(k4(1), b"x", MID, 1_950),
+            Ok(Lookup::Map(m4()))
+        );
         // The deadline restarted with the first fragment (1900 + 2000).
         assert_eq!(f.expire(2_100), FragExpired::default());
         assert_eq!(f.lookup(&k4(1), 3_899), Some(m4()));
@@ -372,9 +496,9 @@ mod tests {
     #[test]
     fn held_fragments_time_out_rfc6146_3_4() {
         let mut f = t(8);
-        f.lookup_or_hold(k4(1), &[0u8; 100], 0).unwrap();
-        f.lookup_or_hold(k4(1), &[0u8; 100], 5).unwrap();
-        f.lookup_or_hold(k4(2), &[0u8; 50], 10).unwrap();
+        f.lookup_or_hold(k4(1), &[0u8; 100], MID, 0).unwrap();
+        f.lookup_or_hold(k4(1), &[0u8; 100], MID, 5).unwrap();
+        f.lookup_or_hold(k4(2), &[0u8; 50], MID, 10).unwrap();
         assert_eq!(
             f.expire(2_005),
             FragExpired {
@@ -393,30 +517,30 @@ mod tests {
     #[test]
     fn held_bytes_bounded_rfc6146_3_4() {
         let mut f = t(8).with_max_held_bytes(250);
-        f.lookup_or_hold(k4(1), &[0u8; 100], 0).unwrap();
-        f.lookup_or_hold(k4(2), &[0u8; 100], 0).unwrap();
+        f.lookup_or_hold(k4(1), &[0u8; 100], MID, 0).unwrap();
+        f.lookup_or_hold(k4(2), &[0u8; 100], MID, 0).unwrap();
         assert_eq!(
-            f.lookup_or_hold(k4(1), &[0u8; 100], 0),
+            f.lookup_or_hold(k4(1), &[0u8; 100], MID, 0),
             Err(DropReason::Nat64FragmentQueueFull)
         );
         assert_eq!(
-            f.lookup_or_hold(k4(3), &[0u8; 100], 0),
+            f.lookup_or_hold(k4(3), &[0u8; 100], MID, 0),
             Err(DropReason::Nat64FragmentQueueFull)
         );
         assert_eq!(f.held_bytes(), 200);
         let mut g = t(8);
         for _ in 0..FRAG_MAX_HELD_PER_DATAGRAM {
-            g.lookup_or_hold(k4(1), &[1u8; 8], 0).unwrap();
+            g.lookup_or_hold(k4(1), &[1u8; 8], MID, 0).unwrap();
         }
         assert_eq!(
-            g.lookup_or_hold(k4(1), &[1u8; 8], 0),
+            g.lookup_or_hold(k4(1), &[1u8; 8], MID, 0),
             Err(DropReason::Nat64FragmentQueueFull)
         );
         // An entry that only holds fragments counts against the table size.
         let mut h = t(1);
-        h.lookup_or_hold(k4(1), b"a", 0).unwrap();
+        h.lookup_or_hold(k4(1), b"a", MID, 0).unwrap();
         assert_eq!(
-            h.lookup_or_hold(k4(2), b"b", 0),
+            h.lookup_or_hold(k4(2), b"b", MID, 0),
             Err(DropReason::Nat64FragmentTableFull)
         );
     }

@@ -1924,9 +1924,10 @@ impl Nat64State {
         &self,
         key: frag::FragKey,
         map: frag::FragMap,
+        piece: frag::FragPiece,
         now: u64,
     ) -> Result<Vec<Vec<u8>>, DropReason> {
-        lock(&self.frags).insert(key, map, now)
+        lock(&self.frags).insert(key, map, piece, now)
     }
 
     /// The addresses recorded for a non-first fragment's datagram, or
@@ -1935,9 +1936,10 @@ impl Nat64State {
         &self,
         key: frag::FragKey,
         pkt: &[u8],
+        piece: frag::FragPiece,
         now: u64,
     ) -> Result<frag::Lookup, DropReason> {
-        lock(&self.frags).lookup_or_hold(key, pkt, now)
+        lock(&self.frags).lookup_or_hold(key, pkt, piece, now)
     }
 
     /// Held fragments dropped because their first fragment did not come in

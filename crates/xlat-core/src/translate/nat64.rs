@@ -34,7 +34,7 @@ use super::{
 use crate::addr::Pool6;
 use crate::checksum;
 use crate::counters::DropReason;
-use crate::nat64::frag::{FragKey, FragMap, Lookup};
+use crate::nat64::frag::{FragKey, FragMap, FragPiece, Lookup};
 use crate::nat64::{Nat64State, Proto, StoredSyn, Ta4, Ta6, Verdict4to6};
 use crate::wire::icmp::{v4 as icmp4, v6 as icmp6};
 use crate::wire::{be16, ipv4, ipv6, proto, put16, Ipv4Packet, Ipv6Packet};
@@ -467,6 +467,13 @@ impl Nat64Translator {
             ident: f.ident,
             proto: w.upper_proto,
         });
+        // The fragment's place in its datagram (the fragmentable part starts
+        // after the Fragment Header).
+        let fpiece = frag.map(|f| FragPiece {
+            offset: u32::from(f.offset),
+            len: pkt_len.saturating_sub(f.header_offset + 8) as u32,
+            last: !f.more,
+        });
         if let (Some(f), Some(key)) = (frag, fkey) {
             if self.state.is_pool4(None, dst4) {
                 // RFC 6146 §3.8 hairpinning of fragments: not supported.
@@ -477,7 +484,8 @@ impl Nat64Translator {
                 // takes the addresses its first fragment was given, or
                 // waits for it.
                 let raw = &buf[start..start + pkt_len];
-                return match self.state.frag_lookup_or_hold(key, raw, now)? {
+                let piece = fpiece.expect("a fragment has a place");
+                return match self.state.frag_lookup_or_hold(key, raw, piece, now)? {
                     Lookup::Map(FragMap::To4 { src, dst }) => {
                         let map = Map64 { src, dst };
                         Ok(v6_to_v4::translate(&self.cfg, &map, buf, start, len, meta))
@@ -628,7 +636,8 @@ impl Nat64Translator {
                     src: m.src4.addr,
                     dst: m.dst4.addr,
                 };
-                self.state.frag_insert(key, map, now)?
+                let piece = fpiece.expect("a fragment has a place");
+                self.state.frag_insert(key, map, piece, now)?
             }
             None => Vec::new(),
         };
@@ -758,6 +767,11 @@ impl Nat64Translator {
             ident: pkt.ident(),
             proto: ip_proto,
         });
+        let fpiece = FragPiece {
+            offset: u32::from(pkt.frag_offset()),
+            len: total.saturating_sub(hl) as u32,
+            last: !pkt.more_frags(),
+        };
         let first = pkt.frag_offset() == 0;
         if hl > total || total > len {
             return Err(DropReason::Ipv4Truncated);
@@ -779,7 +793,7 @@ impl Nat64Translator {
                 // A non-first fragment has no ports: it takes the
                 // addresses its first fragment was given, or waits for it.
                 let raw = &buf[start..start + total];
-                return match self.state.frag_lookup_or_hold(key, raw, now)? {
+                return match self.state.frag_lookup_or_hold(key, raw, fpiece, now)? {
                     Lookup::Map(FragMap::To6 { src, dst }) => {
                         let map = Map46 {
                             src: Some(src),
@@ -870,7 +884,7 @@ impl Nat64Translator {
                     src: src6,
                     dst: m.dst6.addr,
                 };
-                self.state.frag_insert(key, map, now)?
+                self.state.frag_insert(key, map, fpiece, now)?
             }
             None => Vec::new(),
         };
