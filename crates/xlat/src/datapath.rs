@@ -227,12 +227,16 @@ impl Worker {
                 let now = self.shared.now_ms();
                 // offer() does not panic on any input; a poisoned lock must
                 // not stop the queue all the same.
-                let o = self
-                    .shared
-                    .reasm
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .offer(&mut buf, BASE, len, now);
+                let (o, timed_out) = {
+                    let mut r = self.shared.reasm.lock().unwrap_or_else(|e| e.into_inner());
+                    let o = r.offer(&mut buf, BASE, len, now);
+                    (o, std::mem::take(&mut r.timed_out))
+                };
+                // Datagrams whose fragments did not all come in time.
+                for _ in 0..timed_out {
+                    c.drop_reason(DropReason::FragmentedIcmp);
+                    c.add(stats::DROPPED, 1);
+                }
                 match o {
                     Offer::NotMine => {}
                     Offer::Held => continue,

@@ -11,8 +11,10 @@
 //! datapath sends it without DF and the kernel fragments it on the egress
 //! link, RFC 7915 §5.1.1).
 //!
-//! Bounded: at most [`MAX_ENTRIES`] datagrams in progress (the oldest is
-//! evicted), each at most 65535 bytes, forgotten after [`TIMEOUT_MS`].
+//! Bounded: at most [`MAX_ENTRIES`] datagrams in progress (when full, a
+//! fragment of a new datagram is refused and the datagrams in progress are
+//! kept), each at most 65535 bytes, dropped after [`TIMEOUT_MS`] (counted in
+//! [`Reassembler::timed_out`]).
 //! Overlapping fragments drop the datagram (RFC 5722 for IPv6; the same rule
 //! for IPv4 keeps the code small: a real sender never overlaps). Only ICMP
 //! fragments come here, so the normal path pays one header test.
@@ -69,6 +71,9 @@ pub enum Offer {
 #[derive(Default)]
 pub struct Reassembler {
     entries: Vec<Entry>,
+    /// Datagrams dropped because their fragments did not all come within
+    /// [`TIMEOUT_MS`], not yet collected by the caller (who counts them).
+    pub timed_out: u64,
 }
 
 /// Whether `pkt` is a fragment of an ICMP / ICMPv6 message of a shape this
@@ -102,8 +107,10 @@ impl Reassembler {
         if !is_icmp_fragment(pkt) {
             return Offer::NotMine;
         }
+        let before = self.entries.len();
         self.entries
             .retain(|e| now_ms.saturating_sub(e.born_ms) < TIMEOUT_MS);
+        self.timed_out += (before - self.entries.len()) as u64;
         let (key, hdr_len, off, more, payload) = if pkt[0] >> 4 == 4 {
             let ihl = usize::from(pkt[0] & 0x0f) * 4;
             let tot = usize::from(u16::from_be_bytes([pkt[2], pkt[3]]));
@@ -153,10 +160,8 @@ impl Reassembler {
             Some(i) => i,
             None => {
                 if self.entries.len() >= MAX_ENTRIES {
-                    let oldest = (0..self.entries.len())
-                        .min_by_key(|&j| self.entries[j].born_ms)
-                        .unwrap_or(0);
-                    self.entries.swap_remove(oldest);
+                    // Full: refuse the new datagram, keep those in progress.
+                    return Offer::Dropped;
                 }
                 self.entries.push(Entry {
                     key,
@@ -345,12 +350,28 @@ mod tests {
     #[test]
     fn bounded_number_of_datagrams() {
         let mut r = Reassembler::new();
-        for id in 0..(MAX_ENTRIES as u16 + 10) {
+        let frag = |id: u16| {
             let (_, mut a, _) = v4_frags(3008, 1480);
             a[4..6].copy_from_slice(&id.to_be_bytes());
-            assert_eq!(offer(&mut r, &a, u64::from(id)).0, Offer::Held);
+            a
+        };
+        for id in 0..(MAX_ENTRIES as u16 + 10) {
+            let want = if usize::from(id) < MAX_ENTRIES {
+                Offer::Held
+            } else {
+                Offer::Dropped // full: the new datagram is refused
+            };
+            assert_eq!(offer(&mut r, &frag(id), u64::from(id)).0, want);
         }
         assert_eq!(r.entries.len(), MAX_ENTRIES);
+        // The datagrams in progress were kept: the first one still takes
+        // fragments.
+        assert_eq!(offer(&mut r, &frag(0), 100).0, Offer::Dropped, "overlap");
+        assert_eq!(r.entries.len(), MAX_ENTRIES - 1);
+        // Past the timeout the rest are dropped and counted.
+        assert_eq!(r.timed_out, 0);
+        assert_eq!(offer(&mut r, &frag(500), TIMEOUT_MS + 100).0, Offer::Held);
+        assert_eq!(r.timed_out, MAX_ENTRIES as u64 - 1);
     }
 
     #[test]
