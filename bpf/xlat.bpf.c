@@ -945,8 +945,11 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		return pass(P_TOO_BIG);
 	__u8 tos = tos_of(c, tc);
 
-	/* The size of each packet on the wire: a GSO packet's segments. */
+	/* The size of each packet on the wire: a GSO packet's segments (or
+	 * the whole packet when it is shorter than one segment). */
 	__u32 seg_len = gso ? 20 + l4hdr + skb->gso_size : total;
+	if (seg_len > total)
+		seg_len = total;
 
 	if (!(c->flags & F_TEST)) {
 		if (nat64)
@@ -1019,7 +1022,9 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	if (seg_len <= 1260) {
 		/* DF = 0 and a generated Identification (section 5.1); for a GSO
 		 * packet by the size of its segments, as they would be translated
-		 * one by one (the kernel numbers the segments from this id). */
+		 * one by one (the kernel numbers the segments from this id); the
+		 * TUN datapath's rule (the core by the whole packet, then
+		 * vnet::gso_v4_segment_df by the segments). */
 		o->id = bpf_htons((__u16)bpf_get_prandom_u32());
 		o->frag = 0;
 	} else {
@@ -1142,9 +1147,14 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	__u32 out_len = 40 + plen;
 	int df = frag & 0x4000;
 	if (!gso) {
-		/* RFC 7915 section 4: no DF and too big for lowest-ipv6-mtu:
-		 * fragmented by the slow path. */
-		__u32 mtu = c->lowest_ipv6_mtu > 1280 ? c->lowest_ipv6_mtu : 1280;
+		/* RFC 7915 section 4: no DF and too big for lowest-ipv6-mtu,
+		 * or for the TUN's own next hop (ipv6_mtu), but never below
+		 * 1280: fragmented by the slow path (the core's rule). */
+		__u32 mtu = c->lowest_ipv6_mtu;
+		if (c->ipv6_mtu && c->ipv6_mtu < mtu)
+			mtu = c->ipv6_mtu;
+		if (mtu < 1280)
+			mtu = 1280;
 		if (!df && out_len > mtu)
 			return pass(P_TOO_BIG);
 		/* DF and bigger than the TUN MTU: Fragmentation Needed from the
@@ -1155,6 +1165,8 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 
 	if (!(c->flags & F_TEST)) {
 		__u32 check_len = gso ? 40 + l4hdr + skb->gso_size : out_len;
+		if (check_len > out_len)
+			check_len = out_len;
 		if (nat64)
 			sv = route(skb, AF_INET6, s6, d6, 0);
 		int r = next_hop(c, sv, check_len);

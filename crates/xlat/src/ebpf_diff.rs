@@ -55,6 +55,10 @@ struct Case {
     /// IPv4 / IPv6 addresses worth generating for this configuration.
     v4s: Vec<Ipv4Addr>,
     v6s: Vec<Ipv6Addr>,
+    /// L4 lengths (header included) worth generating: both sides of every
+    /// size threshold of the configuration (RFC 7915 section 5.1's 1260
+    /// bytes, 1280, `lowest-ipv6-mtu`, `[tun] mtu`) in either family.
+    sizes: Vec<usize>,
 }
 
 fn case(toml: &str) -> Case {
@@ -91,11 +95,22 @@ fn case(toml: &str) -> Case {
         .iter()
         .map(|a| a.parse().unwrap())
         .collect();
+    let mut r = Rng(0x000e_aa17);
     for e in &all {
         v4s.push(e.v4.addr());
         v4s.push(Ipv4Addr::from(u32::from(e.v4.addr()) | 1));
         v6s.push(e.v6.addr());
         v6s.push(e.map4(Ipv4Addr::from(u32::from(e.v4.addr()) | 1)));
+        // Anywhere in the prefixes (RFC 7757 sections 3.2 / 3.3: the
+        // suffix is carried over).
+        for _ in 0..2 {
+            let host4 =
+                (r.next() as u32) & (u32::MAX.checked_shr(u32::from(e.v4.len())).unwrap_or(0));
+            v4s.push(Ipv4Addr::from(u32::from(e.v4.addr()) | host4));
+            let host6 = (u128::from(r.next()) << 64 | u128::from(r.next()))
+                & u128::MAX.checked_shr(u32::from(e.v6.len())).unwrap_or(0);
+            v6s.push(Ipv6Addr::from(u128::from(e.v6.addr()) | host6));
+        }
     }
     if let Some(p) = s.pool6 {
         let pool = xlat_core::addr::Pool6::new(p).unwrap();
@@ -110,17 +125,40 @@ fn case(toml: &str) -> Case {
         o[15] ^= 0x40;
         v6s.push(Ipv6Addr::from(o));
     }
+    let mut sizes = vec![];
+    for t in [
+        1260,
+        1280,
+        usize::from(s.lowest_ipv6_mtu),
+        s.tun.mtu as usize,
+    ] {
+        // As an IPv6 or IPv4 packet of t bytes; test runs take ~3 KB.
+        for hdr in [40, 20] {
+            if t > hdr && t < 3000 {
+                sizes.push(t - hdr);
+            }
+        }
+    }
     Case {
         settings: s,
         translator: Translator::new(cfg),
         tables,
         v4s,
         v6s,
+        sizes,
     }
 }
 
+/// An Ethernet frame to the test device's own address: BPF_PROG_TEST_RUN
+/// runs `eth_type_trans` on the loopback device (address 00:00:00:00:00:00),
+/// so this frame is PACKET_HOST, as a frame a router forwards.
 fn frame(ethertype: u16, pkt: &[u8]) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
+    frame_to([0; 6], ethertype, pkt)
+}
+
+fn frame_to(dst: [u8; 6], ethertype: u16, pkt: &[u8]) -> Vec<u8> {
+    let mut f = dst.to_vec();
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 2]);
     f.extend_from_slice(&ethertype.to_be_bytes());
     f.extend_from_slice(pkt);
     f
@@ -128,9 +166,17 @@ fn frame(ethertype: u16, pkt: &[u8]) -> Vec<u8> {
 
 /// Builds an L4 payload (TCP / UDP / ICMP) with a correct checksum for the
 /// pseudo-header sum `pseudo` (0 for ICMPv4), sometimes a wrong one.
-fn l4(r: &mut Rng, proto: u8, v6: bool, pseudo: impl Fn(u32) -> u64) -> Vec<u8> {
+/// `sizes`: L4 lengths to generate now and then (a few bytes either side).
+fn l4(r: &mut Rng, proto: u8, v6: bool, sizes: &[usize], pseudo: impl Fn(u32) -> u64) -> Vec<u8> {
+    let near = if !sizes.is_empty() && r.chance(20) {
+        Some((r.pick(sizes) + r.below(7) as usize).saturating_sub(3))
+    } else {
+        None
+    };
     let data_len = if r.chance(20) {
         r.below(1400) as usize
+    } else if r.chance(3) {
+        r.below(8) as usize // odd lengths of a few bytes
     } else {
         r.below(120) as usize
     };
@@ -139,6 +185,7 @@ fn l4(r: &mut Rng, proto: u8, v6: bool, pseudo: impl Fn(u32) -> u64) -> Vec<u8> 
     match proto {
         6 => {
             let opts = r.pick(&[0usize, 0, 12, 20, 40]);
+            let data_len = near.map_or(data_len, |n| n.saturating_sub(20 + opts));
             m = r.bytes(20 + opts + data_len);
             m[12] = (((20 + opts) / 4) as u8) << 4 | (m[12] & 0x0f);
             if r.chance(3) {
@@ -147,6 +194,7 @@ fn l4(r: &mut Rng, proto: u8, v6: bool, pseudo: impl Fn(u32) -> u64) -> Vec<u8> 
             csum_at = 16;
         }
         17 => {
+            let data_len = near.map_or(data_len, |n| n.saturating_sub(8));
             m = r.bytes(8 + data_len);
             let ulen = (8 + data_len) as u16;
             let ulen = if r.chance(4) {
@@ -158,6 +206,7 @@ fn l4(r: &mut Rng, proto: u8, v6: bool, pseudo: impl Fn(u32) -> u64) -> Vec<u8> 
             csum_at = 6;
         }
         _ => {
+            let data_len = near.map_or(data_len, |n| n.saturating_sub(8));
             m = r.bytes(8 + data_len);
             m[0] = if v6 {
                 r.pick(&[128, 129, 128, 129, 1, 3, 135, 143, 2])
@@ -194,7 +243,7 @@ fn gen_v4(r: &mut Rng, c: &Case) -> Vec<u8> {
         r.pick(&c.v4s)
     };
     let proto = r.pick(&[6u8, 6, 17, 17, 1, 1, 47, 58, 2]);
-    let body = l4(r, proto, false, |len| {
+    let body = l4(r, proto, false, &c.sizes, |len| {
         if proto == 1 {
             0
         } else {
@@ -252,7 +301,7 @@ fn gen_v6(r: &mut Rng, c: &Case) -> Vec<u8> {
     } else {
         proto
     };
-    let body = l4(r, l4proto, true, |len| {
+    let body = l4(r, l4proto, true, &c.sizes, |len| {
         checksum::pseudo_v6(&src, &dst, l4proto, len)
     });
     let mut ext = vec![];
@@ -296,12 +345,12 @@ struct Tally {
 
 /// One packet: fast path vs core.
 fn check(fp: &FastPath, c: &Case, pkt: &[u8], t: &mut Tally) {
-    check_gso(fp, c, pkt, false, t)
+    check_gso(fp, c, pkt, None, t)
 }
 
-/// One packet; `gso`: the program sees a GSO skb (gso_size 1000, 2
+/// One packet; `gso`: the program sees a GSO skb (this gso_size, 2
 /// segments) and the core `PacketMeta::gso` (no fragmentation, no MTU check).
-fn check_gso(fp: &FastPath, c: &Case, pkt: &[u8], gso: bool, t: &mut Tally) {
+fn check_gso(fp: &FastPath, c: &Case, pkt: &[u8], gso: Option<u16>, t: &mut Tally) {
     check_with(fp, pkt, gso, t, &mut |buf, start, len, meta| {
         let mut frags = FragBuf::new();
         c.translator.translate(buf, start, len, meta, &mut frags)
@@ -312,11 +361,18 @@ type CoreFn<'a> = dyn FnMut(&mut [u8], usize, usize, PacketMeta) -> Verdict + 'a
 
 /// One packet through the program and through `core` (the same bytes,
 /// the program's IPv4 Identification as the core's seed).
-fn check_with(fp: &FastPath, pkt: &[u8], gso: bool, t: &mut Tally, core: &mut CoreFn<'_>) {
+fn check_with(
+    fp: &FastPath,
+    pkt: &[u8],
+    gso_size: Option<u16>,
+    t: &mut Tally,
+    core: &mut CoreFn<'_>,
+) {
     let v6 = pkt[0] >> 4 == 6;
+    let gso = gso_size.is_some();
     let f = frame(if v6 { 0x86dd } else { 0x0800 }, pkt);
     let (ret, out) = fp
-        .test_run_gso(&f, gso.then_some((1000, 2)))
+        .test_run_gso(&f, gso_size.map(|s| (u32::from(s), 2)))
         .expect("test run");
     match ret {
         TC_ACT_OK => {
@@ -353,7 +409,7 @@ fn check_with(fp: &FastPath, pkt: &[u8], gso: bool, t: &mut Tally, core: &mut Co
                         };
                         let h = crate::vnet::VnetHdr {
                             gso_type,
-                            gso_size: 1000,
+                            gso_size: gso_size.unwrap_or(0),
                             ..Default::default()
                         };
                         let l4 = usize::from(buf[start] & 0x0f) * 4;
@@ -382,7 +438,12 @@ fn check_with(fp: &FastPath, pkt: &[u8], gso: bool, t: &mut Tally, core: &mut Co
     }
 }
 
-const CONFIGS: [&str; 7] = [
+/// gso_size values of the generated GSO packets: around the 1260-byte
+/// DF threshold of RFC 7915 section 5.1 once the headers are added, and
+/// segments larger than many of the generated packets themselves.
+const GSO_SIZES: [u16; 8] = [536, 1000, 1200, 1212, 1220, 1232, 1240, 1400];
+
+const CONFIGS: [&str; 11] = [
     // RFC 6052 /96 with EAM entries of several shapes (RFC 7757).
     "pool6 = \"2001:db8:64::/96\"\n[[eamt]]\nipv4 = \"192.0.2.2/32\"\nipv6 = \"2001:db8:6::2/128\"\n[[eamt]]\nipv4 = \"198.18.0.0/24\"\nipv6 = \"2001:db8:aaaa::/120\"\n[[eamt]]\nipv4 = \"203.0.113.0/28\"\nipv6 = \"2001:db8:bbbb::/124\"\n",
     // The Well-Known Prefix (RFC 6052 section 3.1: non-global addresses refused).
@@ -394,6 +455,17 @@ const CONFIGS: [&str; 7] = [
     "pool6 = \"2001:db8:1:2::/64\"\neam-hairpin-mode = \"simple\"\n[[eamt]]\nipv4 = \"192.0.2.0/24\"\nipv6 = \"2001:db8:77::/120\"\n",
     // CLAT (RFC 6877): the CLAT entry is an EAM.
     "mode = \"clat\"\npool6 = \"2001:db8:46::/56\"\n[clat]\nipv4 = \"192.0.0.1/32\"\nipv6 = \"2001:db8:aaaa::1/128\"\n",
+    // RFC 6052 /48; EAM entries of several lengths (RFC 7757), one of
+    // them /16; no hairpin handling.
+    "pool6 = \"2001:db8:30::/48\"\neam-hairpin-mode = \"off\"\n[[eamt]]\nipv4 = \"192.0.2.128/26\"\nipv6 = \"2001:db8:dddd::/122\"\n[[eamt]]\nipv4 = \"192.0.2.4/30\"\nipv6 = \"2001:db8:eeee::4/126\"\n[[eamt]]\nipv4 = \"10.20.0.0/16\"\nipv6 = \"2001:db8:ccc0::/112\"\n",
+    // 0.0.0.0/0 (every IPv4 address EAM'd), the WKP, intrinsic
+    // hairpinning (RFC 7757 section 4.2.2).
+    "pool6 = \"64:ff9b::/96\"\n[[eamt]]\nipv4 = \"0.0.0.0/0\"\nipv6 = \"2001:db8:ff00::/96\"\n",
+    // Size thresholds (RFC 7915 section 4): non-DF packets are fragmented
+    // for min(lowest-ipv6-mtu, [tun] mtu), DF ones over [tun] mtu answered
+    // with Fragmentation Needed, in either order of the two.
+    "pool6 = \"2001:db8:64::/96\"\nlowest-ipv6-mtu = 1500\n[tun]\nmtu = 1400\n",
+    "pool6 = \"2001:db8:64::/64\"\nlowest-ipv6-mtu = 1400\n[tun]\nmtu = 2000\n",
 ];
 
 fn load() -> FastPath {
@@ -419,8 +491,10 @@ fn ebpf_matches_core_on_generated_packets() {
                 gen_v6(&mut r, &c)
             };
             // Every fifth packet as a GSO super-packet (RFC 7915 section 4:
-            // never fragmented by the translator).
-            check_gso(&fp, &c, &pkt, n % 5 == 4, &mut t);
+            // never fragmented by the translator), with segment sizes on
+            // both sides of the DF threshold (section 5.1, per segment).
+            let gso = (n % 5 == 4).then(|| r.pick(&GSO_SIZES));
+            check_gso(&fp, &c, &pkt, gso, &mut t);
         }
         assert!(
             t.translated > 200,
@@ -726,7 +800,7 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
         check_with(
             &fp,
             &pkt,
-            n % 7 == 3,
+            (n % 7 == 3).then(|| r.pick(&GSO_SIZES)),
             &mut t,
             &mut |buf, start, len, meta| {
                 let mut frags = FragBuf::new();
