@@ -33,6 +33,7 @@
 #endif
 
 #define IPPROTO_ICMPV6_ 58
+#define PACKET_HOST_ 0 /* linux/if_packet.h */
 
 /* cfg.flags: keep in sync with crates/xlat/src/ebpf.rs */
 #define F_ENABLED 1u
@@ -800,6 +801,14 @@ static __always_inline int send(struct __sk_buff *skb, const struct xlat_cfg *c,
 }
 
 #define ETH_LEN 14
+
+/* IANA "IPv6 Extension Header Types" (ESP aside: it is the upper layer
+ * for the translator, RFC 7915 section 5.1.1), for the pass counters. */
+static __always_inline int ipv6_ext(__u8 nh)
+{
+	return nh == 0 || nh == 43 || nh == 44 || nh == 51 || nh == 60 || nh == 135 ||
+	       nh == 139 || nh == 140 || nh == 253 || nh == 254;
+}
 #define GSO_ANY(skb) ((skb)->gso_segs > 1 || (skb)->gso_size != 0)
 
 /* The checksum difference of the NAT64 port rewrite (4 bytes at the start
@@ -867,9 +876,10 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	__u32 plen = bpf_ntohs(h.plen);
 	if (plen == 0 || ETH_LEN + 40 + plen > skb->len)
 		return pass(P_MALFORMED);
-	/* Extension headers (fragments included): slow path. */
+	/* Extension headers (fragments included) and other protocols: slow
+	 * path. */
 	if (h.nh != IPPROTO_TCP && h.nh != IPPROTO_UDP && h.nh != IPPROTO_ICMPV6_)
-		return pass(P_V6_EXT);
+		return pass(ipv6_ext(h.nh) ? P_V6_EXT : P_PROTO);
 	int nat64 = c->flags & F_NAT64;
 	__u8 tc = (bpf_ntohl(h.vtcfl) >> 20) & 0xff;
 	/* SIIT: the kernel's route and the address mapping, cached.
@@ -1265,6 +1275,12 @@ int xlat_ingress(struct __sk_buff *skb)
 	/* A VLAN tag (accelerated) belongs to a VLAN device: not ours. */
 	if (skb->vlan_present)
 		return pass(P_NOT_IP);
+	/* A frame to another link-layer address (promiscuous mode, a bridge
+	 * port), or to a broadcast / multicast one, is never forwarded by the
+	 * kernel (RFC 1812 section 5.3.4; ip_forward / ip6_forward drop
+	 * everything but PACKET_HOST): neither by us. */
+	if (skb->pkt_type != PACKET_HOST_)
+		return pass(P_NOT_FOR_XLAT);
 	if (skb->protocol == bpf_htons(ETH_P_IPV6))
 		return do_6to4(skb, c, cw);
 	if (skb->protocol == bpf_htons(ETH_P_IP))

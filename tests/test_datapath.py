@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import XLAT, Xlat, close_siit, make_siit, need_xlat, ping
+from conftest import XLAT, Xlat, close_siit, mac_of, make_siit, need_xlat, nsio, ping
+from scapy.layers.inet import IP, UDP
+from scapy.layers.inet6 import IPv6
 
 from lab.topology import siit_single
 
@@ -294,3 +296,110 @@ def test_check_names_bad_datapath_keys(tmp_path):
     assert (
         "datapath=auto: tun (load failure forced by XLAT_EBPF_FORCE_FAIL" in cp.stdout
     )
+
+
+def _first_packet(lab, ns, bpf: str):
+    """tcpdump in ``ns`` on eth0 for the first packet matching ``bpf``; read with
+    ``_first_packet_line``."""
+    p = lab.spawn(
+        ns,
+        ["tcpdump", "-n", "-l", "-c", "1", "-i", "eth0", bpf],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.5)  # tcpdump attaches
+    return p
+
+
+def _first_packet_line(lab, p) -> str:
+    try:
+        out, _ = p.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        out = ""
+    finally:
+        lab.stop(p)
+    return out
+
+
+def _udp(side: str, t, port: int, payload: bytes) -> bytes:
+    if side == "6":
+        ip = IPv6(src=t.h6_addr, dst=t.h4_v6, hlim=64)
+    else:
+        ip = IP(src=t.h4_addr, dst=t.h6_v4, ttl=64)
+    return bytes(ip / UDP(sport=4000, dport=port) / payload)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("datapath", ["tun", "ebpf"])
+def test_frames_to_another_link_address_are_not_translated(datapath):
+    """RFC 1812 section 5.3.4: a router forwards only what is sent to its own
+    link-layer address. A frame to another host's MAC (a veth delivers it
+    anyway, as does a promiscuous NIC or a bridge port), to the broadcast
+    address or to a multicast one is dropped by the kernel, so the TUN
+    datapath never sees it; the fast path must leave it to the kernel too
+    (`ebpf_passed_not_for_xlat`), not translate and forward it. Frames to
+    the router's MAC still go through (the capture works)."""
+    t, x = make_siit(datapath=datapath)
+    wrong = [
+        "02:00:00:00:99:99",
+        "ff:ff:ff:ff:ff:ff",
+        "33:33:00:00:00:01",
+        "01:00:5e:00:00:01",
+    ]
+    try:
+        for side, src_ns, dst_ns, dev, et in (
+            ("6", t.h6, t.h4, t.dev6, "0x86dd"),
+            ("4", t.h4, t.h6, t.dev4, "0x0800"),
+        ):
+            bad = _udp(side, t, 9998, b"to someone else").hex()
+            good = _udp(side, t, 9999, b"to the router").hex()
+            before = x.stats()
+            # The first of them to arrive: a frame not for the router would
+            # come before the control frame, sent last.
+            cap = _first_packet(
+                t.lab, dst_ns, "udp and (dst port 9998 or dst port 9999)"
+            )
+            for mac in wrong:
+                nsio(
+                    t.lab,
+                    src_ns,
+                    "send-l2",
+                    "--dev",
+                    "eth0",
+                    "--mac",
+                    mac,
+                    "--ethertype",
+                    et,
+                    bad,
+                )
+            time.sleep(0.3)
+            mac = mac_of(t.lab, t.router, dev)
+            nsio(
+                t.lab,
+                src_ns,
+                "send-l2",
+                "--dev",
+                "eth0",
+                "--mac",
+                mac,
+                "--ethertype",
+                et,
+                good,
+            )
+            out = _first_packet_line(t.lab, cap)
+            assert ".9998:" not in out, (
+                f"side {side}: a frame not for the router went on: {out}"
+            )
+            assert ".9999:" in out, (
+                f"side {side}: the control frame did not arrive: {out}"
+            )
+            if datapath == "ebpf":
+                passed = (
+                    x.stats()["ebpf_passed_not_for_xlat"]
+                    - before["ebpf_passed_not_for_xlat"]
+                )
+                assert passed >= len(wrong), passed
+        assert x.alive(), x.log()
+    finally:
+        close_siit(t, x)

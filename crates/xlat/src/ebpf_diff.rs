@@ -584,27 +584,163 @@ fn ebpf_vectors_translated_or_passed_as_documented() {
     udp0[7] = 0;
     let mut dest_unreach = vec![3u8, 1, 0, 0, 0, 0, 0, 0];
     dest_unreach.extend_from_slice(&v4(17, 64, 0x4000, &udp, true)[..28]);
+    let mut unreach6 = vec![1u8, 3, 0, 0, 0, 0, 0, 0];
+    unreach6.extend_from_slice(&v6(17, 64, &udp)[..48]);
+    // Another IPv4 destination (header checksum fixed).
+    let to4 = |mut p: Vec<u8>, dst: &str| {
+        p[16..20].copy_from_slice(&dst.parse::<Ipv4Addr>().unwrap().octets());
+        p[10..12].fill(0);
+        let cs = checksum::checksum(&p[..20]);
+        p[10..12].copy_from_slice(&cs.to_be_bytes());
+        p
+    };
+    let to6 = |mut p: Vec<u8>, dst: &str| {
+        p[24..40].copy_from_slice(&dst.parse::<Ipv6Addr>().unwrap().octets());
+        p
+    };
+    // An extension header (type nh, 8 bytes, `first` its first two bytes
+    // after Next Header / the rest zero) in front of the upper layer.
+    let ext6 = |p: Vec<u8>, nh: u8, second: u8, last: u8| {
+        let mut o = p[..40].to_vec();
+        let plen = u16::from_be_bytes([p[4], p[5]]) + 8;
+        o[4..6].copy_from_slice(&plen.to_be_bytes());
+        o[6] = nh;
+        o.extend_from_slice(&[p[6], second, 0, 0, 0, 0, 0, last]);
+        o.extend_from_slice(&p[40..]);
+        o
+    };
+    let mut bad_csum4 = v4(6, 64, 0x4000, &tcp, true);
+    bad_csum4[10] ^= 0x10;
+    let mut opts4 = v4(6, 64, 0x4000, &tcp, true);
+    opts4[0] = 0x46;
+    opts4.splice(20..20, [1u8, 1, 1, 0]);
+    let tot = opts4.len() as u16;
+    opts4[2..4].copy_from_slice(&tot.to_be_bytes());
+    opts4[10..12].fill(0);
+    let cs = checksum::checksum(&opts4[..24]);
+    opts4[10..12].copy_from_slice(&cs.to_be_bytes());
+    let mut bad_doff = tcp.clone();
+    bad_doff[12] = 0x40;
+    let df_big = {
+        // 1480 + 20 bytes of IPv4, 1520 of IPv6: over [tun] mtu 1500.
+        let mut b = vec![0u8; 1480];
+        b[12] = 0x50;
+        b
+    };
+    // (case, packet, the ebpf_passed_* counter that must move, alone)
     let passed = [
         (
             "ttl 1 (RFC 7915 4.1: slow path answers)",
             v4(6, 1, 0x4000, &tcp, true),
+            "passed_ttl",
         ),
-        ("hop limit 1", v6(6, 1, &tcp)),
-        ("fragment (MF)", v4(6, 64, 0x2000, &tcp, true)),
-        ("fragment offset", v4(17, 64, 0x0010, &udp, true)),
+        ("ttl 0", v4(17, 0, 0x4000, &udp, true), "passed_ttl"),
+        ("hop limit 1", v6(6, 1, &tcp), "passed_ttl"),
+        ("hop limit 0", v6(58, 0, &echo6), "passed_ttl"),
+        (
+            "fragment (MF)",
+            v4(6, 64, 0x2000, &tcp, true),
+            "passed_fragment",
+        ),
+        (
+            "fragment offset",
+            v4(17, 64, 0x0010, &udp, true),
+            "passed_fragment",
+        ),
         (
             "udp checksum 0 (RFC 7915 4.5)",
             v4(17, 64, 0x4000, &udp0, false),
+            "passed_udp_checksum_zero",
+        ),
+        (
+            "udp6 checksum 0 (RFC 8200 8.1)",
+            {
+                let mut p = v6(17, 64, &udp);
+                p[46] = 0;
+                p[47] = 0;
+                p
+            },
+            "passed_udp_checksum_zero",
         ),
         (
             "icmp error (RFC 7915 4.2)",
             v4(1, 64, 0, &dest_unreach, false),
+            "passed_icmp",
+        ),
+        (
+            "icmpv6 error (RFC 7915 5.2)",
+            v6(58, 64, &unreach6),
+            "passed_icmp",
         ),
         (
             "no DF, > 1280 as IPv6 (fragmented)",
             v4(6, 64, 0, &big, true),
+            "passed_too_big",
         ),
-        ("GRE", v4(47, 64, 0x4000, &udp, false)),
+        (
+            "DF, > [tun] mtu as IPv6 (Fragmentation Needed)",
+            v4(6, 64, 0x4000, &df_big, true),
+            "passed_too_big",
+        ),
+        ("GRE", v4(47, 64, 0x4000, &udp, false), "passed_protocol"),
+        ("GRE over IPv6", v6(47, 64, &udp), "passed_protocol"),
+        (
+            "ICMPv6 in IPv4",
+            v4(58, 64, 0x4000, &udp, false),
+            "passed_protocol",
+        ),
+        (
+            "atomic fragment (RFC 7915 5.1.1)",
+            ext6(v6(6, 64, &tcp), 44, 0, 0),
+            "passed_ipv6_extension_header",
+        ),
+        (
+            "fragment header, then hop-by-hop (RFC 7915 5.1.1)",
+            ext6(ext6(v6(6, 64, &tcp), 0, 0, 0), 44, 0, 0),
+            "passed_ipv6_extension_header",
+        ),
+        (
+            "hop-by-hop (PadN)",
+            ext6(v6(17, 64, &udp), 0, 0, 0),
+            "passed_ipv6_extension_header",
+        ),
+        (
+            "destination options",
+            ext6(v6(58, 64, &echo6), 60, 0, 0),
+            "passed_ipv6_extension_header",
+        ),
+        ("IPv4 options", opts4, "passed_ipv4_options"),
+        ("bad IPv4 header checksum", bad_csum4, "passed_malformed"),
+        (
+            "TCP data offset 4",
+            v4(6, 64, 0x4000, &bad_doff, true),
+            "passed_malformed",
+        ),
+        (
+            "denylisted destination",
+            to4(v4(6, 64, 0x4000, &tcp, true), "127.0.0.1"),
+            "passed_denied",
+        ),
+        (
+            "unmapped destination",
+            to6(v6(6, 64, &tcp), "2001:db8:99::1"),
+            "passed_unmapped",
+        ),
+        (
+            "multicast destination",
+            to6(v6(17, 64, &udp), "ff0e::1"),
+            "passed_unmapped",
+        ),
+        (
+            "u-octet not zero (RFC 6052 2.2)",
+            to6(v6(6, 64, &tcp), "2001:db8:64:0:100::c633:6402"),
+            "passed_denied",
+        ),
+        (
+            "intrinsic hairpin (RFC 7757 4.2.2)",
+            to6(v6(6, 64, &tcp), "2001:db8:64::c000:202"),
+            "passed_hairpin",
+        ),
     ];
     for (name, p) in translated {
         let mut t = Tally::default();
@@ -614,13 +750,61 @@ fn ebpf_vectors_translated_or_passed_as_documented() {
             "{name}: expected the fast path to translate it"
         );
     }
-    for (name, p) in passed {
+    let counters = fp.counters();
+    // Every pass is counted under its own reason, per CPU, merged in
+    // `xlat stats` as ebpf_<name>.
+    let moved = |before: &[u64], after: &[u64]| -> Vec<&str> {
+        COUNTERS
+            .iter()
+            .zip(before.iter().zip(after))
+            .filter(|(_, (b, a))| a != b)
+            .map(|(n, _)| *n)
+            .collect()
+    };
+    for (name, p, reason) in passed {
         let mut t = Tally::default();
+        let before = counters.read();
         check(&fp, &c, &p, &mut t);
         assert_eq!(t.passed, 1, "{name}: expected the slow path");
+        assert_eq!(
+            moved(&before, &counters.read()),
+            [reason],
+            "{name}: counted as"
+        );
     }
-    // The counters moved (per-CPU map, merged in `xlat stats`).
-    let n = fp.counters().read();
+    // Frames the kernel would not forward (RFC 1812 section 5.3.4: the
+    // link-layer destination is not this host) are not the translator's:
+    // left to the kernel, which drops them, never translated.
+    let tcp4 = v4(6, 64, 0x4000, &tcp, true);
+    let tcp6 = v6(6, 64, &tcp);
+    for (name, dst) in [
+        ("another host", [0x02, 0, 0, 0, 0, 0x99]),
+        ("broadcast", [0xff; 6]),
+        ("IPv4 multicast", [0x01, 0, 0x5e, 0, 0, 1]),
+        ("IPv6 multicast", [0x33, 0x33, 0, 0, 0, 1]),
+    ] {
+        for (et, p) in [(0x0800u16, &tcp4), (0x86dd, &tcp6)] {
+            let f = frame_to(dst, et, p);
+            let before = counters.read();
+            let (ret, out) = fp.test_run(&f).unwrap();
+            assert_eq!((ret, &out), (TC_ACT_OK, &f), "frame to {name}");
+            assert_eq!(
+                moved(&before, &counters.read()),
+                ["passed_not_for_xlat"],
+                "frame to {name}"
+            );
+        }
+    }
+    // Not IP (ARP), and a VLAN-tagged frame: passed as not_ip.
+    for et in [0x0806u16, 0x8100] {
+        let f = frame(et, &tcp4);
+        let before = counters.read();
+        let (ret, out) = fp.test_run(&f).unwrap();
+        assert_eq!((ret, &out), (TC_ACT_OK, &f));
+        assert_eq!(moved(&before, &counters.read()), ["passed_not_ip"]);
+    }
+    // The translations were counted too.
+    let n = counters.read();
     assert!(n[C_V4TO6] >= 4 && n[C_V6TO4] >= 4, "{n:?}");
 }
 
