@@ -492,7 +492,8 @@ static __always_inline int map_6to4(const struct xlat_cfg *c, __u32 gen, const _
  * during the lookup also invalidates its result.
  *
  * Two kinds of entries share it (a daemon runs one mode):
- * - R_ROUTE (NAT64), keyed by the translated packet: its route.
+ * - R_ROUTE (NAT64), keyed by the translated packet: its route, and
+ *   whether the configuration (word cgen) refuses its remote address.
  * - R_SIIT, keyed by the packet as it arrived: the whole stateless
  *   decision, i.e. whether the kernel would route it into the TUN, the
  *   outcome of the address mapping (RFC 7915 / RFC 6052 / RFC 7757, the
@@ -687,17 +688,27 @@ static __always_inline struct route_scratch *scratch(__u32 *rgen)
 }
 
 /* NAT64: the route of the translated packet, from the cache or by FIB
- * lookups (then cached); 0 if the maps fail. */
-static __always_inline struct route_val *route(struct __sk_buff *skb, int family, const __u8 *src,
-					       const __u8 *dst, __u8 tos)
+ * lookups (then cached, under configuration word cw), and whether the
+ * configuration refuses the remote IPv4 address remote4 (map_reason
+ * P_DENIED: the denylist, or RFC 6052 section 3.1 with the WKP). A cached
+ * session outlives a SIGHUP that denies its remote, but the core then drops
+ * its packets both ways (RFC 7915 section 4.1 / 5.1 address mapping before
+ * the session lookup): so must the fast path. No FIB lookups in test mode.
+ * 0 if the maps fail. */
+static __always_inline struct route_val *route(struct __sk_buff *skb, const struct xlat_cfg *c,
+					       __u32 cw, int family, const __u8 *src,
+					       const __u8 *dst, __u8 tos, const __u8 *remote4)
 {
 	__u32 rgen;
 	struct route_scratch *sc = scratch(&rgen);
 	if (!sc)
 		return 0;
-	if (cache_get(sc, skb, family, src, dst, tos, R_ROUTE, rgen, 0))
+	if (cache_get(sc, skb, family, src, dst, tos, R_ROUTE, rgen, cw))
 		return &sc->v;
-	fib_route(sc, skb, family, src, dst, tos);
+	if (slow4(cw & 1, remote4))
+		sc->v.map_reason = P_DENIED;
+	if (!(c->flags & F_TEST))
+		fib_route(sc, skb, family, src, dst, tos);
 	bpf_map_update_elem(&xlat_routes, &sc->k, &sc->v, BPF_ANY);
 	return &sc->v;
 }
@@ -961,9 +972,12 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	if (seg_len > total)
 		seg_len = total;
 
+	if (nat64) {
+		sv = route(skb, c, cw, AF_INET, s4, d4, tos, d4);
+		if (sv && sv->map_reason)
+			return pass(sv->map_reason);
+	}
 	if (!(c->flags & F_TEST)) {
-		if (nat64)
-			sv = route(skb, AF_INET, s4, d4, tos);
 		int r = next_hop(c, sv, seg_len);
 		if (r)
 			return pass(r);
@@ -1173,12 +1187,15 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 			return pass(P_TOO_BIG);
 	}
 
+	if (nat64) {
+		sv = route(skb, c, cw, AF_INET6, s6, d6, 0, h.src);
+		if (sv && sv->map_reason)
+			return pass(sv->map_reason);
+	}
 	if (!(c->flags & F_TEST)) {
 		__u32 check_len = gso ? 40 + l4hdr + skb->gso_size : out_len;
 		if (check_len > out_len)
 			check_len = out_len;
-		if (nat64)
-			sv = route(skb, AF_INET6, s6, d6, 0);
 		int r = next_hop(c, sv, check_len);
 		if (r)
 			return pass(r);

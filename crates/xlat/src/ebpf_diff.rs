@@ -19,6 +19,8 @@ use xlat_core::{FragBuf, PacketMeta, Translator, Verdict, HEADROOM};
 
 const TC_ACT_OK: u32 = 0;
 const TC_ACT_REDIRECT: u32 = 7;
+/// `passed_denied` in COUNTERS.
+const P_DENIED_IDX: usize = 13;
 
 /// xorshift64*: deterministic, seeded, no dependency.
 struct Rng(u64);
@@ -1038,6 +1040,210 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
     }
     let _ = pkt;
     eprintln!("ebpf nat64 differential: {t:?} icmp/udp/tcp {by_proto:?}");
+}
+
+/// A clean packet of session `x` (hop limit / TTL 64, TCP ACK, 16 bytes
+/// of data, correct checksums): IPv6 client -> pool6 remote, or IPv4 remote
+/// -> pool4 transport address (ICMP: echo request / echo reply).
+fn flow_packet(
+    v6: bool,
+    pool6: &xlat_core::addr::Pool6,
+    x: &xlat_core::nat64::SessionInfo,
+) -> Vec<u8> {
+    use xlat_core::nat64::Proto;
+    let proto = match x.proto {
+        Proto::Udp => 17u8,
+        Proto::Tcp => 6,
+        _ if v6 => 58,
+        _ => 1,
+    };
+    let mut l4 = vec![0u8; if proto == 6 { 20 } else { 8 }];
+    l4.extend_from_slice(b"sixteen bytes..!");
+    let csum_at = match proto {
+        1 | 58 => {
+            l4[0] = if v6 { 128 } else { 0 };
+            let id = if v6 { x.v6.port } else { x.v4.port };
+            l4[4..6].copy_from_slice(&id.to_be_bytes());
+            l4[7] = 1;
+            2
+        }
+        _ => {
+            let (sp, dp) = if v6 {
+                (x.v6.port, x.remote.port)
+            } else {
+                (x.remote.port, x.v4.port)
+            };
+            l4[0..2].copy_from_slice(&sp.to_be_bytes());
+            l4[2..4].copy_from_slice(&dp.to_be_bytes());
+            if proto == 6 {
+                l4[12] = 0x50;
+                l4[13] = 0x10; // ACK
+                16
+            } else {
+                let ulen = l4.len() as u16;
+                l4[4..6].copy_from_slice(&ulen.to_be_bytes());
+                6
+            }
+        }
+    };
+    let n = l4.len();
+    let mut p = if v6 {
+        let (s, d) = (x.v6.addr, pool6.embed(x.remote.addr));
+        let ps = checksum::pseudo_v6(&s, &d, proto, n as u32);
+        let c = checksum::finish(checksum::sum(ps, &l4));
+        l4[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
+        let mut h = vec![0x60, 0, 0, 0, 0, 0, proto, 64];
+        h[4..6].copy_from_slice(&(n as u16).to_be_bytes());
+        h.extend_from_slice(&s.octets());
+        h.extend_from_slice(&d.octets());
+        h
+    } else {
+        let (s, d) = (x.remote.addr, x.v4.addr);
+        let ps = if proto == 1 {
+            0
+        } else {
+            checksum::pseudo_v4(s, d, proto, n as u16)
+        };
+        let c = checksum::finish(checksum::sum(ps, &l4));
+        l4[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
+        let mut h = vec![0x45, 0, 0, 0, 0, 7, 0x40, 0, 64, proto, 0, 0];
+        h[2..4].copy_from_slice(&((20 + n) as u16).to_be_bytes());
+        h.extend_from_slice(&s.octets());
+        h.extend_from_slice(&d.octets());
+        let c = checksum::checksum(&h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        h
+    };
+    p.extend_from_slice(&l4);
+    p
+}
+
+/// RFC 6146 section 3.5 with the stateless address rules (RFC 7915
+/// sections 4.1 / 5.1, the denylist, RFC 6052 section 3.1): a SIGHUP that
+/// denies a remote IPv4 address (`denylist4`, or `allow-wkp-non-global`
+/// turned off with the WKP) leaves that remote's sessions in the state and
+/// in the flow cache, but the core now drops their packets both ways (the
+/// address mapping refuses the remote before the session lookup). The fast
+/// path must pass them (`ebpf_passed_denied`) and keep translating the
+/// sessions of the other remotes.
+#[test]
+fn ebpf_nat64_remote_denied_by_a_reload_is_passed() {
+    use xlat_core::nat64::{Proto, SessionInfo, Ta4, Ta6};
+    use xlat_core::translate::nat64::Nat64Translator;
+    let pool4 = "[nat64]\n[[nat64.pool4]]\nprefix = \"192.0.2.0/28\"\n";
+    let cases = [
+        (
+            "pool6 = \"2001:db8:64::/96\"\n".to_string(),
+            "pool6 = \"2001:db8:64::/96\"\ndenylist4 = [\"127.0.0.0/8\", \"224.0.0.0/3\", \"8.8.8.0/24\"]\n".to_string(),
+            "8.8.8.8",
+            "203.0.113.9",
+        ),
+        (
+            "pool6 = \"64:ff9b::/96\"\nallow-wkp-non-global = true\n".to_string(),
+            "pool6 = \"64:ff9b::/96\"\n".to_string(),
+            "10.1.2.3",
+            "8.8.4.4",
+        ),
+    ];
+    let mut fp = load();
+    for (i, (before, after, denied, kept)) in cases.iter().enumerate() {
+        let s = config::parse(&format!("mode = \"nat64\"\n{before}{pool4}")).unwrap();
+        let s2 = config::parse(&format!("mode = \"nat64\"\n{after}{pool4}")).unwrap();
+        let translator = |s: &Settings, st: &std::sync::Arc<xlat_core::nat64::Nat64State>| {
+            let mut cfg = s.core_config(&[]).unwrap();
+            cfg.ttl = TtlPolicy::Decrement;
+            Nat64Translator::new(cfg, st.clone()).unwrap()
+        };
+        let st = std::sync::Arc::new(
+            xlat_core::nat64::Nat64State::new(s.nat64.core(), [7 + i as u8; 16]).unwrap(),
+        );
+        let tr = translator(&s, &st);
+        let pool6 = tr.pool6();
+        fp.install(&tables(&s, s.pool6, &[], 0, true)).unwrap();
+        let fc = fp.flow_cache().unwrap();
+        st.set_cache_log(64);
+        let c6 = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 5);
+        let remotes: Vec<Ipv4Addr> = [denied, kept].iter().map(|a| a.parse().unwrap()).collect();
+        for (j, r4) in remotes.iter().enumerate() {
+            let port = 2000 + j as u16;
+            for _ in 0..2 {
+                st.lookup_or_create_6to4(
+                    Proto::Udp,
+                    Ta6::new(c6, port),
+                    Ta4::new(*r4, 53),
+                    None,
+                    0,
+                )
+                .unwrap();
+                st.lookup_or_create_6to4(
+                    Proto::Icmp,
+                    Ta6::new(c6, port),
+                    Ta4::new(*r4, port),
+                    None,
+                    0,
+                )
+                .unwrap();
+            }
+            let m = st
+                .lookup_or_create_6to4(
+                    Proto::Tcp,
+                    Ta6::new(c6, port),
+                    Ta4::new(*r4, 443),
+                    Some(0x02),
+                    0,
+                )
+                .unwrap();
+            st.lookup_4to6(Proto::Tcp, Ta4::new(*r4, 443), m.src4, Some(0x12), 0)
+                .unwrap();
+        }
+        let mut sessions: Vec<SessionInfo> = vec![];
+        st.drain_cache_wanted(&mut sessions);
+        assert_eq!(sessions.len(), 6, "case {i}");
+        for x in &sessions {
+            assert!(fc.insert(&st, &pool6, x));
+        }
+        let run = |fp: &FastPath, tr: &Nat64Translator, x: &SessionInfo, v6: bool| -> Tally {
+            let mut t = Tally::default();
+            let pkt = flow_packet(v6, &pool6, x);
+            check_with(fp, &pkt, None, &mut t, &mut |buf, start, len, meta| {
+                let mut frags = FragBuf::new();
+                tr.translate(buf, start, len, meta, &mut frags, 1000, &mut None)
+            });
+            t
+        };
+        for x in &sessions {
+            for v6 in [true, false] {
+                let t = run(&fp, &tr, x, v6);
+                assert_eq!(t.translated, 1, "case {i}: before the reload {x:?} v6 {v6}");
+            }
+        }
+        // The reload: new tables for the program, a new translator on the
+        // same state (daemon.rs, build_translator); the sessions stay.
+        let tr2 = translator(&s2, &st);
+        fp.install(&tables(&s2, s2.pool6, &[], 0, true)).unwrap();
+        let counters = fp.counters();
+        for x in &sessions {
+            for v6 in [true, false] {
+                let before = counters.read();
+                let t = run(&fp, &tr2, x, v6);
+                if x.remote.addr == remotes[0] {
+                    assert_eq!(
+                        t.passed, 1,
+                        "case {i}: denied remote translated: {x:?} v6 {v6}"
+                    );
+                    let n = counters.read();
+                    assert_eq!(
+                        n[P_DENIED_IDX] - before[P_DENIED_IDX],
+                        1,
+                        "case {i}: {x:?} v6 {v6}"
+                    );
+                } else {
+                    assert_eq!(t.translated, 1, "case {i}: {x:?} v6 {v6}");
+                }
+            }
+        }
+        drop(fc);
+    }
 }
 
 /// Rewrites a generated packet into one of session `x`'s (direction by
