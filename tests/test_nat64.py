@@ -998,3 +998,55 @@ def test_issue4_rfc6146_3_5_1_1_sighup_pool4_change_drains_sessions(datapath):
             t.lab.stop(srv)
     finally:
         e.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_sighup_denylisting_the_remote_stops_its_cached_flow(datapath):
+    """RFC 7915 sections 5.1 / 4.1 (the address mapping, which the denylist
+    refuses) come before RFC 6146 section 3.5's session lookup: a SIGHUP that
+    puts the remote (h4) in ``denylist4`` stops its UDP flow at once, though
+    the session stays. With the eBPF datapath the flow was on the fast path
+    (cached at its second datagram): the fast path must stop too
+    (``ebpf_passed_denied``) and not keep the session alive. Taking the entry
+    out again lets the flow go on."""
+    e = Env(pool4=MAIN_POOL4, datapath=datapath)
+    t, x = e.t, e.x
+    try:
+        srv = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7600)
+        try:
+            for _ in range(3):
+                assert udp_try(t.lab, t.c1, t.h4_v6, 7600, 5301) == "ok"
+                time.sleep(0.1)  # the cache tick (20 ms) writes the flow
+            if datapath == "ebpf":
+                before = x.stats()["ebpf_translated_6to4_packets"]
+                assert udp_try(t.lab, t.c1, t.h4_v6, 7600, 5301) == "ok"
+                assert x.stats()["ebpf_translated_6to4_packets"] > before, "not cached"
+            conf = x.conf.read_text()
+            deny = (
+                'denylist4 = ["0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", '
+                f'"224.0.0.0/3", "{t.h4_addr}/32"]\n'
+            )
+            assert "allow-wkp-non-global = true\n" in conf
+            _reload(
+                x,
+                conf.replace(
+                    "allow-wkp-non-global = true\n",
+                    "allow-wkp-non-global = true\n" + deny,
+                ),
+            )
+            passed = x.stats().get("ebpf_passed_denied", 0)
+            for _ in range(2):
+                assert udp_try(t.lab, t.c1, t.h4_v6, 7600, 5301, wait=0.5) == "timeout"
+            assert any(
+                s[0] == "udp" and s[1] == f"{t.c1_addr}#5301" for s in sessions(x)
+            ), "the session stays"
+            if datapath == "ebpf":
+                assert x.stats()["ebpf_passed_denied"] - passed >= 2
+            _reload(x, conf)
+            assert udp_try(t.lab, t.c1, t.h4_v6, 7600, 5301) == "ok"
+        finally:
+            t.lab.stop(srv)
+        assert x.alive(), x.log()
+    finally:
+        e.close()
