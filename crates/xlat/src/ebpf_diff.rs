@@ -1042,6 +1042,53 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
     eprintln!("ebpf nat64 differential: {t:?} icmp/udp/tcp {by_proto:?}");
 }
 
+/// RFC 6146 section 3.5: the core drops every IPv6 packet whose source is
+/// inside pool6 (`Nat64Src6InPool6`), though a session of such a client can
+/// exist (made from the IPv4 side through a static BIB entry, or before
+/// that rule). The flow cache must not take it: the fast path would
+/// translate what the core drops.
+#[test]
+fn ebpf_nat64_client_inside_pool6_is_never_cached() {
+    use xlat_core::nat64::{Proto, SessionInfo, Ta4, Ta6};
+    use xlat_core::translate::nat64::Nat64Translator;
+    let toml = "mode = \"nat64\"\npool6 = \"2001:db8:64::/96\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"192.0.2.0/28\"\n";
+    let s = config::parse(toml).unwrap();
+    let mut cfg = s.core_config(&[]).unwrap();
+    cfg.ttl = TtlPolicy::Decrement;
+    let st =
+        std::sync::Arc::new(xlat_core::nat64::Nat64State::new(s.nat64.core(), [9; 16]).unwrap());
+    let tr = Nat64Translator::new(cfg, st.clone()).unwrap();
+    let pool6 = tr.pool6();
+    let fp = load();
+    let mut fp = fp;
+    fp.install(&tables(&s, s.pool6, &[], 0, true)).unwrap();
+    let fc = fp.flow_cache().unwrap();
+    st.set_cache_log(64);
+    let inside = pool6.embed("198.18.0.1".parse().unwrap());
+    let outside = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 9);
+    let r4: Ipv4Addr = "203.0.113.9".parse().unwrap();
+    for c6 in [inside, outside] {
+        for _ in 0..2 {
+            st.lookup_or_create_6to4(Proto::Udp, Ta6::new(c6, 3000), Ta4::new(r4, 53), None, 0)
+                .unwrap();
+        }
+    }
+    let mut sessions: Vec<SessionInfo> = vec![];
+    st.drain_cache_wanted(&mut sessions);
+    assert_eq!(sessions.len(), 2);
+    assert_eq!(fc.insert_batch(&st, &pool6, &sessions), 1);
+    for x in &sessions {
+        assert_eq!(fc.insert(&st, &pool6, x), x.v6.addr == outside);
+        let mut t = Tally::default();
+        let pkt = flow_packet(true, &pool6, x);
+        check_with(&fp, &pkt, None, &mut t, &mut |buf, start, len, meta| {
+            let mut frags = FragBuf::new();
+            tr.translate(buf, start, len, meta, &mut frags, 1000, &mut None)
+        });
+        assert_eq!(t.translated, usize::from(x.v6.addr == outside), "{x:?}");
+    }
+}
+
 /// A clean packet of session `x` (hop limit / TTL 64, TCP ACK, 16 bytes
 /// of data, correct checksums): IPv6 client -> pool6 remote, or IPv4 remote
 /// -> pool4 transport address (ICMP: echo request / echo reply).

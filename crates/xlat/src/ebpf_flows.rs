@@ -80,6 +80,17 @@ pub fn session_entries(pool6: &Pool6, s: &SessionInfo) -> Option<Entries> {
     }
 }
 
+/// Sessions the fast path must never carry: hairpinned ones (remote in
+/// pool4, RFC 6146 §3.8, translated IPv6 to IPv6 by the core) and those of
+/// a client inside pool6, whose IPv6 packets the core drops (RFC 6146 §3.5,
+/// `Nat64Src6InPool6`; such a session can come from the IPv4 side through a
+/// static BIB entry).
+fn slow_path_only(st: &Nat64State, pool6: &Pool6, s: &SessionInfo) -> bool {
+    st.is_pool4(None, s.remote.addr)
+        || s.remote.addr == Ipv4Addr::UNSPECIFIED
+        || pool6.contains(&s.v6.addr)
+}
+
 type SessKey = (Proto, Ta4, Ta4);
 /// (6->4 key, value, 4->6 key, value).
 pub type Entries = ([u8; 40], [u8; 48], [u8; 40], [u8; 48]);
@@ -173,11 +184,12 @@ impl FlowCache {
     }
 
     /// Caches a UDP / ICMP / ESTABLISHED TCP session (both directions). A hairpinned one
-    /// (remote in pool4, RFC 6146 §3.8) stays on the slow path; a full
-    /// cache leaves the session there too (counted).
+    /// (remote in pool4, RFC 6146 §3.8) and one whose client is inside
+    /// pool6 stay on the slow path ([`slow_path_only`]); a full cache
+    /// leaves the session there too (counted).
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn insert(&self, st: &Nat64State, pool6: &Pool6, s: &SessionInfo) -> bool {
-        if st.is_pool4(None, s.remote.addr) || s.remote.addr == Ipv4Addr::UNSPECIFIED {
+        if slow_path_only(st, pool6, s) {
             return false;
         }
         let Some((k64, v64, k46, v46)) = session_entries(pool6, s) else {
@@ -219,7 +231,7 @@ impl FlowCache {
         let mut seen: std::collections::HashSet<SessKey> = Default::default();
         let (mut k46, mut v46, mut k64, mut v64) = (vec![], vec![], vec![], vec![]);
         for s in new {
-            if st.is_pool4(None, s.remote.addr) || s.remote.addr == Ipv4Addr::UNSPECIFIED {
+            if slow_path_only(st, pool6, s) {
                 continue;
             }
             let key = (s.proto, s.v4, s.remote);
