@@ -812,6 +812,7 @@ static __always_inline int send(struct __sk_buff *skb, const struct xlat_cfg *c,
 }
 
 #define ETH_LEN 14
+#define GSO_ANY(skb) ((skb)->gso_segs > 1 || (skb)->gso_size != 0)
 
 /* IANA "IPv6 Extension Header Types" (ESP aside: it is the upper layer
  * for the translator, RFC 7915 section 5.1.1), for the pass counters. */
@@ -820,7 +821,6 @@ static __always_inline int ipv6_ext(__u8 nh)
 	return nh == 0 || nh == 43 || nh == 44 || nh == 51 || nh == 60 || nh == 135 ||
 	       nh == 139 || nh == 140 || nh == 253 || nh == 254;
 }
-#define GSO_ANY(skb) ((skb)->gso_segs > 1 || (skb)->gso_size != 0)
 
 /* The checksum difference of the NAT64 port rewrite (4 bytes at the start
  * of the TCP/UDP header), for finish(). */
