@@ -356,6 +356,7 @@ SLOW_HTTP = textwrap.dedent(
     """
     import socket, sys, time
     bind, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    pause = float(sys.argv[4]) if len(sys.argv) > 4 else 0.1
     fam = socket.AF_INET6 if ":" in bind else socket.AF_INET
     s = socket.socket(fam, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -372,17 +373,20 @@ SLOW_HTTP = textwrap.dedent(
         n = min(len(chunk), size - sent)
         c.sendall(chunk[:n])
         sent += n
-        time.sleep(0.1)
+        time.sleep(pause)
     c.close()
     """
 )
 
 
-def slow_download(c: Chain, server: str, bind: str, client: str, url: str):
-    """Start SLOW_HTTP in ``server`` and curl in ``client`` (background)."""
+def slow_download(
+    c: Chain, server: str, bind: str, client: str, url: str, pause: float = 0.1
+):
+    """Start SLOW_HTTP in ``server`` (a 30 kB chunk every ``pause`` s) and curl
+    in ``client`` (background)."""
     srv = c.lab.spawn(
         server,
-        [PY, "-c", SLOW_HTTP, bind, "8001", str(BIG)],
+        [PY, "-c", SLOW_HTTP, bind, "8001", str(BIG), str(pause)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -1026,11 +1030,18 @@ def test_malformed_packets_during_a_download(datapath, mode):
     with chain(mode, datapath) as c:
         assert c.x is not None
         before = c.x.stats()
-        srv, p = slow_download(c, c.h4, c.h4_addr, c.h6, _url(c.h4_v6, 8001))
-        # IPv4 garbage goes to h6's IPv4 address (SIIT) or the pool4 address.
+        # About 10 s of download: scapy's start alone can take seconds on a
+        # loaded machine, and the garbage must arrive while the download runs.
+        srv, p = slow_download(c, c.h4, c.h4_addr, c.h6, _url(c.h4_v6, 8001), pause=0.2)
+        # IPv4 garbage goes to h6's IPv4 address (SIIT) or the pool4 address;
+        # both hosts send at the same time.
         dst4 = c.h6_v4 if mode == "siit" else POOL4
-        c.lab.exec(c.h4, [PY, "-c", GARBAGE, "4", dst4, "20"], timeout=20)
-        c.lab.exec(c.h6, [PY, "-c", GARBAGE, "6", c.h4_v6, "20"], timeout=20)
+        senders = [
+            c.lab.spawn(c.h4, [PY, "-c", GARBAGE, "4", dst4, "20"]),
+            c.lab.spawn(c.h6, [PY, "-c", GARBAGE, "6", c.h4_v6, "20"]),
+        ]
+        for g in senders:
+            assert g.wait(timeout=20) == 0
         assert p.poll() is None, "the download ended before the garbage was sent"
         out, err = p.communicate(timeout=30)
         c.lab.stop(p)
