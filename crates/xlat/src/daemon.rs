@@ -526,6 +526,41 @@ pub fn run(path: &str) -> i32 {
             return 1;
         }
     };
+    // Everything that can fail on its own comes before the TUN device and
+    // its routes exist, so that a failure leaves the system as it was (and
+    // a running xlat undisturbed): the device name, the metrics port, the
+    // mapping log.
+    if let Some(why) = tun::in_use(&settings.tun.name) {
+        error!("cannot create the TUN device", "dev" => settings.tun.name, "error" => why);
+        return 1;
+    }
+    // Opened before privileges are dropped (the file may be root-owned).
+    let mapping_log = if settings.mode == Mode::Nat64 && !settings.nat64.mapping_log.is_empty() {
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&settings.nat64.mapping_log)
+        {
+            Ok(f) => Some(f),
+            Err(e) => {
+                error!("cannot open the mapping log", "path" => settings.nat64.mapping_log, "error" => e);
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
+
+    let metrics = match settings.metrics_listen {
+        None => None,
+        Some(a) => match TcpListener::bind(a) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                error!("cannot listen for metrics", "listen" => a, "error" => e);
+                return 1;
+            }
+        },
+    };
     let queues = if settings.tun.queues == 0 {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -572,33 +607,6 @@ pub fn run(path: &str) -> i32 {
         Err(()) => return 1,
     };
 
-    // Opened before privileges are dropped (the file may be root-owned).
-    let mapping_log = if settings.mode == Mode::Nat64 && !settings.nat64.mapping_log.is_empty() {
-        match std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&settings.nat64.mapping_log)
-        {
-            Ok(f) => Some(f),
-            Err(e) => {
-                error!("cannot open the mapping log", "path" => settings.nat64.mapping_log, "error" => e);
-                return 1;
-            }
-        }
-    } else {
-        None
-    };
-
-    let metrics = match settings.metrics_listen {
-        None => None,
-        Some(a) => match TcpListener::bind(a) {
-            Ok(l) => Some(l),
-            Err(e) => {
-                error!("cannot listen for metrics", "listen" => a, "error" => e);
-                return 1;
-            }
-        },
-    };
     if !settings.user.is_empty() {
         if let Err(e) = crate::privs::drop_to(&settings.user) {
             error!("cannot drop privileges", "user" => settings.user, "error" => e);

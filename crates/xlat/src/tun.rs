@@ -96,6 +96,63 @@ fn open_queue(name: &str, vnet: bool) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
+const IFF_PERSIST: u32 = 0x0800;
+
+/// Why the device `name` cannot be used by a new daemon, if it exists:
+/// it is not a TUN device, or another process has it open. Attaching to a
+/// multi-queue TUN that another process reads would add queues to *its*
+/// device and take a share of its traffic, so a second `xlat run` with the
+/// same `[tun] name` must fail instead. A non-persistent TUN exists only
+/// while some process holds it open; a persistent one (`keep-on-exit`, or
+/// `ip tuntap add`) has its carrier on exactly while a queue is attached.
+pub fn in_use(name: &str) -> Option<String> {
+    let cname = std::ffi::CString::new(name).ok()?;
+    // SAFETY: a NUL-terminated name.
+    let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if index == 0 {
+        return None;
+    }
+    let dir = std::path::Path::new("/sys/class/net").join(name);
+    let sys_index = std::fs::read_to_string(dir.join("ifindex")).unwrap_or_default();
+    if sys_index.trim() != index.to_string() {
+        // /sys belongs to another network namespace (entered without
+        // remounting it): ask the socket layer whether the link runs.
+        return running(name)
+            .then(|| format!("{name} exists and is running (in use by another process?)"));
+    }
+    let Ok(flags) = std::fs::read_to_string(dir.join("tun_flags")) else {
+        return Some(format!("{name} exists and is not a TUN device"));
+    };
+    let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap_or(0);
+    if flags & IFF_PERSIST == 0 {
+        return Some(format!(
+            "{name} exists and is in use by another process (another xlat with this [tun] name?)"
+        ));
+    }
+    let carrier = std::fs::read_to_string(dir.join("carrier")).unwrap_or_default();
+    if carrier.trim() == "1" {
+        return Some(format!(
+            "{name} is a persistent TUN device that another process has attached to"
+        ));
+    }
+    None
+}
+
+/// IFF_RUNNING of `name` (SIOCGIFFLAGS): for a TUN device, a queue is attached.
+fn running(name: &str) -> bool {
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return false;
+    }
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    let mut req = IfReq::new(name);
+    // SAFETY: SIOCGIFFLAGS takes a struct ifreq.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+        return false;
+    }
+    req.short() & libc::IFF_RUNNING as i16 != 0
+}
+
 impl Tun {
     /// Creates (or attaches to) the device with `queues` queues.
     pub fn create(name: &str, queues: usize, offload: bool) -> io::Result<Tun> {
