@@ -317,10 +317,15 @@ impl Ctx {
     }
 
     fn table<'a>(&mut self, t: &'a Table, key: &str) -> Option<&'a Table> {
+        self.table_at(t, "", key)
+    }
+
+    /// A sub-table of `t` (at `path`): a wrong type is named by its full key.
+    fn table_at<'a>(&mut self, t: &'a Table, path: &str, key: &str) -> Option<&'a Table> {
         match t.get(key)? {
             Value::Table(s) => Some(s),
             v => {
-                self.err(key, show(v), "expected a table");
+                self.err(join(path, key), show(v), "expected a table");
                 None
             }
         }
