@@ -180,6 +180,26 @@ def test_cli_usage_and_exit_codes(tmp_path):
     assert cp.returncode == 2 and "error: nat64: " in cp.stdout, cp
 
 
+# docs/configuration.md, "`check` rejects": values that parse but cannot work.
+CHECK_REJECTS = [
+    ('[metrics]\nlisten = "127.0.0.1:0"\n', "metrics.listen"),
+    ('[control]\nsocket = "/run/xlat/"\n', "control.socket"),
+    ('icmp-source-v4 = "224.0.0.1"\n', "icmp-source-v4"),
+    ('icmp-source-v6 = "ff02::1"\n', "icmp-source-v6"),
+    ("[nat64]\n[nat64.timeouts]\nudp = 5\n", "nat64"),
+]
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(("text", "key"), CHECK_REJECTS)
+def test_check_rejects_unusable_values(tmp_path, text, key):
+    f = tmp_path / "x.toml"
+    f.write_text(f'pool6 = "{POOL6}"\n' + text)
+    cp = run([need_xlat(), "check", "-c", f], check=False)
+    assert cp.returncode == 2, cp
+    assert cp.stdout.startswith(f"error: {key}: "), cp.stdout
+
+
 def _scrape(lab, ns, url: str) -> str:
     deadline = time.monotonic() + 5
     while True:

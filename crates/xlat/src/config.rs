@@ -594,12 +594,24 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
     }
     if let Some(a) = ctx.string(&root, "", "icmp-source-v4") {
         match a.parse::<Ipv4Addr>() {
+            // RFC 1812 section 4.3.2.1 / RFC 4443 section 2.2: an ICMP error
+            // comes from a unicast address.
+            Ok(x) if x.is_unspecified() || x.is_multicast() || x.is_broadcast() => ctx.err(
+                "icmp-source-v4",
+                a,
+                "must be a unicast address (not 0.0.0.0, multicast or broadcast)",
+            ),
             Ok(x) => s.icmp_source_v4 = Some(x),
             Err(_) => ctx.err("icmp-source-v4", a, "not an IPv4 address"),
         }
     }
     if let Some(a) = ctx.string(&root, "", "icmp-source-v6") {
         match a.parse::<Ipv6Addr>() {
+            Ok(x) if x.is_unspecified() || x.is_multicast() => ctx.err(
+                "icmp-source-v6",
+                a,
+                "must be a unicast address (not :: or multicast)",
+            ),
             Ok(x) => s.icmp_source_v6 = Some(x),
             Err(_) => ctx.err("icmp-source-v6", a, "not an IPv6 address"),
         }
@@ -796,6 +808,8 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         if let Some(p) = ctx.string(t, "control", "socket") {
             if !p.starts_with('/') {
                 ctx.err("control.socket", p, "must be an absolute path");
+            } else if p.ends_with('/') {
+                ctx.err("control.socket", p, "must name a file, not a directory");
             } else if p.len() > 107 {
                 ctx.err("control.socket", p, "longer than 107 bytes (sun_path)");
             } else {
@@ -813,6 +827,11 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         if let Some(l) = ctx.string(t, "metrics", "listen") {
             if !l.is_empty() {
                 match l.parse::<SocketAddr>() {
+                    Ok(a) if a.port() == 0 => ctx.err(
+                        "metrics.listen",
+                        l,
+                        "port 0 would be a random port: name the port to scrape",
+                    ),
                     Ok(a) => s.metrics_listen = Some(a),
                     Err(_) => ctx.err(
                         "metrics.listen",
@@ -1210,6 +1229,36 @@ ipv6 = "2001:db8:9::/121"
         assert!(has(&ps, "log.level", "expected error"));
         assert!(has(&ps, "eam-hairpin-mode", "intrinsic"));
         assert!(has(&ps, "control.socket", "absolute"));
+        for (text, key, why) in [
+            (
+                "[metrics]\nlisten = \"127.0.0.1:0\"\n",
+                "metrics.listen",
+                "port 0",
+            ),
+            (
+                "[control]\nsocket = \"/run/xlat/\"\n",
+                "control.socket",
+                "not a directory",
+            ),
+            (
+                "icmp-source-v4 = \"224.0.0.1\"\n",
+                "icmp-source-v4",
+                "unicast",
+            ),
+            (
+                "icmp-source-v4 = \"0.0.0.0\"\n",
+                "icmp-source-v4",
+                "unicast",
+            ),
+            (
+                "icmp-source-v6 = \"ff02::1\"\n",
+                "icmp-source-v6",
+                "unicast",
+            ),
+        ] {
+            let ps = problems(&format!("pool6 = \"64:ff9b::/96\"\n{text}"));
+            assert!(has(&ps, key, why), "{text}: {ps:?}");
+        }
         let ps = problems("pool6 = \"64:ff9b::/96\"\n[privileges]\nuser = \"no-such-user-xlat\"\n");
         assert!(has(&ps, "privileges.user", "no such user"));
     }
