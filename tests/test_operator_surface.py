@@ -10,8 +10,10 @@ serves the Prometheus text exposition format.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -129,6 +131,48 @@ def test_keep_on_exit_device_is_reused(one_ns):
     finally:
         y.stop()
     assert "xlat0" not in lab.links(ns), "keep-on-exit = false removes it"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGKILL"])
+def test_exit_removes_socket_in_a_root_only_directory(one_ns, sig):
+    """docs/configuration.md, Signals: SIGTERM/SIGINT remove the device and the
+    control socket, also when the daemon runs as `nobody` (the default) and the
+    socket's directory is root's 0700 (nobody may not unlink there). A daemon
+    that is killed leaves no socket either, and no helper process behind."""
+    lab, ns, d = one_ns
+    assert os.stat(d).st_mode & 0o777 == 0o700
+    conf = _conf(d, "a.sock").replace('[privileges]\nuser = ""\n', "")
+    x = Xlat(lab, ns, conf, d, name="a").start()
+    assert "user=nobody" in x.log()
+    sock = d / "a.sock"
+    assert sock.exists()
+    helpers = [
+        int(p)
+        for p in run(["pgrep", "-P", str(x.proc.pid)], check=False).stdout.split()
+    ]
+    x.signal(getattr(signal, sig))
+    x.proc.wait(timeout=10)
+    rc = x.stop()
+    if sig != "SIGKILL":
+        assert rc == 0, x.log()
+        assert "msg=stopped" in x.log()
+    deadline = time.monotonic() + 3
+    while sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sock.exists(), x.log()
+    assert "xlat0" not in lab.links(ns)
+    for pid in helpers:
+        deadline = time.monotonic() + 3
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            st = Path(f"/proc/{pid}/stat").read_text(errors="replace")
+            if st.split(")")[-1].split()[0] == "Z":
+                break
+            time.sleep(0.05)
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+        ), f"helper {pid} still running"
 
 
 @pytest.mark.timeout(20)

@@ -1,7 +1,7 @@
 //! `xlat run`: setup, the worker threads, signals, reload and shutdown.
 
 use std::net::TcpListener;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -364,6 +364,102 @@ impl Drop for SocketGuard {
     }
 }
 
+/// Removes the control socket at exit when the unprivileged user cannot:
+/// unlinking needs write permission on the socket's directory, which a
+/// directory of the operator's (say a root-only 0700 one) does not give
+/// `nobody`. Forked while still root and single-threaded, it holds no
+/// descriptor but its end of a pipe, ignores the signals the daemon takes
+/// (the mask is inherited), and removes the socket when told to, or when
+/// the pipe closes because the daemon died, unless another xlat answers
+/// on it by then.
+struct SocketReaper {
+    pid: libc::pid_t,
+    tx: Option<std::os::fd::OwnedFd>,
+}
+
+impl SocketReaper {
+    /// Whether `user` (uid, gid) can unlink entries of `dir` by its mode bits.
+    fn can_unlink(dir: &std::path::Path, uid: u32, gid: u32) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(m) = std::fs::metadata(dir) else {
+            return false;
+        };
+        let mode = m.mode();
+        if m.uid() == uid {
+            return mode & 0o300 == 0o300;
+        }
+        // Sticky (like /tmp): only the owner of the entry may remove it,
+        // and the socket is root's.
+        if mode & 0o1000 != 0 {
+            return false;
+        }
+        (m.gid() == gid && mode & 0o030 == 0o030) || mode & 0o003 == 0o003
+    }
+
+    fn spawn(path: &str) -> std::io::Result<SocketReaper> {
+        let mut fds = [0; 2];
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            let e = std::io::Error::last_os_error();
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+            return Err(e);
+        }
+        if pid == 0 {
+            // The child: keep only stdio and the read end, so that it holds
+            // neither the TUN queues nor the sockets of the daemon.
+            unsafe {
+                libc::dup2(fds[0], 3);
+                libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+            }
+            let mut b = 0u8;
+            let n = loop {
+                let n = unsafe { libc::read(3, (&mut b as *mut u8).cast(), 1) };
+                if n >= 0
+                    || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
+                    break n;
+                }
+            };
+            // Told (n = 1): the listener is closed. The daemon died (EOF):
+            // the kernel may close its listener after the pipe, so a
+            // listener is taken for another xlat only if it stays a second.
+            let tries = if n == 1 { 1 } else { 20 };
+            for _ in 0..tries {
+                if std::os::unix::net::UnixStream::connect(path).is_err() {
+                    let _ = std::fs::remove_file(path);
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            unsafe { libc::_exit(0) };
+        }
+        unsafe { libc::close(fds[0]) };
+        Ok(SocketReaper {
+            pid,
+            tx: Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) }),
+        })
+    }
+}
+
+impl Drop for SocketReaper {
+    /// Tells the helper to remove the socket now and waits for it.
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            let b = 1u8;
+            unsafe { libc::write(tx.as_raw_fd(), (&b as *const u8).cast(), 1) };
+            drop(tx);
+            let mut st = 0;
+            unsafe { libc::waitpid(self.pid, &mut st, 0) };
+        }
+    }
+}
+
 /// Panics (of the translation core, caught per packet by the workers) are
 /// logged as structured lines: the first ten, then the 16th, 32nd, 64th, ...
 fn install_panic_hook() {
@@ -607,7 +703,20 @@ pub fn run(path: &str) -> i32 {
         Err(()) => return 1,
     };
 
+    let mut reaper = None;
     if !settings.user.is_empty() {
+        let dir = std::path::Path::new(&settings.control_socket)
+            .parent()
+            .unwrap_or(std::path::Path::new("/"));
+        if let Some((uid, gid)) = crate::privs::lookup_user(&settings.user) {
+            if !SocketReaper::can_unlink(dir, uid, gid) {
+                match SocketReaper::spawn(&settings.control_socket) {
+                    Ok(r) => reaper = Some(r),
+                    Err(e) => warn!("the control socket may be left behind at exit",
+                        "path" => settings.control_socket, "user" => settings.user, "error" => e),
+                }
+            }
+        }
         if let Err(e) = crate::privs::drop_to(&settings.user) {
             error!("cannot drop privileges", "user" => settings.user, "error" => e);
             return 1;
@@ -742,8 +851,14 @@ pub fn run(path: &str) -> i32 {
         warn!("cannot change persistence of the TUN device", "error" => e);
     }
     drop(tun);
-    if let Err(e) = std::fs::remove_file(&socket_path) {
-        crate::debug!("cannot remove the control socket", "path" => socket_path, "error" => e);
+    match (std::fs::remove_file(&socket_path), reaper) {
+        (Ok(()), _) => {}
+        // The helper, still root, removes it (its directory is not ours).
+        (Err(_), Some(r)) => drop(r),
+        (Err(e), None) if e.kind() != std::io::ErrorKind::NotFound => {
+            warn!("cannot remove the control socket", "path" => socket_path, "error" => e)
+        }
+        (Err(_), None) => {}
     }
     if keep {
         info!("stopped, device and routes kept (keep-on-exit)", "dev" => name);
