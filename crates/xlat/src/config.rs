@@ -1263,6 +1263,37 @@ ipv6 = "2001:db8:9::/121"
         assert!(has(&ps, "privileges.user", "no such user"));
     }
 
+    /// docs/configuration.md: the "complete example (all defaults shown)"
+    /// is valid and its values are the defaults; the NAT64 example is valid
+    /// and shows the `[nat64]` defaults.
+    #[test]
+    fn documented_examples_are_valid_and_show_the_defaults() {
+        let doc = include_str!("../../../docs/configuration.md");
+        let blocks: Vec<&str> = doc
+            .split("```toml\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap())
+            .collect();
+        let full = parse(blocks[0]).unwrap_or_else(|p| panic!("{p:?}"));
+        let minimal = parse(
+            "pool6 = \"64:ff9b::/96\"\n[[eamt]]\nipv4 = \"198.51.100.0/24\"\nipv6 = \"2001:db8:6::/120\"\n",
+        )
+        .unwrap();
+        assert_eq!(full, minimal, "a documented default differs");
+        let nat = blocks
+            .iter()
+            .find(|b| b.starts_with("mode = \"nat64\""))
+            .expect("the nat64 example");
+        let nat = parse(nat).unwrap_or_else(|p| panic!("{p:?}"));
+        let minimal =
+            parse("mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n").unwrap();
+        let mut n = nat.nat64.clone();
+        n.pool4 = minimal.nat64.pool4.clone();
+        n.bib = vec![];
+        assert_eq!(n, minimal.nat64, "a documented [nat64] default differs");
+        assert_eq!(nat.pool6, minimal.pool6);
+    }
+
     #[test]
     fn syntax_error_is_one_problem() {
         let ps = problems("pool6 = \n");
