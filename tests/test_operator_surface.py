@@ -115,6 +115,30 @@ def test_second_instance_fails_and_first_keeps_running(one_ns, case):
 
 
 @pytest.mark.timeout(30)
+def test_route_taken_from_another_device_is_logged(one_ns):
+    """Two daemons with their own devices and sockets but the same pool6: the
+    second's `ip route replace` takes the route over; it must say so (warn, with
+    the device it was taken from), not log a plain "route added"."""
+    lab, ns, d = one_ns
+    first = Xlat(lab, ns, _conf(d, "a.sock"), d, name="a").start()
+    try:
+        second = Xlat(lab, ns, _conf(d, "b.sock", tun="xlat1"), d, name="b")
+        second.start()
+        try:
+            assert _route_dev(lab, ns, POOL6) == "xlat1"
+            assert re.search(
+                r"level=warn msg=\"route taken over from another device\" "
+                rf"dst={re.escape(POOL6)} dev=xlat1 was_dev=xlat0",
+                second.log(),
+            ), second.log()
+        finally:
+            second.stop()
+        assert "route taken over" not in first.log()
+    finally:
+        first.stop()
+
+
+@pytest.mark.timeout(30)
 def test_keep_on_exit_device_is_reused(one_ns):
     """A device kept by `keep-on-exit` (persistent, nobody attached) is
     taken over by the next start: only a device in use is refused."""

@@ -278,20 +278,47 @@ pub fn reachable_elsewhere(family: &str, addr: &str, dev: &str) -> bool {
     })
 }
 
+/// The device of the main table's route for exactly `prefix`, if another
+/// than `dev`: `ip route replace` is about to take it over.
+fn taken_from(family: &str, prefix: &str, dev: &str) -> Option<String> {
+    let out = ip(&[family, "route", "show", "exact", prefix]).ok()?;
+    let line = out.lines().next()?;
+    let mut w = line.split_whitespace();
+    let other = loop {
+        match w.next()? {
+            "dev" => break w.next()?.to_string(),
+            _ => continue,
+        }
+    };
+    (other != dev).then_some(other)
+}
+
+fn replace(family: &str, s: &str, dev: &str) -> Result<(), String> {
+    let before = taken_from(family, s, dev);
+    ip(&[family, "route", "replace", s, "dev", dev])?;
+    match before {
+        Some(other) => {
+            crate::warn!("route taken over from another device", "dst" => s, "dev" => dev, "was_dev" => other)
+        }
+        None => crate::info!("route added", "dst" => s, "dev" => dev),
+    }
+    Ok(())
+}
+
 /// Installs `new` and removes what only `old` had.
 pub fn apply_routes(dev: &str, old: &Routes, new: &Routes) -> Vec<String> {
     let mut errors = vec![];
     for p in new.v4.difference(&old.v4) {
         let s = p.to_string();
-        match ip(&["-4", "route", "replace", &s, "dev", dev]) {
-            Ok(_) => crate::info!("route added", "dst" => s, "dev" => dev),
+        match replace("-4", &s, dev) {
+            Ok(()) => {}
             Err(e) => errors.push(e),
         }
     }
     for p in new.v6.difference(&old.v6) {
         let s = p.to_string();
-        match ip(&["-6", "route", "replace", &s, "dev", dev]) {
-            Ok(_) => crate::info!("route added", "dst" => s, "dev" => dev),
+        match replace("-6", &s, dev) {
+            Ok(()) => {}
             Err(e) => errors.push(e),
         }
     }
