@@ -209,6 +209,14 @@ def test_cli_without_a_daemon(tmp_path):
         assert cp.returncode == 1, (cmd, cp)
         assert cp.stdout == ""
         assert str(sock) in cp.stderr and "is xlat running?" in cp.stderr, cp.stderr
+    # A socket that is not root's to share: the hint says so.
+    need_tool("setpriv")
+    cp = run(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        + [xlat, "stats", "-s", sock],
+        check=False,
+    )
+    assert cp.returncode == 1 and "run the command as root" in cp.stderr, cp
     # -c FILE with an invalid file: the file's problems, exit 2.
     bad = tmp_path / "bad.toml"
     bad.write_text("[control]\nsocket = 5\n")
