@@ -88,6 +88,14 @@ def test_second_instance_fails_and_first_keeps_running(one_ns, case):
     first = Xlat(lab, ns, _conf(d, "a.sock") + metrics, d, name="a")
     first.start()
     try:
+        # The start log says what runs: version, file, mode, datapath, device.
+        log = first.log()
+        assert re.search(
+            rf"level=info msg=starting version=\S+ config={re.escape(str(first.conf))} "
+            r"mode=siit datapath=tun dev=xlat0 pid=\d+",
+            log,
+        ), log
+        assert re.search(r"msg=ready dev=xlat0 mode=siit datapath=tun ", log), log
         assert _route_dev(lab, ns, POOL6) == "xlat0"
         conf = {
             "same_tun": _conf(d, "b.sock", tun="xlat0"),

@@ -564,6 +564,9 @@ pub fn run(path: &str) -> i32 {
         }
     };
     crate::log::set_level(settings.log_level);
+    info!("starting", "version" => env!("CARGO_PKG_VERSION"), "config" => path,
+        "mode" => settings.mode.name(), "datapath" => settings.datapath.kind.name(),
+        "dev" => settings.tun.name, "pid" => std::process::id());
     install_panic_hook();
     // Before any thread exists, so that every thread inherits the mask and
     // only the main thread takes the signals (sigtimedwait).
@@ -817,7 +820,12 @@ pub fn run(path: &str) -> i32 {
     }
     {
         let st = daemon.state.lock().unwrap();
-        info!("ready", "dev" => name, "mode" => st.settings.mode.name(),
+        let dp = if daemon.fast.lock().unwrap().is_some() {
+            "ebpf"
+        } else {
+            "tun"
+        };
+        info!("ready", "dev" => name, "mode" => st.settings.mode.name(), "datapath" => dp,
             "pool6" => st.pool6.map(|p| p.to_string()).unwrap_or_else(|| "none".into()),
             "eamt_entries" => st.eamt.len() + usize::from(st.settings.clat.is_some()),
             "socket" => socket_path, "pid" => std::process::id());
