@@ -118,6 +118,10 @@ def test_second_instance_fails_and_first_keeps_running(one_ns, case):
         assert not (d / "b.sock").exists()
         assert first.alive(), first.log()
         assert "translated_6to4_packets" in first.cli("stats").stdout
+        # NAT64 commands against a SIIT daemon: exit 1, and the reason.
+        cp = first.cli("bib", "show", check=False)
+        assert cp.returncode == 1, cp
+        assert 'need mode = "nat64" (this xlat runs mode = "siit")' in cp.stderr
     finally:
         first.stop()
 

@@ -111,6 +111,15 @@ impl Daemon {
                 return r;
             }
         }
+        if cmd.starts_with("bib-") || cmd.starts_with("session-") {
+            let mode = self.state.lock().unwrap().settings.mode;
+            if mode != Mode::Nat64 {
+                return Err(format!(
+                    "bib and session commands need mode = \"nat64\" (this xlat runs mode = \"{}\")",
+                    mode.name()
+                ));
+            }
+        }
         match (cmd, args.as_slice()) {
             ("stats", []) => {
                 let mut o = String::new();
