@@ -9,6 +9,7 @@ serves the Prometheus text exposition format.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -148,6 +149,49 @@ def test_route_taken_from_another_device_is_logged(one_ns):
         assert "route taken over" not in first.log()
     finally:
         first.stop()
+
+
+@pytest.mark.timeout(40)
+def test_full_eamt_refuses_new_entries_and_keeps_the_old(one_ns):
+    """The contract: "a full table refuses new entries and keeps the old ones".
+    The EAM table holds 65,536 entries (docs/configuration.md): one more in the
+    file is an error naming `eamt`; at run time `xlat eamt add` is refused
+    (exit 1, "full") and the table stays as it was. A big table is also
+    checked quickly (the overlap check was quadratic: 13 s for 65,536)."""
+    lab, ns, d = one_ns
+    n = 65536
+    entries = "".join(
+        f'[[eamt]]\nipv4 = "{ipaddress.IPv4Address(0x0A000000 + i)}"\n'
+        f'ipv6 = "2001:db8::{i:x}"\n'
+        for i in range(n)
+    )
+    over = d / "over.toml"
+    over.write_text(
+        f'pool6 = "{POOL6}"\n{entries}'
+        '[[eamt]]\nipv4 = "192.0.2.1"\nipv6 = "2001:db8:1::1"\n'
+    )
+    t0 = time.monotonic()
+    cp = run([need_xlat(), "check", "-c", over], check=False)
+    assert time.monotonic() - t0 < 5
+    assert cp.returncode == 2 and cp.stdout.startswith("error: eamt: "), cp.stdout
+    assert "at most 65536" in cp.stdout
+    # routes = false: no `ip route` per entry at start.
+    conf = f'pool6 = "{POOL6}"\n{entries}' + _conf(d, "a.sock").split("\n", 1)[1]
+    conf = conf.replace("queues = 1\n", "queues = 1\nroutes = false\n")
+    x = Xlat(lab, ns, conf, d, name="a").start(timeout=30)
+    try:
+        cp = x.cli("eamt", "add", "192.0.2.1/32", "2001:db8:1::1/128", check=False)
+        assert cp.returncode == 1, cp
+        assert "the EAM table is full (65536 entries)" in cp.stderr, cp.stderr
+        listed = x.cli("eamt", "list").stdout.splitlines()
+        assert len(listed) == n
+        assert "192.0.2.1/32" not in x.cli("eamt", "list").stdout
+        # Removing one makes room again.
+        x.cli("eamt", "remove", "10.0.0.0/32")
+        x.cli("eamt", "add", "192.0.2.1/32", "2001:db8:1::1/128")
+        assert "192.0.2.1/32 2001:db8:1::1/128" in x.cli("eamt", "list").stdout
+    finally:
+        x.stop()
 
 
 @pytest.mark.timeout(30)

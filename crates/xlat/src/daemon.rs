@@ -151,6 +151,12 @@ impl Daemon {
                 let mut st = self.state.lock().unwrap();
                 let all: Vec<EamEntry> = st.settings.clat.iter().chain(st.eamt.iter()).copied().collect();
                 check_eam_conflict(&e, &all)?;
+                if all.len() >= config::MAX_EAMT {
+                    return Err(format!(
+                        "the EAM table is full ({} entries): {v4} {v6} refused, the table is unchanged",
+                        config::MAX_EAMT
+                    ));
+                }
                 if let Some(p) = st.pool6 {
                     if p.overlaps(&e.v6) {
                         return Err(format!("{v6} overlaps pool6 {p}"));
