@@ -30,6 +30,10 @@ pub const MAX_QUEUES: u64 = 64;
 /// during an atomic update (ebpf.rs). One limit for every datapath, so that
 /// a full table refuses a new entry instead of detaching the fast path.
 pub const MAX_EAMT: usize = 65_536;
+/// `denylist4` entries: the fast path's `xlat_slow4` map holds 8192 keys,
+/// two generations of the denylist plus RFC 6052 §3.1's 15 non-global
+/// ranges.
+pub const MAX_DENYLIST4: usize = 4000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -642,6 +646,13 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         ),
     }
     if let Some(l) = ctx.v4list(&root, "", "denylist4") {
+        if l.len() > MAX_DENYLIST4 {
+            ctx.err(
+                "denylist4",
+                format!("{} entries", l.len()),
+                format!("at most {MAX_DENYLIST4} entries"),
+            );
+        }
         s.denylist4 = l;
     }
     if let Some(l) = ctx.v4list(&root, "", "rfc6791v4") {
@@ -1417,6 +1428,18 @@ ipv6 = "2001:db8:9::/121"
         let ps = problems(&text);
         assert!(has(&ps, "eamt", "at most 65536"), "{:?}", &ps[..1]);
         assert_eq!(ps.len(), 1);
+        let list = |n: u32| {
+            let v: Vec<String> = (0..n)
+                .map(|i| format!("\"{}/32\"", std::net::Ipv4Addr::from(0x0a00_0000 + i)))
+                .collect();
+            format!("pool6 = \"64:ff9b::/96\"\ndenylist4 = [{}]\n", v.join(", "))
+        };
+        assert!(parse(&list(MAX_DENYLIST4 as u32)).is_ok());
+        assert!(has(
+            &problems(&list(MAX_DENYLIST4 as u32 + 1)),
+            "denylist4",
+            "at most 4000"
+        ));
     }
 
     #[test]
