@@ -278,29 +278,40 @@ pub fn reachable_elsewhere(family: &str, addr: &str, dev: &str) -> bool {
     })
 }
 
-/// The device of the main table's route for exactly `prefix`, if another
-/// than `dev`: `ip route replace` is about to take it over.
-fn taken_from(family: &str, prefix: &str, dev: &str) -> Option<String> {
-    let out = ip(&[family, "route", "show", "exact", prefix]).ok()?;
-    let line = out.lines().next()?;
-    let mut w = line.split_whitespace();
-    let other = loop {
-        match w.next()? {
-            "dev" => break w.next()?.to_string(),
-            _ => continue,
-        }
-    };
-    (other != dev).then_some(other)
+/// The devices of the main table's routes, by destination (as `ip` prints
+/// it: a host route without `/32` or `/128`), to see which routes `ip route
+/// replace` is about to take over from another device. One `ip` per family
+/// and change, not one per route.
+fn route_devs(family: &str) -> std::collections::HashMap<String, String> {
+    let out = ip(&[family, "route", "show", "table", "main"]).unwrap_or_default();
+    out.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let dst = w.next()?.to_string();
+            let dev = loop {
+                if w.next()? == "dev" {
+                    break w.next()?.to_string();
+                }
+            };
+            Some((dst, dev))
+        })
+        .collect()
 }
 
-fn replace(family: &str, s: &str, dev: &str) -> Result<(), String> {
-    let before = taken_from(family, s, dev);
+fn replace(
+    family: &str,
+    s: &str,
+    dev: &str,
+    before: &std::collections::HashMap<String, String>,
+) -> Result<(), String> {
     ip(&[family, "route", "replace", s, "dev", dev])?;
-    match before {
-        Some(other) => {
+    let host = s.strip_suffix("/32").or_else(|| s.strip_suffix("/128"));
+    let was = before.get(s).or_else(|| host.and_then(|h| before.get(h)));
+    match was {
+        Some(other) if other != dev => {
             crate::warn!("route taken over from another device", "dst" => s, "dev" => dev, "was_dev" => other)
         }
-        None => crate::info!("route added", "dst" => s, "dev" => dev),
+        _ => crate::info!("route added", "dst" => s, "dev" => dev),
     }
     Ok(())
 }
@@ -308,16 +319,26 @@ fn replace(family: &str, s: &str, dev: &str) -> Result<(), String> {
 /// Installs `new` and removes what only `old` had.
 pub fn apply_routes(dev: &str, old: &Routes, new: &Routes) -> Vec<String> {
     let mut errors = vec![];
+    let devs4 = if new.v4.difference(&old.v4).next().is_some() {
+        route_devs("-4")
+    } else {
+        Default::default()
+    };
+    let devs6 = if new.v6.difference(&old.v6).next().is_some() {
+        route_devs("-6")
+    } else {
+        Default::default()
+    };
     for p in new.v4.difference(&old.v4) {
         let s = p.to_string();
-        match replace("-4", &s, dev) {
+        match replace("-4", &s, dev, &devs4) {
             Ok(()) => {}
             Err(e) => errors.push(e),
         }
     }
     for p in new.v6.difference(&old.v6) {
         let s = p.to_string();
-        match replace("-6", &s, dev) {
+        match replace("-6", &s, dev, &devs6) {
             Ok(()) => {}
             Err(e) => errors.push(e),
         }
