@@ -430,7 +430,12 @@ impl SocketReaper {
             // neither the TUN queues nor the sockets of the daemon.
             unsafe {
                 libc::dup2(fds[0], 3);
-                libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+                if libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) != 0 {
+                    // Before Linux 5.9.
+                    for fd in 4..libc::sysconf(libc::_SC_OPEN_MAX).clamp(4, 65536) as i32 {
+                        libc::close(fd);
+                    }
+                }
             }
             let mut b = 0u8;
             let n = loop {
