@@ -25,6 +25,15 @@ pub const POOL6_LENGTHS: [u8; 6] = [32, 40, 48, 56, 64, 96];
 /// IFNAMSIZ - 1.
 pub const MAX_IFNAME: usize = 15;
 pub const MAX_QUEUES: u64 = 64;
+/// EAM entries (`[[eamt]]`, `[clat]` and `xlat eamt add` together): the
+/// eBPF fast path's LPM maps hold 131072 keys, two generations of the table
+/// during an atomic update (ebpf.rs). One limit for every datapath, so that
+/// a full table refuses a new entry instead of detaching the fast path.
+pub const MAX_EAMT: usize = 65_536;
+/// `denylist4` entries: the fast path's `xlat_slow4` map holds 8192 keys,
+/// two generations of the denylist plus RFC 6052 §3.1's 15 non-global
+/// ranges.
+pub const MAX_DENYLIST4: usize = 4000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -317,10 +326,15 @@ impl Ctx {
     }
 
     fn table<'a>(&mut self, t: &'a Table, key: &str) -> Option<&'a Table> {
+        self.table_at(t, "", key)
+    }
+
+    /// A sub-table of `t` (at `path`): a wrong type is named by its full key.
+    fn table_at<'a>(&mut self, t: &'a Table, path: &str, key: &str) -> Option<&'a Table> {
         match t.get(key)? {
             Value::Table(s) => Some(s),
             v => {
-                self.err(key, show(v), "expected a table");
+                self.err(join(path, key), show(v), "expected a table");
                 None
             }
         }
@@ -429,6 +443,59 @@ pub fn check_eam_conflict(e: &EamEntry, existing: &[EamEntry]) -> Result<(), Str
         }
     }
     Ok(())
+}
+
+/// The `[[eamt]]` entries accepted so far, as disjoint address ranges per
+/// family, so that a large table is checked in O(n log n) (the pairwise
+/// check took 13 s for 65,536 entries).
+#[derive(Default)]
+struct EamIndex {
+    v4: std::collections::BTreeMap<u32, (u32, usize)>,
+    v6: std::collections::BTreeMap<u128, (u128, usize)>,
+}
+
+/// The entry of `m` (disjoint ranges by start) that overlaps `lo..=hi`.
+fn overlapping<T: Ord + Copy>(
+    m: &std::collections::BTreeMap<T, (T, usize)>,
+    lo: T,
+    hi: T,
+) -> Option<usize> {
+    if let Some((_, &(end, i))) = m.range(..=lo).next_back() {
+        if end >= lo {
+            return Some(i);
+        }
+    }
+    m.range(lo..=hi).next().map(|(_, &(_, i))| i)
+}
+
+impl EamIndex {
+    /// Like [`check_eam_conflict`] against the entries inserted so far
+    /// (`all[i]`); inserts `e` when it conflicts with none.
+    fn insert(&mut self, e: &EamEntry, i: usize, all: &[EamEntry]) -> Result<(), String> {
+        let lo4 = u32::from(e.v4.addr());
+        let hi4 = lo4 | u32::MAX.checked_shr(u32::from(e.v4.len())).unwrap_or(0);
+        let lo6 = u128::from(e.v6.addr());
+        let hi6 = lo6 | u128::MAX.checked_shr(u32::from(e.v6.len())).unwrap_or(0);
+        let o4 = overlapping(&self.v4, lo4, hi4);
+        let o6 = overlapping(&self.v6, lo6, hi6);
+        for o in [o4, o6].into_iter().flatten() {
+            let o = all[o];
+            if o.v4 == e.v4 || o.v6 == e.v6 {
+                return Err(format!("duplicate of the entry {} {}", o.v4, o.v6));
+            }
+        }
+        if let Some(o) = o4 {
+            let o = all[o];
+            return Err(format!("IPv4 prefix overlaps the entry {} {}", o.v4, o.v6));
+        }
+        if let Some(o) = o6 {
+            let o = all[o];
+            return Err(format!("IPv6 prefix overlaps the entry {} {}", o.v4, o.v6));
+        }
+        self.v4.insert(lo4, (hi4, i));
+        self.v6.insert(lo6, (hi6, i));
+        Ok(())
+    }
 }
 
 fn eam_pair(ctx: &mut Ctx, t: &Table, path: &str) -> Option<EamEntry> {
@@ -579,6 +646,13 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         ),
     }
     if let Some(l) = ctx.v4list(&root, "", "denylist4") {
+        if l.len() > MAX_DENYLIST4 {
+            ctx.err(
+                "denylist4",
+                format!("{} entries", l.len()),
+                format!("at most {MAX_DENYLIST4} entries"),
+            );
+        }
         s.denylist4 = l;
     }
     if let Some(l) = ctx.v4list(&root, "", "rfc6791v4") {
@@ -589,12 +663,24 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
     }
     if let Some(a) = ctx.string(&root, "", "icmp-source-v4") {
         match a.parse::<Ipv4Addr>() {
+            // RFC 1812 section 4.3.2.1 / RFC 4443 section 2.2: an ICMP error
+            // comes from a unicast address.
+            Ok(x) if x.is_unspecified() || x.is_multicast() || x.is_broadcast() => ctx.err(
+                "icmp-source-v4",
+                a,
+                "must be a unicast address (not 0.0.0.0, multicast or broadcast)",
+            ),
             Ok(x) => s.icmp_source_v4 = Some(x),
             Err(_) => ctx.err("icmp-source-v4", a, "not an IPv4 address"),
         }
     }
     if let Some(a) = ctx.string(&root, "", "icmp-source-v6") {
         match a.parse::<Ipv6Addr>() {
+            Ok(x) if x.is_unspecified() || x.is_multicast() => ctx.err(
+                "icmp-source-v6",
+                a,
+                "must be a unicast address (not :: or multicast)",
+            ),
             Ok(x) => s.icmp_source_v6 = Some(x),
             Err(_) => ctx.err("icmp-source-v6", a, "not an IPv6 address"),
         }
@@ -603,7 +689,13 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
     // [[eamt]]
     if let Some(v) = root.get("eamt") {
         match v {
+            Value::Array(a) if a.len() > MAX_EAMT => ctx.err(
+                "eamt",
+                format!("{} entries", a.len()),
+                format!("at most {MAX_EAMT} entries ([clat] included)"),
+            ),
             Value::Array(a) => {
+                let mut index = EamIndex::default();
                 for (i, e) in a.iter().enumerate() {
                     let path = format!("eamt[{i}]");
                     let Value::Table(t) = e else {
@@ -612,7 +704,7 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                     };
                     ctx.unknown_keys(t, &path, &["ipv4", "ipv6"]);
                     if let Some(entry) = eam_pair(&mut ctx, t, &path) {
-                        match check_eam_conflict(&entry, &s.eamt) {
+                        match index.insert(&entry, s.eamt.len(), &s.eamt) {
                             Ok(()) => s.eamt.push(entry),
                             Err(r) => ctx.err(path, format!("{} {}", entry.v4, entry.v6), r),
                         }
@@ -636,6 +728,13 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         }
     } else if s.mode == Mode::Clat && !root.contains_key("clat") {
         ctx.err("clat", "", "mode = \"clat\" needs [clat] ipv4 and ipv6");
+    }
+    if s.clat.is_some() && s.eamt.len() == MAX_EAMT {
+        ctx.err(
+            "eamt",
+            format!("{} entries", MAX_EAMT + 1),
+            format!("at most {MAX_EAMT} entries ([clat] included)"),
+        );
     }
     if s.mode == Mode::Siit && s.pool6.is_none() && s.eamt.is_empty() && !root.contains_key("pool6")
     {
@@ -791,6 +890,8 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         if let Some(p) = ctx.string(t, "control", "socket") {
             if !p.starts_with('/') {
                 ctx.err("control.socket", p, "must be an absolute path");
+            } else if p.ends_with('/') {
+                ctx.err("control.socket", p, "must name a file, not a directory");
             } else if p.len() > 107 {
                 ctx.err("control.socket", p, "longer than 107 bytes (sun_path)");
             } else {
@@ -808,6 +909,11 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         if let Some(l) = ctx.string(t, "metrics", "listen") {
             if !l.is_empty() {
                 match l.parse::<SocketAddr>() {
+                    Ok(a) if a.port() == 0 => ctx.err(
+                        "metrics.listen",
+                        l,
+                        "port 0 would be a random port: name the port to scrape",
+                    ),
                     Ok(a) => s.metrics_listen = Some(a),
                     Err(_) => ctx.err(
                         "metrics.listen",
@@ -1205,8 +1311,135 @@ ipv6 = "2001:db8:9::/121"
         assert!(has(&ps, "log.level", "expected error"));
         assert!(has(&ps, "eam-hairpin-mode", "intrinsic"));
         assert!(has(&ps, "control.socket", "absolute"));
+        for (text, key, why) in [
+            (
+                "[metrics]\nlisten = \"127.0.0.1:0\"\n",
+                "metrics.listen",
+                "port 0",
+            ),
+            (
+                "[control]\nsocket = \"/run/xlat/\"\n",
+                "control.socket",
+                "not a directory",
+            ),
+            (
+                "icmp-source-v4 = \"224.0.0.1\"\n",
+                "icmp-source-v4",
+                "unicast",
+            ),
+            (
+                "icmp-source-v4 = \"0.0.0.0\"\n",
+                "icmp-source-v4",
+                "unicast",
+            ),
+            (
+                "icmp-source-v6 = \"ff02::1\"\n",
+                "icmp-source-v6",
+                "unicast",
+            ),
+        ] {
+            let ps = problems(&format!("pool6 = \"64:ff9b::/96\"\n{text}"));
+            assert!(has(&ps, key, why), "{text}: {ps:?}");
+        }
         let ps = problems("pool6 = \"64:ff9b::/96\"\n[privileges]\nuser = \"no-such-user-xlat\"\n");
         assert!(has(&ps, "privileges.user", "no such user"));
+    }
+
+    /// docs/configuration.md: the "complete example (all defaults shown)"
+    /// is valid and its values are the defaults; the NAT64 example is valid
+    /// and shows the `[nat64]` defaults.
+    #[test]
+    fn documented_examples_are_valid_and_show_the_defaults() {
+        let doc = include_str!("../../../docs/configuration.md");
+        let blocks: Vec<&str> = doc
+            .split("```toml\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap())
+            .collect();
+        let full = parse(blocks[0]).unwrap_or_else(|p| panic!("{p:?}"));
+        let minimal = parse(
+            "pool6 = \"64:ff9b::/96\"\n[[eamt]]\nipv4 = \"198.51.100.0/24\"\nipv6 = \"2001:db8:6::/120\"\n",
+        )
+        .unwrap();
+        assert_eq!(full, minimal, "a documented default differs");
+        let nat = blocks
+            .iter()
+            .find(|b| b.starts_with("mode = \"nat64\""))
+            .expect("the nat64 example");
+        let nat = parse(nat).unwrap_or_else(|p| panic!("{p:?}"));
+        let minimal =
+            parse("mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n").unwrap();
+        let mut n = nat.nat64.clone();
+        n.pool4 = minimal.nat64.pool4.clone();
+        n.bib = vec![];
+        assert_eq!(n, minimal.nat64, "a documented [nat64] default differs");
+        assert_eq!(nat.pool6, minimal.pool6);
+    }
+
+    /// The indexed check accepts and refuses exactly what the pairwise
+    /// [`check_eam_conflict`] does (RFC 7757 section 3.1 plus no overlaps).
+    #[test]
+    fn eam_index_agrees_with_pairwise_check() {
+        let mut x: u64 = 0x1234_5678;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) as u32
+        };
+        for _ in 0..200 {
+            let (mut idx, mut acc) = (EamIndex::default(), Vec::<EamEntry>::new());
+            for _ in 0..40 {
+                let l4 = 24 + (next() % 9) as u8;
+                let a4 = (0xc000_0200 | (next() & 0xff))
+                    & u32::MAX.checked_shl(32 - u32::from(l4)).unwrap_or(0);
+                let l6 = 96 + l4;
+                let a6 = (0x2001_0db8u128 << 96)
+                    | (u128::from(next() & 0x3) << 8)
+                    | u128::from(a4 & 0xff);
+                let a6 = a6 & u128::MAX.checked_shl(128 - u32::from(l6)).unwrap_or(0);
+                let e = EamEntry {
+                    v4: format!("{}/{l4}", Ipv4Addr::from(a4)).parse().unwrap(),
+                    v6: format!("{}/{l6}", Ipv6Addr::from(a6)).parse().unwrap(),
+                };
+                let want = check_eam_conflict(&e, &acc);
+                let got = idx.insert(&e, acc.len(), &acc);
+                assert_eq!(want.is_ok(), got.is_ok(), "{e:?}: {want:?} vs {got:?}");
+                if got.is_ok() {
+                    acc.push(e);
+                }
+            }
+        }
+    }
+
+    /// A full EAM table (MAX_EAMT entries) refuses more: the file is
+    /// rejected naming `eamt` (the running daemon's `xlat eamt add` says
+    /// "the EAM table is full" the same way).
+    #[test]
+    fn eamt_limit() {
+        let mut text = String::from("pool6 = \"64:ff9b::/96\"\n");
+        for i in 0..=MAX_EAMT as u32 {
+            let a = std::net::Ipv4Addr::from(0x0a00_0000 + i);
+            let _ = write!(
+                text,
+                "[[eamt]]\nipv4 = \"{a}\"\nipv6 = \"2001:db8::{i:x}\"\n"
+            );
+        }
+        let ps = problems(&text);
+        assert!(has(&ps, "eamt", "at most 65536"), "{:?}", &ps[..1]);
+        assert_eq!(ps.len(), 1);
+        let list = |n: u32| {
+            let v: Vec<String> = (0..n)
+                .map(|i| format!("\"{}/32\"", std::net::Ipv4Addr::from(0x0a00_0000 + i)))
+                .collect();
+            format!("pool6 = \"64:ff9b::/96\"\ndenylist4 = [{}]\n", v.join(", "))
+        };
+        assert!(parse(&list(MAX_DENYLIST4 as u32)).is_ok());
+        assert!(has(
+            &problems(&list(MAX_DENYLIST4 as u32 + 1)),
+            "denylist4",
+            "at most 4000"
+        ));
     }
 
     #[test]

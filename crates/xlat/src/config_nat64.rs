@@ -347,7 +347,7 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
         }
     }
 
-    if let Some(tt) = ctx.table(t, "timeouts") {
+    if let Some(tt) = ctx.table_at(t, "nat64", "timeouts") {
         ctx.unknown_keys(
             tt,
             "nat64.timeouts",
@@ -642,5 +642,10 @@ ipv4 = "203.0.113.1#80"
         assert!(has(&ps, "nat64.bib[1].ipv6", "IPV6#PORT"));
         let ps = problems("pool6 = \"64:ff9b::/96\"\n[nat64]\n");
         assert!(has(&ps, "nat64", "only allowed with mode"));
+        // A sub-table of the wrong type is named by its full TOML path.
+        let ps = problems(
+            "mode = \"nat64\"\n[nat64]\ntimeouts = 5\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n",
+        );
+        assert!(has(&ps, "nat64.timeouts", "expected a table"), "{ps:?}");
     }
 }

@@ -93,8 +93,15 @@ fn handle(s: UnixStream, handler: &Handler) {
 
 /// Client side: sends one request, returns the body or the error.
 pub fn request(path: &str, req: &str) -> Result<String, String> {
-    let mut s = UnixStream::connect(path)
-        .map_err(|e| format!("cannot connect to {path}: {e} (is xlat running?)"))?;
+    let mut s = UnixStream::connect(path).map_err(|e| {
+        let hint = match e.kind() {
+            std::io::ErrorKind::PermissionDenied => {
+                "the socket is root's (mode 0600): run the command as root"
+            }
+            _ => "is xlat running? -s SOCKET or -c FILE names another socket",
+        };
+        format!("cannot connect to {path}: {e} ({hint})")
+    })?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
     s.write_all(format!("{req}\n").as_bytes())
         .map_err(|e| format!("{path}: {e}"))?;

@@ -1,7 +1,7 @@
 //! `xlat run`: setup, the worker threads, signals, reload and shutdown.
 
 use std::net::TcpListener;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -111,6 +111,15 @@ impl Daemon {
                 return r;
             }
         }
+        if cmd.starts_with("bib-") || cmd.starts_with("session-") {
+            let mode = self.state.lock().unwrap().settings.mode;
+            if mode != Mode::Nat64 {
+                return Err(format!(
+                    "bib and session commands need mode = \"nat64\" (this xlat runs mode = \"{}\")",
+                    mode.name()
+                ));
+            }
+        }
         match (cmd, args.as_slice()) {
             ("stats", []) => {
                 let mut o = String::new();
@@ -142,6 +151,12 @@ impl Daemon {
                 let mut st = self.state.lock().unwrap();
                 let all: Vec<EamEntry> = st.settings.clat.iter().chain(st.eamt.iter()).copied().collect();
                 check_eam_conflict(&e, &all)?;
+                if all.len() >= config::MAX_EAMT {
+                    return Err(format!(
+                        "the EAM table is full ({} entries): {v4} {v6} refused, the table is unchanged",
+                        config::MAX_EAMT
+                    ));
+                }
                 if let Some(p) = st.pool6 {
                     if p.overlaps(&e.v6) {
                         return Err(format!("{v6} overlaps pool6 {p}"));
@@ -364,6 +379,107 @@ impl Drop for SocketGuard {
     }
 }
 
+/// Removes the control socket at exit when the unprivileged user cannot:
+/// unlinking needs write permission on the socket's directory, which a
+/// directory of the operator's (say a root-only 0700 one) does not give
+/// `nobody`. Forked while still root and single-threaded, it holds no
+/// descriptor but its end of a pipe, ignores the signals the daemon takes
+/// (the mask is inherited), and removes the socket when told to, or when
+/// the pipe closes because the daemon died, unless another xlat answers
+/// on it by then.
+struct SocketReaper {
+    pid: libc::pid_t,
+    tx: Option<std::os::fd::OwnedFd>,
+}
+
+impl SocketReaper {
+    /// Whether `user` (uid, gid) can unlink entries of `dir` by its mode bits.
+    fn can_unlink(dir: &std::path::Path, uid: u32, gid: u32) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(m) = std::fs::metadata(dir) else {
+            return false;
+        };
+        let mode = m.mode();
+        if m.uid() == uid {
+            return mode & 0o300 == 0o300;
+        }
+        // Sticky (like /tmp): only the owner of the entry may remove it,
+        // and the socket is root's.
+        if mode & 0o1000 != 0 {
+            return false;
+        }
+        (m.gid() == gid && mode & 0o030 == 0o030) || mode & 0o003 == 0o003
+    }
+
+    fn spawn(path: &str) -> std::io::Result<SocketReaper> {
+        let mut fds = [0; 2];
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            let e = std::io::Error::last_os_error();
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+            return Err(e);
+        }
+        if pid == 0 {
+            // The child: keep only stdio and the read end, so that it holds
+            // neither the TUN queues nor the sockets of the daemon.
+            unsafe {
+                libc::dup2(fds[0], 3);
+                if libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) != 0 {
+                    // Before Linux 5.9.
+                    for fd in 4..libc::sysconf(libc::_SC_OPEN_MAX).clamp(4, 65536) as i32 {
+                        libc::close(fd);
+                    }
+                }
+            }
+            let mut b = 0u8;
+            let n = loop {
+                let n = unsafe { libc::read(3, (&mut b as *mut u8).cast(), 1) };
+                if n >= 0
+                    || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
+                    break n;
+                }
+            };
+            // Told (n = 1): the listener is closed. The daemon died (EOF):
+            // the kernel may close its listener after the pipe, so a
+            // listener is taken for another xlat only if it stays a second.
+            let tries = if n == 1 { 1 } else { 20 };
+            for _ in 0..tries {
+                if std::os::unix::net::UnixStream::connect(path).is_err() {
+                    let _ = std::fs::remove_file(path);
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            unsafe { libc::_exit(0) };
+        }
+        unsafe { libc::close(fds[0]) };
+        Ok(SocketReaper {
+            pid,
+            tx: Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) }),
+        })
+    }
+}
+
+impl Drop for SocketReaper {
+    /// Tells the helper to remove the socket now and waits for it.
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            let b = 1u8;
+            unsafe { libc::write(tx.as_raw_fd(), (&b as *const u8).cast(), 1) };
+            drop(tx);
+            let mut st = 0;
+            unsafe { libc::waitpid(self.pid, &mut st, 0) };
+        }
+    }
+}
+
 /// Panics (of the translation core, caught per packet by the workers) are
 /// logged as structured lines: the first ten, then the 16th, 32nd, 64th, ...
 fn install_panic_hook() {
@@ -468,6 +584,9 @@ pub fn run(path: &str) -> i32 {
         }
     };
     crate::log::set_level(settings.log_level);
+    info!("starting", "version" => env!("CARGO_PKG_VERSION"), "config" => path,
+        "mode" => settings.mode.name(), "datapath" => settings.datapath.kind.name(),
+        "dev" => settings.tun.name, "pid" => std::process::id());
     install_panic_hook();
     // Before any thread exists, so that every thread inherits the mask and
     // only the main thread takes the signals (sigtimedwait).
@@ -526,6 +645,41 @@ pub fn run(path: &str) -> i32 {
             return 1;
         }
     };
+    // Everything that can fail on its own comes before the TUN device and
+    // its routes exist, so that a failure leaves the system as it was (and
+    // a running xlat undisturbed): the device name, the metrics port, the
+    // mapping log.
+    if let Some(why) = tun::in_use(&settings.tun.name) {
+        error!("cannot create the TUN device", "dev" => settings.tun.name, "error" => why);
+        return 1;
+    }
+    // Opened before privileges are dropped (the file may be root-owned).
+    let mapping_log = if settings.mode == Mode::Nat64 && !settings.nat64.mapping_log.is_empty() {
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&settings.nat64.mapping_log)
+        {
+            Ok(f) => Some(f),
+            Err(e) => {
+                error!("cannot open the mapping log", "path" => settings.nat64.mapping_log, "error" => e);
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
+
+    let metrics = match settings.metrics_listen {
+        None => None,
+        Some(a) => match TcpListener::bind(a) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                error!("cannot listen for metrics", "listen" => a, "error" => e);
+                return 1;
+            }
+        },
+    };
     let queues = if settings.tun.queues == 0 {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -572,34 +726,20 @@ pub fn run(path: &str) -> i32 {
         Err(()) => return 1,
     };
 
-    // Opened before privileges are dropped (the file may be root-owned).
-    let mapping_log = if settings.mode == Mode::Nat64 && !settings.nat64.mapping_log.is_empty() {
-        match std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&settings.nat64.mapping_log)
-        {
-            Ok(f) => Some(f),
-            Err(e) => {
-                error!("cannot open the mapping log", "path" => settings.nat64.mapping_log, "error" => e);
-                return 1;
+    let mut reaper = None;
+    if !settings.user.is_empty() {
+        let dir = std::path::Path::new(&settings.control_socket)
+            .parent()
+            .unwrap_or(std::path::Path::new("/"));
+        if let Some((uid, gid)) = crate::privs::lookup_user(&settings.user) {
+            if !SocketReaper::can_unlink(dir, uid, gid) {
+                match SocketReaper::spawn(&settings.control_socket) {
+                    Ok(r) => reaper = Some(r),
+                    Err(e) => warn!("the control socket may be left behind at exit",
+                        "path" => settings.control_socket, "user" => settings.user, "error" => e),
+                }
             }
         }
-    } else {
-        None
-    };
-
-    let metrics = match settings.metrics_listen {
-        None => None,
-        Some(a) => match TcpListener::bind(a) {
-            Ok(l) => Some(l),
-            Err(e) => {
-                error!("cannot listen for metrics", "listen" => a, "error" => e);
-                return 1;
-            }
-        },
-    };
-    if !settings.user.is_empty() {
         if let Err(e) = crate::privs::drop_to(&settings.user) {
             error!("cannot drop privileges", "user" => settings.user, "error" => e);
             return 1;
@@ -700,7 +840,12 @@ pub fn run(path: &str) -> i32 {
     }
     {
         let st = daemon.state.lock().unwrap();
-        info!("ready", "dev" => name, "mode" => st.settings.mode.name(),
+        let dp = if daemon.fast.lock().unwrap().is_some() {
+            "ebpf"
+        } else {
+            "tun"
+        };
+        info!("ready", "dev" => name, "mode" => st.settings.mode.name(), "datapath" => dp,
             "pool6" => st.pool6.map(|p| p.to_string()).unwrap_or_else(|| "none".into()),
             "eamt_entries" => st.eamt.len() + usize::from(st.settings.clat.is_some()),
             "socket" => socket_path, "pid" => std::process::id());
@@ -734,8 +879,14 @@ pub fn run(path: &str) -> i32 {
         warn!("cannot change persistence of the TUN device", "error" => e);
     }
     drop(tun);
-    if let Err(e) = std::fs::remove_file(&socket_path) {
-        crate::debug!("cannot remove the control socket", "path" => socket_path, "error" => e);
+    match (std::fs::remove_file(&socket_path), reaper) {
+        (Ok(()), _) => {}
+        // The helper, still root, removes it (its directory is not ours).
+        (Err(_), Some(r)) => drop(r),
+        (Err(e), None) if e.kind() != std::io::ErrorKind::NotFound => {
+            warn!("cannot remove the control socket", "path" => socket_path, "error" => e)
+        }
+        (Err(_), None) => {}
     }
     if keep {
         info!("stopped, device and routes kept (keep-on-exit)", "dev" => name);

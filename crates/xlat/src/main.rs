@@ -20,7 +20,7 @@ mod vnet;
 
 const USAGE: &str = "usage:
   xlat run -c FILE                 run the translator in the foreground
-  xlat check -c FILE               validate a configuration file
+  xlat check -c FILE               validate a configuration file (exit 0 valid, 2 invalid)
   xlat stats [--json]              counters of the running daemon
   xlat show config                 the running configuration (TOML)
   xlat eamt add IPV4PREFIX IPV6PREFIX
@@ -160,7 +160,9 @@ fn check(path: &str) -> i32 {
             0
         }
         Err(ps) => {
-            for p in ps {
+            // `check`'s report is its output: on stdout, like the summary of
+            // a valid file (`xlat run` prints the same lines on stderr).
+            for p in &ps {
                 println!("{p}");
             }
             2
@@ -189,6 +191,11 @@ fn real_main() -> i32 {
             return 2;
         }
     };
+    let mut a = a;
+    // `xlat check FILE` / `xlat run FILE`: the file may also be given bare.
+    if a.config.is_none() && a.pos.len() == 2 && (a.pos[0] == "run" || a.pos[0] == "check") {
+        a.config = a.pos.pop();
+    }
     let pos: Vec<&str> = a.pos.iter().map(String::as_str).collect();
     let r = match pos.as_slice() {
         ["run"] | ["check"] if a.config.is_none() => {

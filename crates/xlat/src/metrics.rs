@@ -34,7 +34,9 @@ pub fn serve(l: TcpListener, reg: Arc<Registry>, stop: Arc<AtomicBool>) {
                     }
                 }
                 let head = String::from_utf8_lossy(&req[..n]);
-                let path = head.split_whitespace().nth(1).unwrap_or("");
+                let target = head.split_whitespace().nth(1).unwrap_or("");
+                // A query string (`/metrics?name[]=...`) selects nothing here.
+                let path = target.split('?').next().unwrap_or("");
                 let (status, body) = if !head.starts_with("GET ") {
                     ("405 Method Not Allowed", "only GET\n".to_string())
                 } else if path == "/metrics" || path == "/" {

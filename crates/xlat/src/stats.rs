@@ -304,6 +304,16 @@ impl Snapshot {
                 "GSO super-packets translated.",
             ),
             (
+                "xlat_gso_untranslatable_total",
+                GSO_BAD,
+                "GSO super-packets that could not be translated as one.",
+            ),
+            (
+                "xlat_translator_panics_total",
+                PANICS,
+                "Packets whose translation panicked (caught, packet dropped).",
+            ),
+            (
                 "xlat_icmp_reassembled_total",
                 ICMP_REASSEMBLED,
                 "Fragmented ICMP messages reassembled to be translated whole.",
@@ -330,6 +340,11 @@ impl Snapshot {
         );
         let _ = writeln!(o, "# TYPE xlat_config_reloads_total counter");
         let _ = writeln!(o, "xlat_config_reloads_total {}", self.reloads);
+        let _ = writeln!(
+            o,
+            "# HELP xlat_config_reload_failures_total Configuration reloads refused (the running configuration stayed).\n# TYPE xlat_config_reload_failures_total counter\nxlat_config_reload_failures_total {}",
+            self.reload_failures
+        );
         if let Some(c) = &self.nat64 {
             let _ = writeln!(
                 o,
@@ -357,7 +372,7 @@ impl Snapshot {
             }
             let _ = writeln!(
                 o,
-                "# TYPE xlat_nat64_stored_syns gauge\nxlat_nat64_stored_syns {}",
+                "# HELP xlat_nat64_stored_syns IPv4 SYNs held without a session (RFC 6146 3.5.2.2).\n# TYPE xlat_nat64_stored_syns gauge\nxlat_nat64_stored_syns {}",
                 c.stored_syns
             );
             let _ = writeln!(
@@ -395,6 +410,85 @@ mod tests {
         assert!(prom.contains("xlat_packets_total{direction=\"4to6\"} 5"));
         assert!(prom.contains("xlat_drops_total{reason=\"src4_denied\"} 1"));
         assert_eq!(std::mem::align_of::<WorkerCounters>(), 64);
+    }
+
+    /// The Prometheus text format (exposition format 0.0.4): every sample
+    /// belongs to a family declared by HELP and TYPE lines before it, names
+    /// match `[a-zA-Z_:][a-zA-Z0-9_:]*`, counters end in `_total`, no series
+    /// twice, a final newline; and every counter of `xlat stats` has a
+    /// series (docs/configuration.md, `[metrics]`).
+    #[test]
+    fn prometheus_text_is_well_formed_and_complete() {
+        use std::collections::{HashMap, HashSet};
+        use xlat_core::nat64::{Nat64Config, Pool4Entry};
+        let r = Registry::default();
+        let cfg = Nat64Config {
+            pool4: Pool4Entry::all_protocols("203.0.113.0/28".parse().unwrap()).to_vec(),
+            ..Nat64Config::default()
+        };
+        let _ = r
+            .nat64
+            .set(Arc::new(Nat64State::new(cfg, [1; 16]).unwrap()));
+        let w = r.new_worker();
+        for i in 0..FIXED {
+            w.add(i, 1000 + i as u64);
+        }
+        let mut s = r.snapshot();
+        s.fast = Some([0; crate::ebpf::COUNTERS.len()]);
+        s.flows = Some([0; crate::ebpf::FLOW_COUNTERS.len()]);
+        let text = s.prometheus();
+        assert!(text.ends_with('\n'));
+        let name_ok = |n: &str| {
+            let mut c = n.chars();
+            c.next()
+                .is_some_and(|f| f.is_ascii_alphabetic() || f == '_' || f == ':')
+                && c.all(|x| x.is_ascii_alphanumeric() || x == '_' || x == ':')
+        };
+        let mut types: HashMap<String, String> = HashMap::new();
+        let mut helps: HashSet<String> = HashSet::new();
+        let mut series: HashSet<String> = HashSet::new();
+        let mut values: HashMap<String, u64> = HashMap::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().unwrap();
+                assert!(helps.insert(name.to_string()), "HELP twice: {name}");
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, t) = rest.split_once(' ').unwrap();
+                assert!(matches!(t, "counter" | "gauge"), "{line}");
+                assert!(helps.contains(name), "TYPE without HELP before: {name}");
+                assert!(types.insert(name.into(), t.into()).is_none(), "{line}");
+            } else {
+                let (sample, value) = line.rsplit_once(' ').expect(line);
+                let name = sample.split('{').next().unwrap();
+                assert!(name_ok(name), "bad name {name}");
+                let t = types.get(name).unwrap_or_else(|| panic!("no TYPE: {line}"));
+                if t == "counter" {
+                    assert!(name.ends_with("_total"), "counter {name}");
+                }
+                if let Some(labels) = sample.strip_prefix(name) {
+                    if !labels.is_empty() {
+                        assert!(labels.starts_with('{') && labels.ends_with('}'), "{line}");
+                    }
+                }
+                assert!(series.insert(sample.to_string()), "series twice: {sample}");
+                values.insert(sample.to_string(), value.parse().expect(line));
+            }
+        }
+        for (i, n) in NAMES.iter().enumerate() {
+            let want = match *n {
+                "translated_4to6_packets" => "xlat_packets_total{direction=\"4to6\"}".into(),
+                "translated_6to4_packets" => "xlat_packets_total{direction=\"6to4\"}".into(),
+                "translated_4to6_bytes" => "xlat_bytes_total{direction=\"4to6\"}".into(),
+                "translated_6to4_bytes" => "xlat_bytes_total{direction=\"6to4\"}".into(),
+                other => format!("xlat_{other}_total"),
+            };
+            assert_eq!(values.get(&want), Some(&(1000 + i as u64)), "{n} as {want}");
+        }
+        for reason in DropReason::ALL {
+            assert!(series.contains(&format!("xlat_drops_total{{reason=\"{}\"}}", reason.name())));
+        }
+        assert!(series.contains("xlat_config_reloads_total"));
+        assert!(series.contains("xlat_config_reload_failures_total"));
     }
 
     /// Split by datapath: the fast path's counters follow with `ebpf_`.

@@ -96,6 +96,63 @@ fn open_queue(name: &str, vnet: bool) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
+const IFF_PERSIST: u32 = 0x0800;
+
+/// Why the device `name` cannot be used by a new daemon, if it exists:
+/// it is not a TUN device, or another process has it open. Attaching to a
+/// multi-queue TUN that another process reads would add queues to *its*
+/// device and take a share of its traffic, so a second `xlat run` with the
+/// same `[tun] name` must fail instead. A non-persistent TUN exists only
+/// while some process holds it open; a persistent one (`keep-on-exit`, or
+/// `ip tuntap add`) has its carrier on exactly while a queue is attached.
+pub fn in_use(name: &str) -> Option<String> {
+    let cname = std::ffi::CString::new(name).ok()?;
+    // SAFETY: a NUL-terminated name.
+    let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if index == 0 {
+        return None;
+    }
+    let dir = std::path::Path::new("/sys/class/net").join(name);
+    let sys_index = std::fs::read_to_string(dir.join("ifindex")).unwrap_or_default();
+    if sys_index.trim() != index.to_string() {
+        // /sys belongs to another network namespace (entered without
+        // remounting it): ask the socket layer whether the link runs.
+        return running(name)
+            .then(|| format!("{name} exists and is running (in use by another process?)"));
+    }
+    let Ok(flags) = std::fs::read_to_string(dir.join("tun_flags")) else {
+        return Some(format!("{name} exists and is not a TUN device"));
+    };
+    let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap_or(0);
+    if flags & IFF_PERSIST == 0 {
+        return Some(format!(
+            "{name} exists and is in use by another process (another xlat with this [tun] name?)"
+        ));
+    }
+    let carrier = std::fs::read_to_string(dir.join("carrier")).unwrap_or_default();
+    if carrier.trim() == "1" {
+        return Some(format!(
+            "{name} is a persistent TUN device that another process has attached to"
+        ));
+    }
+    None
+}
+
+/// IFF_RUNNING of `name` (SIOCGIFFLAGS): for a TUN device, a queue is attached.
+fn running(name: &str) -> bool {
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return false;
+    }
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    let mut req = IfReq::new(name);
+    // SAFETY: SIOCGIFFLAGS takes a struct ifreq.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+        return false;
+    }
+    req.short() & libc::IFF_RUNNING as i16 != 0
+}
+
 impl Tun {
     /// Creates (or attaches to) the device with `queues` queues.
     pub fn create(name: &str, queues: usize, offload: bool) -> io::Result<Tun> {
@@ -221,20 +278,68 @@ pub fn reachable_elsewhere(family: &str, addr: &str, dev: &str) -> bool {
     })
 }
 
+/// The devices of the main table's routes, by destination (as `ip` prints
+/// it: a host route without `/32` or `/128`), to see which routes `ip route
+/// replace` is about to take over from another device. One `ip` per family
+/// and change, not one per route.
+fn route_devs(family: &str) -> std::collections::HashMap<String, String> {
+    let out = ip(&[family, "route", "show", "table", "main"]).unwrap_or_default();
+    out.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let dst = w.next()?.to_string();
+            let dev = loop {
+                if w.next()? == "dev" {
+                    break w.next()?.to_string();
+                }
+            };
+            Some((dst, dev))
+        })
+        .collect()
+}
+
+fn replace(
+    family: &str,
+    s: &str,
+    dev: &str,
+    before: &std::collections::HashMap<String, String>,
+) -> Result<(), String> {
+    ip(&[family, "route", "replace", s, "dev", dev])?;
+    let host = s.strip_suffix("/32").or_else(|| s.strip_suffix("/128"));
+    let was = before.get(s).or_else(|| host.and_then(|h| before.get(h)));
+    match was {
+        Some(other) if other != dev => {
+            crate::warn!("route taken over from another device", "dst" => s, "dev" => dev, "was_dev" => other)
+        }
+        _ => crate::info!("route added", "dst" => s, "dev" => dev),
+    }
+    Ok(())
+}
+
 /// Installs `new` and removes what only `old` had.
 pub fn apply_routes(dev: &str, old: &Routes, new: &Routes) -> Vec<String> {
     let mut errors = vec![];
+    let devs4 = if new.v4.difference(&old.v4).next().is_some() {
+        route_devs("-4")
+    } else {
+        Default::default()
+    };
+    let devs6 = if new.v6.difference(&old.v6).next().is_some() {
+        route_devs("-6")
+    } else {
+        Default::default()
+    };
     for p in new.v4.difference(&old.v4) {
         let s = p.to_string();
-        match ip(&["-4", "route", "replace", &s, "dev", dev]) {
-            Ok(_) => crate::info!("route added", "dst" => s, "dev" => dev),
+        match replace("-4", &s, dev, &devs4) {
+            Ok(()) => {}
             Err(e) => errors.push(e),
         }
     }
     for p in new.v6.difference(&old.v6) {
         let s = p.to_string();
-        match ip(&["-6", "route", "replace", &s, "dev", dev]) {
-            Ok(_) => crate::info!("route added", "dst" => s, "dev" => dev),
+        match replace("-6", &s, dev, &devs6) {
+            Ok(()) => {}
             Err(e) => errors.push(e),
         }
     }

@@ -1,0 +1,393 @@
+"""The operator's view of xlat: what a second instance, a taken port, a missing
+daemon, a typo on the command line and a Prometheus scraper see.
+
+docs/configuration.md: "A socket on which another xlat answers makes `xlat run`
+fail (exit 1) instead of attaching a second daemon to the same TUN"; the file is
+"validated completely before anything on the system is touched"; `[metrics]`
+serves the Prometheus text exposition format.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Xlat, close_siit, make_siit, need_tool, need_xlat, ping
+
+from lab.netns import Lab, run
+
+POOL6 = "2001:db8:64::/96"
+
+
+def _drop_reason_names() -> list[str]:
+    """Every DropReason name() from crates/xlat-core/src/counters.rs."""
+    src = (ROOT / "crates/xlat-core/src/counters.rs").read_text()
+    body = src.split("reasons! {", 1)[1].split("\n}\n", 1)[0]
+    return re.findall(r'^\s*[A-Z]\w* = "([a-z0-9_]+)",', body, re.MULTILINE)
+
+
+def _conf(workdir: Path, sock: str, tun: str = "xlat0", extra: str = "") -> str:
+    return (
+        f'pool6 = "{POOL6}"\n{extra}'
+        f'[tun]\nname = "{tun}"\nqueues = 1\n'
+        f'[control]\nsocket = "{workdir}/{sock}"\n'
+        '[privileges]\nuser = ""\n'
+    )
+
+
+@pytest.fixture
+def one_ns():
+    """An empty namespace and a work directory; removed afterwards."""
+    need_xlat()
+    d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+    with Lab() as lab:
+        yield lab, lab.add_ns("ops"), d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _route_dev(lab, ns, prefix: str) -> str:
+    out = lab.ip(ns, "-6", "route", "show", prefix).stdout
+    m = re.search(r"\bdev (\S+)", out)
+    return m.group(1) if m else ""
+
+
+def _second(lab, ns, workdir: Path, conf: str, name: str):
+    """Run a second `xlat run` to its end (it must fail by itself)."""
+    f = workdir / f"{name}.toml"
+    f.write_text(conf)
+    return lab.exec(
+        ns, [str(need_xlat()), "run", "-c", str(f)], check=False, timeout=10
+    )
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "case",
+    [
+        # Same [tun] name, its own socket: TUNSETIFF would have attached new
+        # queues to the running daemon's device and taken part of its traffic.
+        "same_tun",
+        # Same control socket: the live socket says another xlat runs.
+        "same_socket",
+        # Own device and socket, but the metrics port is taken: this is found
+        # before a device or a route exists (the route would have replaced
+        # the first daemon's pool6 route, then vanished with the device).
+        "metrics_port_taken",
+    ],
+)
+def test_second_instance_fails_and_first_keeps_running(one_ns, case):
+    lab, ns, d = one_ns
+    metrics = '[metrics]\nlisten = "127.0.0.1:9464"\n'
+    first = Xlat(lab, ns, _conf(d, "a.sock") + metrics, d, name="a")
+    first.start()
+    try:
+        # The start log says what runs: version, file, mode, datapath, device.
+        log = first.log()
+        assert re.search(
+            rf"level=info msg=starting version=\S+ config={re.escape(str(first.conf))} "
+            r"mode=siit datapath=tun dev=xlat0 pid=\d+",
+            log,
+        ), log
+        assert re.search(r"msg=ready dev=xlat0 mode=siit datapath=tun ", log), log
+        assert _route_dev(lab, ns, POOL6) == "xlat0"
+        conf = {
+            "same_tun": _conf(d, "b.sock", tun="xlat0"),
+            "same_socket": _conf(d, "a.sock", tun="xlat1"),
+            "metrics_port_taken": _conf(d, "b.sock", tun="xlat1") + metrics,
+        }[case]
+        cp = _second(lab, ns, d, conf, "b")
+        assert cp.returncode == 1, cp.stderr
+        assert "level=error" in cp.stderr, cp.stderr
+        why = {
+            "same_tun": "xlat0 exists and is in use",
+            "same_socket": "another xlat is listening",
+            "metrics_port_taken": "cannot listen for metrics",
+        }[case]
+        assert why in cp.stderr, cp.stderr
+        assert "msg=ready" not in cp.stderr
+        # Nothing of the second is left, nothing of the first is changed.
+        assert sorted(lab.links(ns)) == ["lo", "xlat0"]
+        assert _route_dev(lab, ns, POOL6) == "xlat0"
+        assert not (d / "b.sock").exists()
+        assert first.alive(), first.log()
+        assert "translated_6to4_packets" in first.cli("stats").stdout
+        # NAT64 commands against a SIIT daemon: exit 1, and the reason.
+        cp = first.cli("bib", "show", check=False)
+        assert cp.returncode == 1, cp
+        assert 'need mode = "nat64" (this xlat runs mode = "siit")' in cp.stderr
+    finally:
+        first.stop()
+
+
+@pytest.mark.timeout(30)
+def test_route_taken_from_another_device_is_logged(one_ns):
+    """Two daemons with their own devices and sockets but the same pool6: the
+    second's `ip route replace` takes the route over; it must say so (warn, with
+    the device it was taken from), not log a plain "route added"."""
+    lab, ns, d = one_ns
+    first = Xlat(lab, ns, _conf(d, "a.sock"), d, name="a").start()
+    try:
+        second = Xlat(lab, ns, _conf(d, "b.sock", tun="xlat1"), d, name="b")
+        second.start()
+        try:
+            assert _route_dev(lab, ns, POOL6) == "xlat1"
+            assert re.search(
+                r"level=warn msg=\"route taken over from another device\" "
+                rf"dst={re.escape(POOL6)} dev=xlat1 was_dev=xlat0",
+                second.log(),
+            ), second.log()
+        finally:
+            second.stop()
+        assert "route taken over" not in first.log()
+    finally:
+        first.stop()
+
+
+@pytest.mark.timeout(40)
+def test_full_eamt_refuses_new_entries_and_keeps_the_old(one_ns):
+    """The contract: "a full table refuses new entries and keeps the old ones".
+    The EAM table holds 65,536 entries (docs/configuration.md): one more in the
+    file is an error naming `eamt`; at run time `xlat eamt add` is refused
+    (exit 1, "full") and the table stays as it was. A big table is also
+    checked quickly (the overlap check was quadratic: 13 s for 65,536)."""
+    lab, ns, d = one_ns
+    n = 65536
+    entries = "".join(
+        f'[[eamt]]\nipv4 = "{ipaddress.IPv4Address(0x0A000000 + i)}"\n'
+        f'ipv6 = "2001:db8::{i:x}"\n'
+        for i in range(n)
+    )
+    over = d / "over.toml"
+    over.write_text(
+        f'pool6 = "{POOL6}"\n{entries}'
+        '[[eamt]]\nipv4 = "192.0.2.1"\nipv6 = "2001:db8:1::1"\n'
+    )
+    t0 = time.monotonic()
+    cp = run([need_xlat(), "check", "-c", over], check=False)
+    assert time.monotonic() - t0 < 5
+    assert cp.returncode == 2 and cp.stdout.startswith("error: eamt: "), cp.stdout
+    assert "at most 65536" in cp.stdout
+    # routes = false: no `ip route` per entry at start.
+    conf = f'pool6 = "{POOL6}"\n{entries}' + _conf(d, "a.sock").split("\n", 1)[1]
+    conf = conf.replace("queues = 1\n", "queues = 1\nroutes = false\n")
+    x = Xlat(lab, ns, conf, d, name="a").start(timeout=30)
+    try:
+        cp = x.cli("eamt", "add", "192.0.2.1/32", "2001:db8:1::1/128", check=False)
+        assert cp.returncode == 1, cp
+        assert "the EAM table is full (65536 entries)" in cp.stderr, cp.stderr
+        listed = x.cli("eamt", "list").stdout.splitlines()
+        assert len(listed) == n
+        assert "192.0.2.1/32" not in x.cli("eamt", "list").stdout
+        # Removing one makes room again.
+        x.cli("eamt", "remove", "10.0.0.0/32")
+        x.cli("eamt", "add", "192.0.2.1/32", "2001:db8:1::1/128")
+        assert "192.0.2.1/32 2001:db8:1::1/128" in x.cli("eamt", "list").stdout
+    finally:
+        x.stop()
+
+
+@pytest.mark.timeout(30)
+def test_keep_on_exit_device_is_reused(one_ns):
+    """A device kept by `keep-on-exit` (persistent, nobody attached) is
+    taken over by the next start: only a device in use is refused."""
+    lab, ns, d = one_ns
+    conf = _conf(d, "a.sock").replace(
+        "queues = 1\n", "queues = 1\nkeep-on-exit = true\n"
+    )
+    x = Xlat(lab, ns, conf, d, name="a").start()
+    assert x.stop() == 0, x.log()
+    assert "xlat0" in lab.links(ns)
+    y = Xlat(lab, ns, _conf(d, "b.sock"), d, name="b").start()
+    try:
+        assert "translated_6to4_packets" in y.cli("stats").stdout
+    finally:
+        y.stop()
+    assert "xlat0" not in lab.links(ns), "keep-on-exit = false removes it"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGKILL"])
+def test_exit_removes_socket_in_a_root_only_directory(one_ns, sig):
+    """docs/configuration.md, Signals: SIGTERM/SIGINT remove the device and the
+    control socket, also when the daemon runs as `nobody` (the default) and the
+    socket's directory is root's 0700 (nobody may not unlink there). A daemon
+    that is killed leaves no socket either, and no helper process behind."""
+    lab, ns, d = one_ns
+    assert os.stat(d).st_mode & 0o777 == 0o700
+    conf = _conf(d, "a.sock").replace('[privileges]\nuser = ""\n', "")
+    x = Xlat(lab, ns, conf, d, name="a").start()
+    assert "user=nobody" in x.log()
+    sock = d / "a.sock"
+    assert sock.exists()
+    helpers = [
+        int(p)
+        for p in run(["pgrep", "-P", str(x.proc.pid)], check=False).stdout.split()
+    ]
+    x.signal(getattr(signal, sig))
+    x.proc.wait(timeout=10)
+    rc = x.stop()
+    if sig != "SIGKILL":
+        assert rc == 0, x.log()
+        assert "msg=stopped" in x.log()
+    deadline = time.monotonic() + 3
+    while sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sock.exists(), x.log()
+    assert "xlat0" not in lab.links(ns)
+    for pid in helpers:
+        deadline = time.monotonic() + 3
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            st = Path(f"/proc/{pid}/stat").read_text(errors="replace")
+            if st.split(")")[-1].split()[0] == "Z":
+                break
+            time.sleep(0.05)
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+        ), f"helper {pid} still running"
+
+
+@pytest.mark.timeout(20)
+def test_cli_without_a_daemon(tmp_path):
+    """Client commands name the socket and say the daemon may not run (exit 1)."""
+    xlat = need_xlat()
+    sock = tmp_path / "none.sock"
+    for cmd in (["stats"], ["stats", "--json"], ["show", "config"], ["eamt", "list"]):
+        cp = run([xlat, *cmd, "-s", sock], check=False)
+        assert cp.returncode == 1, (cmd, cp)
+        assert cp.stdout == ""
+        assert str(sock) in cp.stderr and "is xlat running?" in cp.stderr, cp.stderr
+    # A socket that is not root's to share: the hint says so.
+    need_tool("setpriv")
+    cp = run(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        + [xlat, "stats", "-s", sock],
+        check=False,
+    )
+    assert cp.returncode == 1 and "run the command as root" in cp.stderr, cp
+    # -c FILE with an invalid file: the file's problems, exit 2.
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[control]\nsocket = 5\n")
+    cp = run([xlat, "stats", "-c", bad], check=False)
+    assert cp.returncode == 2 and "error: control.socket: " in cp.stderr, cp
+
+
+@pytest.mark.timeout(20)
+def test_cli_usage_and_exit_codes(tmp_path):
+    """--help on stdout (exit 0) for every subcommand; misuse exits 2 with usage
+    on stderr; `check` takes the file with -c or bare."""
+    xlat = need_xlat()
+    for args in (
+        ["--help"],
+        ["-h"],
+        ["run", "--help"],
+        ["check", "--help"],
+        ["stats", "--help"],
+    ):
+        cp = run([xlat, *args], check=False)
+        assert cp.returncode == 0, (args, cp)
+        for sub in ("run", "check", "stats", "show config", "eamt", "bib", "session"):
+            assert f"xlat {sub}" in cp.stdout, (args, sub)
+    for args in ([], ["frobnicate"], ["stats", "--bogus"], ["check"], ["run"]):
+        cp = run([xlat, *args], check=False)
+        assert cp.returncode == 2, (args, cp)
+        assert cp.stderr.strip(), args
+    assert re.fullmatch(r"xlat \S+\n", run([xlat, "--version"]).stdout)
+    good = tmp_path / "good.toml"
+    good.write_text(f'pool6 = "{POOL6}"\n')
+    for args in (["check", "-c", good], ["check", good], ["check", f"--config={good}"]):
+        cp = run([xlat, *args], check=False)
+        assert cp.returncode == 0 and cp.stdout.startswith("ok: "), (args, cp)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(f'pool6 = "{POOL6}"\n[nat64.timeouts]\nudp = 5\n')
+    cp = run([xlat, "check", bad], check=False)
+    assert cp.returncode == 2 and "error: nat64: " in cp.stdout, cp
+
+
+# docs/configuration.md, "`check` rejects": values that parse but cannot work.
+CHECK_REJECTS = [
+    ('[metrics]\nlisten = "127.0.0.1:0"\n', "metrics.listen"),
+    ('[control]\nsocket = "/run/xlat/"\n', "control.socket"),
+    ('icmp-source-v4 = "224.0.0.1"\n', "icmp-source-v4"),
+    ('icmp-source-v6 = "ff02::1"\n', "icmp-source-v6"),
+    ("[nat64]\n[nat64.timeouts]\nudp = 5\n", "nat64"),
+]
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(("text", "key"), CHECK_REJECTS)
+def test_check_rejects_unusable_values(tmp_path, text, key):
+    f = tmp_path / "x.toml"
+    f.write_text(f'pool6 = "{POOL6}"\n' + text)
+    cp = run([need_xlat(), "check", "-c", f], check=False)
+    assert cp.returncode == 2, cp
+    assert cp.stdout.startswith(f"error: {key}: "), cp.stdout
+
+
+def _scrape(lab, ns, url: str) -> str:
+    deadline = time.monotonic() + 5
+    while True:
+        cp = lab.exec(ns, ["curl", "-sS", "--max-time", "3", url], check=False)
+        if cp.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert cp.returncode == 0, cp.stderr
+    return cp.stdout
+
+
+@pytest.mark.timeout(40)
+def test_metrics_parse_as_prometheus_text_and_move():
+    """[metrics] listen: the text exposition format as Prometheus' own Python
+    parser reads it; every drop reason a series; counters move with traffic."""
+    need_tool("curl")
+    from prometheus_client.parser import text_string_to_metric_families
+
+    t, x = make_siit(extra='[metrics]\nlisten = "127.0.0.1:9464"\n')
+    try:
+        url = "http://127.0.0.1:9464/metrics"
+        before = _scrape(t.lab, t.router, url)
+        assert before.endswith("\n")
+        assert ping(t.lab, t.h6, t.h4_v6, count=4).returncode == 0
+        text = _scrape(t.lab, t.router, url)
+        fams = {f.name: f for f in text_string_to_metric_families(text)}
+        seen = set()
+        values = {}
+        for f in fams.values():
+            assert f.documentation, f"{f.name}: no HELP"
+            assert f.type in ("counter", "gauge"), f.name
+            for s in f.samples:
+                assert re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", s.name), s.name
+                if f.type == "counter":
+                    assert s.name.endswith("_total"), s.name
+                key = (s.name, tuple(sorted(s.labels.items())))
+                assert key not in seen, f"duplicate series {key}"
+                seen.add(key)
+                values[key] = s.value
+        drops = {dict(k[1])["reason"] for k in seen if k[0] == "xlat_drops_total"}
+        assert set(_drop_reason_names()) <= drops
+        for d in ("6to4", "4to6"):
+            assert values[("xlat_packets_total", (("direction", d),))] >= 4
+        for name in (
+            "xlat_received_packets_total",
+            "xlat_gso_untranslatable_total",
+            "xlat_translator_panics_total",
+            "xlat_config_reloads_total",
+            "xlat_config_reload_failures_total",
+        ):
+            assert (name, ()) in values, name
+        assert values[("xlat_received_packets_total", ())] >= 8
+        # The same numbers as `xlat stats --json`, which is valid JSON.
+        js = json.loads(x.cli("stats", "--json").stdout)
+        assert js["translated_6to4_packets"] >= 4
+        # A query string does not make it a different page.
+        assert "xlat_packets_total" in _scrape(t.lab, t.router, url + "?x=1")
+    finally:
+        close_siit(t, x)
