@@ -213,6 +213,39 @@ impl Daemon {
         }
     }
 
+    /// A re-discovered pool6 (CLAT mode, no pool6 in the file): swaps it in
+    /// when it differs from the running one.
+    pub fn set_discovered_pool6(&self, p: Ipv6Prefix, how: &str) {
+        let mut st = self.state.lock().unwrap();
+        if st.settings.mode != Mode::Clat || st.settings.pool6.is_some() {
+            return; // a reload put pool6 in the file: that one rules
+        }
+        if st.pool6 == Some(p) {
+            return;
+        }
+        if let Err(e) = config::check_pool6(&p) {
+            error!("re-discovered pool6 is unusable, keeping the current prefix", "pool6" => p, "reason" => e);
+            return;
+        }
+        let t = match build_translator(&st.settings, Some(p), &st.eamt, st.nat64.as_ref()) {
+            Ok(t) => t,
+            Err(e) => {
+                error!("re-discovered pool6 is unusable, keeping the current prefix", "pool6" => p, "reason" => e);
+                return;
+            }
+        };
+        self.shared.swap(t);
+        self.update_fast(&st.settings, Some(p), &st.eamt);
+        let routes = desired_routes(&st.settings, Some(p), &st.eamt);
+        for e in tun::apply_routes(&st.settings.tun.name, &st.routes, &routes) {
+            warn!("route change failed", "error" => e);
+        }
+        st.routes = routes;
+        let old = st.pool6.replace(p);
+        info!("pool6 changed (re-discovery)", "pool6" => p,
+            "old" => old.map(|o| o.to_string()).unwrap_or_default(), "source" => how);
+    }
+
     /// SIGHUP: re-read the file; keep the old config if it is invalid.
     pub fn reload(&self) {
         let mut st = self.state.lock().unwrap();
@@ -322,6 +355,65 @@ impl Daemon {
         st.eamt = eamt;
         self.stats.reloads.fetch_add(1, Ordering::Relaxed);
         info!("configuration reloaded", "eamt_entries" => st.eamt.len());
+    }
+}
+
+/// CLAT without pool6 in the file: RFC 7050 first, then RFC 8781. Gives the
+/// prefix, how long it is valid (the TTL of the AAAA records, or the
+/// PREF64 lifetime) and where it came from.
+fn discover_pool6() -> Result<(Ipv6Prefix, u32, &'static str), String> {
+    match crate::rfc7050::discover() {
+        Ok(d) => Ok((d.prefix, d.ttl, "RFC 7050")),
+        Err(e) => {
+            warn!("RFC 7050 discovery failed, trying RFC 8781 (PREF64 in RAs)", "reason" => e);
+            crate::rfc8781::discover(std::time::Duration::from_secs(3))
+                .map(|(p, l)| (p, l, "RFC 8781"))
+                .map_err(|e2| format!("{e}; {e2}"))
+        }
+    }
+}
+
+/// Shortest wait between two discoveries, so that a TTL of 0 does not make
+/// the CLAT query in a loop.
+pub const POOL6_REFRESH_MIN_S: u32 = 10;
+/// After a failed re-discovery, the next try.
+pub const POOL6_RETRY_S: u32 = 30;
+
+/// When to discover pool6 again: before its TTL / lifetime runs out (RFC
+/// 7050 §3: the prefix is valid for the TTL of the answer; RFC 8781 §4:
+/// for the PREF64 lifetime), at 90 % of it, no sooner than 10 s and at
+/// least once a day.
+pub fn pool6_refresh_after(lifetime: u32) -> std::time::Duration {
+    let s = (u64::from(lifetime) * 9 / 10).clamp(u64::from(POOL6_REFRESH_MIN_S), 86_400);
+    std::time::Duration::from_secs(s)
+}
+
+/// The discovered prefix is looked up again before it expires; a new one
+/// replaces the running one (as a reload would, state kept). A failure
+/// keeps the current prefix and tries again later.
+fn pool6_refresh(d: Arc<Daemon>, mut lifetime: u32) {
+    loop {
+        let until = std::time::Instant::now() + pool6_refresh_after(lifetime);
+        while std::time::Instant::now() < until {
+            if d.shared.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        let r = discover_pool6();
+        if d.shared.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        match r {
+            Ok((p, l, how)) => {
+                d.set_discovered_pool6(p, how);
+                lifetime = l;
+            }
+            Err(e) => {
+                warn!("pool6 re-discovery failed, keeping the current prefix", "reason" => e, "retry_s" => POOL6_RETRY_S);
+                lifetime = POOL6_RETRY_S * 10 / 9 + 1;
+            }
+        }
     }
 }
 
@@ -473,15 +565,15 @@ pub fn run(path: &str) -> i32 {
     // only the main thread takes the signals (sigtimedwait).
     let sigset = block_signals();
 
+    let mut pool6_lifetime = None;
     let pool6 = match (settings.mode, settings.pool6) {
         (_, Some(p)) => Some(p),
-        (Mode::Clat, None) => match crate::rfc7050::discover().or_else(|e| {
-            warn!("RFC 7050 discovery failed, trying RFC 8781 (PREF64 in RAs)", "reason" => e);
-            crate::rfc8781::discover(std::time::Duration::from_secs(3))
-                .map_err(|e2| format!("{e}; {e2}"))
-        }) {
-            Ok(p) => match config::check_pool6(&p) {
-                Ok(()) => Some(p),
+        (Mode::Clat, None) => match discover_pool6() {
+            Ok((p, lifetime, _)) => match config::check_pool6(&p) {
+                Ok(()) => {
+                    pool6_lifetime = Some(lifetime);
+                    Some(p)
+                }
                 Err(e) => {
                     error!("discovered pool6 is unusable", "pool6" => p, "reason" => e);
                     return 1;
@@ -697,6 +789,14 @@ pub fn run(path: &str) -> i32 {
                 .spawn(move || crate::metrics::serve(l, reg, stop))
                 .expect("spawn metrics"),
         );
+    }
+    if let Some(lifetime) = pool6_lifetime {
+        let d = daemon.clone();
+        // Not joined at shutdown: a discovery in progress may take seconds.
+        std::thread::Builder::new()
+            .name("xlat-pool6".into())
+            .spawn(move || pool6_refresh(d, lifetime))
+            .expect("spawn pool6 refresh");
     }
     {
         let st = daemon.state.lock().unwrap();

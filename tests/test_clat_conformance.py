@@ -1,0 +1,240 @@
+"""CLAT prefix discovery conformance (RFC 7050, RFC 8781, RFC 6052 section 2.2), end to
+end: the CLAT (xlat mode=clat, no pool6 in its file) learns pool6 from a resolver or
+from Router Advertisements in the core, then an IPv4 app reaches the IPv4 server through
+CLAT + PLAT (lab.topology.Xlat464).
+
+The resolver and the router here are small scripts started by the test, so that each
+test can say exactly what they answer (TTL, rcode, odd records, hop limit)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from conftest import DATAPATHS, Xlat, ping
+from test_464xlat import clat_toml, plat_toml
+
+from lab.topology import xlat464
+
+# A resolver that answers "AAAA ipv4only.arpa" as the JSON file given says, read at
+# every query: {"rcode": 0, "ttl": 60, "aaaa": ["2001:db8:64::c000:aa", ...]}.
+DNS = r"""
+import json, socket, struct, sys, time, ipaddress
+cfg, bind = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind((bind, 53))
+s.settimeout(0.5)
+print("listening", file=sys.stderr, flush=True)
+end = time.monotonic() + 60
+while time.monotonic() < end:
+    try:
+        q, peer = s.recvfrom(4096)
+    except TimeoutError:
+        continue
+    c = json.load(open(cfg))
+    i = 12
+    while q[i]:
+        i += q[i] + 1
+    i += 5
+    ans = [ipaddress.IPv6Address(a).packed for a in c["aaaa"]] if c["rcode"] == 0 else []
+    hdr = q[:2] + struct.pack("!HHHHH", 0x8180 | c["rcode"], 1, len(ans), 0, 0)
+    rrs = b"".join(b"\xc0\x0c" + struct.pack("!HHIH", 28, 1, c["ttl"], 16) + a for a in ans)
+    s.sendto(hdr + q[12:i] + rrs, peer)
+    print("query", flush=True)
+"""
+
+# A router that multicasts Router Advertisements on DEV every 0.3 s for 30 s:
+# argv: DEV then "HOPLIMIT:PREF64,PREF64..." per RA, each PREF64 "prefix/len@lifetime".
+RA = r"""
+import socket, struct, sys, time, ipaddress
+dev, ras = sys.argv[1], sys.argv[2:]
+PLC = {96: 0, 64: 1, 56: 2, 48: 3, 40: 4, 32: 5}
+s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, dev.encode())
+idx = socket.if_nametoindex(dev)
+msgs = []
+for ra in ras:
+    hops, opts = ra.split(":", 1)
+    # RA: type 134, code 0, checksum (kernel), hop limit 64, flags 0, router
+    # lifetime 0 (not a default router), reachable 0, retrans 0.
+    m = struct.pack("!BBHBBHII", 134, 0, 0, 64, 0, 0, 0, 0)
+    for o in filter(None, opts.split(",")):
+        pfx, life = o.split("@")
+        net = ipaddress.IPv6Network(pfx)
+        sl = (int(life) // 8) << 3 | PLC[net.prefixlen]
+        m += struct.pack("!BBH", 38, 2, sl) + net.network_address.packed[:12]
+    msgs.append((int(hops), m))
+print("listening", file=sys.stderr, flush=True)
+end = time.monotonic() + 30
+while time.monotonic() < end:
+    for hops, m in msgs:
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, hops)
+        s.sendto(m, ("ff02::1", 0, 0, idx))
+    time.sleep(0.3)
+"""
+
+
+class Discover:
+    """CLAT (discovering pool6) + PLAT, with a scripted resolver in the core."""
+
+    def __init__(
+        self,
+        dns: dict | None,
+        ras: list[str] | None = None,
+        resolvers: str = "{core}",
+        datapath: str = "tun",
+    ):
+        self.t = xlat464()
+        self.dir = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+        self.etc = Path("/etc/netns") / self.t.clat
+        try:
+            t = self.t
+            self.etc.mkdir(parents=True, exist_ok=True)
+            ns = resolvers.format(core=t.core_v6).split()
+            (self.etc / "resolv.conf").write_text(
+                "".join(f"nameserver {a}\n" for a in ns)
+            )
+            self.cfg = self.dir / "dns.json"
+            if dns is not None:
+                self.set_dns(**dns)
+                self._bg(t.core, DNS, str(self.cfg), t.core_v6)
+            if ras is not None:
+                # The core's end of the CLAT link is called "clat".
+                self._bg(t.core, RA, "clat", *ras)
+            self.plat = Xlat(
+                t.lab,
+                t.plat,
+                plat_toml(t, f"{self.dir}/plat.sock"),
+                self.dir,
+                "plat",
+                datapath=datapath,
+            ).start()
+            self.clat = Xlat(
+                t.lab,
+                t.clat,
+                clat_toml(t, f"{self.dir}/clat.sock", pool6=False),
+                self.dir,
+                "clat",
+                datapath=datapath,
+            ).start(timeout=20)
+        except BaseException:
+            self.close()
+            raise
+
+    def _bg(self, ns: str, script: str, *args: str) -> None:
+        p = self.t.lab.spawn(
+            ns, [sys.executable, "-c", script, *args], stderr=subprocess.PIPE
+        )
+        line = p.stderr.readline()
+        assert b"listening" in line, line
+
+    def set_dns(self, aaaa: list[str], ttl: int = 60, rcode: int = 0) -> None:
+        tmp = self.cfg.with_suffix(".new")
+        tmp.write_text(json.dumps({"aaaa": aaaa, "ttl": ttl, "rcode": rcode}))
+        tmp.replace(self.cfg)
+
+    def pool6(self) -> str:
+        return self.clat.cli("show", "config").stdout
+
+    def close(self) -> None:
+        try:
+            self.t.close()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            shutil.rmtree(self.etc, ignore_errors=True)
+
+
+WKA = ["2001:db8:64::c000:aa", "2001:db8:64::c000:ab"]
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc7050_s3_requery_before_ttl_expires(datapath):
+    """RFC 7050 section 3: the prefix is valid for the TTL of the AAAA answer, so the
+    CLAT asks again before it runs out and follows a new prefix (here TTL 1 s: the
+    CLAT's shortest re-query interval, 10 s, applies). Before, the prefix found at
+    start was kept forever."""
+    e = Discover({"aaaa": WKA, "ttl": 1}, datapath=datapath)
+    try:
+        t = e.t
+        assert "2001:db8:64::/96" in e.pool6()
+        assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, e.clat.log()
+        e.set_dns(["2001:db8:65::c000:aa", "2001:db8:65::c000:ab"], ttl=1)
+        deadline = time.monotonic() + 16
+        while "2001:db8:65::/96" not in e.pool6():
+            assert time.monotonic() < deadline, e.pool6() + e.clat.log()
+            time.sleep(0.5)
+        assert 'msg="pool6 changed (re-discovery)"' in e.clat.log(), e.clat.log()
+        # The new prefix is not routed to the PLAT in the core: traffic stops, which
+        # shows that the datapath (with kind = "ebpf" the fast path too), not only
+        # `show config`, took it.
+        assert ping(t.lab, t.app, t.srv_v4, count=1, wait=1).returncode != 0
+    finally:
+        e.close()
+
+
+@pytest.mark.timeout(30)
+def test_rfc6052_u_octet_answer_ignored():
+    """RFC 6052 section 2.2 (bits 64-71 are zero) with RFC 7050 section 3: an answer
+    whose u-octet is set is no RFC 6052 address and is ignored; the valid one gives
+    pool6. Before, the /96 reading cleared the u-octet and the CLAT used
+    2001:db8:99::/96, which no DNS64 announced."""
+    e = Discover({"aaaa": ["2001:db8:99:0:100::c000:aa", WKA[1]]})
+    try:
+        t = e.t
+        shown = e.pool6()
+        assert "2001:db8:64::/96" in shown, shown + e.clat.log()
+        assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, e.clat.log()
+    finally:
+        e.close()
+
+
+@pytest.mark.timeout(30)
+def test_rfc8781_pref64_after_nxdomain_checks_ra_source():
+    """RFC 7050 section 3: NXDOMAIN for ipv4only.arpa means no DNS64 (logged, no retry
+    wait); RFC 8781 then gives pool6 from a PREF64 option. RFC 4861 section 6.1.2: an
+    RA with hop limit 254 (forwarded) is ignored; RFC 8781 section 4: a PREF64 with
+    lifetime 0 is not used, the next option of the same RA is."""
+    e = Discover(
+        {"aaaa": [], "rcode": 3},
+        ras=[
+            "254:2001:db8:99::/96@600",
+            "255:2001:db8:98::/96@0,2001:db8:64::/96@1800",
+        ],
+    )
+    try:
+        t = e.t
+        log = e.clat.log()
+        assert "NXDOMAIN" in log, log
+        assert 'msg="pool6 discovered (RFC 8781 PREF64)"' in log, log
+        assert "hop limit not 255" in log, log
+        assert "RFC 8781 4: prefix withdrawn" in log, log
+        shown = e.pool6()
+        assert "2001:db8:64::/96" in shown, shown + log
+        assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, e.clat.log()
+    finally:
+        e.close()
+
+
+@pytest.mark.timeout(30)
+def test_rfc7050_next_nameserver_when_first_is_silent():
+    """RFC 7050 section 3 asks "the" resolver; a host has up to three (resolv.conf). When
+    the first one does not answer (here an unused address of the core link), the CLAT
+    asks the next one instead of failing over to RFC 8781 / giving up. Before, only the
+    first nameserver was ever asked."""
+    e = Discover({"aaaa": WKA}, resolvers="2001:db8:c1::99 {core}")
+    try:
+        t = e.t
+        log = e.clat.log()
+        assert "2001:db8:64::/96" in e.pool6(), log
+        assert "RFC 7050 query got no usable answer" in log, log
+        assert 'msg="pool6 discovered (RFC 7050)"' in log, log
+        assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, e.clat.log()
+    finally:
+        e.close()
