@@ -236,6 +236,32 @@ enum Asked {
     Retry(String),
 }
 
+/// A DNS ID that an off-path attacker cannot guess (RFC 5452 §9.2: with
+/// the kernel's random source port, this is what makes a forged answer
+/// with another prefix hard to slip in).
+fn query_id(attempt: u16) -> u16 {
+    let mut b = [0u8; 2];
+    // SAFETY: getrandom(2) writes at most 2 bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 2, 0) };
+    if n == 2 {
+        return u16::from_ne_bytes(b);
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
+    (std::process::id() as u16) ^ attempt.wrapping_mul(0x9e37) ^ (t as u16)
+}
+
+/// The response's question section is the one we asked (ipv4only.arpa,
+/// AAAA, IN; RFC 5452 §4.2), the name compared without case.
+pub fn same_question(query: &[u8], resp: &[u8]) -> bool {
+    let q = &query[12..];
+    resp.len() >= 12 + q.len()
+        && resp[4..6] == [0, 1]
+        && resp[12..12 + q.len()].eq_ignore_ascii_case(q)
+}
+
 fn ask(sock: &UdpSocket, server: SocketAddr, id: u16) -> Asked {
     let q = build_query(id);
     if let Err(e) = sock.send_to(&q, server) {
@@ -250,6 +276,10 @@ fn ask(sock: &UdpSocket, server: SocketAddr, id: u16) -> Asked {
         }
         match sock.recv_from(&mut buf) {
             Ok((n, from)) if from.ip() == server.ip() && from.port() == server.port() => {
+                if n >= 2 && buf[..2] == id.to_be_bytes() && !same_question(&q, &buf[..n]) {
+                    crate::warn!("RFC 7050 answer ignored: its question is not ipv4only.arpa AAAA", "resolver" => server);
+                    continue;
+                }
                 match parse_response(&buf[..n], id) {
                     Ok(answers) => {
                         return match prefix_from_answers(&answers) {
@@ -303,12 +333,7 @@ pub fn discover() -> Result<Discovered, String> {
                 .find(|(v4, _)| *v4 == server.is_ipv4())
                 .unwrap()
                 .1;
-            let id = (std::process::id() as u16)
-                ^ attempt.wrapping_mul(0x9e37)
-                ^ (std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default()
-                    .subsec_nanos() as u16);
+            let id = query_id(attempt);
             match ask(sock, *server, id) {
                 Asked::Found(d) => {
                     let others: Vec<String> = d.others.iter().map(|p| p.to_string()).collect();
@@ -343,6 +368,24 @@ mod tests {
             m.extend_from_slice(&a.octets());
         }
         m
+    }
+
+    /// RFC 5452 §4.2: an answer must echo the question we asked.
+    #[test]
+    fn question_must_match() {
+        let q = build_query(5);
+        let ok = response(5, 0, &["64:ff9b::c000:aa".parse().unwrap()]);
+        assert!(same_question(&q, &ok));
+        let mut upper = ok.clone();
+        upper[13] = b'I';
+        assert!(same_question(&q, &upper));
+        let mut other = ok.clone();
+        other[14] = b'x';
+        assert!(!same_question(&q, &other));
+        let mut a_type = ok.clone();
+        a_type[q.len() - 3] = 1; // QTYPE A instead of AAAA
+        assert!(!same_question(&q, &a_type));
+        assert!(!same_question(&q, &ok[..20]));
     }
 
     #[test]
