@@ -89,6 +89,7 @@ class Discover:
         ras: list[str] | None = None,
         resolvers: str = "{core}",
         datapath: str = "tun",
+        user: str = "",
     ):
         self.t = xlat464()
         self.dir = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
@@ -104,9 +105,9 @@ class Discover:
             if dns is not None:
                 self.set_dns(**dns)
                 self._bg(t.core, DNS, str(self.cfg), t.core_v6)
+            self.ra = None
             if ras is not None:
-                # The core's end of the CLAT link is called "clat".
-                self._bg(t.core, RA, "clat", *ras)
+                self.set_ras(ras)
             self.plat = Xlat(
                 t.lab,
                 t.plat,
@@ -115,10 +116,12 @@ class Discover:
                 "plat",
                 datapath=datapath,
             ).start()
+            conf = clat_toml(t, f"{self.dir}/clat.sock", pool6=False)
+            conf = conf.replace('user = ""', f'user = "{user}"')
             self.clat = Xlat(
                 t.lab,
                 t.clat,
-                clat_toml(t, f"{self.dir}/clat.sock", pool6=False),
+                conf,
                 self.dir,
                 "clat",
                 datapath=datapath,
@@ -127,12 +130,19 @@ class Discover:
             self.close()
             raise
 
-    def _bg(self, ns: str, script: str, *args: str) -> None:
+    def _bg(self, ns: str, script: str, *args: str) -> subprocess.Popen:
         p = self.t.lab.spawn(
             ns, [sys.executable, "-c", script, *args], stderr=subprocess.PIPE
         )
         line = p.stderr.readline()
         assert b"listening" in line, line
+        return p
+
+    def set_ras(self, ras: list[str]) -> None:
+        """(Re)start the router; the core's end of the CLAT link is called "clat"."""
+        if self.ra is not None:
+            self.t.lab.stop(self.ra)
+        self.ra = self._bg(self.t.core, RA, "clat", *ras)
 
     def set_dns(self, aaaa: list[str], ttl: int = 60, rcode: int = 0) -> None:
         tmp = self.cfg.with_suffix(".new")
@@ -236,5 +246,31 @@ def test_rfc7050_next_nameserver_when_first_is_silent():
         assert "RFC 7050 query got no usable answer" in log, log
         assert 'msg="pool6 discovered (RFC 7050)"' in log, log
         assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, e.clat.log()
+    finally:
+        e.close()
+
+
+@pytest.mark.timeout(40)
+def test_rfc8781_s4_refresh_before_lifetime_ends_without_privileges():
+    """RFC 8781 section 4: a PREF64 is valid for its lifetime (here 8 s); the CLAT looks
+    again before it ends (no sooner than 10 s) and follows a new prefix. The CLAT runs
+    as "nobody" (the default): the raw ICMPv6 socket is opened before privileges are
+    dropped and kept, so the re-discovery still works. Before, the prefix was never
+    looked up again (and a new raw socket would be refused without CAP_NET_RAW)."""
+    e = Discover(
+        {"aaaa": [], "rcode": 3}, ras=["255:2001:db8:64::/96@8"], user="nobody"
+    )
+    try:
+        t = e.t
+        assert "2001:db8:64::/96" in e.pool6(), e.clat.log()
+        assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, e.clat.log()
+        e.set_ras(["255:2001:db8:65::/96@8"])
+        deadline = time.monotonic() + 20
+        while "2001:db8:65::/96" not in e.pool6():
+            assert time.monotonic() < deadline, e.pool6() + e.clat.log()
+            time.sleep(0.5)
+        log = e.clat.log()
+        assert 'msg="pool6 changed (re-discovery)"' in log, log
+        assert "source=" in log and "RFC 8781" in log, log
     finally:
         e.close()

@@ -361,14 +361,19 @@ impl Daemon {
 /// CLAT without pool6 in the file: RFC 7050 first, then RFC 8781. Gives the
 /// prefix, how long it is valid (the TTL of the AAAA records, or the
 /// PREF64 lifetime) and where it came from.
-fn discover_pool6() -> Result<(Ipv6Prefix, u32, &'static str), String> {
+fn discover_pool6(
+    ra: &Result<std::os::fd::OwnedFd, String>,
+) -> Result<(Ipv6Prefix, u32, &'static str), String> {
     match crate::rfc7050::discover() {
         Ok(d) => Ok((d.prefix, d.ttl, "RFC 7050")),
         Err(e) => {
             warn!("RFC 7050 discovery failed, trying RFC 8781 (PREF64 in RAs)", "reason" => e);
-            crate::rfc8781::discover(std::time::Duration::from_secs(3))
-                .map(|(p, l)| (p, l, "RFC 8781"))
-                .map_err(|e2| format!("{e}; {e2}"))
+            match ra {
+                Ok(sock) => crate::rfc8781::discover_on(sock, std::time::Duration::from_secs(3))
+                    .map(|(p, l)| (p, l, "RFC 8781"))
+                    .map_err(|e2| format!("{e}; {e2}")),
+                Err(e2) => Err(format!("{e}; {e2}")),
+            }
         }
     }
 }
@@ -391,7 +396,7 @@ pub fn pool6_refresh_after(lifetime: u32) -> std::time::Duration {
 /// The discovered prefix is looked up again before it expires; a new one
 /// replaces the running one (as a reload would, state kept). A failure
 /// keeps the current prefix and tries again later.
-fn pool6_refresh(d: Arc<Daemon>, mut lifetime: u32) {
+fn pool6_refresh(d: Arc<Daemon>, mut lifetime: u32, ra: Result<std::os::fd::OwnedFd, String>) {
     loop {
         let until = std::time::Instant::now() + pool6_refresh_after(lifetime);
         while std::time::Instant::now() < until {
@@ -400,7 +405,7 @@ fn pool6_refresh(d: Arc<Daemon>, mut lifetime: u32) {
             }
             std::thread::sleep(std::time::Duration::from_millis(250));
         }
-        let r = discover_pool6();
+        let r = discover_pool6(&ra);
         if d.shared.stop.load(Ordering::Relaxed) {
             return;
         }
@@ -566,9 +571,15 @@ pub fn run(path: &str) -> i32 {
     let sigset = block_signals();
 
     let mut pool6_lifetime = None;
+    // RFC 8781's raw socket, opened now (CAP_NET_RAW) for later discoveries.
+    let ra_sock = if settings.mode == Mode::Clat && settings.pool6.is_none() {
+        crate::rfc8781::open()
+    } else {
+        Err("RFC 8781: not used".to_string())
+    };
     let pool6 = match (settings.mode, settings.pool6) {
         (_, Some(p)) => Some(p),
-        (Mode::Clat, None) => match discover_pool6() {
+        (Mode::Clat, None) => match discover_pool6(&ra_sock) {
             Ok((p, lifetime, _)) => match config::check_pool6(&p) {
                 Ok(()) => {
                     pool6_lifetime = Some(lifetime);
@@ -795,7 +806,7 @@ pub fn run(path: &str) -> i32 {
         // Not joined at shutdown: a discovery in progress may take seconds.
         std::thread::Builder::new()
             .name("xlat-pool6".into())
-            .spawn(move || pool6_refresh(d, lifetime))
+            .spawn(move || pool6_refresh(d, lifetime, ra_sock))
             .expect("spawn pool6 refresh");
     }
     {

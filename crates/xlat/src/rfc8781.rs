@@ -135,9 +135,11 @@ fn recv_with_hops(sock: &OwnedFd, buf: &mut [u8]) -> Option<(usize, Ipv6Addr, Op
     Some((n as usize, Ipv6Addr::from(src.sin6_addr.s6_addr), hops))
 }
 
-/// Sends Router Solicitations and waits up to `wait` for an RA with PREF64;
-/// gives the prefix and its lifetime in seconds.
-pub fn discover(wait: Duration) -> Result<(Ipv6Prefix, u32), String> {
+/// The raw ICMPv6 socket for RFC 8781, passing Router Advertisements only
+/// (ICMP6_FILTER, RFC 3542 §3.2), with hop limits reported. Opened while
+/// xlat still has CAP_NET_RAW, and kept for the re-discoveries that run
+/// after privileges are dropped.
+pub fn open() -> Result<OwnedFd, String> {
     // SAFETY: plain socket(2); the fd is owned right away.
     let fd = unsafe {
         libc::socket(
@@ -173,6 +175,40 @@ pub fn discover(wait: Duration) -> Result<(Ipv6Prefix, u32), String> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
     }
+    // struct icmp6_filter: a set bit blocks that ICMPv6 type.
+    let mut filter = [u32::MAX; 8];
+    filter[usize::from(ND_ROUTER_ADVERT) >> 5] &= !(1u32 << (ND_ROUTER_ADVERT & 31));
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_ICMPV6,
+            1, // ICMP6_FILTER
+            filter.as_ptr().cast(),
+            std::mem::size_of_val(&filter) as libc::socklen_t,
+        );
+    }
+    Ok(sock)
+}
+
+/// Sends Router Solicitations on `sock` (from [`open`]) and waits up to
+/// `wait` for an RA with PREF64; gives the prefix and its lifetime in
+/// seconds. RAs queued before the call are dropped first (they may be old).
+pub fn discover_on(sock: &OwnedFd, wait: Duration) -> Result<(Ipv6Prefix, u32), String> {
+    let mut buf = [0u8; 1500];
+    loop {
+        // SAFETY: non-blocking read into a local buffer.
+        let n = unsafe {
+            libc::recv(
+                sock.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            break;
+        }
+    }
     let rs = [ND_ROUTER_SOLICIT, 0, 0, 0, 0, 0, 0, 0];
     for ix in interfaces() {
         let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
@@ -192,7 +228,6 @@ pub fn discover(wait: Duration) -> Result<(Ipv6Prefix, u32), String> {
         }
     }
     let deadline = Instant::now() + wait;
-    let mut buf = [0u8; 1500];
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -209,7 +244,7 @@ pub fn discover(wait: Duration) -> Result<(Ipv6Prefix, u32), String> {
         if unsafe { libc::poll(&mut p, 1, left.as_millis().min(1000) as i32) } <= 0 {
             continue;
         }
-        let Some((n, src, hops)) = recv_with_hops(&sock, &mut buf) else {
+        let Some((n, src, hops)) = recv_with_hops(sock, &mut buf) else {
             continue;
         };
         if buf.first() != Some(&ND_ROUTER_ADVERT) {
