@@ -274,3 +274,39 @@ def test_rfc8781_s4_refresh_before_lifetime_ends_without_privileges():
         assert "source=" in log and "RFC 8781" in log, log
     finally:
         e.close()
+
+
+@pytest.mark.timeout(30)
+def test_rfc8781_s5_1_pref64_from_ra_preferred_over_rfc7050():
+    """RFC 8781 section 5.1: with prefixes from several mechanisms a host uses one
+    source only, PREF64 from RAs before RFC 7050. The resolver here announces
+    2001:db8:65::/96 (which leads nowhere), the router 2001:db8:64::/96 (the PLAT's):
+    the CLAT must use the router's. Before, RFC 7050 was asked first and won."""
+    e = Discover(
+        {"aaaa": ["2001:db8:65::c000:aa", "2001:db8:65::c000:ab"]},
+        ras=["255:2001:db8:64::/96@1800"],
+    )
+    try:
+        t = e.t
+        log = e.clat.log()
+        assert "2001:db8:64::/96" in e.pool6(), log
+        assert 'msg="pool6 discovered (RFC 8781 PREF64)"' in log, log
+        assert "RFC 8781 5.1" in log, log
+        assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, e.clat.log()
+    finally:
+        e.close()
+
+
+@pytest.mark.timeout(30)
+def test_rfc7050_used_when_no_router_answers_quickly():
+    """The other side of RFC 8781 section 5.1: no RA with PREF64 on the link, so the
+    RFC 7050 answer is used (after a short wait for RAs, RFC 4861 section 6.2.6)."""
+    e = Discover({"aaaa": WKA})
+    try:
+        log = e.clat.log()
+        assert 'msg="pool6 discovered (RFC 7050)"' in log, log
+        assert "RFC 8781 5.1" not in log, log
+        assert "2001:db8:64::/96" in e.pool6(), log
+        assert ping(e.t.lab, e.t.app, e.t.srv_v4, count=1).returncode == 0, log
+    finally:
+        e.close()

@@ -358,23 +358,60 @@ impl Daemon {
     }
 }
 
-/// CLAT without pool6 in the file: RFC 7050 first, then RFC 8781. Gives the
-/// prefix, how long it is valid (the TTL of the AAAA records, or the
-/// PREF64 lifetime) and where it came from.
+/// CLAT without pool6 in the file: RFC 8781 (a Router Solicitation, then
+/// RAs with PREF64) and RFC 7050 (AAAA ipv4only.arpa) at the same time. RFC
+/// 8781 §5.1: one source only, PREF64 from RAs before RFC 7050; RAs get
+/// 1 s when RFC 7050 answered (a router answers a solicitation within
+/// 0.5 s, RFC 4861 §6.2.6), 3 s when it did not. Gives the prefix, how long
+/// it is valid (the PREF64 lifetime, or the TTL of the AAAA records) and
+/// where it came from.
 fn discover_pool6(
     ra: &Result<std::os::fd::OwnedFd, String>,
 ) -> Result<(Ipv6Prefix, u32, &'static str), String> {
-    match crate::rfc7050::discover() {
-        Ok(d) => Ok((d.prefix, d.ttl, "RFC 7050")),
-        Err(e) => {
-            warn!("RFC 7050 discovery failed, trying RFC 8781 (PREF64 in RAs)", "reason" => e);
-            match ra {
-                Ok(sock) => crate::rfc8781::discover_on(sock, std::time::Duration::from_secs(3))
-                    .map(|(p, l)| (p, l, "RFC 8781"))
-                    .map_err(|e2| format!("{e}; {e2}")),
-                Err(e2) => Err(format!("{e}; {e2}")),
-            }
+    use std::time::Duration;
+    let dns_done = AtomicBool::new(false);
+    let (by_ra, by_dns) = std::thread::scope(|sc| {
+        let h = ra.as_ref().ok().map(|sock| {
+            let done = &dns_done;
+            sc.spawn(move || {
+                crate::rfc8781::discover_on(
+                    sock,
+                    Duration::from_secs(3),
+                    Duration::from_secs(1),
+                    done,
+                )
+            })
+        });
+        let by_dns = crate::rfc7050::discover();
+        if by_dns.is_ok() {
+            dns_done.store(true, Ordering::Relaxed);
         }
+        let by_ra = match h {
+            Some(h) => h
+                .join()
+                .unwrap_or_else(|_| Err("RFC 8781: discovery thread panicked".into())),
+            None => Err(ra.as_ref().err().cloned().unwrap_or_default()),
+        };
+        (by_ra, by_dns)
+    });
+    if let Err(e) = &by_dns {
+        warn!("RFC 7050 discovery failed", "reason" => e);
+    }
+    match (by_ra, by_dns) {
+        (Ok((p, l)), dns) => {
+            if let Ok(d) = dns.as_ref() {
+                if d.prefix != p {
+                    info!("RFC 7050 prefix not used: PREF64 from RAs comes first (RFC 8781 5.1)", "rfc7050" => d.prefix, "pref64" => p);
+                }
+            }
+            info!("pool6 discovered (RFC 8781 PREF64)", "pool6" => p, "lifetime" => l);
+            Ok((p, l, "RFC 8781"))
+        }
+        (Err(_), Ok(d)) => {
+            info!("pool6 discovered (RFC 7050)", "pool6" => d.prefix, "ttl" => d.ttl);
+            Ok((d.prefix, d.ttl, "RFC 7050"))
+        }
+        (Err(e2), Err(e)) => Err(format!("{e}; {e2}")),
     }
 }
 

@@ -337,7 +337,7 @@ pub fn discover() -> Result<Discovered, String> {
             match ask(sock, *server, id) {
                 Asked::Found(d) => {
                     let others: Vec<String> = d.others.iter().map(|p| p.to_string()).collect();
-                    crate::info!("pool6 discovered (RFC 7050)", "pool6" => d.prefix, "resolver" => server, "ttl" => d.ttl, "other_prefixes" => others.join(","));
+                    crate::info!("ipv4only.arpa answered (RFC 7050)", "prefix" => d.prefix, "resolver" => server, "ttl" => d.ttl, "other_prefixes" => others.join(","));
                     return Ok(d);
                 }
                 Asked::Final(e) => return Err(format!("RFC 7050 discovery via {e}")),

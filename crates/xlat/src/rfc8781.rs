@@ -193,7 +193,16 @@ pub fn open() -> Result<OwnedFd, String> {
 /// Sends Router Solicitations on `sock` (from [`open`]) and waits up to
 /// `wait` for an RA with PREF64; gives the prefix and its lifetime in
 /// seconds. RAs queued before the call are dropped first (they may be old).
-pub fn discover_on(sock: &OwnedFd, wait: Duration) -> Result<(Ipv6Prefix, u32), String> {
+/// `enough`: once it is true and at least `min_wait` has passed since the
+/// solicitations (RFC 4861 §6.2.6: a router answers within 0.5 s), the
+/// wait ends early (the caller has another answer and only gives RAs a
+/// fair chance).
+pub fn discover_on(
+    sock: &OwnedFd,
+    wait: Duration,
+    min_wait: Duration,
+    enough: &std::sync::atomic::AtomicBool,
+) -> Result<(Ipv6Prefix, u32), String> {
     let mut buf = [0u8; 1500];
     loop {
         // SAFETY: non-blocking read into a local buffer.
@@ -227,10 +236,12 @@ pub fn discover_on(sock: &OwnedFd, wait: Duration) -> Result<(Ipv6Prefix, u32), 
             );
         }
     }
-    let deadline = Instant::now() + wait;
+    let start = Instant::now();
+    let deadline = start + wait;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        let cut = enough.load(std::sync::atomic::Ordering::Relaxed) && start.elapsed() >= min_wait;
+        if left.is_zero() || cut {
             return Err(format!(
                 "RFC 8781: no Router Advertisement with a PREF64 option within {} s",
                 wait.as_secs()
@@ -241,7 +252,7 @@ pub fn discover_on(sock: &OwnedFd, wait: Duration) -> Result<(Ipv6Prefix, u32), 
             events: libc::POLLIN,
             revents: 0,
         };
-        if unsafe { libc::poll(&mut p, 1, left.as_millis().min(1000) as i32) } <= 0 {
+        if unsafe { libc::poll(&mut p, 1, left.as_millis().min(100) as i32) } <= 0 {
             continue;
         }
         let Some((n, src, hops)) = recv_with_hops(sock, &mut buf) else {
@@ -260,7 +271,7 @@ pub fn discover_on(sock: &OwnedFd, wait: Duration) -> Result<(Ipv6Prefix, u32), 
             crate::info!("PREF64 with lifetime 0 ignored (RFC 8781 4: prefix withdrawn)", "prefix" => p, "router" => src);
         }
         if let Some((p, lifetime)) = all.into_iter().find(|(_, l)| *l > 0) {
-            crate::info!("pool6 discovered (RFC 8781 PREF64)", "pool6" => p, "lifetime" => lifetime, "router" => src);
+            crate::info!("PREF64 received (RFC 8781)", "prefix" => p, "lifetime" => lifetime, "router" => src);
             return Ok((p, lifetime));
         }
     }
