@@ -251,12 +251,12 @@ def test_rfc7050_next_nameserver_when_first_is_silent():
 
 
 @pytest.mark.timeout(40)
-def test_rfc8781_s4_refresh_before_lifetime_ends_without_privileges():
-    """RFC 8781 section 4: a PREF64 is valid for its lifetime (here 8 s); the CLAT looks
-    again before it ends (no sooner than 10 s) and follows a new prefix. The CLAT runs
-    as "nobody" (the default): the raw ICMPv6 socket is opened before privileges are
-    dropped and kept, so the re-discovery still works. Before, the prefix was never
-    looked up again (and a new raw socket would be refused without CAP_NET_RAW)."""
+def test_rfc8781_new_prefix_followed_without_privileges():
+    """RFC 8781 sections 4 and 5: a new PREF64 announced while the CLAT runs is used.
+    The CLAT runs as "nobody" (the default): the raw ICMPv6 socket is opened before
+    privileges are dropped and kept, so RAs are still read (and a re-discovery at
+    90 % of the 8 s lifetime could still solicit). Before, RAs were only read at start,
+    and a new raw socket is refused without CAP_NET_RAW."""
     e = Discover(
         {"aaaa": [], "rcode": 3}, ras=["255:2001:db8:64::/96@8"], user="nobody"
     )
@@ -308,5 +308,27 @@ def test_rfc7050_used_when_no_router_answers_quickly():
         assert "RFC 8781 5.1" not in log, log
         assert "2001:db8:64::/96" in e.pool6(), log
         assert ping(e.t.lab, e.t.app, e.t.srv_v4, count=1).returncode == 0, log
+    finally:
+        e.close()
+
+
+@pytest.mark.timeout(30)
+def test_rfc8781_s4_lifetime_0_withdraws_while_running():
+    """RFC 8781 section 4 (lifetime 0: the prefix must not be used) and section 5 (a
+    renumbering announces the new prefix next to the old one): RAs that arrive while
+    the CLAT runs are read; the CLAT leaves the withdrawn prefix for the announced
+    one at once, without waiting for the old lifetime (1800 s) to end. Before, RAs
+    were only read at start."""
+    e = Discover({"aaaa": [], "rcode": 3}, ras=["255:2001:db8:65::/96@1800"])
+    try:
+        t = e.t
+        assert "2001:db8:65::/96" in e.pool6(), e.clat.log()
+        e.set_ras(["255:2001:db8:65::/96@0,2001:db8:64::/96@1800"])
+        deadline = time.monotonic() + 5
+        while "2001:db8:64::/96" not in e.pool6():
+            assert time.monotonic() < deadline, e.pool6() + e.clat.log()
+            time.sleep(0.2)
+        assert 'msg="pool6 changed (re-discovery)"' in e.clat.log(), e.clat.log()
+        assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, e.clat.log()
     finally:
         e.close()

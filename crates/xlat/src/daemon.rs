@@ -434,13 +434,41 @@ pub fn pool6_refresh_after(lifetime: u32) -> std::time::Duration {
 /// replaces the running one (as a reload would, state kept). A failure
 /// keeps the current prefix and tries again later.
 fn pool6_refresh(d: Arc<Daemon>, mut lifetime: u32, ra: Result<std::os::fd::OwnedFd, String>) {
+    use crate::rfc8781::RaUpdate;
+    let mut buf = [0u8; 1500];
     loop {
-        let until = std::time::Instant::now() + pool6_refresh_after(lifetime);
+        let mut until = std::time::Instant::now() + pool6_refresh_after(lifetime);
         while std::time::Instant::now() < until {
             if d.shared.stop.load(Ordering::Relaxed) {
                 return;
             }
-            std::thread::sleep(std::time::Duration::from_millis(250));
+            // Unsolicited RAs (RFC 8781) are read while waiting: a new
+            // PREF64 is used at once, a withdrawn one is replaced now.
+            let Ok(sock) = &ra else {
+                std::thread::sleep(std::time::Duration::from_millis(250));
+                continue;
+            };
+            let wait = std::time::Duration::from_millis(250);
+            let Some((src, opts)) = crate::rfc8781::read_ra(sock, wait, &mut buf) else {
+                continue;
+            };
+            let current = d.state.lock().unwrap().pool6;
+            match crate::rfc8781::ra_update(current, &opts) {
+                RaUpdate::None => {}
+                RaUpdate::Refresh(l) => {
+                    until = std::time::Instant::now() + pool6_refresh_after(l);
+                }
+                RaUpdate::Switch(p, l) => {
+                    info!("PREF64 received (RFC 8781)", "prefix" => p, "lifetime" => l, "router" => src);
+                    d.set_discovered_pool6(p, "RFC 8781");
+                    until = std::time::Instant::now() + pool6_refresh_after(l);
+                }
+                RaUpdate::Withdrawn => {
+                    warn!("pool6 withdrawn by a PREF64 with lifetime 0 (RFC 8781 4), discovering again",
+                        "pool6" => current.map(|p| p.to_string()).unwrap_or_default(), "router" => src);
+                    break;
+                }
+            }
         }
         let r = discover_pool6(&ra);
         if d.shared.stop.load(Ordering::Relaxed) {
@@ -946,5 +974,17 @@ mod tests {
 
         let off = config::parse("pool6 = \"64:ff9b::/96\"\n[tun]\nroutes = false\n").unwrap();
         assert_eq!(desired_routes(&off, off.pool6, &[]), Routes::default());
+    }
+
+    /// RFC 7050 §3 / RFC 8781 §4: look again before the TTL or lifetime
+    /// ends, but not in a loop for tiny TTLs, and at least daily.
+    #[test]
+    fn pool6_refresh_schedule() {
+        let s = |l| pool6_refresh_after(l).as_secs();
+        assert_eq!(s(0), 10);
+        assert_eq!(s(1), 10);
+        assert_eq!(s(60), 54);
+        assert_eq!(s(1800), 1620);
+        assert_eq!(s(u32::MAX), 86_400);
     }
 }

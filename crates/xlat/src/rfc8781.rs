@@ -247,26 +247,9 @@ pub fn discover_on(
                 wait.as_secs()
             ));
         }
-        let mut p = libc::pollfd {
-            fd: sock.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        if unsafe { libc::poll(&mut p, 1, left.as_millis().min(100) as i32) } <= 0 {
-            continue;
-        }
-        let Some((n, src, hops)) = recv_with_hops(sock, &mut buf) else {
+        let Some((src, all)) = read_ra(sock, left.min(Duration::from_millis(100)), &mut buf) else {
             continue;
         };
-        if buf.first() != Some(&ND_ROUTER_ADVERT) {
-            continue;
-        }
-        if !ra_source_ok(&src, hops) {
-            crate::warn!("Router Advertisement ignored (RFC 4861 6.1.2: source not link-local or hop limit not 255)",
-                "src" => src, "hop_limit" => hops.unwrap_or(-1));
-            continue;
-        }
-        let all = pref64_options(&buf[..n]);
         for (p, _) in all.iter().filter(|(_, l)| *l == 0) {
             crate::info!("PREF64 with lifetime 0 ignored (RFC 8781 4: prefix withdrawn)", "prefix" => p, "router" => src);
         }
@@ -275,6 +258,72 @@ pub fn discover_on(
             return Ok((p, lifetime));
         }
     }
+}
+
+/// Waits up to `timeout` for one valid Router Advertisement on `sock`:
+/// its source and PREF64 options (see [`pref64_options`]); RAs failing RFC
+/// 4861 §6.1.2 are logged and give `None`.
+pub fn read_ra(
+    sock: &OwnedFd,
+    timeout: Duration,
+    buf: &mut [u8],
+) -> Option<(Ipv6Addr, Vec<(Ipv6Prefix, u32)>)> {
+    let mut p = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd on the stack.
+    if unsafe { libc::poll(&mut p, 1, timeout.as_millis() as i32) } <= 0 {
+        return None;
+    }
+    let (n, src, hops) = recv_with_hops(sock, buf)?;
+    if buf.first() != Some(&ND_ROUTER_ADVERT) {
+        return None;
+    }
+    if !ra_source_ok(&src, hops) {
+        // Logged for the first 10 only: a bad router repeats itself.
+        static LOGGED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        if LOGGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 10 {
+            crate::warn!("Router Advertisement ignored (RFC 4861 6.1.2: source not link-local or hop limit not 255)",
+                "src" => src, "hop_limit" => hops.unwrap_or(-1));
+        }
+        return None;
+    }
+    Some((src, pref64_options(&buf[..n])))
+}
+
+/// What an RA that arrives while running means for the prefix in use.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RaUpdate {
+    /// Nothing for us (no PREF64).
+    None,
+    /// The prefix in use, announced again: valid for this many seconds more.
+    Refresh(u32),
+    /// Another prefix with a non-zero lifetime: use it (RFC 8781 §5.1, RAs
+    /// first; a renumbering announces the new one, §5).
+    Switch(Ipv6Prefix, u32),
+    /// The prefix in use, with lifetime 0 and nothing else: it must not be
+    /// used any more (§4); discover again now.
+    Withdrawn,
+}
+
+/// RFC 8781 §4/§5: the effect of the PREF64 options of one RA on `current`.
+pub fn ra_update(current: Option<Ipv6Prefix>, opts: &[(Ipv6Prefix, u32)]) -> RaUpdate {
+    if let Some(&(p, l)) = opts.iter().find(|(_, l)| *l > 0) {
+        if Some(p) == current {
+            return RaUpdate::Refresh(l);
+        }
+        // The current one announced too (several options): keep it.
+        if let Some(&(_, l)) = opts.iter().find(|(q, l)| Some(*q) == current && *l > 0) {
+            return RaUpdate::Refresh(l);
+        }
+        return RaUpdate::Switch(p, l);
+    }
+    if opts.iter().any(|(q, l)| Some(*q) == current && *l == 0) {
+        return RaUpdate::Withdrawn;
+    }
+    RaUpdate::None
 }
 
 #[cfg(test)]
@@ -366,6 +415,28 @@ mod tests {
         long.extend_from_slice(&[0; 8]);
         let m = ra(&[&long, &pref64(16, 4, "2001:db8:100::")]);
         assert_eq!(parse_ra(&m).unwrap().0.to_string(), "2001:db8:100::/40");
+    }
+
+    /// RFC 8781 §4 (lifetime 0 withdraws) and §5 (renumbering: a new
+    /// prefix next to the old one) for RAs that arrive while running.
+    #[test]
+    fn rfc8781_ra_while_running() {
+        let a: Ipv6Prefix = "2001:db8:64::/96".parse().unwrap();
+        let b: Ipv6Prefix = "2001:db8:65::/96".parse().unwrap();
+        assert_eq!(ra_update(Some(a), &[]), RaUpdate::None);
+        assert_eq!(ra_update(Some(a), &[(a, 600)]), RaUpdate::Refresh(600));
+        assert_eq!(ra_update(Some(a), &[(b, 600)]), RaUpdate::Switch(b, 600));
+        assert_eq!(
+            ra_update(Some(a), &[(a, 0), (b, 900)]),
+            RaUpdate::Switch(b, 900)
+        );
+        assert_eq!(
+            ra_update(Some(a), &[(b, 900), (a, 300)]),
+            RaUpdate::Refresh(300)
+        );
+        assert_eq!(ra_update(Some(a), &[(a, 0)]), RaUpdate::Withdrawn);
+        assert_eq!(ra_update(Some(a), &[(b, 0)]), RaUpdate::None);
+        assert_eq!(ra_update(None, &[(b, 60)]), RaUpdate::Switch(b, 60));
     }
 
     /// RFC 4861 §6.1.2: RAs only from link-local sources with hop limit 255.
