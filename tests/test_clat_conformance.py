@@ -332,3 +332,48 @@ def test_rfc8781_s4_lifetime_0_withdraws_while_running():
         assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, e.clat.log()
     finally:
         e.close()
+
+
+@pytest.mark.timeout(30)
+def test_rfc6877_single_host_clat_translates_its_own_ipv4_stack():
+    """RFC 6877 section 2 / docs/clat.md: a CLAT on the host itself (no LAN), its
+    IPv4 address from 192.0.0.0/29 (RFC 7335) put on the TUN, the IPv4 route(s) into
+    the TUN: the host's own IPv4 ping reaches the IPv4 server through CLAT and PLAT,
+    and the server reaches the host at the PLAT's EAM address for it (203.0.113.1)."""
+    t = xlat464()
+    d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+    try:
+        eams = "".join(
+            f'[[eamt]]\nipv4 = "{a}"\nipv6 = "{b}"\n\n' for a, b in t.plat_eamt
+        )
+        routes = ", ".join(f'"{r}"' for r in t.plat_ipv4_routes)
+        Xlat(
+            t.lab,
+            t.plat,
+            f'mode = "siit"\npool6 = "{t.pool6}"\n\n{eams}[tun]\nname = "plat0"\n'
+            f'ipv4-routes = [{routes}]\n\n[control]\nsocket = "{d}/plat.sock"\n\n'
+            '[privileges]\nuser = ""\n',
+            d,
+            "plat",
+        ).start()
+        Xlat(
+            t.lab,
+            t.clat,
+            f'mode = "clat"\npool6 = "{t.pool6}"\n\n[clat]\nipv4 = "192.0.0.1/32"\n'
+            'ipv6 = "2001:db8:aaaa::1/128"\n\n[tun]\nname = "clat0"\n'
+            f'ipv4-routes = ["{t.srv_v4}/32"]\n\n[control]\nsocket = "{d}/clat.sock"\n\n'
+            '[privileges]\nuser = ""\n',
+            d,
+            "clat",
+        ).start()
+        t.lab.exec(t.clat, ["ip", "-4", "addr", "add", "192.0.0.1/32", "dev", "clat0"])
+        cp = ping(t.lab, t.clat, t.srv_v4, count=2)
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        # 2001:db8:aaaa::1 is 203.0.113.1 through the PLAT's EAM.
+        cp = t.lab.exec(
+            t.srv, ["ping", "-c", "1", "-W", "2", "203.0.113.1"], check=False
+        )
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+    finally:
+        t.close()
+        shutil.rmtree(d, ignore_errors=True)
