@@ -181,6 +181,8 @@ def test_rfc7050_s3_requery_before_ttl_expires(datapath):
             assert time.monotonic() < deadline, e.pool6() + e.clat.log()
             time.sleep(0.5)
         assert 'msg="pool6 changed (re-discovery)"' in e.clat.log(), e.clat.log()
+        st = e.clat.stats()
+        assert st["pool6_changes"] >= 1 and st["pool6_discoveries"] >= 2, st
         # The new prefix is not routed to the PLAT in the core: traffic stops, which
         # shows that the datapath (with kind = "ebpf" the fast path too), not only
         # `show config`, took it.
@@ -225,6 +227,9 @@ def test_rfc8781_pref64_after_nxdomain_checks_ra_source():
         assert 'msg="pool6 discovered (RFC 8781 PREF64)"' in log, log
         assert "hop limit not 255" in log, log
         assert "RFC 8781 4: prefix withdrawn" in log, log
+        st = e.clat.stats()
+        assert st["pool6_ra_ignored"] >= 1, st
+        assert st["pool6_discoveries"] == 1, st
         shown = e.pool6()
         assert "2001:db8:64::/96" in shown, shown + log
         assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, e.clat.log()

@@ -242,6 +242,9 @@ impl Daemon {
         }
         st.routes = routes;
         let old = st.pool6.replace(p);
+        if let Some(c) = self.stats.discovery.get() {
+            c.changes.fetch_add(1, Ordering::Relaxed);
+        }
         info!("pool6 changed (re-discovery)", "pool6" => p,
             "old" => old.map(|o| o.to_string()).unwrap_or_default(), "source" => how);
     }
@@ -367,6 +370,17 @@ impl Daemon {
 /// where it came from.
 fn discover_pool6(
     ra: &Result<std::os::fd::OwnedFd, String>,
+    c: &crate::stats::DiscoveryCounters,
+) -> Result<(Ipv6Prefix, u32, &'static str), String> {
+    let r = discover_pool6_once(ra, c);
+    let n = if r.is_ok() { &c.ok } else { &c.failed };
+    n.fetch_add(1, Ordering::Relaxed);
+    r
+}
+
+fn discover_pool6_once(
+    ra: &Result<std::os::fd::OwnedFd, String>,
+    c: &crate::stats::DiscoveryCounters,
 ) -> Result<(Ipv6Prefix, u32, &'static str), String> {
     use std::time::Duration;
     let dns_done = AtomicBool::new(false);
@@ -379,6 +393,7 @@ fn discover_pool6(
                     Duration::from_secs(3),
                     Duration::from_secs(1),
                     done,
+                    &c.ra_ignored,
                 )
             })
         });
@@ -433,7 +448,12 @@ pub fn pool6_refresh_after(lifetime: u32) -> std::time::Duration {
 /// The discovered prefix is looked up again before it expires; a new one
 /// replaces the running one (as a reload would, state kept). A failure
 /// keeps the current prefix and tries again later.
-fn pool6_refresh(d: Arc<Daemon>, mut lifetime: u32, ra: Result<std::os::fd::OwnedFd, String>) {
+fn pool6_refresh(
+    d: Arc<Daemon>,
+    mut lifetime: u32,
+    ra: Result<std::os::fd::OwnedFd, String>,
+    c: Arc<crate::stats::DiscoveryCounters>,
+) {
     use crate::rfc8781::RaUpdate;
     let mut buf = [0u8; 1500];
     loop {
@@ -449,7 +469,8 @@ fn pool6_refresh(d: Arc<Daemon>, mut lifetime: u32, ra: Result<std::os::fd::Owne
                 continue;
             };
             let wait = std::time::Duration::from_millis(250);
-            let Some((src, opts)) = crate::rfc8781::read_ra(sock, wait, &mut buf) else {
+            let Some((src, opts)) = crate::rfc8781::read_ra(sock, wait, &mut buf, &c.ra_ignored)
+            else {
                 continue;
             };
             let current = d.state.lock().unwrap().pool6;
@@ -470,7 +491,7 @@ fn pool6_refresh(d: Arc<Daemon>, mut lifetime: u32, ra: Result<std::os::fd::Owne
                 }
             }
         }
-        let r = discover_pool6(&ra);
+        let r = discover_pool6(&ra, &c);
         if d.shared.stop.load(Ordering::Relaxed) {
             return;
         }
@@ -636,6 +657,7 @@ pub fn run(path: &str) -> i32 {
     let sigset = block_signals();
 
     let mut pool6_lifetime = None;
+    let disc = Arc::new(crate::stats::DiscoveryCounters::default());
     // RFC 8781's raw socket, opened now (CAP_NET_RAW) for later discoveries.
     let ra_sock = if settings.mode == Mode::Clat && settings.pool6.is_none() {
         crate::rfc8781::open()
@@ -644,7 +666,7 @@ pub fn run(path: &str) -> i32 {
     };
     let pool6 = match (settings.mode, settings.pool6) {
         (_, Some(p)) => Some(p),
-        (Mode::Clat, None) => match discover_pool6(&ra_sock) {
+        (Mode::Clat, None) => match discover_pool6(&ra_sock, &disc) {
             Ok((p, lifetime, _)) => match config::check_pool6(&p) {
                 Ok(()) => {
                     pool6_lifetime = Some(lifetime);
@@ -779,6 +801,9 @@ pub fn run(path: &str) -> i32 {
     }
 
     let stats = Arc::new(Registry::default());
+    if pool6_lifetime.is_some() {
+        let _ = stats.discovery.set(disc.clone());
+    }
     if let Some(f) = &fast {
         let _ = stats.fast.set(f.counters());
     }
@@ -871,7 +896,7 @@ pub fn run(path: &str) -> i32 {
         // Not joined at shutdown: a discovery in progress may take seconds.
         std::thread::Builder::new()
             .name("xlat-pool6".into())
-            .spawn(move || pool6_refresh(d, lifetime, ra_sock))
+            .spawn(move || pool6_refresh(d, lifetime, ra_sock, disc))
             .expect("spawn pool6 refresh");
     }
     {

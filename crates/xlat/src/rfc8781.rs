@@ -202,6 +202,7 @@ pub fn discover_on(
     wait: Duration,
     min_wait: Duration,
     enough: &std::sync::atomic::AtomicBool,
+    ignored: &std::sync::atomic::AtomicU64,
 ) -> Result<(Ipv6Prefix, u32), String> {
     let mut buf = [0u8; 1500];
     loop {
@@ -247,7 +248,12 @@ pub fn discover_on(
                 wait.as_secs()
             ));
         }
-        let Some((src, all)) = read_ra(sock, left.min(Duration::from_millis(100)), &mut buf) else {
+        let Some((src, all)) = read_ra(
+            sock,
+            left.min(Duration::from_millis(100)),
+            &mut buf,
+            ignored,
+        ) else {
             continue;
         };
         for (p, _) in all.iter().filter(|(_, l)| *l == 0) {
@@ -262,11 +268,13 @@ pub fn discover_on(
 
 /// Waits up to `timeout` for one valid Router Advertisement on `sock`:
 /// its source and PREF64 options (see [`pref64_options`]); RAs failing RFC
-/// 4861 §6.1.2 are logged and give `None`.
+/// 4861 §6.1.2 are counted in `ignored`, logged (the first 10) and give
+/// `None`.
 pub fn read_ra(
     sock: &OwnedFd,
     timeout: Duration,
     buf: &mut [u8],
+    ignored: &std::sync::atomic::AtomicU64,
 ) -> Option<(Ipv6Addr, Vec<(Ipv6Prefix, u32)>)> {
     let mut p = libc::pollfd {
         fd: sock.as_raw_fd(),
@@ -282,9 +290,8 @@ pub fn read_ra(
         return None;
     }
     if !ra_source_ok(&src, hops) {
-        // Logged for the first 10 only: a bad router repeats itself.
-        static LOGGED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        if LOGGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 10 {
+        // Counted; logged for the first 10 only: a bad router repeats itself.
+        if ignored.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 10 {
             crate::warn!("Router Advertisement ignored (RFC 4861 6.1.2: source not link-local or hop limit not 255)",
                 "src" => src, "hop_limit" => hops.unwrap_or(-1));
         }
