@@ -228,6 +228,42 @@ impl Daemon {
         }
     }
 
+    /// A re-discovered pool6 (CLAT mode, no pool6 in the file): swaps it in
+    /// when it differs from the running one.
+    pub fn set_discovered_pool6(&self, p: Ipv6Prefix, how: &str) {
+        let mut st = self.state.lock().unwrap();
+        if st.settings.mode != Mode::Clat || st.settings.pool6.is_some() {
+            return; // a reload put pool6 in the file: that one rules
+        }
+        if st.pool6 == Some(p) {
+            return;
+        }
+        if let Err(e) = config::check_pool6(&p) {
+            error!("re-discovered pool6 is unusable, keeping the current prefix", "pool6" => p, "reason" => e);
+            return;
+        }
+        let t = match build_translator(&st.settings, Some(p), &st.eamt, st.nat64.as_ref()) {
+            Ok(t) => t,
+            Err(e) => {
+                error!("re-discovered pool6 is unusable, keeping the current prefix", "pool6" => p, "reason" => e);
+                return;
+            }
+        };
+        self.shared.swap(t);
+        self.update_fast(&st.settings, Some(p), &st.eamt);
+        let routes = desired_routes(&st.settings, Some(p), &st.eamt);
+        for e in tun::apply_routes(&st.settings.tun.name, &st.routes, &routes) {
+            warn!("route change failed", "error" => e);
+        }
+        st.routes = routes;
+        let old = st.pool6.replace(p);
+        if let Some(c) = self.stats.discovery.get() {
+            c.changes.fetch_add(1, Ordering::Relaxed);
+        }
+        info!("pool6 changed (re-discovery)", "pool6" => p,
+            "old" => old.map(|o| o.to_string()).unwrap_or_default(), "source" => how);
+    }
+
     /// SIGHUP: re-read the file; keep the old config if it is invalid.
     pub fn reload(&self) {
         let mut st = self.state.lock().unwrap();
@@ -337,6 +373,153 @@ impl Daemon {
         st.eamt = eamt;
         self.stats.reloads.fetch_add(1, Ordering::Relaxed);
         info!("configuration reloaded", "eamt_entries" => st.eamt.len());
+    }
+}
+
+/// CLAT without pool6 in the file: RFC 8781 (a Router Solicitation, then
+/// RAs with PREF64) and RFC 7050 (AAAA ipv4only.arpa) at the same time. RFC
+/// 8781 §5.1: one source only, PREF64 from RAs before RFC 7050; RAs get
+/// 1 s when RFC 7050 answered (a router answers a solicitation within
+/// 0.5 s, RFC 4861 §6.2.6), 3 s when it did not. Gives the prefix, how long
+/// it is valid (the PREF64 lifetime, or the TTL of the AAAA records) and
+/// where it came from.
+fn discover_pool6(
+    ra: &Result<std::os::fd::OwnedFd, String>,
+    c: &crate::stats::DiscoveryCounters,
+) -> Result<(Ipv6Prefix, u32, &'static str), String> {
+    let r = discover_pool6_once(ra, c);
+    let n = if r.is_ok() { &c.ok } else { &c.failed };
+    n.fetch_add(1, Ordering::Relaxed);
+    r
+}
+
+fn discover_pool6_once(
+    ra: &Result<std::os::fd::OwnedFd, String>,
+    c: &crate::stats::DiscoveryCounters,
+) -> Result<(Ipv6Prefix, u32, &'static str), String> {
+    use std::time::Duration;
+    let dns_done = AtomicBool::new(false);
+    let (by_ra, by_dns) = std::thread::scope(|sc| {
+        let h = ra.as_ref().ok().map(|sock| {
+            let done = &dns_done;
+            sc.spawn(move || {
+                crate::rfc8781::discover_on(
+                    sock,
+                    Duration::from_secs(3),
+                    Duration::from_secs(1),
+                    done,
+                    &c.ra_ignored,
+                )
+            })
+        });
+        let by_dns = crate::rfc7050::discover();
+        if by_dns.is_ok() {
+            dns_done.store(true, Ordering::Relaxed);
+        }
+        let by_ra = match h {
+            Some(h) => h
+                .join()
+                .unwrap_or_else(|_| Err("RFC 8781: discovery thread panicked".into())),
+            None => Err(ra.as_ref().err().cloned().unwrap_or_default()),
+        };
+        (by_ra, by_dns)
+    });
+    if let Err(e) = &by_dns {
+        warn!("RFC 7050 discovery failed", "reason" => e);
+    }
+    match (by_ra, by_dns) {
+        (Ok((p, l)), dns) => {
+            if let Ok(d) = dns.as_ref() {
+                if d.prefix != p {
+                    info!("RFC 7050 prefix not used: PREF64 from RAs comes first (RFC 8781 5.1)", "rfc7050" => d.prefix, "pref64" => p);
+                }
+            }
+            info!("pool6 discovered (RFC 8781 PREF64)", "pool6" => p, "lifetime" => l);
+            Ok((p, l, "RFC 8781"))
+        }
+        (Err(_), Ok(d)) => {
+            info!("pool6 discovered (RFC 7050)", "pool6" => d.prefix, "ttl" => d.ttl);
+            Ok((d.prefix, d.ttl, "RFC 7050"))
+        }
+        (Err(e2), Err(e)) => Err(format!("{e}; {e2}")),
+    }
+}
+
+/// Shortest wait between two discoveries, so that a TTL of 0 does not make
+/// the CLAT query in a loop.
+pub const POOL6_REFRESH_MIN_S: u32 = 10;
+/// After a failed re-discovery, the next try.
+pub const POOL6_RETRY_S: u32 = 30;
+
+/// When to discover pool6 again: before its TTL / lifetime runs out (RFC
+/// 7050 §3: the prefix is valid for the TTL of the answer; RFC 8781 §4:
+/// for the PREF64 lifetime), at 90 % of it, no sooner than 10 s and at
+/// least once a day.
+pub fn pool6_refresh_after(lifetime: u32) -> std::time::Duration {
+    let s = (u64::from(lifetime) * 9 / 10).clamp(u64::from(POOL6_REFRESH_MIN_S), 86_400);
+    std::time::Duration::from_secs(s)
+}
+
+/// The discovered prefix is looked up again before it expires; a new one
+/// replaces the running one (as a reload would, state kept). A failure
+/// keeps the current prefix and tries again later.
+fn pool6_refresh(
+    d: Arc<Daemon>,
+    mut lifetime: u32,
+    ra: Result<std::os::fd::OwnedFd, String>,
+    c: Arc<crate::stats::DiscoveryCounters>,
+) {
+    use crate::rfc8781::RaUpdate;
+    let mut buf = [0u8; 1500];
+    loop {
+        let mut until = std::time::Instant::now() + pool6_refresh_after(lifetime);
+        while std::time::Instant::now() < until {
+            if d.shared.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            // Unsolicited RAs (RFC 8781) are read while waiting: a new
+            // PREF64 is used at once, a withdrawn one is replaced now.
+            let Ok(sock) = &ra else {
+                std::thread::sleep(std::time::Duration::from_millis(250));
+                continue;
+            };
+            let wait = std::time::Duration::from_millis(250);
+            let Some((src, opts)) = crate::rfc8781::read_ra(sock, wait, &mut buf, &c.ra_ignored)
+            else {
+                continue;
+            };
+            let current = d.state.lock().unwrap().pool6;
+            match crate::rfc8781::ra_update(current, &opts) {
+                RaUpdate::None => {}
+                RaUpdate::Refresh(l) => {
+                    until = std::time::Instant::now() + pool6_refresh_after(l);
+                }
+                RaUpdate::Switch(p, l) => {
+                    info!("PREF64 received (RFC 8781)", "prefix" => p, "lifetime" => l, "router" => src);
+                    d.set_discovered_pool6(p, "RFC 8781");
+                    until = std::time::Instant::now() + pool6_refresh_after(l);
+                }
+                RaUpdate::Withdrawn => {
+                    warn!("pool6 withdrawn by a PREF64 with lifetime 0 (RFC 8781 4), discovering again",
+                        "pool6" => current.map(|p| p.to_string()).unwrap_or_default(), "router" => src);
+                    break;
+                }
+            }
+        }
+        let r = discover_pool6(&ra, &c);
+        if d.shared.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        match r {
+            Ok((p, l, how)) => {
+                d.set_discovered_pool6(p, how);
+                lifetime = l;
+            }
+            Err(e) => {
+                warn!("pool6 re-discovery failed, keeping the current prefix", "reason" => e, "retry_s" => POOL6_RETRY_S);
+                lifetime = POOL6_RETRY_S * 10 / 9 + 1;
+            }
+        }
     }
 }
 
@@ -592,15 +775,22 @@ pub fn run(path: &str) -> i32 {
     // only the main thread takes the signals (sigtimedwait).
     let sigset = block_signals();
 
+    let mut pool6_lifetime = None;
+    let disc = Arc::new(crate::stats::DiscoveryCounters::default());
+    // RFC 8781's raw socket, opened now (CAP_NET_RAW) for later discoveries.
+    let ra_sock = if settings.mode == Mode::Clat && settings.pool6.is_none() {
+        crate::rfc8781::open()
+    } else {
+        Err("RFC 8781: not used".to_string())
+    };
     let pool6 = match (settings.mode, settings.pool6) {
         (_, Some(p)) => Some(p),
-        (Mode::Clat, None) => match crate::rfc7050::discover().or_else(|e| {
-            warn!("RFC 7050 discovery failed, trying RFC 8781 (PREF64 in RAs)", "reason" => e);
-            crate::rfc8781::discover(std::time::Duration::from_secs(3))
-                .map_err(|e2| format!("{e}; {e2}"))
-        }) {
-            Ok(p) => match config::check_pool6(&p) {
-                Ok(()) => Some(p),
+        (Mode::Clat, None) => match discover_pool6(&ra_sock, &disc) {
+            Ok((p, lifetime, _)) => match config::check_pool6(&p) {
+                Ok(()) => {
+                    pool6_lifetime = Some(lifetime);
+                    Some(p)
+                }
                 Err(e) => {
                     error!("discovered pool6 is unusable", "pool6" => p, "reason" => e);
                     return 1;
@@ -751,6 +941,9 @@ pub fn run(path: &str) -> i32 {
     }
 
     let stats = Arc::new(Registry::default());
+    if pool6_lifetime.is_some() {
+        let _ = stats.discovery.set(disc.clone());
+    }
     if let Some(f) = &fast {
         let _ = stats.fast.set(f.counters());
     }
@@ -837,6 +1030,14 @@ pub fn run(path: &str) -> i32 {
                 .spawn(move || crate::metrics::serve(l, reg, stop))
                 .expect("spawn metrics"),
         );
+    }
+    if let Some(lifetime) = pool6_lifetime {
+        let d = daemon.clone();
+        // Not joined at shutdown: a discovery in progress may take seconds.
+        std::thread::Builder::new()
+            .name("xlat-pool6".into())
+            .spawn(move || pool6_refresh(d, lifetime, ra_sock, disc))
+            .expect("spawn pool6 refresh");
     }
     {
         let st = daemon.state.lock().unwrap();
@@ -949,5 +1150,17 @@ mod tests {
 
         let off = config::parse("pool6 = \"64:ff9b::/96\"\n[tun]\nroutes = false\n").unwrap();
         assert_eq!(desired_routes(&off, off.pool6, &[]), Routes::default());
+    }
+
+    /// RFC 7050 §3 / RFC 8781 §4: look again before the TTL or lifetime
+    /// ends, but not in a loop for tiny TTLs, and at least daily.
+    #[test]
+    fn pool6_refresh_schedule() {
+        let s = |l| pool6_refresh_after(l).as_secs();
+        assert_eq!(s(0), 10);
+        assert_eq!(s(1), 10);
+        assert_eq!(s(60), 54);
+        assert_eq!(s(1800), 1620);
+        assert_eq!(s(u32::MAX), 86_400);
     }
 }

@@ -14,50 +14,70 @@ const ND_ROUTER_ADVERT: u8 = 134;
 /// RFC 8781 §4: option type 38, length 2 (16 bytes).
 const OPT_PREF64: u8 = 38;
 
-/// RFC 8781 §4: the PREF64 option of a Router Advertisement (the whole
-/// ICMPv6 message, starting at its type). Returns the prefix and its
-/// lifetime in seconds; options with lifetime 0 or an unknown PLC are skipped.
-pub fn parse_ra(msg: &[u8]) -> Option<(Ipv6Prefix, u32)> {
+/// RFC 8781 §4: every PREF64 option of a Router Advertisement (the whole
+/// ICMPv6 message, starting at its type), in order, each with its lifetime
+/// in seconds (lifetime 0 included: it withdraws the prefix). Options with
+/// a PLC of 6 or 7 (§4: "MUST ignore"), a length other than 2, or a /96
+/// whose bits 64-71 are not zero (RFC 6052 §2.2) are left out. A message
+/// that is not a valid RA (RFC 4861 §6.1.2: code 0, at least 16 bytes, no
+/// option of length 0, options inside the message) gives nothing.
+pub fn pref64_options(msg: &[u8]) -> Vec<(Ipv6Prefix, u32)> {
+    let mut out = vec![];
     if msg.len() < 16 || msg[0] != ND_ROUTER_ADVERT || msg[1] != 0 {
-        return None;
+        return out;
     }
     let mut i = 16;
     while i + 2 <= msg.len() {
         let typ = msg[i];
         let len = usize::from(msg[i + 1]) * 8;
         if len == 0 || i + len > msg.len() {
-            return None; // RFC 4861 §4.6: a zero length option is invalid.
+            // RFC 4861 §4.6 / §6.1.2: the whole RA is invalid.
+            return vec![];
         }
         if typ == OPT_PREF64 && len == 16 {
             let o = &msg[i..i + 16];
             let sl = u16::from_be_bytes([o[2], o[3]]);
+            // 13 bits of scaled lifetime, in units of 8 seconds.
             let lifetime = u32::from(sl >> 3) * 8;
             let plen = match sl & 7 {
-                0 => 96,
-                1 => 64,
-                2 => 56,
-                3 => 48,
-                4 => 40,
-                5 => 32,
-                _ => {
-                    i += len;
-                    continue;
-                }
+                0 => Some(96),
+                1 => Some(64),
+                2 => Some(56),
+                3 => Some(48),
+                4 => Some(40),
+                5 => Some(32),
+                _ => None,
             };
-            if lifetime > 0 {
+            if let Some(plen) = plen {
                 let mut a = [0u8; 16];
                 a[..12].copy_from_slice(&o[4..16]);
                 // Bits beyond the prefix length are ignored (§4).
                 let n = usize::from(plen / 8);
                 a[n..].iter_mut().for_each(|b| *b = 0);
-                if let Ok(p) = Ipv6Prefix::new(Ipv6Addr::from(a), plen) {
-                    return Some((p, lifetime));
+                if a[8] == 0 {
+                    if let Ok(p) = Ipv6Prefix::new(Ipv6Addr::from(a), plen) {
+                        out.push((p, lifetime));
+                    }
                 }
             }
         }
         i += len;
     }
-    None
+    out
+}
+
+/// The first usable PREF64 of an RA: the first option with a non-zero
+/// lifetime (RFC 8781 §4: lifetime 0 means the prefix must not be used).
+#[cfg(test)]
+pub fn parse_ra(msg: &[u8]) -> Option<(Ipv6Prefix, u32)> {
+    pref64_options(msg).into_iter().find(|(_, l)| *l > 0)
+}
+
+/// RFC 4861 §6.1.2: an RA is accepted only from a link-local source with
+/// hop limit 255 (it was not forwarded by a router).
+pub fn ra_source_ok(src: &Ipv6Addr, hop_limit: Option<i32>) -> bool {
+    let link_local = src.segments()[0] & 0xffc0 == 0xfe80;
+    link_local && hop_limit == Some(255)
 }
 
 fn interfaces() -> Vec<u32> {
@@ -79,8 +99,47 @@ fn interfaces() -> Vec<u32> {
     out
 }
 
-/// Sends Router Solicitations and waits up to `wait` for an RA with PREF64.
-pub fn discover(wait: Duration) -> Result<Ipv6Prefix, String> {
+/// One datagram from the raw socket, with its source and hop limit.
+fn recv_with_hops(sock: &OwnedFd, buf: &mut [u8]) -> Option<(usize, Ipv6Addr, Option<i32>)> {
+    let mut src: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut cbuf = [0u64; 16];
+    let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
+    mh.msg_name = (&mut src as *mut libc::sockaddr_in6).cast();
+    mh.msg_namelen = std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+    mh.msg_iov = &mut iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf.as_mut_ptr().cast();
+    mh.msg_controllen = std::mem::size_of_val(&cbuf) as _;
+    // SAFETY: every pointer in `mh` points to live locals of this frame.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut mh, 0) };
+    if n <= 0 {
+        return None;
+    }
+    let mut hops = None;
+    // SAFETY: walking the control messages the kernel wrote into `cbuf`.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&mh);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::IPPROTO_IPV6 && (*c).cmsg_type == libc::IPV6_HOPLIMIT {
+                hops = Some(std::ptr::read_unaligned(
+                    libc::CMSG_DATA(c).cast::<libc::c_int>(),
+                ));
+            }
+            c = libc::CMSG_NXTHDR(&mh, c);
+        }
+    }
+    Some((n as usize, Ipv6Addr::from(src.sin6_addr.s6_addr), hops))
+}
+
+/// The raw ICMPv6 socket for RFC 8781, passing Router Advertisements only
+/// (ICMP6_FILTER, RFC 3542 §3.2), with hop limits reported. Opened while
+/// xlat still has CAP_NET_RAW, and kept for the re-discoveries that run
+/// after privileges are dropped.
+pub fn open() -> Result<OwnedFd, String> {
     // SAFETY: plain socket(2); the fd is owned right away.
     let fd = unsafe {
         libc::socket(
@@ -106,6 +165,60 @@ pub fn discover(wait: Duration) -> Result<Ipv6Prefix, String> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
     }
+    let on: libc::c_int = 1;
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_RECVHOPLIMIT,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    // struct icmp6_filter: a set bit blocks that ICMPv6 type.
+    let mut filter = [u32::MAX; 8];
+    filter[usize::from(ND_ROUTER_ADVERT) >> 5] &= !(1u32 << (ND_ROUTER_ADVERT & 31));
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_ICMPV6,
+            1, // ICMP6_FILTER
+            filter.as_ptr().cast(),
+            std::mem::size_of_val(&filter) as libc::socklen_t,
+        );
+    }
+    Ok(sock)
+}
+
+/// Sends Router Solicitations on `sock` (from [`open`]) and waits up to
+/// `wait` for an RA with PREF64; gives the prefix and its lifetime in
+/// seconds. RAs queued before the call are dropped first (they may be old).
+/// `enough`: once it is true and at least `min_wait` has passed since the
+/// solicitations (RFC 4861 §6.2.6: a router answers within 0.5 s), the
+/// wait ends early (the caller has another answer and only gives RAs a
+/// fair chance).
+pub fn discover_on(
+    sock: &OwnedFd,
+    wait: Duration,
+    min_wait: Duration,
+    enough: &std::sync::atomic::AtomicBool,
+    ignored: &std::sync::atomic::AtomicU64,
+) -> Result<(Ipv6Prefix, u32), String> {
+    let mut buf = [0u8; 1500];
+    loop {
+        // SAFETY: non-blocking read into a local buffer.
+        let n = unsafe {
+            libc::recv(
+                sock.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            break;
+        }
+    }
     let rs = [ND_ROUTER_SOLICIT, 0, 0, 0, 0, 0, 0, 0];
     for ix in interfaces() {
         let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
@@ -124,33 +237,100 @@ pub fn discover(wait: Duration) -> Result<Ipv6Prefix, String> {
             );
         }
     }
-    let deadline = Instant::now() + wait;
-    let mut buf = [0u8; 1500];
+    let start = Instant::now();
+    let deadline = start + wait;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        let cut = enough.load(std::sync::atomic::Ordering::Relaxed) && start.elapsed() >= min_wait;
+        if left.is_zero() || cut {
             return Err(format!(
                 "RFC 8781: no Router Advertisement with a PREF64 option within {} s",
                 wait.as_secs()
             ));
         }
-        let mut p = libc::pollfd {
-            fd: sock.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
+        let Some((src, all)) = read_ra(
+            sock,
+            left.min(Duration::from_millis(100)),
+            &mut buf,
+            ignored,
+        ) else {
+            continue;
         };
-        if unsafe { libc::poll(&mut p, 1, left.as_millis().min(1000) as i32) } <= 0 {
-            continue;
+        for (p, _) in all.iter().filter(|(_, l)| *l == 0) {
+            crate::info!("PREF64 with lifetime 0 ignored (RFC 8781 4: prefix withdrawn)", "prefix" => p, "router" => src);
         }
-        let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n <= 0 {
-            continue;
-        }
-        if let Some((p, lifetime)) = parse_ra(&buf[..n as usize]) {
-            crate::info!("pool6 discovered (RFC 8781 PREF64)", "pool6" => p, "lifetime" => lifetime);
-            return Ok(p);
+        if let Some((p, lifetime)) = all.into_iter().find(|(_, l)| *l > 0) {
+            crate::info!("PREF64 received (RFC 8781)", "prefix" => p, "lifetime" => lifetime, "router" => src);
+            return Ok((p, lifetime));
         }
     }
+}
+
+/// Waits up to `timeout` for one valid Router Advertisement on `sock`:
+/// its source and PREF64 options (see [`pref64_options`]); RAs failing RFC
+/// 4861 §6.1.2 are counted in `ignored`, logged (the first 10) and give
+/// `None`.
+pub fn read_ra(
+    sock: &OwnedFd,
+    timeout: Duration,
+    buf: &mut [u8],
+    ignored: &std::sync::atomic::AtomicU64,
+) -> Option<(Ipv6Addr, Vec<(Ipv6Prefix, u32)>)> {
+    let mut p = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd on the stack.
+    if unsafe { libc::poll(&mut p, 1, timeout.as_millis() as i32) } <= 0 {
+        return None;
+    }
+    let (n, src, hops) = recv_with_hops(sock, buf)?;
+    if buf.first() != Some(&ND_ROUTER_ADVERT) {
+        return None;
+    }
+    if !ra_source_ok(&src, hops) {
+        // Counted; logged for the first 10 only: a bad router repeats itself.
+        if ignored.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 10 {
+            crate::warn!("Router Advertisement ignored (RFC 4861 6.1.2: source not link-local or hop limit not 255)",
+                "src" => src, "hop_limit" => hops.unwrap_or(-1));
+        }
+        return None;
+    }
+    Some((src, pref64_options(&buf[..n])))
+}
+
+/// What an RA that arrives while running means for the prefix in use.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RaUpdate {
+    /// Nothing for us (no PREF64).
+    None,
+    /// The prefix in use, announced again: valid for this many seconds more.
+    Refresh(u32),
+    /// Another prefix with a non-zero lifetime: use it (RFC 8781 §5.1, RAs
+    /// first; a renumbering announces the new one, §5).
+    Switch(Ipv6Prefix, u32),
+    /// The prefix in use, with lifetime 0 and nothing else: it must not be
+    /// used any more (§4); discover again now.
+    Withdrawn,
+}
+
+/// RFC 8781 §4/§5: the effect of the PREF64 options of one RA on `current`.
+pub fn ra_update(current: Option<Ipv6Prefix>, opts: &[(Ipv6Prefix, u32)]) -> RaUpdate {
+    if let Some(&(p, l)) = opts.iter().find(|(_, l)| *l > 0) {
+        if Some(p) == current {
+            return RaUpdate::Refresh(l);
+        }
+        // The current one announced too (several options): keep it.
+        if let Some(&(_, l)) = opts.iter().find(|(q, l)| Some(*q) == current && *l > 0) {
+            return RaUpdate::Refresh(l);
+        }
+        return RaUpdate::Switch(p, l);
+    }
+    if opts.iter().any(|(q, l)| Some(*q) == current && *l == 0) {
+        return RaUpdate::Withdrawn;
+    }
+    RaUpdate::None
 }
 
 #[cfg(test)]
@@ -204,6 +384,77 @@ mod tests {
         assert_eq!(parse_ra(&m).unwrap().0.to_string(), "2001:db8::/32");
         let m = ra(&[&pref64(600, 1, "2001:db8:1:2::")]);
         assert_eq!(parse_ra(&m).unwrap().0.to_string(), "2001:db8:1:2::/64");
+    }
+
+    /// RFC 8781 §4: several options are all read, in order; lifetime 0
+    /// withdraws (is reported, not used); the largest scaled lifetime is
+    /// 8191 * 8 s; a /96 with a non-zero u-octet is not RFC 6052.
+    #[test]
+    fn rfc8781_several_options() {
+        let mut bad_u = pref64(600, 0, "2001:db8:0:0:100::");
+        bad_u[1] = 2;
+        let m = ra(&[
+            &pref64(0, 0, "64:ff9b::"),
+            &bad_u,
+            &pref64(65528, 2, "2001:db8:1:200::"),
+            &pref64(800, 3, "2001:db8:2::"),
+        ]);
+        let all: Vec<(String, u32)> = pref64_options(&m)
+            .into_iter()
+            .map(|(p, l)| (p.to_string(), l))
+            .collect();
+        assert_eq!(
+            all,
+            vec![
+                ("64:ff9b::/96".to_string(), 0),
+                ("2001:db8:1:200::/56".to_string(), 65528),
+                ("2001:db8:2::/48".to_string(), 800),
+            ]
+        );
+        let (p, l) = parse_ra(&m).unwrap();
+        assert_eq!(
+            (p.to_string(), l),
+            ("2001:db8:1:200::/56".to_string(), 65528)
+        );
+        // PLC 4 (/40) and a PREF64 of the wrong length (3) is skipped.
+        let mut long = pref64(600, 0, "64:ff9b::");
+        long[1] = 3;
+        long.extend_from_slice(&[0; 8]);
+        let m = ra(&[&long, &pref64(16, 4, "2001:db8:100::")]);
+        assert_eq!(parse_ra(&m).unwrap().0.to_string(), "2001:db8:100::/40");
+    }
+
+    /// RFC 8781 §4 (lifetime 0 withdraws) and §5 (renumbering: a new
+    /// prefix next to the old one) for RAs that arrive while running.
+    #[test]
+    fn rfc8781_ra_while_running() {
+        let a: Ipv6Prefix = "2001:db8:64::/96".parse().unwrap();
+        let b: Ipv6Prefix = "2001:db8:65::/96".parse().unwrap();
+        assert_eq!(ra_update(Some(a), &[]), RaUpdate::None);
+        assert_eq!(ra_update(Some(a), &[(a, 600)]), RaUpdate::Refresh(600));
+        assert_eq!(ra_update(Some(a), &[(b, 600)]), RaUpdate::Switch(b, 600));
+        assert_eq!(
+            ra_update(Some(a), &[(a, 0), (b, 900)]),
+            RaUpdate::Switch(b, 900)
+        );
+        assert_eq!(
+            ra_update(Some(a), &[(b, 900), (a, 300)]),
+            RaUpdate::Refresh(300)
+        );
+        assert_eq!(ra_update(Some(a), &[(a, 0)]), RaUpdate::Withdrawn);
+        assert_eq!(ra_update(Some(a), &[(b, 0)]), RaUpdate::None);
+        assert_eq!(ra_update(None, &[(b, 60)]), RaUpdate::Switch(b, 60));
+    }
+
+    /// RFC 4861 §6.1.2: RAs only from link-local sources with hop limit 255.
+    #[test]
+    fn rfc4861_ra_source_checks() {
+        let ll: Ipv6Addr = "fe80::1".parse().unwrap();
+        let gua: Ipv6Addr = "2001:db8::1".parse().unwrap();
+        assert!(ra_source_ok(&ll, Some(255)));
+        assert!(!ra_source_ok(&ll, Some(254)));
+        assert!(!ra_source_ok(&ll, None));
+        assert!(!ra_source_ok(&gua, Some(255)));
     }
 
     #[test]

@@ -88,6 +88,39 @@ pub struct Registry {
     pub fast: OnceLock<Arc<crate::ebpf::Counters>>,
     /// The NAT64 flow cache of the fast path (mode = "nat64", kind = "ebpf").
     pub flows: OnceLock<Arc<crate::ebpf::FlowCache>>,
+    /// CLAT with pool6 discovery (RFC 7050 / RFC 8781): its counters.
+    pub discovery: OnceLock<Arc<DiscoveryCounters>>,
+}
+
+/// Counters of the CLAT's pool6 discovery (docs/clat.md).
+#[derive(Debug, Default)]
+pub struct DiscoveryCounters {
+    /// Discoveries that gave a prefix (at start and later).
+    pub ok: AtomicU64,
+    /// Discoveries that gave nothing (the prefix in use was kept).
+    pub failed: AtomicU64,
+    /// Times the prefix in use was replaced.
+    pub changes: AtomicU64,
+    /// Router Advertisements ignored (RFC 4861 §6.1.2: source not
+    /// link-local or hop limit not 255).
+    pub ra_ignored: AtomicU64,
+}
+
+impl DiscoveryCounters {
+    pub const NAMES: [&'static str; 4] = [
+        "pool6_discoveries",
+        "pool6_discovery_failures",
+        "pool6_changes",
+        "pool6_ra_ignored",
+    ];
+    fn read(&self) -> [u64; 4] {
+        [
+            self.ok.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            self.changes.load(Ordering::Relaxed),
+            self.ra_ignored.load(Ordering::Relaxed),
+        ]
+    }
 }
 
 /// A summed snapshot.
@@ -105,6 +138,8 @@ pub struct Snapshot {
     pub fast: Option<[u64; crate::ebpf::COUNTERS.len()]>,
     /// The NAT64 flow cache's counters (names in `ebpf::FLOW_COUNTERS`).
     pub flows: Option<[u64; crate::ebpf::FLOW_COUNTERS.len()]>,
+    /// pool6 discovery counters (names in `DiscoveryCounters::NAMES`).
+    pub discovery: Option<[u64; 4]>,
 }
 
 impl Registry {
@@ -141,6 +176,7 @@ impl Registry {
             nat64_pool4_drained: self.nat64.get().map_or(0, |n| n.pool4_drained_sessions()),
             fast: self.fast.get().map(|c| c.read()),
             flows: self.flows.get().map(|c| c.counters()),
+            discovery: self.discovery.get().map(|c| c.read()),
         }
     }
 }
@@ -168,6 +204,11 @@ impl Snapshot {
         }
         v.push(("config_reloads".into(), self.reloads));
         v.push(("config_reload_failures".into(), self.reload_failures));
+        if let Some(d) = &self.discovery {
+            for (n, x) in DiscoveryCounters::NAMES.iter().zip(d.iter()) {
+                v.push((n.to_string(), *x));
+            }
+        }
         v.extend(self.drops.iter().map(|(r, x)| (r.name().to_string(), *x)));
         if let Some(c) = &self.nat64 {
             for p in Proto::ALL {
@@ -208,6 +249,11 @@ impl Snapshot {
             "xlat_packets_total{{direction=\"6to4\"}} {}",
             f[T64_PKTS]
         );
+        if let Some(d) = &self.discovery {
+            for (n, x) in DiscoveryCounters::NAMES.iter().zip(d.iter()) {
+                let _ = writeln!(o, "# TYPE xlat_{n}_total counter\nxlat_{n}_total {x}");
+            }
+        }
         if let Some(fx) = &self.fast {
             use crate::ebpf::{COUNTERS, C_V4TO6, C_V6TO4};
             let _ = writeln!(
