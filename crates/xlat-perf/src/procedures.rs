@@ -283,7 +283,8 @@ pub fn recovery_of(
 }
 
 /// RFC 8219 section 7.6 / RFC 2544 section 26.5: `--duration` seconds at
-/// 110% of `--throughput`, then `--recovery-duration` seconds at 50%; the
+/// 110% of `--throughput` (at most the media maximum), then
+/// `--recovery-duration` seconds at 50% of that rate; the
 /// system recovery time is the time from the rate change until the last lost
 /// frame. One trial per repetition; an invalid one (sender behind) is retried.
 pub fn system_recovery(p: &Params) -> Result<String, String> {
@@ -296,7 +297,7 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
     let mut values = Vec::new();
     let mut table = vec![
         format!(
-            "xlat-perf system-recovery ({}); {} -> {}, {}-byte frames, {} s at {r1} frames/s (110% of {}), then {} s at {r2} frames/s (50%)",
+            "xlat-perf system-recovery ({}); {} -> {}, {}-byte frames, {} s at {r1} frames/s (110% of {}), then {} s at {r2} frames/s (50% of {r1})",
             p.test.section(),
             src,
             p.ep.dst,
