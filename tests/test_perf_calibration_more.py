@@ -327,6 +327,67 @@ def test_rfc2544_s23_frames_after_the_wait_are_lost(lab):
     assert got["0.6"]["lost"] == 0, got["0.6"]
 
 
+# RFC 8219 section 7.3.1 / 7.3.2 (PDV after RFC 5481, IPDV after RFC 3393)
+# through a known delay variation (this kernel has no netem jitter): the
+# relay holds every frame 2 ms and every 50th 10 ms more; first in first
+# out, the frames behind a held one wait for it. So D_min = 2 ms, the
+# 99.9th percentile of the delays is the held frames' 12 ms (PDV = 10 ms),
+# the largest |IPDV| is the step onto a held frame (+10 ms), and most
+# consecutive frames have equal delays (median IPDV 0). Over 3 repetitions
+# (medians); the relay's own wake-ups on the loaded machine may add to the
+# largest delays, never take from them.
+@pytest.mark.timeout(60)
+def test_rfc8219_s7_3_pdv_and_ipdv_through_known_delay_variation(lab):
+    s, r, d = _router2(lab)
+    _nft_forward(lab, r, 'iifname "p0" udp dport 7000 drop')
+    relay = lab.spawn(
+        r,
+        [
+            str(PERF),
+            "delay-relay",
+            "--interface",
+            "p0",
+            "--dport",
+            "7000",
+            "--delay-ms",
+            "2",
+            "--spike-ms",
+            "10",
+            "--spike-every",
+            "50",
+            "--duration",
+            "50",
+        ],
+    )
+    time.sleep(0.3)
+    common = [*_ends(s, d), "--rate", "1000", "--duration", "2", "--wait", "0.2"]
+    try:
+        pdv = perf_json("pdv", *common, "--repeat", "3", "--retries", "3")
+        ipdv = perf_json("ipdv", *common, "--repeat", "3", "--retries", "3")
+    finally:
+        lab.stop(relay)
+    for rep in pdv["repetitions"]:
+        t = rep["trial"]
+        print("pdv", t["pdv_ns"], t["d_min_ns"], t["valid"])
+        if t["valid"]:
+            assert t["received"] == t["planned"] == 2000, t
+            assert 1.9e6 <= t["d_min_ns"] <= 2.5e6, t
+    v = pdv["summary"]["PDV"]["summary"]
+    assert v["n"] >= 2, pdv["summary"]
+    assert 9.5e6 <= v["median"] <= 13.5e6, v
+    stats = [
+        rep["trial"]["ipdv_ns"] for rep in ipdv["repetitions"] if rep["trial"]["valid"]
+    ]
+    print("ipdv", stats)
+    assert len(stats) >= 2, ipdv
+    big = sorted(x["abs_p99_9"] for x in stats)[len(stats) // 2]
+    assert 8e6 <= big <= 12e6, stats
+    assert all(abs(x["median"]) < 0.3e6 and x["n"] == 1999 for x in stats), stats
+    assert ipdv["summary"]["IPDV 99.9th percentile of |IPDV|"]["summary"]["n"] == len(
+        stats
+    )
+
+
 # RFC 8219 section 7 / siitperf's rule: a trial in which the sender fell
 # behind schedule is invalid; it is reported as such and never enters the
 # summary (its loss is the tester's, not the DUT's). 5 M frames/s from one
