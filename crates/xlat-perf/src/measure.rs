@@ -787,6 +787,7 @@ pub fn run(p: &Params) -> Result<String, String> {
             headline.push((name.to_string(), unit.to_string(), vec![v]));
         }
     };
+    warnings.extend(rfc_deviations(p));
     if p.test == Test::Latency && p.tagged < 500 {
         warnings.push(format!(
             "--tagged {}: RFC 8219 section 7.2 asks for at least 500 tagged frames",
@@ -1092,6 +1093,34 @@ pub fn run(p: &Params) -> Result<String, String> {
     Ok(out.join("\n"))
 }
 
+/// Shorter trials or waits than the RFCs ask for are measured as asked, but
+/// said so: RFC 2544 section 24 (trials of at least 60 s; RFC 8219 section
+/// 7.2: 120 s for latency) and section 23 (2 s for residual frames).
+pub fn rfc_deviations(p: &Params) -> Vec<String> {
+    let mut w = Vec::new();
+    let min = match p.test {
+        Test::Latency => 120.0,
+        Test::Throughput | Test::FrameLoss | Test::Pdv | Test::Ipdv => 60.0,
+        // RFC 2544 section 26.5: the 110% phase lasts at least 60 s.
+        Test::SystemRecovery => 60.0,
+        Test::BackToBack => 0.0,
+    };
+    if p.duration < min {
+        w.push(format!(
+            "--duration {}: shorter than the {min} s trials of {} (RFC 2544 section 24)",
+            p.duration,
+            p.test.section()
+        ));
+    }
+    if p.wait < 2.0 {
+        w.push(format!(
+            "--wait {}: frames later than this are lost; RFC 2544 section 23 waits 2 s",
+            p.wait
+        ));
+    }
+    w
+}
+
 /// Issue 5: a DUT result within 10% of the tester's own (self-test) ceiling
 /// may measure the tester, not the DUT.
 pub fn near_ceiling(result: u64, ceiling: Option<u64>) -> bool {
@@ -1384,6 +1413,25 @@ mod tests {
             &[&base[..], &slow, &["--throughput", "20001"]].concat(),
         );
         assert!(e.contains("over the media maximum"), "{e}");
+    }
+
+    // RFC 2544 sections 23 and 24: short trials and waits are flagged.
+    #[test]
+    fn rfc2544_s23_s24_short_trials_are_flagged() {
+        let p = |v: &[&str]| {
+            Params::from_args(
+                Test::Throughput,
+                &args(&[&["--dst", "192.0.2.2:9"], v].concat()),
+            )
+            .unwrap()
+        };
+        assert!(rfc_deviations(&p(&[])).is_empty());
+        let w = rfc_deviations(&p(&["--duration", "2", "--wait", "0.5"]));
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].contains("section 24") && w[1].contains("section 23"),
+            "{w:?}"
+        );
     }
 
     // RFC 8219 section 7.2: tagged frames come after the warm-up, evenly spread.

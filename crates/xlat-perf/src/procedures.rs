@@ -94,7 +94,7 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
         ),
     ];
     let mut csv = Vec::new();
-    let mut warnings = Vec::new();
+    let mut warnings = measure::rfc_deviations(p);
     let mut first = true;
     for rep in 1..=p.repeat {
         let mut trials: Vec<(u64, TrialOut)> = Vec::new();
@@ -397,7 +397,7 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
         table,
         csv,
         "test,repetition,overload_rate,recovery_rate,planned,sent,received,overload_lost,recovery_lost,recovery_ms,valid,max_lag_us,note",
-        &[],
+        &measure::rfc_deviations(p),
     ))
 }
 
