@@ -374,14 +374,14 @@ def test_rfc8219_s7_3_pdv_and_ipdv_through_known_delay_variation(lab):
             assert 1.9e6 <= t["d_min_ns"] <= 2.5e6, t
     v = pdv["summary"]["PDV"]["summary"]
     assert v["n"] >= 2, pdv["summary"]
-    assert 9.5e6 <= v["median"] <= 13.5e6, v
+    assert 9.5e6 <= v["median"] <= 15e6, v
     stats = [
         rep["trial"]["ipdv_ns"] for rep in ipdv["repetitions"] if rep["trial"]["valid"]
     ]
     print("ipdv", stats)
     assert len(stats) >= 2, ipdv
     big = sorted(x["abs_p99_9"] for x in stats)[len(stats) // 2]
-    assert 8e6 <= big <= 12e6, stats
+    assert 8e6 <= big <= 13e6, stats
     assert all(abs(x["median"]) < 0.3e6 and x["n"] == 1999 for x in stats), stats
     assert ipdv["summary"]["IPDV 99.9th percentile of |IPDV|"]["summary"]["n"] == len(
         stats
