@@ -431,3 +431,93 @@ def test_invalid_trials_are_reported_not_summarised(lab):
     ).stdout
     assert "invalid: sender behind" in out, out
     assert "FLR at 5000000 fps over" not in out, out
+
+
+# RFC 8219 section 5.1.1 through a real translator (xlat SIIT, TUN
+# datapath): 84-byte IPv6 frames arrive as 64-byte IPv4 frames and 64-byte
+# IPv4 frames as 84-byte IPv6 ones; at a rate far below the translator's
+# capacity every frame of both directions, also of a bidirectional trial
+# (RFC 2544 section 14), is received once and counted per direction.
+@pytest.mark.timeout(90)
+def test_rfc8219_s5_1_1_both_directions_through_xlat_siit():
+    from tests.conftest import close_siit, make_siit, need_xlat
+
+    need_xlat()
+    t, x = make_siit(datapath="tun")
+    try:
+        t.lab.exec(t.h6, ["ping", "-c1", "-W2", t.h4_v6], check=False)
+        t.lab.exec(t.h4, ["ping", "-c1", "-W2", t.h6_v4], check=False)
+        cases = [
+            # (sender ns, receiver ns, dst, src, recv-bind, frame, recv frame, extra)
+            (
+                t.h6,
+                t.h4,
+                f"[{t.h4_v6}]:7000",
+                t.h6_addr,
+                f"{t.h4_addr}:7000",
+                84,
+                64,
+                [],
+            ),
+            (
+                t.h4,
+                t.h6,
+                f"{t.h6_v4}:7000",
+                t.h4_addr,
+                f"[{t.h6_addr}]:7000",
+                64,
+                84,
+                [],
+            ),
+            (
+                t.h6,
+                t.h4,
+                f"[{t.h4_v6}]:7000",
+                t.h6_addr,
+                f"{t.h4_addr}:7000",
+                84,
+                64,
+                ["--bidirectional", "--reverse-dst", f"{t.h6_v4}:7000"],
+            ),
+        ]
+        for sns, rns, dst, src, rbind, frame, rframe, extra in cases:
+            for _ in range(3):
+                j = perf_json(
+                    "frame-loss",
+                    "--send-netns",
+                    sns,
+                    "--recv-netns",
+                    rns,
+                    "--dst",
+                    dst,
+                    "--src",
+                    src,
+                    "--recv-bind",
+                    rbind,
+                    "--frame-size",
+                    str(frame),
+                    *extra,
+                    "--max-rate",
+                    "2000",
+                    "--rates",
+                    "100%",
+                    "--duration",
+                    "1",
+                    "--wait",
+                    "0.5",
+                    "--retries",
+                    "3",
+                )
+                tr = j["repetitions"][0]["trials"][0]
+                if tr["valid"] and tr["zero_loss"]:
+                    break
+            print(dst, extra, {k: tr[k] for k in ("planned", "received", "foreign")})
+            assert j["parameters"]["frame_size"] == frame
+            assert j["parameters"]["recv_frame_size"] == rframe
+            assert tr["valid"] and tr["zero_loss"], tr
+            assert tr["received"] == tr["planned"] == 2000 and tr["foreign"] == 0, tr
+            if extra:
+                rev = tr["reverse"]
+                assert rev["received"] == rev["planned"] == 2000, rev
+    finally:
+        close_siit(t, x)
