@@ -521,3 +521,37 @@ def test_rfc8219_s5_1_1_both_directions_through_xlat_siit():
                 assert rev["received"] == rev["planned"] == 2000, rev
     finally:
         close_siit(t, x)
+
+
+# RFC 2544 section 26.5: the recovery time is from the rate change (A) to
+# the last frame lost (B). A DUT that still loses frames at the end of the
+# recovery phase has not recovered while measured: its recovery time is
+# unknown (null), not the length of the phase. A router that drops every
+# test frame never recovers; a lossless one recovers at once.
+@pytest.mark.timeout(40)
+def test_rfc2544_s26_5_a_dut_that_never_recovers(lab):
+    s, r, d = _router2(lab)
+    args = [
+        *_ends(s, d),
+        "--throughput",
+        "1000",
+        "--duration",
+        "0.5",
+        "--recovery-duration",
+        "0.3",
+        "--wait",
+        "0.1",
+        "--retries",
+        "3",
+    ]
+    rep = perf_json("system-recovery", *args)["repetitions"][0]
+    assert rep["recovered"] and rep["recovery_lost"] == 0, rep
+    assert rep["system_recovery_time_ms"] == 0, rep
+    _nft_forward(lab, r, "udp dport 7000 drop")
+    j = perf_json("system-recovery", *args)
+    rep = j["repetitions"][0]
+    print(rep)
+    assert rep["overload_rate_fps"] == 1100 and rep["recovery_rate_fps"] == 550
+    assert rep["recovery_lost"] == 165 and rep["overload_lost"] == 550, rep
+    assert rep["recovered"] is False and rep["system_recovery_time_ms"] is None, rep
+    assert rep["note"].startswith("not recovered"), rep

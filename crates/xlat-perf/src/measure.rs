@@ -1107,9 +1107,14 @@ pub fn rfc_deviations(p: &Params) -> Vec<String> {
     };
     if p.duration < min {
         w.push(format!(
-            "--duration {}: shorter than the {min} s trials of {} (RFC 2544 section 24)",
+            "--duration {}: shorter than the {min} s of {}{}",
             p.duration,
-            p.test.section()
+            p.test.section(),
+            if p.test == Test::SystemRecovery {
+                ""
+            } else {
+                " (RFC 2544 section 24)"
+            }
         ));
     }
     if p.wait < 2.0 {

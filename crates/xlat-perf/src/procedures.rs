@@ -334,17 +334,31 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
         } else {
             None
         };
+        // Frames lost until the end of the recovery phase (none arrived after
+        // the last lost one): the DUT did not recover while measured; its
+        // recovery time is unknown (infinite), not B - A.
+        let recovered = rec
+            .as_ref()
+            .is_some_and(|r| r.recovery_lost == 0 || r.arrival_recovery_ns.is_some());
         let note = if !out.valid() {
             "invalid: sender behind".to_string()
         } else {
             match &rec {
+                Some(_) if !recovered => {
+                    "not recovered: frames lost until the end of the recovery phase".into()
+                }
                 Some(r) if r.recovery_lost == 0 => "recovered at once".into(),
                 Some(r) => format!("recovered after {:.3} ms", r.recovery_ns as f64 / 1e6),
                 None => "no result".into(),
             }
         };
         let (ol, rl, rms) = rec.as_ref().map_or((0, 0, f64::NAN), |r| {
-            (r.overload_lost, r.recovery_lost, r.recovery_ns as f64 / 1e6)
+            let ms = if recovered {
+                r.recovery_ns as f64 / 1e6
+            } else {
+                f64::INFINITY
+            };
+            (r.overload_lost, r.recovery_lost, ms)
         });
         if out.valid() && rec.is_some() {
             values.push(rms);
@@ -380,6 +394,7 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
             ("recovery_frames", J::u(n2)),
             ("recovery_lost", J::u(rl)),
             ("system_recovery_time_ms", J::f(rms)),
+            ("recovered", J::Bool(recovered)),
             (
                 "arrival_recovery_time_ms",
                 rec.as_ref()
