@@ -608,6 +608,10 @@ pub struct TxOut {
     pub elapsed: f64,
     pub max_lag_us: u64,
     pub behind: bool,
+    /// CLOCK_MONOTONIC when the last frame was handed to the kernel: the
+    /// post-trial wait counts from here (closing the sockets afterwards,
+    /// e.g. an AF_PACKET socket's RCU grace period, takes tens of ms).
+    pub end_ns: u64,
 }
 
 /// CPU time of the calling thread, seconds.
@@ -712,7 +716,9 @@ fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16) -> Result<TxOut, String> {
         std::thread::sleep(Duration::from_millis(1));
     }
     let elapsed = pacer.elapsed();
+    let end_ns = monotonic_ns();
     Ok(TxOut {
+        end_ns,
         cpu_s: thread_cpu_s(),
         sent,
         send_errors,
@@ -1320,11 +1326,15 @@ pub fn run_trial(
         .into_iter()
         .map(|h| h.join().unwrap_or_else(|_| Err("sender panicked".into())))
         .collect();
-    // RFC 2544 section 23 / RFC 8219 section 7.1: wait for late frames, then stop.
-    stop_at.store(
-        monotonic_ns() + (spec.wait * 1e9) as u64 + 2,
-        Ordering::Release,
-    );
+    // RFC 2544 section 23 / RFC 8219 section 7.1: wait for late frames, then
+    // stop; the wait starts when the last frame was sent, not when the
+    // sender threads were done closing their sockets.
+    let end = txo
+        .iter()
+        .filter_map(|t| t.as_ref().ok().map(|t| t.end_ns))
+        .max()
+        .unwrap_or_else(monotonic_ns);
+    stop_at.store(end + (spec.wait * 1e9) as u64 + 2, Ordering::Release);
     let rxo: Vec<Result<RxOut, String>> = rxs
         .into_iter()
         .map(|h| h.join().unwrap_or_else(|_| Err("receiver panicked".into())))

@@ -94,7 +94,7 @@ SCOMMON: --initiator ADDR --dst ADDR [--responder ADDR] [--initiator-netns NAME]
         [--retries N] [--batch N] [--json | --csv] [--config FILE]
 
 Utility: xlat-perf delay-relay (--interface IF --dport PORT | --listen ADDR:PORT --to ADDR:PORT)
-                               --delay-ms MS [--duration SECS]
+                               --delay-ms MS [--spike-ms J --spike-every N] [--duration SECS]
 
 Frames are Ethernet frames incl. FCS (RFC 8219 section 5): UDP payload =
 frame - 18 - L3 header (20 or 40) - 8. 84-byte IPv6 frames => 18-byte payload

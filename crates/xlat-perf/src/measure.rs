@@ -72,6 +72,9 @@ pub struct Params {
     pub ceiling: Option<u64>,
     /// frame-loss: rates to test; latency/pdv/ipdv: one rate.
     pub rates: Vec<u64>,
+    /// frame-loss: the rates are RFC 2544's default 10% steps (the test
+    /// then stops after two successive trials without loss).
+    pub default_rates: bool,
     pub warmup: f64,
     pub tagged: u64,
     /// back-to-back: longest burst tried (frames); pause between bursts (s).
@@ -389,7 +392,9 @@ impl Params {
                     .collect(),
                 Some(s) => parse_rates(&s, max_rate)?,
             },
-            // RFC 2544 section 26.5: 110% of the throughput, then 50%.
+            // RFC 2544 section 26.5 (RFC 8219 section 7.6): "a rate 110% of
+            // the recorded throughput rate or the maximum rate for the media,
+            // whichever is lower", then "50% of the above rate".
             Test::SystemRecovery => {
                 let thr: u64 = a.req("throughput")?;
                 if thr < 2 {
@@ -397,10 +402,14 @@ impl Params {
                         "--throughput {thr}: must be at least 2 frames/s (the measured throughput)"
                     ));
                 }
-                vec![
-                    (thr as f64 * 1.1).ceil() as u64,
-                    (thr as f64 * 0.5).round() as u64,
-                ]
+                if thr > media_max {
+                    return Err(format!(
+                        "--throughput {thr}: over the media maximum {media_max} frames/s for {}-byte frames at {link_gbps} Gbit/s",
+                        frame_size.max(recv_frame_size)
+                    ));
+                }
+                let overload = ((thr as f64 * 1.1).ceil() as u64).min(media_max);
+                vec![overload, (overload as f64 * 0.5).round() as u64]
             }
             _ => vec![a.req::<u64>("rate")?],
         };
@@ -505,6 +514,7 @@ impl Params {
             retries: run.retries,
             ceiling,
             rates,
+            default_rates: test == Test::FrameLoss && a.opt::<String>("rates")?.is_none(),
             warmup,
             tagged,
             max_burst,
@@ -558,6 +568,7 @@ impl Params {
                 "rates",
                 J::Arr(self.rates.iter().map(|&r| J::u(r)).collect()),
             ),
+            ("default_rates", J::Bool(self.default_rates)),
             ("warmup", J::f(self.warmup)),
             ("tagged", J::u(self.tagged)),
             ("max_burst", J::u(self.max_burst)),
@@ -678,6 +689,8 @@ pub(crate) fn summary_json(v: &[f64]) -> J {
             ("median", J::f(s.median)),
             ("p1", J::f(s.p1)),
             ("p99", J::f(s.p99)),
+            // RFC 2544 sections 26.4 / 26.5 report the average.
+            ("mean", J::f(v.iter().sum::<f64>() / v.len() as f64)),
         ]),
     }
 }
@@ -774,6 +787,13 @@ pub fn run(p: &Params) -> Result<String, String> {
             headline.push((name.to_string(), unit.to_string(), vec![v]));
         }
     };
+    warnings.extend(rfc_deviations(p));
+    if p.test == Test::Latency && p.tagged < 500 {
+        warnings.push(format!(
+            "--tagged {}: RFC 8219 section 7.2 asks for at least 500 tagged frames",
+            p.tagged
+        ));
+    }
     for rep in 1..=p.repeat {
         match p.test {
             Test::Throughput => {
@@ -806,6 +826,18 @@ pub fn run(p: &Params) -> Result<String, String> {
                     });
                 }
                 push_head("throughput", "frames/s", res.throughput as f64);
+                // RFC 2544 section 14 (RFC 8219 section 5.3): a bidirectional
+                // test offers the same rate from each direction; the
+                // throughput is that per-direction rate (both directions
+                // without loss), and the DUT forwarded twice as many frames.
+                let directions: u64 = if p.ep.io.reverse_dst.is_some() { 2 } else { 1 };
+                if directions == 2 {
+                    push_head(
+                        "aggregate throughput (both directions)",
+                        "frames/s",
+                        (res.throughput * 2) as f64,
+                    );
+                }
                 let near = near_ceiling(res.throughput, p.ceiling);
                 if near {
                     warnings.push(format!(
@@ -818,6 +850,11 @@ pub fn run(p: &Params) -> Result<String, String> {
                     ("repetition", J::u(rep as u64)),
                     ("throughput_fps", J::u(res.throughput)),
                     ("upper_bound_fps", J::u(res.upper)),
+                    ("directions", J::u(directions)),
+                    (
+                        "aggregate_throughput_fps",
+                        J::u(res.throughput * directions),
+                    ),
                     ("invalid_trials", J::u(invalid as u64)),
                     ("near_tester_ceiling", J::Bool(near)),
                     (
@@ -845,7 +882,14 @@ pub fn run(p: &Params) -> Result<String, String> {
             }
             Test::FrameLoss => {
                 let mut tj = Vec::new();
+                // RFC 2544 section 26.3: the 10% steps down continue "until
+                // there are two successive trials in which no frames are
+                // lost" (the default list; a --rates list runs whole).
+                let mut clean_in_a_row = 0;
                 for &rate in &p.rates {
+                    if p.default_rates && clean_in_a_row >= 2 {
+                        break;
+                    }
                     let mut invalid = Vec::new();
                     let t = trial_with_retries(p, rate, false, &mut stream, &mut invalid)?;
                     for i in invalid {
@@ -855,7 +899,20 @@ pub fn run(p: &Params) -> Result<String, String> {
                             note: "invalid: sender behind (retried)".into(),
                         });
                     }
-                    push_head(&format!("FLR at {rate} fps"), "%", t.loss_rate() * 100.0);
+                    // An invalid trial (sender behind) says nothing about
+                    // the DUT: reported, never summarised.
+                    if t.valid() {
+                        push_head(&format!("FLR at {rate} fps"), "%", t.loss_rate() * 100.0);
+                    } else {
+                        warnings.push(format!(
+                            "repetition {rep}: the trial at {rate} frames/s is invalid (sender behind) and left out of the summary"
+                        ));
+                    }
+                    if t.valid() && t.zero_loss() {
+                        clean_in_a_row += 1;
+                    } else {
+                        clean_in_a_row = 0;
+                    }
                     tj.push(trial_json(
                         &t,
                         vec![("frame_loss_rate_percent", J::f(t.loss_rate() * 100.0))],
@@ -891,6 +948,19 @@ pub fn run(p: &Params) -> Result<String, String> {
                 }
                 let mut extra: Vec<(&str, J)> = Vec::new();
                 let note;
+                // An invalid trial (sender behind) is reported, never
+                // summarised.
+                let valid = t.valid();
+                if !valid {
+                    warnings.push(format!(
+                        "repetition {rep}: the trial is invalid (sender behind) and left out of the summary"
+                    ));
+                }
+                let mut push_head = |name: &str, unit: &str, v: f64| {
+                    if valid {
+                        push_head(name, unit, v)
+                    }
+                };
                 match p.test {
                     Test::Latency => {
                         let (typ, worst, lost) = latency_of(&t, p);
@@ -1021,6 +1091,39 @@ pub fn run(p: &Params) -> Result<String, String> {
     }
     out.extend(warnings.iter().map(|w| format!("WARNING: {w}")));
     Ok(out.join("\n"))
+}
+
+/// Shorter trials or waits than the RFCs ask for are measured as asked, but
+/// said so: RFC 2544 section 24 (trials of at least 60 s; RFC 8219 section
+/// 7.2: 120 s for latency) and section 23 (2 s for residual frames).
+pub fn rfc_deviations(p: &Params) -> Vec<String> {
+    let mut w = Vec::new();
+    let min = match p.test {
+        Test::Latency => 120.0,
+        Test::Throughput | Test::FrameLoss | Test::Pdv | Test::Ipdv => 60.0,
+        // RFC 2544 section 26.5: the 110% phase lasts at least 60 s.
+        Test::SystemRecovery => 60.0,
+        Test::BackToBack => 0.0,
+    };
+    if p.duration < min {
+        w.push(format!(
+            "--duration {}: shorter than the {min} s of {}{}",
+            p.duration,
+            p.test.section(),
+            if p.test == Test::SystemRecovery {
+                ""
+            } else {
+                " (RFC 2544 section 24)"
+            }
+        ));
+    }
+    if p.wait < 2.0 {
+        w.push(format!(
+            "--wait {}: frames later than this are lost; RFC 2544 section 23 waits 2 s",
+            p.wait
+        ));
+    }
+    w
 }
 
 /// Issue 5: a DUT result within 10% of the tester's own (self-test) ceiling
@@ -1284,6 +1387,56 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.rates, vec![500, 250]);
+    }
+
+    // RFC 2544 section 26.5 / RFC 8219 section 7.6: 110% of the throughput or
+    // the media maximum, whichever is lower, then 50% of that rate.
+    #[test]
+    fn rfc2544_s26_5_system_recovery_rates() {
+        let base = ["--dst", "192.0.2.2:9", "--src", "192.0.2.1"];
+        // system-recovery takes no --io (its own raw-socket sender).
+        let args =
+            |v: &[&str]| Args::parse(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let err = |t: Test, v: &[&str]| Params::from_args(t, &args(v)).unwrap_err();
+        let p = Params::from_args(
+            Test::SystemRecovery,
+            &args(&[&base[..], &["--throughput", "20000"]].concat()),
+        )
+        .unwrap();
+        assert_eq!(p.rates, vec![22000, 11000]);
+        // 0.01344 Gbit/s carries 20000 64-byte frames/s (84 bytes on the wire).
+        let slow = ["--link-gbps", "0.01344"];
+        let p = Params::from_args(
+            Test::SystemRecovery,
+            &args(&[&base[..], &slow, &["--throughput", "19000"]].concat()),
+        )
+        .unwrap();
+        assert_eq!(p.media_max, 20000);
+        assert_eq!(p.rates, vec![20000, 10000]);
+        let e = err(
+            Test::SystemRecovery,
+            &[&base[..], &slow, &["--throughput", "20001"]].concat(),
+        );
+        assert!(e.contains("over the media maximum"), "{e}");
+    }
+
+    // RFC 2544 sections 23 and 24: short trials and waits are flagged.
+    #[test]
+    fn rfc2544_s23_s24_short_trials_are_flagged() {
+        let p = |v: &[&str]| {
+            Params::from_args(
+                Test::Throughput,
+                &args(&[&["--dst", "192.0.2.2:9"], v].concat()),
+            )
+            .unwrap()
+        };
+        assert!(rfc_deviations(&p(&[])).is_empty());
+        let w = rfc_deviations(&p(&["--duration", "2", "--wait", "0.5"]));
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].contains("section 24") && w[1].contains("section 23"),
+            "{w:?}"
+        );
     }
 
     // RFC 8219 section 7.2: tagged frames come after the warm-up, evenly spread.

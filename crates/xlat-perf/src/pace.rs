@@ -1,14 +1,25 @@
 //! The send schedule shared by `udp-flood` and the RFC 8219 trials: frame
 //! `i` is due at `i / rate` seconds after the start; the sender sleeps until
-//! a batch is due, sends what is due (at most a batch), and gives up as soon
+//! frames are due, sends what is due (at most a batch), and gives up as soon
 //! as it is certain to end more than [`BEHIND_TOLERANCE`] late (the trial is
 //! then invalid, siitperf's rule).
+//!
+//! RFC 2544 / RFC 8219 offer frames at a constant rate. The sender does not
+//! wait for a whole batch to be due (a batch of 32 at 10000 frames/s would
+//! be a 3.2 ms train sent at once, which a token-bucket DUT with a shallow
+//! bucket drops at any rate): it wakes when the next frame is due plus at
+//! most [`SPREAD`], so at low rates frames leave one or a few at a time, and
+//! only above `batch / SPREAD` frames/s (320 k with the default batch) are
+//! whole batches due at each wake-up.
 
 use std::time::{Duration, Instant};
 
 /// Largest tolerated overrun of the sending schedule: 0.1% (issue 5, as in
 /// siitperf); a sender that ends later makes the trial invalid.
 pub const BEHIND_TOLERANCE: f64 = 0.001;
+
+/// Longest a due frame waits for later ones to join its batch.
+pub const SPREAD: Duration = Duration::from_micros(50);
 
 pub struct Pacer {
     start: Instant,
@@ -56,9 +67,10 @@ impl Pacer {
             }
             let due = ((now.as_nanos() * self.rate / 1_000_000_000) as u64 + 1).min(self.total);
             if due <= sent {
-                // Nothing due yet: sleep until a whole batch (or the rest) is due.
+                // Nothing due yet: sleep until a whole batch (or the rest) is
+                // due, but hold the next frame back by at most SPREAD.
                 let last = sent + (self.batch as u64).min(self.total - sent) - 1;
-                let wake = self.due_at(last);
+                let wake = self.due_at(last).min(self.due_at(sent) + SPREAD);
                 if wake > now {
                     std::thread::sleep(wake - now);
                 }
@@ -121,6 +133,28 @@ mod tests {
             p.behind(sent, p.elapsed()),
             p.aborted || p.elapsed() > 0.01 * 1.001
         );
+    }
+
+    // RFC 2544 section 26.1 / RFC 8219 section 7.1: frames are offered at a
+    // constant rate. At 2000 frames/s (500 us apart) a batch of 32 must not
+    // be held back until all of it is due: on an idle schedule frames leave
+    // one at a time, and never ahead of their time.
+    #[test]
+    fn low_rates_are_not_sent_in_trains() {
+        let mut p = Pacer::new(40, 2000, 32);
+        let mut sent = 0u64;
+        let mut sizes = Vec::new();
+        while let Some(n) = p.next(sent) {
+            let due = (sent + n as u64 - 1) as f64 / 2000.0;
+            assert!(p.elapsed() >= due - 1e-6, "sent ahead of schedule");
+            sizes.push(n);
+            sent += n as u64;
+        }
+        // A loaded machine may oversleep now and then (a few frames due at
+        // once), but most sends carry one frame, none a whole batch.
+        let ones = sizes.iter().filter(|&&n| n == 1).count();
+        assert!(ones * 2 >= sizes.len(), "{sizes:?}");
+        assert!(sizes.iter().all(|&n| n < 32), "{sizes:?}");
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
         ),
     ];
     let mut csv = Vec::new();
-    let mut warnings = Vec::new();
+    let mut warnings = measure::rfc_deviations(p);
     let mut first = true;
     for rep in 1..=p.repeat {
         let mut trials: Vec<(u64, TrialOut)> = Vec::new();
@@ -283,7 +283,8 @@ pub fn recovery_of(
 }
 
 /// RFC 8219 section 7.6 / RFC 2544 section 26.5: `--duration` seconds at
-/// 110% of `--throughput`, then `--recovery-duration` seconds at 50%; the
+/// 110% of `--throughput` (at most the media maximum), then
+/// `--recovery-duration` seconds at 50% of that rate; the
 /// system recovery time is the time from the rate change until the last lost
 /// frame. One trial per repetition; an invalid one (sender behind) is retried.
 pub fn system_recovery(p: &Params) -> Result<String, String> {
@@ -296,7 +297,7 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
     let mut values = Vec::new();
     let mut table = vec![
         format!(
-            "xlat-perf system-recovery ({}); {} -> {}, {}-byte frames, {} s at {r1} frames/s (110% of {}), then {} s at {r2} frames/s (50%)",
+            "xlat-perf system-recovery ({}); {} -> {}, {}-byte frames, {} s at {r1} frames/s (110% of {}), then {} s at {r2} frames/s (50% of {r1})",
             p.test.section(),
             src,
             p.ep.dst,
@@ -333,17 +334,31 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
         } else {
             None
         };
+        // Frames lost until the end of the recovery phase (none arrived after
+        // the last lost one): the DUT did not recover while measured; its
+        // recovery time is unknown (infinite), not B - A.
+        let recovered = rec
+            .as_ref()
+            .is_some_and(|r| r.recovery_lost == 0 || r.arrival_recovery_ns.is_some());
         let note = if !out.valid() {
             "invalid: sender behind".to_string()
         } else {
             match &rec {
+                Some(_) if !recovered => {
+                    "not recovered: frames lost until the end of the recovery phase".into()
+                }
                 Some(r) if r.recovery_lost == 0 => "recovered at once".into(),
                 Some(r) => format!("recovered after {:.3} ms", r.recovery_ns as f64 / 1e6),
                 None => "no result".into(),
             }
         };
         let (ol, rl, rms) = rec.as_ref().map_or((0, 0, f64::NAN), |r| {
-            (r.overload_lost, r.recovery_lost, r.recovery_ns as f64 / 1e6)
+            let ms = if recovered {
+                r.recovery_ns as f64 / 1e6
+            } else {
+                f64::INFINITY
+            };
+            (r.overload_lost, r.recovery_lost, ms)
         });
         if out.valid() && rec.is_some() {
             values.push(rms);
@@ -379,6 +394,7 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
             ("recovery_frames", J::u(n2)),
             ("recovery_lost", J::u(rl)),
             ("system_recovery_time_ms", J::f(rms)),
+            ("recovered", J::Bool(recovered)),
             (
                 "arrival_recovery_time_ms",
                 rec.as_ref()
@@ -396,7 +412,7 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
         table,
         csv,
         "test,repetition,overload_rate,recovery_rate,planned,sent,received,overload_lost,recovery_lost,recovery_ms,valid,max_lag_us,note",
-        &[],
+        &measure::rfc_deviations(p),
     ))
 }
 

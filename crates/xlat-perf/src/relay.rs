@@ -14,6 +14,11 @@
 //! One thread receives and time-stamps, one sleeps until each packet is due
 //! (spinning the last 200 us) and sends. Runs until `--duration` seconds have
 //! passed or it is killed.
+//!
+//! `--spike-ms J --spike-every N`: every N-th packet is held J ms longer,
+//! and, the queue being first in first out, the packets that arrive behind
+//! it wait for it (as behind a DUT that stalls now and then): the known
+//! delay variation of the PDV / IPDV calibration (RFC 8219 section 7.3).
 
 use crate::args::Args;
 use crate::engine::monotonic_ns;
@@ -29,15 +34,44 @@ pub enum Mode {
     Router { interface: String, dport: u16 },
 }
 
+/// The relay's delay: `base` ns, and `spike` ns more for every `every`-th
+/// packet (none if `every` is 0).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Delay {
+    pub base: u64,
+    pub spike: u64,
+    pub every: u64,
+}
+
+impl Delay {
+    /// Delay of packet `k` (0-based, in arrival order).
+    pub fn of(&self, k: u64) -> u64 {
+        if self.every > 0 && k % self.every == self.every - 1 {
+            self.base + self.spike
+        } else {
+            self.base
+        }
+    }
+}
+
 pub struct Config {
     pub mode: Mode,
-    pub delay_ns: u64,
+    pub delay: Delay,
     pub duration: f64,
 }
 
 impl Config {
     pub fn from_args(a: &Args) -> Result<Config, String> {
-        a.check_known(&["listen", "to", "interface", "dport", "delay-ms", "duration"])?;
+        a.check_known(&[
+            "listen",
+            "to",
+            "interface",
+            "dport",
+            "delay-ms",
+            "duration",
+            "spike-ms",
+            "spike-every",
+        ])?;
         let mode = match (a.opt::<String>("interface")?, a.opt::<String>("listen")?) {
             (Some(interface), None) => {
                 if interface.is_empty() || interface.len() > 15 || interface.contains('/') {
@@ -75,19 +109,34 @@ impl Config {
         if !(duration > 0.0 && duration <= 86_400.0) {
             return Err(format!("--duration {duration}: must be in (0, 86400] s"));
         }
+        let spike_ms: f64 = a.opt("spike-ms")?.unwrap_or(0.0);
+        if !(0.0..=10_000.0).contains(&spike_ms) {
+            return Err(format!("--spike-ms {spike_ms}: must be in [0, 10000]"));
+        }
+        let every: u64 = a.opt("spike-every")?.unwrap_or(0);
+        if (spike_ms > 0.0) != (every > 0) {
+            return Err("give both --spike-ms and --spike-every (N >= 1), or neither".into());
+        }
         Ok(Config {
             mode,
-            delay_ns: (delay_ms * 1e6) as u64,
+            delay: Delay {
+                base: (delay_ms * 1e6) as u64,
+                spike: (spike_ms * 1e6) as u64,
+                every,
+            },
             duration,
         })
     }
 }
 
+/// Precise sleeps, and nice -10 like the tester's threads (env
+/// `XLAT_PERF_NICE`): a relay thread preempted by other work adds delay.
 fn timerslack() {
     // SAFETY: plain prctl with integer arguments (precise sleeps).
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
+    crate::io_packet::boost();
 }
 
 fn wait_until(due: u64) {
@@ -105,16 +154,19 @@ fn wait_until(due: u64) {
     }
 }
 
-/// The sending half: sends every queued packet `delay` after its stamp.
+/// The sending half: sends every queued packet `delay.of(k)` after its
+/// stamp, in arrival order.
 fn sender(
-    delay: u64,
+    delay: Delay,
     q: mpsc::Receiver<(u64, Vec<u8>)>,
     mut send: impl FnMut(&[u8]) -> bool,
 ) -> u64 {
     timerslack();
     let mut sent = 0;
+    let mut k = 0u64;
     while let Ok((t, buf)) = q.recv() {
-        wait_until(t + delay);
+        wait_until(t + delay.of(k));
+        k += 1;
         if send(&buf) {
             sent += 1;
         }
@@ -217,7 +269,8 @@ fn hop(mut pkt: Vec<u8>) -> Option<Vec<u8>> {
     Some(pkt)
 }
 
-fn run_router(interface: &str, dport: u16, delay: u64, duration: f64) -> Result<String, String> {
+fn run_router(interface: &str, dport: u16, d: Delay, duration: f64) -> Result<String, String> {
+    let delay = d.base;
     let name = std::ffi::CString::new(interface).map_err(|_| "bad interface name")?;
     // SAFETY: valid NUL-terminated string.
     let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
@@ -267,7 +320,7 @@ fn run_router(interface: &str, dport: u16, delay: u64, duration: f64) -> Result<
     timerslack();
     eprintln!("delay-relay: UDP to port {dport} arriving on {interface}, sent on after {delay} ns");
     let (qtx, qrx) = mpsc::channel::<(u64, Vec<u8>)>();
-    let tx = std::thread::spawn(move || sender(delay, qrx, |p| send_l3(&v4, &v6, p)));
+    let tx = std::thread::spawn(move || sender(d, qrx, |p| send_l3(&v4, &v6, p)));
     let end = monotonic_ns() + (duration * 1e9) as u64;
     let mut buf = vec![0u8; 65536];
     let mut received = 0u64;
@@ -315,12 +368,8 @@ fn run_router(interface: &str, dport: u16, delay: u64, duration: f64) -> Result<
     ))
 }
 
-fn run_udp(
-    listen: SocketAddr,
-    to: SocketAddr,
-    delay: u64,
-    duration: f64,
-) -> Result<String, String> {
+fn run_udp(listen: SocketAddr, to: SocketAddr, d: Delay, duration: f64) -> Result<String, String> {
+    let delay = d.base;
     let rx = UdpSocket::bind(listen).map_err(|e| format!("bind {listen}: {e}"))?;
     let tx = UdpSocket::bind(if to.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" })
         .map_err(|e| format!("bind sender: {e}"))?;
@@ -329,7 +378,7 @@ fn run_udp(
     timerslack();
     eprintln!("delay-relay: {listen} -> {to} after {delay} ns");
     let (qtx, qrx) = mpsc::channel::<(u64, Vec<u8>)>();
-    let sender = std::thread::spawn(move || sender(delay, qrx, |b| tx.send_to(b, to).is_ok()));
+    let sender = std::thread::spawn(move || sender(d, qrx, |b| tx.send_to(b, to).is_ok()));
     let end = monotonic_ns() + (duration * 1e9) as u64;
     let mut buf = vec![0u8; 65536];
     let mut received = 0u64;
@@ -358,14 +407,27 @@ fn run_udp(
 
 pub fn run(c: &Config) -> Result<String, String> {
     match &c.mode {
-        Mode::Udp { listen, to } => run_udp(*listen, *to, c.delay_ns, c.duration),
-        Mode::Router { interface, dport } => run_router(interface, *dport, c.delay_ns, c.duration),
+        Mode::Udp { listen, to } => run_udp(*listen, *to, c.delay, c.duration),
+        Mode::Router { interface, dport } => run_router(interface, *dport, c.delay, c.duration),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spikes_hold_every_nth_packet() {
+        let d = Delay {
+            base: 5,
+            spike: 100,
+            every: 3,
+        };
+        let v: Vec<u64> = (0..7).map(|k| d.of(k)).collect();
+        assert_eq!(v, vec![5, 5, 105, 5, 5, 105, 5]);
+        let none = Delay { every: 0, ..d };
+        assert!((0..10).all(|k| none.of(k) == 5));
+    }
 
     #[test]
     fn hop_lowers_ttl_and_hop_limit() {
