@@ -317,7 +317,8 @@ impl Worker {
                             if let (Some(id), false) = (reasm_ident, out_v6) {
                                 reasm::clear_df(&mut buf[start..start + olen], id);
                             }
-                            if !out_v6 {
+                            // (Only a GSO packet has segments: no parse for the others.)
+                            if !out_v6 && h.is_gso() {
                                 if let Some(l4) = vnet::l4_offset(&buf[start..start + olen]) {
                                     vnet::gso_v4_segment_df(
                                         &h,
