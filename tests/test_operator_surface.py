@@ -194,6 +194,74 @@ def test_full_eamt_refuses_new_entries_and_keeps_the_old(one_ns):
         x.stop()
 
 
+@pytest.mark.timeout(90)
+def test_large_eamt_routes_are_installed_in_one_batch(one_ns):
+    """With `routes = true` (the default) both sides of every EAM entry are
+    routed into the TUN (docs/configuration.md). This was one `ip` process
+    per route and per "already routed elsewhere?" check: four per entry, so
+    65,536 entries took minutes before the daemon was ready. Now the tables
+    are read once and the routes go to one `ip -batch`. A reload that changes
+    one entry changes one route pair, and an entry whose IPv4 side is
+    already routed elsewhere (its hosts live there) is not pulled in."""
+    lab, ns, d = one_ns
+    n = 65536
+    lab.ip(ns, "link", "add", "xlte0", "type", "veth", "peer", "name", "xlte1")
+    lab.ip(ns, "link", "set", "xlte0", "up")
+    lab.ip(ns, "route", "add", "10.0.0.0/24", "dev", "xlte0")
+
+    def v6(i: int) -> str:
+        return str(ipaddress.IPv6Address(0x20010DB8 << 96 | i))
+
+    def table(first: int) -> str:
+        return "".join(
+            f'[[eamt]]\nipv4 = "{ipaddress.IPv4Address(0x0A000000 + i)}"\n'
+            f'ipv6 = "{v6(i)}"\n'
+            for i in range(first, first + n)
+        )
+
+    tail = _conf(d, "a.sock").split("\n", 1)[1]
+    x = Xlat(lab, ns, f'pool6 = "{POOL6}"\n{table(0)}' + tail, d, name="a")
+    t0 = time.monotonic()
+    x.start(timeout=60)
+    took = time.monotonic() - t0
+
+    def count(family: str) -> int:
+        out = lab.ip(ns, family, "route", "show", "dev", "xlat0").stdout
+        return len(out.splitlines())
+
+    try:
+        print(f"ready after {took:.1f} s")
+        assert took < 30, f"ready after {took:.1f} s"
+        # 256 IPv4 sides live on xlte0 already; pool6 is the extra IPv6 route.
+        assert count("-4") == n - 256
+        assert count("-6") == n + 1
+        assert _route_dev(lab, ns, "2001:db8::1") == "xlat0"
+        assert "dev xlte0" in lab.ip(ns, "route", "show", "match", "10.0.0.5").stdout
+        # One line per route for the first few, then a count.
+        assert x.log().count("route added") < 100, x.log()[-3000:]
+        assert f'msg="routes added" count={2 * n - 256 + 1}' in x.log()
+        # Reload with the table shifted by one: the IPv6 route of the first
+        # entry goes (its IPv4 side was never routed), the new last entry's
+        # routes come.
+        x.write_config(f'pool6 = "{POOL6}"\n{table(1)}' + tail)
+        before = x.log().count("route removed")
+        x.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        t0 = time.monotonic()
+        while x.log().count("route removed") <= before:
+            assert time.monotonic() < deadline, x.log()[-2000:]
+            time.sleep(0.2)
+        took = time.monotonic() - t0
+        print(f"reloaded after {took:.1f} s")
+        assert took < 10, f"reloaded after {took:.1f} s"
+        assert count("-4") == n - 255
+        assert count("-6") == n + 1
+        assert _route_dev(lab, ns, "2001:db8::") == ""
+        assert _route_dev(lab, ns, v6(n)) == "xlat0"
+    finally:
+        x.stop()
+
+
 @pytest.mark.timeout(30)
 def test_keep_on_exit_device_is_reused(one_ns):
     """A device kept by `keep-on-exit` (persistent, nobody attached) is

@@ -61,12 +61,16 @@ pub fn desired_routes(s: &Settings, pool6: Option<Ipv6Prefix>, eamt: &[EamEntry]
     if let Some(c) = &s.clat {
         r.v6.insert(c.v6);
     }
-    for e in eamt {
-        if !tun::reachable_elsewhere("-4", &e.v4.addr().to_string(), dev) {
-            r.v4.insert(e.v4);
-        }
-        if !tun::reachable_elsewhere("-6", &e.v6.addr().to_string(), dev) {
-            r.v6.insert(e.v6);
+    if !eamt.is_empty() {
+        let m4 = tun::MainTable::read("-4").not_on(dev);
+        let m6 = tun::MainTable::read("-6").not_on(dev);
+        for e in eamt {
+            if !m4.contains(e.v4.addr().into()) {
+                r.v4.insert(e.v4);
+            }
+            if !m6.contains(e.v6.addr().into()) {
+                r.v6.insert(e.v6);
+            }
         }
     }
     r.v4.extend(s.tun.ipv4_routes.iter().copied());
