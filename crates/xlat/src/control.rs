@@ -49,15 +49,49 @@ pub fn bind(path: &str, owner: Option<(u32, u32)>) -> std::io::Result<UnixListen
     Ok(l)
 }
 
+/// Clients served at the same time by the control socket and the metrics
+/// endpoint (each); one more is served by the accepting thread itself.
+pub const MAX_CLIENTS: usize = 8;
+
+/// Runs `f` (one client) on a thread of its own while fewer than
+/// [`MAX_CLIENTS`] are in flight, else on this thread: a client that
+/// stalls until its timeout does not hold up the others (a Prometheus
+/// scrape and `xlat stats` at the same time), and a flood of clients cannot
+/// start unbounded threads.
+pub fn serve_one(
+    busy: &Arc<std::sync::atomic::AtomicUsize>,
+    name: &str,
+    f: impl FnOnce() + Send + 'static,
+) {
+    if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+        busy.fetch_sub(1, Ordering::AcqRel);
+        f();
+        return;
+    }
+    let b = busy.clone();
+    let spawned = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            f();
+            b.fetch_sub(1, Ordering::AcqRel);
+        });
+    if spawned.is_err() {
+        // No thread for it (resources exhausted): the client is dropped.
+        busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Serves requests until `stop` is set.
 pub fn serve(l: UnixListener, handler: Handler, stop: Arc<AtomicBool>) {
+    let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
         match l.accept() {
             Ok((s, _)) => {
                 let _ = s.set_nonblocking(false);
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
                 let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
-                handle(s, &handler);
+                let h = handler.clone();
+                serve_one(&busy, "xlat-ctl-req", move || handle(s, &h));
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 let mut p = libc::pollfd {
@@ -141,6 +175,21 @@ mod tests {
         assert_eq!(request(&path, "nope").unwrap_err(), "unknown command nope");
         // A second daemon must not steal a live socket.
         assert!(bind(&path, None).is_err());
+        // Clients that connect and say nothing (until their 2 s timeout) do
+        // not hold up the next one, up to MAX_CLIENTS at a time (one more
+        // is served by the accepting thread itself).
+        let silent: Vec<UnixStream> = (0..MAX_CLIENTS - 1)
+            .map(|_| UnixStream::connect(&path).unwrap())
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let t0 = std::time::Instant::now();
+        assert_eq!(request(&path, "stats").unwrap(), "a 1\n");
+        assert!(
+            t0.elapsed() < Duration::from_millis(1500),
+            "{:?}",
+            t0.elapsed()
+        );
+        drop(silent);
         stop.store(true, Ordering::Relaxed);
         t.join().unwrap();
         let _ = std::fs::remove_dir_all(&dir);

@@ -12,43 +12,12 @@ use crate::stats::Registry;
 
 pub fn serve(l: TcpListener, reg: Arc<Registry>, stop: Arc<AtomicBool>) {
     let _ = l.set_nonblocking(true);
+    let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
         match l.accept() {
-            Ok((mut s, _)) => {
-                let _ = s.set_nonblocking(false);
-                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
-                let mut req = [0u8; 2048];
-                let mut n = 0;
-                while n < req.len() {
-                    match s.read(&mut req[n..]) {
-                        Ok(0) | Err(_) => break,
-                        Ok(k) => {
-                            n += k;
-                            if req[..n].windows(4).any(|w| w == b"\r\n\r\n")
-                                || req[..n].windows(2).any(|w| w == b"\n\n")
-                            {
-                                break;
-                            }
-                        }
-                    }
-                }
-                let head = String::from_utf8_lossy(&req[..n]);
-                let target = head.split_whitespace().nth(1).unwrap_or("");
-                // A query string (`/metrics?name[]=...`) selects nothing here.
-                let path = target.split('?').next().unwrap_or("");
-                let (status, body) = if !head.starts_with("GET ") {
-                    ("405 Method Not Allowed", "only GET\n".to_string())
-                } else if path == "/metrics" || path == "/" {
-                    ("200 OK", reg.snapshot().prometheus())
-                } else {
-                    ("404 Not Found", "try /metrics\n".to_string())
-                };
-                let resp = format!(
-                    "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = s.write_all(resp.as_bytes());
+            Ok((s, _)) => {
+                let r = reg.clone();
+                crate::control::serve_one(&busy, "xlat-metrics-req", move || respond(s, &r));
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 let mut p = libc::pollfd {
@@ -61,6 +30,44 @@ pub fn serve(l: TcpListener, reg: Arc<Registry>, stop: Arc<AtomicBool>) {
             Err(_) => std::thread::sleep(Duration::from_millis(100)),
         }
     }
+}
+
+/// One scrape: read the request head, answer, close.
+fn respond(mut s: std::net::TcpStream, reg: &Registry) {
+    let _ = s.set_nonblocking(false);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+    let mut req = [0u8; 2048];
+    let mut n = 0;
+    while n < req.len() {
+        match s.read(&mut req[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => {
+                n += k;
+                if req[..n].windows(4).any(|w| w == b"\r\n\r\n")
+                    || req[..n].windows(2).any(|w| w == b"\n\n")
+                {
+                    break;
+                }
+            }
+        }
+    }
+    let head = String::from_utf8_lossy(&req[..n]);
+    let target = head.split_whitespace().nth(1).unwrap_or("");
+    // A query string (`/metrics?name[]=...`) selects nothing here.
+    let path = target.split('?').next().unwrap_or("");
+    let (status, body) = if !head.starts_with("GET ") {
+        ("405 Method Not Allowed", "only GET\n".to_string())
+    } else if path == "/metrics" || path == "/" {
+        ("200 OK", reg.snapshot().prometheus())
+    } else {
+        ("404 Not Found", "try /metrics\n".to_string())
+    };
+    let resp = format!(
+            "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    let _ = s.write_all(resp.as_bytes());
 }
 
 #[cfg(test)]
@@ -77,11 +84,21 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let (r2, s2) = (reg.clone(), stop.clone());
         let t = std::thread::spawn(move || serve(l, r2, s2));
+        // A client that connects and says nothing (until its 2 s timeout)
+        // does not hold up the scrape.
+        let _silent = TcpStream::connect(addr).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let t0 = std::time::Instant::now();
         let mut c = TcpStream::connect(addr).unwrap();
         c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
         let mut out = String::new();
         c.read_to_string(&mut out).unwrap();
         assert!(out.starts_with("HTTP/1.0 200 OK"), "{out}");
+        assert!(
+            t0.elapsed() < Duration::from_millis(1500),
+            "{:?}",
+            t0.elapsed()
+        );
         assert!(out.contains("xlat_packets_total{direction=\"6to4\"} 7"));
         assert!(out.contains("xlat_drops_total{reason=\"ipv4_truncated\"} 0"));
         stop.store(true, Ordering::Relaxed);
