@@ -119,7 +119,12 @@ def stateful(s: str, d: str, r: str) -> list[str]:
 # depth B = 2000 frames refilled at R = 2000 frames/s passes a burst sent at
 # F = 20000 frames/s as long as B + R * K / F >= K, i.e. K <= B / (1 - R/F)
 # = 2222 frames. The measured back-to-back value must be within +-5%.
-@pytest.mark.timeout(60)
+# RFC 2544 section 26.4 repeats the test and reports the average: three
+# repetitions here, their median checked, so that one search thrown off by
+# the shared machine (a vCPU stalled mid-burst: once 2003 frames in CI)
+# does not decide; each repetition's own result must still be a burst that
+# passed, below one that failed.
+@pytest.mark.timeout(180)
 def test_rfc2544_s26_4_back_to_back_calibrated_against_token_bucket(lab):
     s, _r, d = router(
         lab, "limit rate over 2000/second burst 2000 packets drop", quiet=True
@@ -141,17 +146,20 @@ def test_rfc2544_s26_4_back_to_back_calibrated_against_token_bucket(lab):
         # A loaded machine makes some bursts invalid (sender late): retry.
         "--retries",
         "5",
+        "--repeat",
+        "3",
     )
-    rep = r["repetitions"][0]
-    got = rep["back_to_back_frames"]
     expected = 2000 / (1 - 2000 / 20000)
-    print(f"back-to-back: {got} frames, expected {expected:.0f}")
-    assert abs(got - expected) <= 0.05 * expected, rep
-    # The result is a burst that passed; the bound above it failed.
-    passed = [t["burst"] for t in rep["trials"] if t["outcome"] == "pass"]
-    assert got in passed
-    assert rep["upper_bound_frames"] > got
-    assert r["summary"]["back-to-back"]["summary"]["median"] == got
+    got = [rep["back_to_back_frames"] for rep in r["repetitions"]]
+    median = r["summary"]["back-to-back"]["summary"]["median"]
+    print(f"back-to-back: {got} frames, median {median}, expected {expected:.0f}")
+    assert len(got) == 3 and median == sorted(got)[1]
+    assert abs(median - expected) <= 0.05 * expected, r["repetitions"]
+    for rep in r["repetitions"]:
+        # The result is a burst that passed; the bound above it failed.
+        passed = [t["burst"] for t in rep["trials"] if t["outcome"] == "pass"]
+        assert rep["back_to_back_frames"] in passed
+        assert rep["upper_bound_frames"] > rep["back_to_back_frames"]
 
 
 # RFC 2544 section 26.5 (RFC 8219 section 7.6): 110% of a 20000 frames/s
