@@ -11,10 +11,12 @@ The kernel here has no netem and no tc police; nftables ``limit`` and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,31 @@ def perf(*args: str, timeout: float = 50, check: bool = True):
     if check and cp.returncode != 0:
         raise AssertionError(f"xlat-perf {args} exited {cp.returncode}: {cp.stderr}")
     return cp
+
+
+@contextlib.contextmanager
+def delay_relay(lab: netns.Lab, router_ns: str, *args: str):
+    """``xlat-perf delay-relay`` in router mode on ``router_ns``'s ``p0`` for
+    the test frames (UDP port 7000) during the ``with`` block; ``args`` give
+    the delay (``--delay-ms``, ...). The router must drop those frames from
+    its own forwarding path (nft), so that only the relay's copies go on."""
+    relay = lab.spawn(
+        router_ns,
+        [
+            str(need_perf()),
+            "delay-relay",
+            "--interface",
+            "p0",
+            "--dport",
+            "7000",
+            *args,
+        ],
+    )
+    time.sleep(0.3)
+    try:
+        yield relay
+    finally:
+        lab.stop(relay)
 
 
 def perf_json(*args: str, timeout: float = 50) -> dict:

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 
 import pytest
 
 from lab import netns
-from tests.test_perf import PERF, _router2, perf, perf_json
+from tests.test_perf import _router2, delay_relay, perf, perf_json
 
 
 @pytest.fixture
@@ -280,23 +279,7 @@ def test_rfc2544_s26_3_frame_loss_steps_stop_after_two_lossless(lab):
 def test_rfc2544_s23_frames_after_the_wait_are_lost(lab):
     s, r, d = _router2(lab)
     _nft_forward(lab, r, 'iifname "p0" udp dport 7000 drop')
-    relay = lab.spawn(
-        r,
-        [
-            str(PERF),
-            "delay-relay",
-            "--interface",
-            "p0",
-            "--dport",
-            "7000",
-            "--delay-ms",
-            "300",
-            "--duration",
-            "40",
-        ],
-    )
-    time.sleep(0.3)
-    try:
+    with delay_relay(lab, r, "--delay-ms", "300", "--duration", "40"):
         got = {}
         for wait in ("0.1", "0.6"):
             for _ in range(3):
@@ -320,8 +303,6 @@ def test_rfc2544_s23_frames_after_the_wait_are_lost(lab):
             assert t["valid"], t
             got[wait] = t
             print(wait, t["frame_loss_rate_percent"], t)
-    finally:
-        lab.stop(relay)
     assert abs(got["0.1"]["frame_loss_rate_percent"] - 20.0) <= 1.5, got["0.1"]
     assert got["0.1"]["received"] + got["0.1"]["lost"] == 2000
     assert got["0.6"]["lost"] == 0, got["0.6"]
@@ -340,32 +321,11 @@ def test_rfc2544_s23_frames_after_the_wait_are_lost(lab):
 def test_rfc8219_s7_3_pdv_and_ipdv_through_known_delay_variation(lab):
     s, r, d = _router2(lab)
     _nft_forward(lab, r, 'iifname "p0" udp dport 7000 drop')
-    relay = lab.spawn(
-        r,
-        [
-            str(PERF),
-            "delay-relay",
-            "--interface",
-            "p0",
-            "--dport",
-            "7000",
-            "--delay-ms",
-            "2",
-            "--spike-ms",
-            "10",
-            "--spike-every",
-            "50",
-            "--duration",
-            "50",
-        ],
-    )
-    time.sleep(0.3)
     common = [*_ends(s, d), "--rate", "1000", "--duration", "2", "--wait", "0.2"]
-    try:
+    spikes = ("--spike-ms", "10", "--spike-every", "50")
+    with delay_relay(lab, r, "--delay-ms", "2", *spikes, "--duration", "50"):
         pdv = perf_json("pdv", *common, "--repeat", "3", "--retries", "3")
         ipdv = perf_json("ipdv", *common, "--repeat", "3", "--retries", "3")
-    finally:
-        lab.stop(relay)
     for rep in pdv["repetitions"]:
         t = rep["trial"]
         print("pdv", t["pdv_ns"], t["d_min_ns"], t["valid"])

@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from lab import netns
-from tests.test_perf import ipv4_router, nft_counter
+from tests.test_perf import delay_relay, ipv4_router, nft_counter
 
 ROOT = Path(__file__).resolve().parent.parent
 PERF = Path(
@@ -209,40 +208,24 @@ def test_rfc8219_s7_2_latency_calibrated_with_5ms_delay(lab):
     # The router drops the test frames from its forwarding path; the relay
     # reads them from p0 and sends them on, unchanged, 5 ms later.
     s, r, d = router(lab, 'iifname "p0" udp dport 7000 drop')
-    relay = lab.spawn(
-        r,
-        [
-            str(PERF),
-            "delay-relay",
-            "--interface",
-            "p0",
-            "--dport",
-            "7000",
-            "--delay-ms",
-            "5",
+    with delay_relay(lab, r, "--delay-ms", "5", "--duration", "30"):
+        out = perf_json(
+            "latency",
+            *common(s, d),
+            "--rate",
+            "1000",
             "--duration",
-            "30",
-        ],
-    )
-    time.sleep(0.3)
-    out = perf_json(
-        "latency",
-        *common(s, d),
-        "--rate",
-        "1000",
-        "--duration",
-        "2",
-        "--warmup",
-        "0.5",
-        "--tagged",
-        "500",
-        "--wait",
-        "0.2",
-        # One frame per system call: the send time stamp is per batch.
-        "--batch",
-        "1",
-    )
-    lab.stop(relay)
+            "2",
+            "--warmup",
+            "0.5",
+            "--tagged",
+            "500",
+            "--wait",
+            "0.2",
+            # One frame per system call: the send time stamp is per batch.
+            "--batch",
+            "1",
+        )
     t = out["repetitions"][0]["trial"]
     typ = (t["typical_latency_ns"] or float("inf")) / 1e6
     print(f"typical latency through a 5 ms delay: {typ:.3f} ms; {t}")
