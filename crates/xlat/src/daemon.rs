@@ -43,7 +43,12 @@ pub struct Daemon {
 /// pool6 (SIIT only), both sides of every EAM entry unless that side is
 /// already routed elsewhere (its hosts live there), the CLAT's IPv6 side,
 /// and `[tun] ipv4-routes` / `ipv6-routes`.
-pub fn desired_routes(s: &Settings, pool6: Option<Ipv6Prefix>, eamt: &[EamEntry]) -> Routes {
+pub fn desired_routes(
+    s: &Settings,
+    pool6: Option<Ipv6Prefix>,
+    eamt: &[EamEntry],
+    tables: &tun::RouteTables,
+) -> Routes {
     let mut r = Routes::default();
     if !s.tun.routes {
         return r;
@@ -62,8 +67,8 @@ pub fn desired_routes(s: &Settings, pool6: Option<Ipv6Prefix>, eamt: &[EamEntry]
         r.v6.insert(c.v6);
     }
     if !eamt.is_empty() {
-        let m4 = tun::MainTable::read("-4").not_on(dev);
-        let m6 = tun::MainTable::read("-6").not_on(dev);
+        let m4 = tables.get("-4").not_on(dev);
+        let m6 = tables.get("-6").not_on(dev);
         for e in eamt {
             if !m4.contains(e.v4.addr().into()) {
                 r.v4.insert(e.v4);
@@ -76,6 +81,23 @@ pub fn desired_routes(s: &Settings, pool6: Option<Ipv6Prefix>, eamt: &[EamEntry]
     r.v4.extend(s.tun.ipv4_routes.iter().copied());
     r.v6.extend(s.tun.ipv6_routes.iter().copied());
     r
+}
+
+/// Changes the routes into the TUN from `old` to what the configuration
+/// asks for (one read of the routing tables); failures are logged, the
+/// other routes still made. Returns the routes now wanted.
+fn update_routes(
+    old: &Routes,
+    s: &Settings,
+    pool6: Option<Ipv6Prefix>,
+    eamt: &[EamEntry],
+) -> Routes {
+    let tables = tun::RouteTables::default();
+    let new = desired_routes(s, pool6, eamt, &tables);
+    for e in tun::apply_routes(&s.tun.name, old, &new, &tables) {
+        warn!("route change failed", "error" => e);
+    }
+    new
 }
 
 fn build_translator(
@@ -204,11 +226,7 @@ impl Daemon {
         self.shared.swap(t);
         self.update_fast(&st.settings, st.pool6, &eamt);
         st.eamt = eamt;
-        let new = desired_routes(&st.settings, st.pool6, &st.eamt);
-        for e in tun::apply_routes(&st.settings.tun.name, &st.routes, &new) {
-            warn!("route change failed", "error" => e);
-        }
-        st.routes = new;
+        st.routes = update_routes(&st.routes, &st.settings, st.pool6, &st.eamt);
         Ok(())
     }
 
@@ -255,11 +273,7 @@ impl Daemon {
         };
         self.shared.swap(t);
         self.update_fast(&st.settings, Some(p), &st.eamt);
-        let routes = desired_routes(&st.settings, Some(p), &st.eamt);
-        for e in tun::apply_routes(&st.settings.tun.name, &st.routes, &routes) {
-            warn!("route change failed", "error" => e);
-        }
-        st.routes = routes;
+        st.routes = update_routes(&st.routes, &st.settings, Some(p), &st.eamt);
         let old = st.pool6.replace(p);
         if let Some(c) = self.stats.discovery.get() {
             c.changes.fetch_add(1, Ordering::Relaxed);
@@ -367,11 +381,7 @@ impl Daemon {
             fc.reconcile(nat);
         }
         crate::log::set_level(new.log_level);
-        let routes = desired_routes(&new, pool6, &eamt);
-        for e in tun::apply_routes(&new.tun.name, &st.routes, &routes) {
-            warn!("route change failed", "error" => e);
-        }
-        st.routes = routes;
+        st.routes = update_routes(&st.routes, &new, pool6, &eamt);
         st.settings = new;
         st.pool6 = pool6;
         st.eamt = eamt;
@@ -905,8 +915,9 @@ pub fn run(path: &str) -> i32 {
             warn!("forwarding is off: translated packets will not be forwarded", "sysctl" => k.replace('/', "."));
         }
     }
-    let routes = desired_routes(&settings, pool6, &eamt);
-    let errs = tun::apply_routes(&name, &Routes::default(), &routes);
+    let tables = tun::RouteTables::default();
+    let routes = desired_routes(&settings, pool6, &eamt, &tables);
+    let errs = tun::apply_routes(&name, &Routes::default(), &routes, &tables);
     if !errs.is_empty() {
         for e in errs {
             error!("cannot install route", "error" => e);
@@ -1113,7 +1124,7 @@ mod tests {
         let siit =
             config::parse("pool6 = \"64:ff9b::/96\"\n[tun]\nipv4-routes = [\"192.0.2.0/24\"]\n")
                 .unwrap();
-        let r = desired_routes(&siit, siit.pool6, &[]);
+        let r = desired_routes(&siit, siit.pool6, &[], &tun::RouteTables::default());
         assert_eq!(
             r.v6.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
             ["64:ff9b::/96"]
@@ -1127,7 +1138,7 @@ mod tests {
             "mode = \"clat\"\npool6 = \"64:ff9b::/96\"\n[clat]\nipv4 = \"192.0.0.1/32\"\nipv6 = \"2001:db8:aaaa::1/128\"\n",
         )
         .unwrap();
-        let r = desired_routes(&clat, clat.pool6, &[]);
+        let r = desired_routes(&clat, clat.pool6, &[], &tun::RouteTables::default());
         assert_eq!(
             r.v6.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
             ["2001:db8:aaaa::1/128"]
@@ -1142,7 +1153,7 @@ mod tests {
             "mode = \"nat64\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n",
         )
         .unwrap();
-        let r = desired_routes(&nat, nat.pool6, &[]);
+        let r = desired_routes(&nat, nat.pool6, &[], &tun::RouteTables::default());
         assert_eq!(
             r.v6.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
             ["64:ff9b::/96"]
@@ -1153,7 +1164,10 @@ mod tests {
         );
 
         let off = config::parse("pool6 = \"64:ff9b::/96\"\n[tun]\nroutes = false\n").unwrap();
-        assert_eq!(desired_routes(&off, off.pool6, &[]), Routes::default());
+        assert_eq!(
+            desired_routes(&off, off.pool6, &[], &tun::RouteTables::default()),
+            Routes::default()
+        );
     }
 
     /// RFC 7050 §3 / RFC 8781 §4: look again before the TTL or lifetime

@@ -351,6 +351,24 @@ impl MainTable {
     }
 }
 
+/// The main tables of both families for one route change, each read when
+/// first needed and then shared: the "routed elsewhere?" check of the EAM
+/// sides and the "taken over?" check of `ip route replace` see the same
+/// snapshot, and a change with a large table reads it once, not twice.
+#[derive(Default)]
+pub struct RouteTables {
+    v4: std::cell::OnceCell<MainTable>,
+    v6: std::cell::OnceCell<MainTable>,
+}
+
+impl RouteTables {
+    /// The table of `family` ("-4" or "-6").
+    pub fn get(&self, family: &str) -> &MainTable {
+        let cell = if family == "-4" { &self.v4 } else { &self.v6 };
+        cell.get_or_init(|| MainTable::read(family))
+    }
+}
+
 /// See [`MainTable::not_on`]: per (family, prefix length) the networks.
 /// One lookup costs a hash probe per prefix length in use, so neither a
 /// large EAMT nor a large routing table makes the check quadratic (a
@@ -434,7 +452,7 @@ fn ip_batch(cmds: &[String]) -> Result<std::collections::HashMap<usize, String>,
 
 /// Installs `new` and removes what only `old` had, with one `ip` process
 /// for all of it.
-pub fn apply_routes(dev: &str, old: &Routes, new: &Routes) -> Vec<String> {
+pub fn apply_routes(dev: &str, old: &Routes, new: &Routes, tables: &RouteTables) -> Vec<String> {
     enum Op {
         Replace(String, &'static str),
         Del(String),
@@ -456,19 +474,16 @@ pub fn apply_routes(dev: &str, old: &Routes, new: &Routes) -> Vec<String> {
         return vec![];
     }
     // Which routes `ip route replace` is about to take over from another
-    // device.
-    let takes = |fam: &str| {
-        ops.iter()
+    // device: the tables as they were before the change (read now at the
+    // latest).
+    for fam in ["-4", "-6"] {
+        if ops
+            .iter()
             .any(|o| matches!(o, Op::Replace(_, f) if *f == fam))
-    };
-    let devs = |fam: &str| {
-        if takes(fam) {
-            MainTable::read(fam).devs
-        } else {
-            Default::default()
+        {
+            tables.get(fam);
         }
-    };
-    let (devs4, devs6) = (devs("-4"), devs("-6"));
+    }
     let cmds: Vec<String> = ops
         .iter()
         .map(|o| match o {
@@ -489,7 +504,7 @@ pub fn apply_routes(dev: &str, old: &Routes, new: &Routes) -> Vec<String> {
         }
         match o {
             Op::Replace(s, fam) => {
-                let before = if *fam == "-4" { &devs4 } else { &devs6 };
+                let before = &tables.get(fam).devs;
                 let host = s.strip_suffix("/32").or_else(|| s.strip_suffix("/128"));
                 match before.get(s).or_else(|| host.and_then(|h| before.get(h))) {
                     Some(other) if other != dev => {
