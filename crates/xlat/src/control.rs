@@ -53,60 +53,74 @@ pub fn bind(path: &str, owner: Option<(u32, u32)>) -> std::io::Result<UnixListen
 /// endpoint (each); one more is served by the accepting thread itself.
 pub const MAX_CLIENTS: usize = 8;
 
-/// Runs `f` (one client) on a thread of its own while fewer than
-/// [`MAX_CLIENTS`] are in flight, else on this thread: a client that
-/// stalls until its timeout does not hold up the others (a Prometheus
-/// scrape and `xlat stats` at the same time), and a flood of clients cannot
-/// start unbounded threads.
-pub fn serve_one(
-    busy: &Arc<std::sync::atomic::AtomicUsize>,
-    name: &str,
-    f: impl FnOnce() + Send + 'static,
+/// The accept loop of the control socket and the metrics endpoint: until
+/// `stop` is set, accepts clients (`accept` on the non-blocking listener
+/// `fd`) and runs `serve` for each on a thread of its own (named `what`,
+/// which also names the listener in logs) while fewer than
+/// [`MAX_CLIENTS`] are in flight, else on this thread. A client that stalls
+/// until its timeout does not hold up the others (a Prometheus scrape and
+/// `xlat stats` at the same time), and a flood of clients cannot start
+/// unbounded threads.
+pub fn accept_clients<S: Send + 'static>(
+    fd: std::os::fd::RawFd,
+    what: &'static str,
+    stop: &AtomicBool,
+    mut accept: impl FnMut() -> std::io::Result<S>,
+    serve: impl Fn(S) + Send + Sync + 'static,
 ) {
-    if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
-        busy.fetch_sub(1, Ordering::AcqRel);
-        f();
-        return;
-    }
-    let b = busy.clone();
-    let spawned = std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            f();
-            b.fetch_sub(1, Ordering::AcqRel);
-        });
-    if spawned.is_err() {
-        // No thread for it (resources exhausted): the client is dropped.
-        busy.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Serves requests until `stop` is set.
-pub fn serve(l: UnixListener, handler: Handler, stop: Arc<AtomicBool>) {
+    let serve = Arc::new(serve);
     let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
-        match l.accept() {
-            Ok((s, _)) => {
-                let _ = s.set_nonblocking(false);
-                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
-                let h = handler.clone();
-                serve_one(&busy, "xlat-ctl-req", move || handle(s, &h));
+        match accept() {
+            Ok(s) => {
+                if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+                    busy.fetch_sub(1, Ordering::AcqRel);
+                    serve(s);
+                    continue;
+                }
+                let (b, f) = (busy.clone(), serve.clone());
+                let spawned = std::thread::Builder::new()
+                    .name(what.into())
+                    .spawn(move || {
+                        f(s);
+                        b.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if spawned.is_err() {
+                    // No thread for it (resources exhausted): the client is dropped.
+                    busy.fetch_sub(1, Ordering::AcqRel);
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 let mut p = libc::pollfd {
-                    fd: l.as_raw_fd(),
+                    fd,
                     events: libc::POLLIN,
                     revents: 0,
                 };
                 unsafe { libc::poll(&mut p, 1, 250) };
             }
             Err(e) => {
-                crate::warn!("control socket accept failed", "error" => e);
+                crate::warn!("accept failed", "listener" => what, "error" => e);
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
     }
+}
+
+/// Serves requests until `stop` is set.
+pub fn serve(l: UnixListener, handler: Handler, stop: Arc<AtomicBool>) {
+    let fd = l.as_raw_fd();
+    accept_clients(
+        fd,
+        "xlat-ctl-req",
+        &stop,
+        || l.accept().map(|(s, _)| s),
+        move |s| {
+            let _ = s.set_nonblocking(false);
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+            handle(s, &handler)
+        },
+    );
 }
 
 fn handle(s: UnixStream, handler: &Handler) {

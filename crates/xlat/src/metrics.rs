@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,24 +12,14 @@ use crate::stats::Registry;
 
 pub fn serve(l: TcpListener, reg: Arc<Registry>, stop: Arc<AtomicBool>) {
     let _ = l.set_nonblocking(true);
-    let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    while !stop.load(Ordering::Relaxed) {
-        match l.accept() {
-            Ok((s, _)) => {
-                let r = reg.clone();
-                crate::control::serve_one(&busy, "xlat-metrics-req", move || respond(s, &r));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let mut p = libc::pollfd {
-                    fd: l.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                unsafe { libc::poll(&mut p, 1, 250) };
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
+    let fd = l.as_raw_fd();
+    crate::control::accept_clients(
+        fd,
+        "xlat-metrics-req",
+        &stop,
+        || l.accept().map(|(s, _)| s),
+        move |s| respond(s, &reg),
+    );
 }
 
 /// One scrape: read the request head, answer, close.
@@ -64,9 +54,9 @@ fn respond(mut s: std::net::TcpStream, reg: &Registry) {
         ("404 Not Found", "try /metrics\n".to_string())
     };
     let resp = format!(
-            "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
+        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
     let _ = s.write_all(resp.as_bytes());
 }
 
@@ -74,6 +64,7 @@ fn respond(mut s: std::net::TcpStream, reg: &Registry) {
 mod tests {
     use super::*;
     use std::net::TcpStream;
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn serves_prometheus_text_on_loopback() {
