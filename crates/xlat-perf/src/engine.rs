@@ -636,11 +636,7 @@ mod tests {
     // complete; the delays of every frame are recorded and plausible.
     #[test]
     fn rfc8219_s7_1_loopback_trial_is_lossless() {
-        let port = UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::free_test_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let ep = Endpoints {
             send_netns: None,

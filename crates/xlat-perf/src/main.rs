@@ -196,6 +196,24 @@ fn frame_payload(a: &args::Args) -> Result<String, String> {
     ))
 }
 
+/// A free loopback UDP port for a test receiver to bind a moment later.
+/// Taken below the ephemeral range (32768-60999): a port found with
+/// `bind("127.0.0.1:0")` and released could be handed to another test's
+/// `bind(":0")` socket in between ("Address already in use" in CI).
+#[cfg(test)]
+pub(crate) fn free_test_port() -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 20_000 + (std::process::id() % 4096) as u16 * 2;
+    for _ in 0..4096 {
+        let p = base + NEXT.fetch_add(1, Ordering::Relaxed) % 8192;
+        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free loopback UDP port in 20000-36383");
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::UdpSocket;
@@ -220,11 +238,7 @@ mod tests {
         stream: u32,
     ) -> (std::net::SocketAddr, std::thread::JoinHandle<String>) {
         // Find a free port, then let the sink bind it.
-        let port = UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::free_test_port();
         let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let sink_cfg = crate::sink::Config {
             bind: addr,
