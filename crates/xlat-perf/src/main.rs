@@ -24,6 +24,7 @@ mod config;
 mod engine;
 mod flood;
 mod flows;
+mod idle_poll;
 mod io_frame;
 mod io_opts;
 mod io_packet;
@@ -126,6 +127,11 @@ fn main() -> ExitCode {
             true
         }
         None => false,
+    };
+    // Commands that send paced traffic keep idle CPUs polling (idle_poll).
+    let _idle_poll = match cmd.as_str() {
+        "udp-sink" | "frame-payload" | "delay-relay" | "-h" | "--help" | "help" => None,
+        _ => idle_poll::hold(),
     };
     let result = match cmd.as_str() {
         "udp-flood" => flood::Config::from_args(&parsed).map(|c| flood::run(&c)),

@@ -617,6 +617,7 @@ pub fn environment() -> J {
                 .map_or(J::Null, J::s),
         ),
         ("loadavg", read_trim("/proc/loadavg").map_or(J::Null, J::s)),
+        ("cpu_idle_poll", J::Bool(crate::idle_poll::held())),
         (
             "timestamp_clock",
             J::s("CLOCK_MONOTONIC (sender and receiver in one process)"),
