@@ -1,8 +1,9 @@
 //! `udp-flood`: paced UDP sender (sendmmsg, batches on a fixed schedule).
 //!
-//! Packet `i` of a trial is due at `t0 + i / rate`. The sender sleeps until a
-//! whole batch is due, then sends it with one `sendmmsg`; if it is late it sends
-//! up to a batch at once to catch up. The trial is invalid if sending the last
+//! Packet `i` of a trial is due at `t0 + i / rate`, paced by `pace::Pacer`
+//! (what is due goes out with one `sendmmsg`; a late sender catches up at
+//! most 1% above the rate while it can still end on time). The trial is
+//! invalid if sending the last
 //! packet happened more than 0.1% after the scheduled end (siitperf's rule: a
 //! tester that cannot keep the rate must not report the rate).
 

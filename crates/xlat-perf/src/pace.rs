@@ -11,6 +11,13 @@
 //! most [`SPREAD`], so at low rates frames leave one or a few at a time, and
 //! only above `batch / SPREAD` frames/s (160 k with the default batch) are
 //! whole batches due at each wake-up.
+//!
+//! After a stall (a vCPU the hypervisor held up, a late wake-up) the sender
+//! owes frames. It does not send them at once, which a token-bucket DUT
+//! with a shallow bucket would drop although the rate is within its limit:
+//! it catches up at most [`CATCH_UP`] above the rate, in trains of at most
+//! [`SPREAD`] of that rate, and faster only as far as it must to end on time
+//! (at twice the excess that would just clear what it owes by the end).
 
 use std::time::{Duration, Instant};
 
@@ -25,8 +32,20 @@ pub const BEHIND_TOLERANCE: f64 = 0.001;
 /// halved the packet I/O ceiling on this 2-core VM.
 pub const SPREAD: Duration = Duration::from_micros(200);
 
+/// Largest share above the rate at which owed frames are caught up while
+/// there is time. 1%: through an nft limit of 20,000 frames/s with a
+/// 10-frame bucket on the shared 2-core VM, `throughput` found 0.977-0.996x
+/// of the limit (0.15x when owed frames left at once; 0.947-0.967x with
+/// 3%, the excess itself overruns such a bucket); the 100- and 500-frame
+/// buckets stayed at 0.996x and the self-test ceiling was unchanged.
+pub const CATCH_UP: f64 = 0.01;
+
 pub struct Pacer {
     start: Instant,
+    /// Frames that may leave now (a token bucket refilled at the catch-up
+    /// rate, at most SPREAD of it deep) and when it was last refilled.
+    tokens: f64,
+    refilled: Duration,
     rate: u128,
     total: u64,
     batch: usize,
@@ -45,6 +64,8 @@ impl Pacer {
         let scheduled = total as f64 / rate as f64;
         Pacer {
             start: Instant::now(),
+            tokens: f64::INFINITY,
+            refilled: Duration::ZERO,
             rate: u128::from(rate),
             total,
             batch,
@@ -80,7 +101,11 @@ impl Pacer {
                 }
                 continue;
             }
-            let n = ((due - sent) as usize).min(self.batch);
+            let Some(allowed) = self.allowance(now, due - sent) else {
+                continue;
+            };
+            let n = ((due - sent) as usize).min(self.batch).min(allowed);
+            self.tokens -= n as f64;
             let last_sched = self.due_at(sent + n as u64 - 1);
             if now > last_sched {
                 self.max_lag = self.max_lag.max(now - last_sched);
@@ -88,6 +113,26 @@ impl Pacer {
             return Some(n);
         }
         None
+    }
+
+    /// How many of the `owed` due frames may leave now (see [`CATCH_UP`]);
+    /// `None` after sleeping until the next one may.
+    fn allowance(&mut self, now: Duration, owed: u64) -> Option<usize> {
+        let rate = self.rate as f64;
+        let left = self.scheduled - now.as_secs_f64();
+        if left <= 0.0 {
+            return Some(usize::MAX);
+        }
+        let catch_up = (rate * (1.0 + CATCH_UP)).max(rate + 2.0 * owed as f64 / left);
+        let depth = (SPREAD.as_secs_f64() * catch_up).ceil() + 1.0;
+        let dt = (now.saturating_sub(self.refilled)).as_secs_f64();
+        self.refilled = now;
+        self.tokens = (self.tokens + dt * catch_up).min(depth);
+        if self.tokens < 1.0 {
+            std::thread::sleep(Duration::from_secs_f64((1.0 - self.tokens) / catch_up));
+            return None;
+        }
+        Some(self.tokens as usize)
     }
 
     /// For retry loops inside a batch: true (and marks the schedule given
@@ -159,6 +204,41 @@ mod tests {
         let ones = sizes.iter().filter(|&&n| n == 1).count();
         assert!(ones * 2 >= sizes.len(), "{sizes:?}");
         assert!(sizes.iter().all(|&n| n < 32), "{sizes:?}");
+    }
+
+    // RFC 2544 section 26.1: frames at a constant rate. After a 5 ms stall
+    // at 10,000 frames/s the sender owes 50 frames; they must not leave as
+    // one train (a DUT whose token bucket holds 10 would drop 40), but
+    // spread at most 1% (plus what ending on time needs) above the rate.
+    #[test]
+    fn owed_frames_after_a_stall_are_spread() {
+        let rate = 10_000;
+        let mut p = Pacer::new(10_000, rate, 32);
+        let mut sent = 0u64;
+        let mut after_stall: Vec<(f64, usize)> = Vec::new();
+        let mut stalled_at = None;
+        while let Some(n) = p.next(sent) {
+            if let Some(t0) = stalled_at {
+                let t = p.elapsed();
+                if t - t0 < 0.02 {
+                    after_stall.push((t, n));
+                }
+            }
+            sent += n as u64;
+            if sent >= 1000 && stalled_at.is_none() {
+                std::thread::sleep(Duration::from_millis(5));
+                stalled_at = Some(p.elapsed());
+            }
+        }
+        // Trains of at most SPREAD at the catch-up rate, plus one: 4 here.
+        let biggest = after_stall.iter().map(|&(_, n)| n).max().unwrap_or(0);
+        assert!(biggest <= 4, "{after_stall:?}");
+        // 20 ms after the stall far fewer than the owed 50 frames beyond the
+        // schedule's 200 have left (at 1% above the rate: about 2).
+        let in_window: usize = after_stall.iter().map(|&(_, n)| n).sum();
+        assert!(in_window < 200 + 25, "{in_window} frames in 20 ms");
+        // The catch-up still ends on time unless this machine stalled again.
+        assert!(p.aborted || sent == 10_000);
     }
 
     #[test]
