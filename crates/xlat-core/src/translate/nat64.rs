@@ -509,6 +509,13 @@ impl Nat64Translator {
             &buf[l4s..l4e],
             (icmp6::ECHO_REQUEST, icmp6::ECHO_REPLY),
         )?;
+        // RFC 8200 §8.1: an IPv6 UDP datagram without checksum is invalid;
+        // it is dropped before it can create state (a BIB entry, a
+        // session, or, for a first fragment, the addresses its other
+        // fragments would be translated with).
+        if w.upper_proto == proto::UDP && !meta.csum_partial && be16(buf, l4s + 6) == 0 {
+            return Err(DropReason::Udp6ChecksumZero);
+        }
         let src_ta = Ta6::new(src6, sport);
         let dst_ta = Ta4::new(dst4, dport);
         let may_answer = !src6.is_unspecified() && !src6.is_multicast();
@@ -877,7 +884,13 @@ impl Nat64Translator {
                 );
             }
         };
+        // RFC 7915 §4.5: a fragmented UDP datagram without checksum is
+        // dropped (below, by the translation). Its addresses are not
+        // recorded, so its other fragments are not translated either: they
+        // wait for a first fragment and time out (RFC 6146 §3.4).
+        let csum0 = p == Proto::Udp && !meta.csum_partial && be16(buf, l4s + 6) == 0;
         let held = match fkey {
+            Some(_) if csum0 => Vec::new(),
             // RFC 6146 §3.4: first fragment; remember its addresses.
             Some(key) => {
                 let map = FragMap::To6 {

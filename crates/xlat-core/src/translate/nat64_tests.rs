@@ -907,6 +907,80 @@ fn rfc6146_3_4_held_fragment_times_out() {
     assert_eq!(st.frag_entries(), 0);
 }
 
+/// RFC 7915 §4.5 with RFC 6146 §3.4: the first fragment of an IPv4 UDP
+/// datagram without checksum is dropped (answered with 3/13); its other
+/// fragments must not pass either: they wait for a first fragment and time
+/// out, as for a datagram whose first fragment never came.
+#[test]
+fn rfc7915_4_5_zero_checksum_datagram_drops_all_its_fragments() {
+    let st = state_with(|_| {});
+    let t = xlat(st.clone());
+    // A session: the client's datagram creates the BIB entry.
+    let o = run(&t, &udp6(CLIENT, 40010, 7000), 0);
+    let out = fwd(&o).to_vec();
+    let (pool, mapped) = (v4src(&out), be16(&out, 20));
+    // The server's reply without checksum, in three fragments, in order.
+    let r = udp_raw(7000, mapped, &big_payload());
+    assert_eq!(be16(&r, 6), 0, "no checksum");
+    let g = |off: usize, end: usize, more| {
+        frag4(
+            a4(SERVER4),
+            pool,
+            0x7777,
+            off as u16,
+            more,
+            proto::UDP,
+            &r[off..end],
+        )
+    };
+    let (g1, g2, g3) = (g(0, 96, true), g(96, 192, true), g(192, r.len(), false));
+    let o1 = run(&t, &g1, 10);
+    assert!(
+        matches!(
+            o1.v,
+            Verdict::Reply {
+                reason: DropReason::UdpChecksumZeroFragmented,
+                ..
+            }
+        ),
+        "{:?}",
+        o1.v
+    );
+    for (g, now) in [(&g2, 11), (&g3, 12)] {
+        assert_eq!(run_frags(&t, g, now), (Verdict::Fragments, vec![]));
+    }
+    let exp = st.expire(2_012, 100);
+    assert_eq!(exp.fragments_timed_out, 2, "the held fragments, counted");
+    assert_eq!(st.frag_entries(), 0);
+}
+
+/// RFC 8200 §8.1 with RFC 6146 §3.4: an IPv6 UDP datagram without
+/// checksum is invalid: whole or as a first fragment it is dropped before it
+/// creates a BIB entry, and its other fragments do not pass.
+#[test]
+fn rfc8200_8_1_zero_checksum_client_datagram_creates_no_state() {
+    let st = state_with(|_| {});
+    let t = xlat(st.clone());
+    let (s, d) = (a6(CLIENT), server6());
+    let u = udp_raw(40020, 7000, &big_payload());
+    assert_eq!(be16(&u, 6), 0, "no checksum");
+    let whole = ip6(s, d, proto::UDP, &u);
+    assert_eq!(
+        run(&t, &whole, 0).v,
+        Verdict::Drop(DropReason::Udp6ChecksumZero)
+    );
+    let f1 = frag6(s, d, 0x4321, 0, true, proto::UDP, &u[..104]);
+    let f2 = frag6(s, d, 0x4321, 104, false, proto::UDP, &u[104..]);
+    assert_eq!(
+        run(&t, &f1, 1).v,
+        Verdict::Drop(DropReason::Udp6ChecksumZero)
+    );
+    assert_eq!(run_frags(&t, &f2, 2), (Verdict::Fragments, vec![]));
+    assert_eq!(st.bib_by_v6(Proto::Udp, Ta6::new(s, 40020)), None);
+    assert_eq!(st.session_count(), 0);
+    assert_eq!(st.expire(2_002, 100).fragments_timed_out, 1);
+}
+
 /// RFC 6146 §3.4 (FRAGMENT_MIN, 2 s): the fragment state expires; expiry
 /// runs from `Nat64State::expire` and is also honoured by lookups.
 #[test]
