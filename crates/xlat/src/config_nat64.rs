@@ -56,6 +56,23 @@ impl Default for Nat64Settings {
     }
 }
 
+impl Nat64Settings {
+    /// The session timeouts set below the minimum the RFCs require, as
+    /// (key, value, minimum) in seconds: UDP 120 (RFC 4787 REQ-5, RFC 6146
+    /// §4 UDP_MIN), TCP_EST 7440 (RFC 5382 REQ-5), TCP_TRANS 240 (RFC 6146
+    /// §4). Accepted (labs shorten them), but worth a warning.
+    pub fn timeouts_below_rfc(&self) -> Vec<(&'static str, u64, u64)> {
+        [
+            ("nat64.timeouts.udp", self.udp_timeout, 120),
+            ("nat64.timeouts.tcp-est", self.tcp_est_timeout, 7440),
+            ("nat64.timeouts.tcp-trans", self.tcp_trans_timeout, 240),
+        ]
+        .into_iter()
+        .filter(|&(_, v, min)| v < min)
+        .collect()
+    }
+}
+
 pub fn proto_parse(s: &str) -> Option<Proto> {
     match s.to_ascii_lowercase().as_str() {
         "tcp" => Some(Proto::Tcp),
@@ -557,6 +574,12 @@ ipv4 = "203.0.113.1#8080"
         assert_eq!(n.tcp_trans_timeout, 240);
         assert_eq!(n.icmp_timeout, 60);
         assert_eq!(n.filtering, Filtering::AddressDependent);
+        // udp = 30 is accepted, with a warning; the defaults get none.
+        assert_eq!(
+            n.timeouts_below_rfc(),
+            vec![("nat64.timeouts.udp", 30, 120)]
+        );
+        assert_eq!(super::Nat64Settings::default().timeouts_below_rfc(), vec![]);
         let c = n.core();
         assert_eq!(c.timeouts.udp_ms, 30_000);
         assert_eq!(c.source_quota.unwrap().prefix_len, 64);

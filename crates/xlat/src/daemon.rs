@@ -784,6 +784,11 @@ pub fn run(path: &str) -> i32 {
     info!("starting", "version" => env!("CARGO_PKG_VERSION"), "config" => path,
         "mode" => settings.mode.name(), "datapath" => settings.datapath.kind.name(),
         "dev" => settings.tun.name, "pid" => std::process::id());
+    if settings.mode == Mode::Nat64 {
+        for (k, v, min) in settings.nat64.timeouts_below_rfc() {
+            warn!("session timeout below the RFC minimum (accepted)", "key" => k, "seconds" => v, "minimum" => min);
+        }
+    }
     install_panic_hook();
     // Before any thread exists, so that every thread inherits the mask and
     // only the main thread takes the signals (sigtimedwait).

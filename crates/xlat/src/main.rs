@@ -157,6 +157,11 @@ fn check(path: &str) -> i32 {
                 s.control_socket,
                 datapath_verdict(&s)
             );
+            if s.mode == config::Mode::Nat64 {
+                for (k, v, min) in s.nat64.timeouts_below_rfc() {
+                    eprintln!("warning: {k} = {v}: below the RFC minimum of {min} s (accepted)");
+                }
+            }
             0
         }
         Err(ps) => {
