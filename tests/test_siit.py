@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import time
 
 import pytest
 from conftest import (
@@ -23,7 +25,8 @@ from conftest import (
     nsio_server,
     ping,
 )
-from scapy.layers.inet import IP, UDP
+from scapy.layers.inet import ICMP, IP, UDP
+from scapy.layers.inet6 import ICMPv6PacketTooBig, IPv6
 
 SIZES = [0, 56, 1232, 1452, 1472]
 
@@ -345,6 +348,82 @@ def test_pmtud_ipv6_link_1280(datapath):
         assert json.loads(out)["received"] == 200_000
         assert sent["sent"] == 200_000
         assert _route_mtu(lab, t.h4, t.h6_v4) == 1260
+    finally:
+        close_siit(t, x)
+
+
+def _icmp_seen(t, ns: str, bpf: str, frame: bytes, src_ns: str, dev: str, et: str):
+    """tcpdump -v in ``ns`` for the first packet matching ``bpf`` while ``frame``
+    is sent from ``src_ns`` to the router's ``dev``; tcpdump's line(s)."""
+    cap = t.lab.spawn(
+        ns,
+        ["tcpdump", "-n", "-l", "-v", "-c", "1", "-i", "eth0", bpf],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(0.5)  # tcpdump attaches
+        mac = mac_of(t.lab, t.router, dev)
+        for _ in range(3):
+            nsio(
+                t.lab,
+                src_ns,
+                "send-l2",
+                "--dev",
+                "eth0",
+                "--mac",
+                mac,
+                "--ethertype",
+                et,
+                frame.hex(),
+            )
+            try:
+                return cap.communicate(timeout=2)[0]
+            except subprocess.TimeoutExpired:
+                continue
+        return ""
+    finally:
+        t.lab.stop(cap)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_packet_too_big_mtu_bounded_by_next_hop_links(datapath):
+    """RFC 7915 section 5.2: Packet Too Big -> Fragmentation Needed with MTU
+    min(advertised - 20, MTU of the IPv4 next hop, MTU of the IPv6 next hop - 20);
+    section 4.2 the reverse, min(advertised + 20, IPv6 next hop, IPv4 next hop + 20).
+    The router's IPv6 link is 1300, its IPv4 link 1400, the TUN 1500: a PTB
+    advertising 1500 becomes 1280 (not 1480), a Fragmentation Needed of 1350 becomes
+    1300 (not 1370)."""
+    t, x = make_siit(mtu6=1300, datapath=datapath)
+    try:
+        t.lab.set_mtu(t.router, t.dev4, 1400)
+        inner6 = IPv6(src=t.h4_v6, dst=t.h6_addr, plen=1460) / UDP(
+            sport=4000, dport=5000
+        )
+        ptb = (
+            IPv6(src=t.h6_addr, dst=t.h4_v6)
+            / ICMPv6PacketTooBig(mtu=1500)
+            / bytes(inner6 / (b"Q" * 20))
+        )
+        out = _icmp_seen(
+            t, t.h4, "icmp[icmptype] == 3", bytes(ptb), t.h6, t.dev6, "0x86dd"
+        )
+        assert "need to frag (mtu 1280)" in out, out
+        inner4 = IP(src=t.h6_v4, dst=t.h4_addr, len=1500, flags="DF") / UDP(
+            sport=4000, dport=5000
+        )
+        fn = (
+            IP(src=t.h4_addr, dst=t.h6_v4)
+            / ICMP(type=3, code=4, nexthopmtu=1350)
+            / bytes(inner4 / (b"Q" * 20))
+        )
+        out = _icmp_seen(
+            t, t.h6, "icmp6 and ip6[40] == 2", bytes(fn), t.h4, t.dev4, "0x0800"
+        )
+        assert "packet too big, mtu 1300" in out, out
+        assert x.alive(), x.log()
     finally:
         close_siit(t, x)
 

@@ -160,6 +160,8 @@ impl Worker {
         let vlen = if self.vnet { VNET_HDR_LEN } else { 0 };
         let mut buf = vec![0u8; BUF];
         let mut frags = FragBuf::new();
+        // RFC 7915 §4.2/§5.2 next-hop MTUs, asked of the kernel's routes.
+        let mut route_mtu = crate::pmtu::RouteMtu::default();
         let zero_hdr = [0u8; VNET_HDR_LEN];
         let mut gen = self.shared.generation.load(Ordering::Acquire);
         let mut tr = self.shared.current();
@@ -266,6 +268,7 @@ impl Worker {
                 gso: hdr.is_gso(),
             };
             frags.clear();
+            let too_big = crate::pmtu::too_big(&buf[BASE..BASE + len]);
             let mut stored: Option<StoredSyn> = None;
             // A bug in the core must cost one packet, not the queue.
             let verdict =
@@ -294,6 +297,11 @@ impl Worker {
                 Verdict::Forward { start, len: olen } => {
                     // A hairpinned NAT64 packet (RFC 6146 §3.8) leaves as IPv6.
                     let out_v6 = buf[start] >> 4 == 6;
+                    if let Some(tb) = too_big {
+                        crate::pmtu::clamp(&mut buf[start..start + olen], tb, &mut |a| {
+                            route_mtu.mtu(a)
+                        });
+                    }
                     let out_hdr = if vlen == 0 {
                         Some(hdr)
                     } else if hdr.needs_csum() || hdr.is_gso() {

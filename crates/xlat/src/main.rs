@@ -9,6 +9,7 @@ mod ebpf;
 mod log;
 mod metrics;
 mod nat64d;
+mod pmtu;
 mod privs;
 mod reasm;
 mod rfc7050;

@@ -94,8 +94,9 @@ fn map_error(
             // RFC 7915 §5.2: MTU = min(PTB MTU - 20, MTU of the IPv4 next
             // hop, MTU of the IPv6 next hop - 20). The IPv6 next hop is
             // `ipv6_mtu` when configured; the IPv4 one is unknown to the
-            // core (treated as unlimited). Capped to 16 bits (RFC 1191
-            // Next-Hop MTU field).
+            // core (treated as unlimited): the daemon lowers the result to
+            // both families' route MTUs (crates/xlat/src/pmtu.rs). Capped
+            // to 16 bits (RFC 1191 Next-Hop MTU field).
             let next_hop6 = ipv6_mtu.map_or(u32::MAX, |m| u32::from(m).saturating_sub(20));
             let mtu = rest6
                 .saturating_sub(20)
