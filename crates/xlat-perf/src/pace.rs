@@ -8,15 +8,15 @@
 //! wait for a whole batch to be due (a batch of 32 at 10000 frames/s would
 //! be a 3.2 ms train sent at once, which a token-bucket DUT with a shallow
 //! bucket drops at any rate): it wakes when the next frame is due plus at
-//! most [`SPREAD`], so at low rates frames leave one or a few at a time, and
-//! only above `batch / SPREAD` frames/s (160 k with the default batch) are
-//! whole batches due at each wake-up.
+//! most [`spread`] of the rate, so at low rates frames leave one or two at a
+//! time, and only above about 176 k frames/s (with the default batch of 32)
+//! are whole batches due at each wake-up.
 //!
 //! After a stall (a vCPU the hypervisor held up, a late wake-up) the sender
 //! owes frames. It does not send them at once, which a token-bucket DUT
 //! with a shallow bucket would drop although the rate is within its limit:
 //! it catches up at most [`CATCH_UP`] above the rate, in trains of at most
-//! [`SPREAD`] of that rate, and faster only as far as it must to end on time
+//! a spread of that rate, and faster only as far as it must to end on time
 //! (at twice the excess that would just clear what it owes by the end).
 
 use std::time::{Duration, Instant};
@@ -25,12 +25,26 @@ use std::time::{Duration, Instant};
 /// siitperf); a sender that ends later makes the trial invalid.
 pub const BEHIND_TOLERANCE: f64 = 0.001;
 
-/// Longest a due frame waits for later ones to join its batch. 200 us: a
-/// train of at most 2 frames at 10 k frames/s, while a send call (a wake-up
-/// and an inter-processor interrupt on a VM) carries enough frames at
-/// 100-300 k frames/s; 50 us raised the sender's cost per frame by half and
-/// halved the packet I/O ceiling on this 2-core VM.
+/// Longest a due frame waits for later ones to join its batch, at
+/// [`SPREAD_FULL_RATE`] frames/s and above: a send call (a wake-up and an
+/// inter-processor interrupt on a VM) then carries enough frames; 50 us
+/// raised the sender's cost per frame by half and halved the packet I/O
+/// ceiling on this 2-core VM. Below that rate the wait shrinks in
+/// proportion ([`spread`]).
 pub const SPREAD: Duration = Duration::from_micros(200);
+
+/// The rate from which frames wait the whole [`SPREAD`]: 200 k frames/s
+/// (trains of 41 frames). At 20 k frames/s a train is then 20 us long (at
+/// most 2 frames, 1.4 on average) instead of 200 us (5 frames), which an
+/// nft limit with its default burst of 5 frames dropped at any rate.
+pub const SPREAD_FULL_RATE: f64 = 200_000.0;
+
+/// The wait for `rate` frames/s: SPREAD x min(1, rate / SPREAD_FULL_RATE),
+/// so that a train, 1 + wait x rate frames, grows with the square of the
+/// rate below SPREAD_FULL_RATE.
+pub fn spread(rate: f64) -> Duration {
+    SPREAD.mul_f64((rate / SPREAD_FULL_RATE).clamp(0.0, 1.0))
+}
 
 /// Largest share above the rate at which owed frames are caught up while
 /// there is time. 1%: through an nft limit of 20,000 frames/s with a
@@ -43,13 +57,15 @@ pub const CATCH_UP: f64 = 0.01;
 pub struct Pacer {
     start: Instant,
     /// Frames that may leave now (a token bucket refilled at the catch-up
-    /// rate, at most SPREAD of it deep) and when it was last refilled.
+    /// rate, at most the spread of it deep) and when it was last refilled.
     tokens: f64,
     refilled: Duration,
     rate: u128,
     total: u64,
     batch: usize,
     scheduled: f64,
+    /// [`spread`] of the rate.
+    spread: Duration,
     hard_stop: Duration,
     /// Largest lateness seen at the moment a batch was sent.
     pub max_lag: Duration,
@@ -70,6 +86,7 @@ impl Pacer {
             total,
             batch,
             scheduled,
+            spread: spread(rate as f64),
             hard_stop: Duration::from_secs_f64(scheduled * (1.0 + BEHIND_TOLERANCE)),
             max_lag: Duration::ZERO,
             aborted: false,
@@ -93,9 +110,9 @@ impl Pacer {
             let due = ((now.as_nanos() * self.rate / 1_000_000_000) as u64 + 1).min(self.total);
             if due <= sent {
                 // Nothing due yet: sleep until a whole batch (or the rest) is
-                // due, but hold the next frame back by at most SPREAD.
+                // due, but hold the next frame back by at most the spread.
                 let last = sent + (self.batch as u64).min(self.total - sent) - 1;
-                let wake = self.due_at(last).min(self.due_at(sent) + SPREAD);
+                let wake = self.due_at(last).min(self.due_at(sent) + self.spread);
                 if wake > now {
                     std::thread::sleep(wake - now);
                 }
@@ -124,7 +141,7 @@ impl Pacer {
             return Some(usize::MAX);
         }
         let catch_up = (rate * (1.0 + CATCH_UP)).max(rate + 2.0 * owed as f64 / left);
-        let depth = (SPREAD.as_secs_f64() * catch_up).ceil() + 1.0;
+        let depth = (self.spread.as_secs_f64() * catch_up).ceil() + 1.0;
         let dt = (now.saturating_sub(self.refilled)).as_secs_f64();
         self.refilled = now;
         self.tokens = (self.tokens + dt * catch_up).min(depth);
@@ -230,7 +247,8 @@ mod tests {
                 stalled_at = Some(p.elapsed());
             }
         }
-        // Trains of at most SPREAD at the catch-up rate, plus one: 4 here.
+        // Trains of at most a spread at the catch-up rate, plus one (2 at
+        // 10 k frames/s; the bound leaves room for a late wake-up).
         let biggest = after_stall.iter().map(|&(_, n)| n).max().unwrap_or(0);
         assert!(biggest <= 4, "{after_stall:?}");
         // 20 ms after the stall far fewer than the owed 50 frames beyond the
@@ -239,6 +257,32 @@ mod tests {
         assert!(in_window < 200 + 25, "{in_window} frames in 20 ms");
         // The catch-up still ends on time unless this machine stalled again.
         assert!(p.aborted || sent == 10_000);
+    }
+
+    // A train is 1 + spread x rate frames: short where a shallow token
+    // bucket would notice (nft's default burst is 5 frames), a whole batch
+    // where send calls must carry many frames.
+    #[test]
+    fn trains_are_short_at_low_rates() {
+        assert_eq!(spread(20_000.0), Duration::from_micros(20));
+        assert_eq!(spread(200_000.0), SPREAD);
+        assert_eq!(spread(1e6), SPREAD);
+        // As every sender thread does: sleeps end on time, not up to the
+        // default 50 us timer slack later.
+        // SAFETY: prctl with integer arguments only.
+        unsafe {
+            libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+        }
+        let mut p = Pacer::new(2000, 20_000, 32);
+        let mut sent = 0u64;
+        let mut sizes = Vec::new();
+        while let Some(n) = p.next(sent) {
+            sizes.push(n);
+            sent += n as u64;
+        }
+        // (A loaded machine may oversleep now and then.)
+        let short = sizes.iter().filter(|&&n| n <= 2).count();
+        assert!(short * 10 >= sizes.len() * 9, "{sizes:?}");
     }
 
     #[test]
