@@ -43,6 +43,7 @@
 #define F_HAIRPIN_INTRINSIC 16u
 #define F_HAIRPIN_SIMPLE 32u
 #define F_NAT64 64u        /* stateful NAT64: only flows of the flow map */
+#define F_SRC_EAM_ONLY 128u /* CLAT, RFC 6877 section 6.3: IPv4 sources by the EAMT only */
 #define TCP_FIN_SYN_RST 0x07
 
 struct xlat_cfg {
@@ -449,7 +450,7 @@ static __always_inline int map_4to6(const struct xlat_cfg *c, __u32 gen, const _
 		eam_map4(e, a, out);
 		return 0;
 	}
-	if (!c->pool6_len)
+	if (!c->pool6_len || (is_src && (c->flags & F_SRC_EAM_ONLY)))
 		return -P_UNMAPPED;
 	if (s & S_NONGLOBAL)
 		return -P_DENIED;

@@ -145,6 +145,31 @@ def test_464_udp_source_seen_by_server(env464):
     assert [g["src"] for g in got] == [t.app_public_v4]
 
 
+@pytest.mark.timeout(30)
+def test_464_clat_translates_only_its_own_ipv4_sources(env464):
+    """RFC 6877 section 6.3: the CLAT translates IPv4 sources with its own IPv6 prefix
+    ([clat], 192.0.2.0/28 here); a LAN source outside it (192.0.2.100, on the app's
+    /24) is not translated with the PLAT's prefix, but dropped and counted
+    (src4_unmappable), and the app's own address still works."""
+    t = env464.t
+    other = "192.0.2.100"
+    t.lab.exec(t.app, ["ip", "addr", "add", f"{other}/32", "dev", "eth0"])
+    try:
+        before = env464.clat.stats()
+        cp = t.lab.exec(
+            t.app,
+            ["ping", "-n", "-c", "2", "-i", "0.2", "-W", "1", "-I", other, t.srv_v4],
+            check=False,
+            timeout=15,
+        )
+        assert cp.returncode != 0, cp.stdout
+        after = env464.clat.stats()
+        assert after["src4_unmappable"] - before["src4_unmappable"] >= 2, after
+        assert ping(t.lab, t.app, t.srv_v4, count=1).returncode == 0
+    finally:
+        t.lab.exec(t.app, ["ip", "addr", "del", f"{other}/32", "dev", "eth0"])
+
+
 @pytest.mark.timeout(40)
 def test_464_tcp(env464):
     """TCP with default MTUs everywhere: the app's 1500-byte IPv4 segments become 1520-byte

@@ -1006,6 +1006,8 @@ impl Settings {
                 denylist,
                 allow_wkp_non_global: self.allow_wkp_non_global,
                 hairpin: self.eam_hairpin_mode,
+                // RFC 6877 §6.3: the CLAT's sources come from [clat] only.
+                src_eam_only: self.mode == Mode::Clat,
             },
             rfc6791v4: Pool6791v4::new(self.rfc6791v4.clone()),
             rfc6791v6: Pool6791v6::new(self.rfc6791v6.clone()),

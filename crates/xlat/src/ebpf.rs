@@ -67,6 +67,7 @@ const F_OVERRIDE_TOS: u32 = 8;
 const F_HAIRPIN_INTRINSIC: u32 = 16;
 const F_HAIRPIN_SIMPLE: u32 = 32;
 const F_NAT64: u32 = 64;
+const F_SRC_EAM_ONLY: u32 = 128;
 const S_DENY: u32 = 1;
 const S_NONGLOBAL: u32 = 2;
 
@@ -152,6 +153,10 @@ pub fn tables(
     if s.mode == Mode::Nat64 {
         // Only flows of the flow cache (FlowCache), none mapped statelessly.
         cfg.flags |= F_NAT64;
+    }
+    if s.mode == Mode::Clat {
+        // RFC 6877 §6.3: IPv4 sources only from the EAMT ([clat]).
+        cfg.flags |= F_SRC_EAM_ONLY;
     }
     if s.zeroize_traffic_class {
         cfg.flags |= F_ZEROIZE_TC;

@@ -82,6 +82,11 @@ pub struct SiitAddressing {
     /// RFC 6052 §3.1: allow 64:ff9b::/96 with non-global IPv4 addresses.
     pub allow_wkp_non_global: bool,
     pub hairpin: HairpinMode,
+    /// The CLAT (RFC 6877 §6.3): an IPv4 source is translated only by the
+    /// EAMT (the CLAT's own IPv4 range and IPv6 prefix); pool6 is the
+    /// PLAT's prefix, for destinations. Other sources are `Src4Unmappable`.
+    /// (ICMPv4 error sources are still translated, RFC 7915 §4.1.)
+    pub src_eam_only: bool,
 }
 
 /// Which field an address is in: selects the drop reasons.
@@ -95,6 +100,9 @@ impl SiitAddressing {
     /// IPv4 -> IPv6 source address (RFC 7915 §4.1, RFC 7757 §3.2; in
     /// `Simple` hairpin mode RFC 7757 §4.2.1 applies).
     pub fn src_4to6(&self, a: Ipv4Addr) -> Result<Ipv6Addr, DropReason> {
+        if self.src_eam_only && !self.denylist.contains(a) && !self.eamt.contains4(a) {
+            return Err(DropReason::Src4Unmappable);
+        }
         self.map_4to6(a, Role::Src, self.hairpin == HairpinMode::Simple)
     }
 
@@ -260,6 +268,39 @@ mod tests {
                 v6: v6.parse().unwrap(),
             })
             .unwrap();
+    }
+
+    /// RFC 6877 §6.3: a CLAT translates IPv4 sources with its own prefix
+    /// (the EAMT) only; pool6 (the PLAT's prefix) still maps destinations,
+    /// and ICMPv4 error sources (RFC 7915 §4.1).
+    #[test]
+    fn rfc6877_6_3_clat_sources_only_by_the_eamt() {
+        let mut s = with("2001:db8:64::/96");
+        eam(&mut s, "192.0.2.0/25", "2001:db8:aaaa::/121");
+        s.src_eam_only = true;
+        assert_eq!(s.src_4to6(a4("192.0.2.5")), Ok(a6("2001:db8:aaaa::5")));
+        for other in ["10.1.1.1", "192.0.2.200", "198.51.100.9"] {
+            assert_eq!(
+                s.src_4to6(a4(other)),
+                Err(DropReason::Src4Unmappable),
+                "{other}"
+            );
+        }
+        assert_eq!(s.src_4to6(a4("127.0.0.1")), Err(DropReason::Src4Denied));
+        assert_eq!(
+            s.dst_4to6(a4("198.51.100.9")),
+            Ok(a6("2001:db8:64::c633:6409"))
+        );
+        assert_eq!(
+            s.icmp_error_src_4to6(a4("198.51.100.1")),
+            Ok(a6("2001:db8:64::c633:6401"))
+        );
+        // Without the flag (SIIT) pool6 maps the other sources.
+        s.src_eam_only = false;
+        assert_eq!(
+            s.src_4to6(a4("198.51.100.9")),
+            Ok(a6("2001:db8:64::c633:6409"))
+        );
     }
 
     #[test]

@@ -84,6 +84,7 @@ fn cfg() -> Config {
             denylist: Denylist4::empty(),
             allow_wkp_non_global: false,
             hairpin: Default::default(),
+            src_eam_only: false,
         },
         rfc6791v4: Pool6791v4::new(Vec::new()),
         rfc6791v6: Pool6791v6::new(Vec::new()),
