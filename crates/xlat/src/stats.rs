@@ -113,6 +113,13 @@ impl DiscoveryCounters {
         "pool6_changes",
         "pool6_ra_ignored",
     ];
+    /// The metrics' HELP text of each of [`Self::NAMES`].
+    pub const HELP: [&'static str; 4] = [
+        "pool6 discoveries that found a prefix (RFC 7050, RFC 8781).",
+        "pool6 discoveries that found nothing (the prefix in use was kept).",
+        "Times the pool6 prefix in use was replaced.",
+        "Router Advertisements ignored (source not link-local or hop limit not 255, RFC 4861 section 6.1.2).",
+    ];
     fn read(&self) -> [u64; 4] {
         [
             self.ok.load(Ordering::Relaxed),
@@ -250,8 +257,15 @@ impl Snapshot {
             f[T64_PKTS]
         );
         if let Some(d) = &self.discovery {
-            for (n, x) in DiscoveryCounters::NAMES.iter().zip(d.iter()) {
-                let _ = writeln!(o, "# TYPE xlat_{n}_total counter\nxlat_{n}_total {x}");
+            for ((n, h), x) in DiscoveryCounters::NAMES
+                .iter()
+                .zip(DiscoveryCounters::HELP)
+                .zip(d.iter())
+            {
+                let _ = writeln!(
+                    o,
+                    "# HELP xlat_{n}_total {h}\n# TYPE xlat_{n}_total counter\nxlat_{n}_total {x}"
+                );
             }
         }
         if let Some(fx) = &self.fast {
@@ -482,6 +496,7 @@ mod tests {
         let mut s = r.snapshot();
         s.fast = Some([0; crate::ebpf::COUNTERS.len()]);
         s.flows = Some([0; crate::ebpf::FLOW_COUNTERS.len()]);
+        s.discovery = Some([0; 4]);
         let text = s.prometheus();
         assert!(text.ends_with('\n'));
         let name_ok = |n: &str| {
