@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -382,3 +383,57 @@ def test_rfc6877_single_host_clat_translates_its_own_ipv4_stack():
     finally:
         t.close()
         shutil.rmtree(d, ignore_errors=True)
+
+
+def _reload(x, text: str, mark: str) -> str:
+    """Write ``text`` as x's config, SIGHUP, and wait for ``mark`` in its log."""
+    x.write_config(text)
+    n = x.log().count(mark)
+    x.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while x.log().count(mark) <= n:
+        assert time.monotonic() < deadline, x.log()
+        time.sleep(0.1)
+    return x.log()
+
+
+@pytest.mark.timeout(60)
+def test_pool6_back_to_discovery_when_the_file_drops_it():
+    """Configuration contract (docs/clat.md): without pool6 in the file the CLAT uses
+    the discovered prefix. A SIGHUP that puts a pool6 in the file makes that one rule;
+    one that removes it again goes back to discovery at once (a new RFC 7050 query),
+    not to the stale file value. A reload whose [clat] ipv6 overlaps the discovered
+    pool6 is refused, as `xlat check` refuses it for a pool6 in the file, and the
+    running configuration is kept."""
+    e = Discover({"aaaa": WKA, "ttl": 300})
+    try:
+        t, x = e.t, e.clat
+        assert 'pool6 = "2001:db8:64::/96"' in e.pool6()
+        base = clat_toml(t, x.sock, pool6=False)
+        static = base.replace(
+            'mode = "clat"\n', 'mode = "clat"\npool6 = "2001:db8:64:2::/96"\n'
+        )
+        _reload(x, static, "configuration reloaded")
+        assert 'pool6 = "2001:db8:64:2::/96"' in e.pool6()
+        queries = x.stats()["pool6_discoveries"]
+        _reload(x, base, "pool6 removed from the file, discovering again")
+        deadline = time.monotonic() + 10
+        while x.stats()["pool6_discoveries"] <= queries:
+            assert time.monotonic() < deadline, x.log()
+            time.sleep(0.2)
+        assert 'pool6 = "2001:db8:64::/96"' in e.pool6(), e.pool6()
+        assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, x.log()
+        # The [clat] entry is no run-time EAM entry: the error says so.
+        cp = x.cli("eamt", "remove", t.clat_v4_prefix, check=False)
+        assert cp.returncode != 0 and "the [clat] entry" in cp.stdout + cp.stderr, cp
+        # [clat] ipv6 inside the discovered prefix: refused, the old one kept.
+        bad = base.replace(
+            f'ipv6 = "{t.clat_v6_prefix}"', 'ipv6 = "2001:db8:64::100/124"'
+        )
+        assert bad != base
+        log = _reload(x, bad, "reload rejected")
+        assert "overlaps the EAM entry" in log, log
+        assert f'ipv6 = "{t.clat_v6_prefix}"' in e.pool6()
+        assert ping(t.lab, t.app, t.srv_v4, count=1).returncode == 0, x.log()
+    finally:
+        e.close()

@@ -23,6 +23,13 @@ pub struct State {
     pub settings: Settings,
     /// pool6 in use (from the file, or discovered by RFC 7050).
     pub pool6: Option<Ipv6Prefix>,
+    /// CLAT: the prefix discovery last found (it is in use while the file
+    /// sets no pool6); None if pool6 came from the file at start (no
+    /// discovery runs then).
+    pub discovered: Option<Ipv6Prefix>,
+    /// CLAT: a reload removed pool6 from the file; the discovery thread
+    /// looks it up again at once.
+    pub discover_now: bool,
     /// `[[eamt]]` entries in use, run-time changes included (without `[clat]`).
     pub eamt: Vec<EamEntry>,
     pub routes: Routes,
@@ -109,6 +116,16 @@ fn build_translator(
     let mut eff = s.clone();
     eff.pool6 = pool6;
     let all: Vec<EamEntry> = s.clat.iter().chain(eamt.iter()).copied().collect();
+    // As `xlat check` refuses for a pool6 in the file; here also for a
+    // discovered one (at start, on reload, on re-discovery).
+    if let Some(p) = pool6 {
+        if let Some(e) = all.iter().find(|e| p.overlaps(&e.v6)) {
+            return Err(format!(
+                "pool6 {p} overlaps the EAM entry {} {}",
+                e.v4, e.v6
+            ));
+        }
+    }
     let cfg = eff.core_config(&all)?;
     match (s.mode, nat64) {
         (Mode::Nat64, Some(st)) => Ok(Engine::Nat64(
@@ -205,6 +222,15 @@ impl Daemon {
                     return Err(format!("{p}: not an IPv4 or IPv6 prefix"));
                 };
                 if eamt.len() == before {
+                    let clat = st.settings.clat.iter().any(|e| {
+                        p.parse::<Ipv4Prefix>().is_ok_and(|p4| e.v4 == p4)
+                            || p.parse::<Ipv6Prefix>().is_ok_and(|p6| e.v6 == p6)
+                    });
+                    if clat {
+                        return Err(format!(
+                            "{p}: the [clat] entry, not removable at run time (change [clat] in the file and reload)"
+                        ));
+                    }
                     return Err(format!("{p}: no such eamt entry"));
                 }
                 self.apply(&mut st, eamt)?;
@@ -254,8 +280,14 @@ impl Daemon {
     /// when it differs from the running one.
     pub fn set_discovered_pool6(&self, p: Ipv6Prefix, how: &str) {
         let mut st = self.state.lock().unwrap();
-        if st.settings.mode != Mode::Clat || st.settings.pool6.is_some() {
-            return; // a reload put pool6 in the file: that one rules
+        if st.settings.mode != Mode::Clat {
+            return;
+        }
+        if st.settings.pool6.is_some() {
+            // A reload put pool6 in the file: that one rules (this one is
+            // used again if a reload removes it).
+            st.discovered = Some(p);
+            return;
         }
         if st.pool6 == Some(p) {
             return;
@@ -275,6 +307,7 @@ impl Daemon {
         self.update_fast(&st.settings, Some(p), &st.eamt);
         st.routes = update_routes(&st.routes, &st.settings, Some(p), &st.eamt);
         let old = st.pool6.replace(p);
+        st.discovered = Some(p);
         if let Some(c) = self.stats.discovery.get() {
             c.changes.fetch_add(1, Ordering::Relaxed);
         }
@@ -344,9 +377,21 @@ impl Daemon {
             }
             new.nat64 = old.nat64.clone();
         }
-        // CLAT without pool6 keeps the discovered prefix.
+        // CLAT without pool6 uses the discovered prefix. One that started
+        // with pool6 in its file runs no discovery: removing it needs a
+        // restart. One that discovered before looks the prefix up again at
+        // once when the file's pool6 goes (until then, the last one found).
+        let mut discover_now = false;
+        if new.mode == Mode::Clat && new.pool6.is_none() && old.pool6.is_some() {
+            if st.discovered.is_some() {
+                discover_now = true;
+            } else {
+                warn!("change needs a restart, ignored (pool6 discovery starts with the daemon)", "key" => "pool6");
+                new.pool6 = old.pool6;
+            }
+        }
         let pool6 = new.pool6.or(if new.mode == Mode::Clat {
-            st.pool6
+            st.discovered
         } else {
             None
         });
@@ -385,8 +430,9 @@ impl Daemon {
         st.settings = new;
         st.pool6 = pool6;
         st.eamt = eamt;
+        st.discover_now |= discover_now;
         self.stats.reloads.fetch_add(1, Ordering::Relaxed);
-        info!("configuration reloaded", "eamt_entries" => st.eamt.len());
+        info!("configuration reloaded", "eamt_entries" => st.eamt.len() + usize::from(st.settings.clat.is_some()));
     }
 }
 
@@ -490,6 +536,10 @@ fn pool6_refresh(
         while std::time::Instant::now() < until {
             if d.shared.stop.load(Ordering::Relaxed) {
                 return;
+            }
+            if std::mem::take(&mut d.state.lock().unwrap().discover_now) {
+                info!("pool6 removed from the file, discovering again");
+                break;
             }
             // Unsolicited RAs (RFC 8781) are read while waiting: a new
             // PREF64 is used at once, a withdrawn one is replaced now.
@@ -993,6 +1043,8 @@ pub fn run(path: &str) -> i32 {
             path: path.to_string(),
             settings,
             pool6,
+            discovered: pool6_lifetime.and(pool6),
+            discover_now: false,
             eamt,
             routes,
             nat64: nat64.clone(),
