@@ -412,6 +412,13 @@ pub fn check_pool6(p: &Ipv6Prefix) -> Result<(), String> {
     if p.addr().octets()[8] != 0 {
         return Err("bits 64-71 (the u-octet) must be zero (RFC 6052 section 2.2)".into());
     }
+    if p.addr().octets()[0] == 0xff {
+        // Translated packets would be sent to (or from) multicast groups.
+        return Err(
+            "a multicast prefix (ff00::/8) cannot hold unicast addresses (RFC 4291 section 2.7)"
+                .into(),
+        );
+    }
     Ok(())
 }
 
@@ -1449,6 +1456,15 @@ ipv6 = "2001:db8:9::/121"
         let ps = problems("pool6 = \n");
         assert_eq!(ps.len(), 1);
         assert_eq!(ps[0].key, "(syntax)");
+    }
+
+    /// A pool6 in ff00::/8 (here as RFC 7050 might hand it out) is refused.
+    #[test]
+    fn pool6_multicast_rejected() {
+        let ps = problems("pool6 = \"ff0e::/96\"\n");
+        assert!(has(&ps, "pool6", "multicast"), "{ps:?}");
+        assert!(check_pool6(&"ff0e::/96".parse().unwrap()).is_err());
+        assert!(check_pool6(&"2001:db8:64::/96".parse().unwrap()).is_ok());
     }
 
     #[test]
