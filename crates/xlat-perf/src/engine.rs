@@ -365,7 +365,7 @@ fn send_loop(ep: &Endpoints, spec: &TrialSpec, planned: u64) -> Result<TxOut, St
         enter_netns(ns)?;
     }
     let (sock, hdr) = sender_socket(ep)?;
-    crate::io_packet::boost();
+    crate::io_packet::boost(0);
     let fd = sock.as_raw_fd();
     // SAFETY: plain prctl with integer arguments (precise sleeps).
     unsafe {

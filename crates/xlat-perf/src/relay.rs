@@ -129,14 +129,14 @@ impl Config {
     }
 }
 
-/// Precise sleeps, and nice -10 like the tester's threads (env
-/// `XLAT_PERF_NICE`): a relay thread preempted by other work adds delay.
+/// Precise sleeps, and nice -10 (env `XLAT_PERF_NICE`): a relay thread
+/// preempted by other work adds delay to the known delay it emulates.
 fn timerslack() {
     // SAFETY: plain prctl with integer arguments (precise sleeps).
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
-    crate::io_packet::boost();
+    crate::io_packet::boost(-10);
 }
 
 fn wait_until(due: u64) {
