@@ -20,14 +20,10 @@
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use xlat_core::checksum;
+use xlat_core::translate::v4_to_v6::IPV6_MIN_MTU;
+use xlat_core::wire::icmp::{v4 as icmp4, v6 as icmp6};
+use xlat_core::wire::proto;
 
-const ICMP4_DEST_UNREACH: u8 = 3;
-const ICMP4_FRAG_NEEDED: u8 = 4;
-const ICMP6_PACKET_TOO_BIG: u8 = 2;
-const PROTO_ICMP: u8 = 1;
-const PROTO_ICMPV6: u8 = 58;
-/// RFC 8200 §5.
-const IPV6_MIN_MTU: u32 = 1280;
 /// RFC 791: every IPv4 host takes 68 bytes whole.
 const IPV4_MIN_MTU: u32 = 68;
 
@@ -45,18 +41,21 @@ pub enum TooBig {
 /// or Fragmentation Needed quoting at least the addresses of its packet.
 pub fn too_big(pkt: &[u8]) -> Option<TooBig> {
     match pkt.first()? >> 4 {
-        6 if pkt.len() >= 48 + 40 && pkt[6] == PROTO_ICMPV6 && pkt[40] == ICMP6_PACKET_TOO_BIG => {
+        6 if pkt.len() >= 48 + 40
+            && pkt[6] == proto::ICMPV6
+            && pkt[40] == icmp6::PACKET_TOO_BIG =>
+        {
             let d: [u8; 16] = pkt[48 + 24..48 + 40].try_into().ok()?;
             Some(TooBig::From6(Ipv6Addr::from(d)))
         }
         4 => {
             let ihl = usize::from(pkt[0] & 0xf) * 4;
             let icmp = pkt.get(ihl..)?;
-            if pkt[9] != PROTO_ICMP
+            if pkt[9] != proto::ICMP
                 || ihl < 20
                 || icmp.len() < 8 + 20
-                || icmp[0] != ICMP4_DEST_UNREACH
-                || icmp[1] != ICMP4_FRAG_NEEDED
+                || icmp[0] != icmp4::DEST_UNREACH
+                || icmp[1] != icmp4::FRAG_NEEDED
             {
                 return None;
             }
@@ -127,9 +126,9 @@ pub fn clamp(
         (TooBig::From6(to6), 4) => {
             let ihl = usize::from(out[0] & 0xf) * 4;
             if out.len() < ihl + 8
-                || out[9] != PROTO_ICMP
-                || out[ihl] != ICMP4_DEST_UNREACH
-                || out[ihl + 1] != ICMP4_FRAG_NEEDED
+                || out[9] != proto::ICMP
+                || out[ihl] != icmp4::DEST_UNREACH
+                || out[ihl + 1] != icmp4::FRAG_NEEDED
             {
                 return None;
             }
@@ -155,7 +154,7 @@ pub fn clamp(
         }
         // §4.2: the error is now ICMPv6 Packet Too Big.
         (TooBig::From4(to4), 6) => {
-            if out.len() < 48 || out[6] != PROTO_ICMPV6 || out[40] != ICMP6_PACKET_TOO_BIG {
+            if out.len() < 48 || out[6] != proto::ICMPV6 || out[40] != icmp6::PACKET_TOO_BIG {
                 return None;
             }
             let src: [u8; 16] = out[8..24].try_into().ok()?;
@@ -169,14 +168,14 @@ pub fn clamp(
             .into_iter()
             .flatten()
             .min()?;
-            let new = cur.min(bound).max(IPV6_MIN_MTU);
+            let new = cur.min(bound).max(IPV6_MIN_MTU as u32);
             if new == cur {
                 return None;
             }
             out[44..48].copy_from_slice(&new.to_be_bytes());
             out[42..44].fill(0);
             let plen = usize::from(u16::from_be_bytes([out[4], out[5]])).min(out.len() - 40);
-            let acc = checksum::pseudo_v6(&src, &dst, PROTO_ICMPV6, plen as u32);
+            let acc = checksum::pseudo_v6(&src, &dst, proto::ICMPV6, plen as u32);
             let c = checksum::finish(checksum::sum(acc, &out[40..40 + plen]));
             out[42..44].copy_from_slice(&c.to_be_bytes());
             Some(new)
@@ -196,11 +195,11 @@ mod tests {
         p[0] = 0x45;
         p[2..4].copy_from_slice(&48u16.to_be_bytes());
         p[8] = 64;
-        p[9] = PROTO_ICMP;
+        p[9] = proto::ICMP;
         p[12..16].copy_from_slice(&[198, 51, 100, 1]);
         p[16..20].copy_from_slice(&[192, 0, 2, 2]);
-        p[20] = ICMP4_DEST_UNREACH;
-        p[21] = ICMP4_FRAG_NEEDED;
+        p[20] = icmp4::DEST_UNREACH;
+        p[21] = icmp4::FRAG_NEEDED;
         p[26..28].copy_from_slice(&m.to_be_bytes());
         p[28] = 0x45;
         p[28 + 16..28 + 20].copy_from_slice(&d.octets());
@@ -215,15 +214,15 @@ mod tests {
         let mut p = vec![0u8; 40 + 8 + 40];
         p[0] = 0x60;
         p[4..6].copy_from_slice(&48u16.to_be_bytes());
-        p[6] = PROTO_ICMPV6;
+        p[6] = proto::ICMPV6;
         p[7] = 64;
         p[8..24].copy_from_slice(&s.octets());
         p[24..40].copy_from_slice(&d.octets());
-        p[40] = ICMP6_PACKET_TOO_BIG;
+        p[40] = icmp6::PACKET_TOO_BIG;
         p[44..48].copy_from_slice(&m.to_be_bytes());
         p[48] = 0x60;
         p[48 + 24..48 + 40].copy_from_slice(&inner_dst.octets());
-        let acc = checksum::pseudo_v6(&s, &d, PROTO_ICMPV6, 48);
+        let acc = checksum::pseudo_v6(&s, &d, proto::ICMPV6, 48);
         let c = checksum::finish(checksum::sum(acc, &p[40..]));
         p[42..44].copy_from_slice(&c.to_be_bytes());
         p
@@ -263,7 +262,7 @@ mod tests {
         let mut routes = |a: IpAddr| Some(if a.is_ipv6() { 1300 } else { 1400 });
         assert_eq!(clamp(&mut out, TooBig::From4(to4), &mut routes), Some(1300));
         assert_eq!(u32::from_be_bytes(out[44..48].try_into().unwrap()), 1300);
-        let acc = checksum::pseudo_v6(&s, &d, PROTO_ICMPV6, 48);
+        let acc = checksum::pseudo_v6(&s, &d, proto::ICMPV6, 48);
         assert!(checksum::verify(checksum::sum(acc, &out[40..])));
         // Already within the bounds: unchanged.
         let mut out = ptb(1290, s, d, v6("64:ff9b::c000:202"));
