@@ -97,6 +97,50 @@ def nsio(lab, ns, *args, timeout=20, check=True):
     return json.loads(cp.stdout) if cp.stdout.strip() else None
 
 
+def send_l2(lab, ns, mac: str, *frames_hex: str, ethertype: str = "0x0800"):
+    """Raw L3 packets (hex, nothing fixed up by the sender's kernel) from ``ns``'s
+    eth0 to the link-layer address ``mac``."""
+    return nsio(
+        lab,
+        ns,
+        "send-l2",
+        "--dev",
+        "eth0",
+        "--mac",
+        mac,
+        "--ethertype",
+        ethertype,
+        *frames_hex,
+    )
+
+
+def first_packet(lab, ns, bpf: str, verbose: bool = False):
+    """tcpdump (``-v`` if ``verbose``) in ``ns`` on eth0 for the first packet
+    matching ``bpf``, attached when this returns; read with ``first_packet_line``."""
+    v = ["-v"] if verbose else []
+    p = lab.spawn(
+        ns,
+        ["tcpdump", "-n", "-l", *v, "-c", "1", "-i", "eth0", bpf],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.5)  # tcpdump attaches
+    return p
+
+
+def first_packet_line(lab, p, timeout: float = 5) -> str:
+    """What ``first_packet``'s tcpdump printed within ``timeout`` s ("" if
+    nothing); the capture is stopped."""
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out = ""
+    finally:
+        lab.stop(p)
+    return out
+
+
 @contextlib.contextmanager
 def nsio_server(lab, ns, *args):
     """``with nsio_server(...) as p``: nsio.py in the background, stopped (by PID) on exit."""

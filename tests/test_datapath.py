@@ -18,7 +18,18 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import XLAT, Xlat, close_siit, mac_of, make_siit, need_xlat, nsio, ping
+from conftest import (
+    XLAT,
+    Xlat,
+    close_siit,
+    first_packet,
+    first_packet_line,
+    mac_of,
+    make_siit,
+    need_xlat,
+    ping,
+    send_l2,
+)
 from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 
@@ -298,30 +309,6 @@ def test_check_names_bad_datapath_keys(tmp_path):
     )
 
 
-def _first_packet(lab, ns, bpf: str):
-    """tcpdump in ``ns`` on eth0 for the first packet matching ``bpf``; read with
-    ``_first_packet_line``."""
-    p = lab.spawn(
-        ns,
-        ["tcpdump", "-n", "-l", "-c", "1", "-i", "eth0", bpf],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    time.sleep(0.5)  # tcpdump attaches
-    return p
-
-
-def _first_packet_line(lab, p) -> str:
-    try:
-        out, _ = p.communicate(timeout=5)
-    except subprocess.TimeoutExpired:
-        out = ""
-    finally:
-        lab.stop(p)
-    return out
-
-
 def _udp(side: str, t, port: int, payload: bytes) -> bytes:
     if side == "6":
         ip = IPv6(src=t.h6_addr, dst=t.h4_v6, hlim=64)
@@ -357,37 +344,14 @@ def test_frames_to_another_link_address_are_not_translated(datapath):
             before = x.stats()
             # The first of them to arrive: a frame not for the router would
             # come before the control frame, sent last.
-            cap = _first_packet(
+            cap = first_packet(
                 t.lab, dst_ns, "udp and (dst port 9998 or dst port 9999)"
             )
             for mac in wrong:
-                nsio(
-                    t.lab,
-                    src_ns,
-                    "send-l2",
-                    "--dev",
-                    "eth0",
-                    "--mac",
-                    mac,
-                    "--ethertype",
-                    et,
-                    bad,
-                )
+                send_l2(t.lab, src_ns, mac, bad, ethertype=et)
             time.sleep(0.3)
-            mac = mac_of(t.lab, t.router, dev)
-            nsio(
-                t.lab,
-                src_ns,
-                "send-l2",
-                "--dev",
-                "eth0",
-                "--mac",
-                mac,
-                "--ethertype",
-                et,
-                good,
-            )
-            out = _first_packet_line(t.lab, cap)
+            send_l2(t.lab, src_ns, mac_of(t.lab, t.router, dev), good, ethertype=et)
+            out = first_packet_line(t.lab, cap)
             assert ".9998:" not in out, (
                 f"side {side}: a frame not for the router went on: {out}"
             )

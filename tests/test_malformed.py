@@ -17,7 +17,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import mac_of, nsio, ping
+from conftest import mac_of, ping, send_l2
 from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.inet6 import (
     ICMPv6DestUnreach,
@@ -173,18 +173,12 @@ def _send(t, side: str, pkt: bytes, count: int = 1) -> None:
         ns, dev, ethertype = t.h4, t.dev4, "0x0800"
     else:
         ns, dev, ethertype = t.h6, t.dev6, "0x86dd"
-    mac = mac_of(t.lab, t.router, dev)
-    nsio(
+    send_l2(
         t.lab,
         ns,
-        "send-l2",
-        "--dev",
-        "eth0",
-        "--mac",
-        mac,
-        "--ethertype",
-        ethertype,
+        mac_of(t.lab, t.router, dev),
         *[pkt.hex()] * count,
+        ethertype=ethertype,
     )
 
 

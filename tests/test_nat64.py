@@ -25,6 +25,7 @@ from conftest import (
     nsio,
     nsio_bg,
     ping,
+    send_l2,
 )
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment, fragment6
@@ -286,10 +287,7 @@ def test_rfc6146_3_4_out_of_order_fragments_held(env):
         t.lab, t.h4, "udp-recv", "--bind", t.h4_addr, "--port", 7320, "--timeout", 5
     )
     try:
-        nsio(
-            t.lab, t.c1, "send-l2", "--dev", "eth0", "--mac", mac,
-            "--ethertype", "0x86dd", *frags,
-        )  # fmt: skip
+        send_l2(t.lab, t.c1, mac, *frags, ethertype="0x86dd")
         out, _ = rx.communicate(timeout=10)
     finally:
         if rx.poll() is None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 
 import pytest
 from conftest import (
     DATAPATHS,
     close_siit,
+    first_packet,
     iperf3,
     mac_of,
     make_siit,
@@ -24,6 +24,7 @@ from conftest import (
     nsio_bg,
     nsio_server,
     ping,
+    send_l2,
 )
 from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.inet6 import ICMPv6PacketTooBig, IPv6
@@ -223,17 +224,8 @@ def test_udp_checksum_zero_dropped_by_default(siit_mod):
         t.lab, t.h6, "udp-recv", "--bind", "::", "--port", 7100, "--timeout", 2
     )
     good = IP(src=t.h4_addr, dst=t.h6_v4) / UDP(sport=40000, dport=7100) / b"good"
-    nsio(t.lab, t.h4, "send-l2", "--dev", "eth0", "--mac", mac, bytes(good).hex())
-    nsio(
-        t.lab,
-        t.h4,
-        "send-l2",
-        "--dev",
-        "eth0",
-        "--mac",
-        mac,
-        _zero_csum_udp(t.h4_addr, t.h6_v4, 7100, b"zero"),
-    )
+    send_l2(t.lab, t.h4, mac, bytes(good).hex())
+    send_l2(t.lab, t.h4, mac, _zero_csum_udp(t.h4_addr, t.h6_v4, 7100, b"zero"))
     out, _ = rx.communicate(timeout=10)
 
     got = [bytes.fromhex(d["data"]) for d in json.loads(out)]
@@ -253,7 +245,7 @@ def test_udp_checksum_zero_amended(datapath):
             t.lab, t.h6, "udp-recv", "--bind", "::", "--port", 7101, "--timeout", 3
         )
         hexpkt = _zero_csum_udp(t.h4_addr, t.h6_v4, 7101, b"amend me")
-        nsio(t.lab, t.h4, "send-l2", "--dev", "eth0", "--mac", mac, hexpkt)
+        send_l2(t.lab, t.h4, mac, hexpkt)
         out, _ = rx.communicate(timeout=10)
 
         got = json.loads(out)
@@ -355,29 +347,11 @@ def test_pmtud_ipv6_link_1280(datapath):
 def _icmp_seen(t, ns: str, bpf: str, frame: bytes, src_ns: str, dev: str, et: str):
     """tcpdump -v in ``ns`` for the first packet matching ``bpf`` while ``frame``
     is sent from ``src_ns`` to the router's ``dev``; tcpdump's line(s)."""
-    cap = t.lab.spawn(
-        ns,
-        ["tcpdump", "-n", "-l", "-v", "-c", "1", "-i", "eth0", bpf],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    cap = first_packet(t.lab, ns, bpf, verbose=True)
     try:
-        time.sleep(0.5)  # tcpdump attaches
         mac = mac_of(t.lab, t.router, dev)
         for _ in range(3):
-            nsio(
-                t.lab,
-                src_ns,
-                "send-l2",
-                "--dev",
-                "eth0",
-                "--mac",
-                mac,
-                "--ethertype",
-                et,
-                frame.hex(),
-            )
+            send_l2(t.lab, src_ns, mac, frame.hex(), ethertype=et)
             try:
                 return cap.communicate(timeout=2)[0]
             except subprocess.TimeoutExpired:
