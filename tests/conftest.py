@@ -114,13 +114,13 @@ def send_l2(lab, ns, mac: str, *frames_hex: str, ethertype: str = "0x0800"):
     )
 
 
-def first_packet(lab, ns, bpf: str, verbose: bool = False):
-    """tcpdump (``-v`` if ``verbose``) in ``ns`` on eth0 for the first packet
-    matching ``bpf``, attached when this returns; read with ``first_packet_line``."""
-    v = ["-v"] if verbose else []
+def first_packet(lab, ns, bpf: str, flags: tuple[str, ...] = ()):
+    """tcpdump (with ``flags``, e.g. ``("-v",)``) in ``ns`` on eth0 for the first
+    packet matching ``bpf``, attached when this returns; read with
+    ``first_packet_line``."""
     p = lab.spawn(
         ns,
-        ["tcpdump", "-n", "-l", *v, "-c", "1", "-i", "eth0", bpf],
+        ["tcpdump", "-n", "-l", *flags, "-c", "1", "-i", "eth0", bpf],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -13,11 +13,10 @@ but no xlat counter can move for them.
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
-from conftest import mac_of, ping, send_l2
+from conftest import first_packet, first_packet_line, mac_of, ping, send_l2
 from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.inet6 import (
     ICMPv6DestUnreach,
@@ -225,32 +224,11 @@ def test_segments_left_answered_with_parameter_problem(siit_mod):
     before = x.stats()["icmp_errors_sent"]
     pkt = _v6() / IPv6ExtHdrRouting(type=253, segleft=1, addresses=["2001:db8::1"])
     pkt = pkt / ICMPv6EchoRequest(id=7, seq=1)
-    rx = t.lab.spawn(
-        t.h6,
-        [
-            "tcpdump",
-            "-n",
-            "-l",
-            "-c",
-            "1",
-            "-i",
-            "eth0",
-            "-vv",
-            "icmp6 and ip6[40] == 4",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    rx = first_packet(t.lab, t.h6, "icmp6 and ip6[40] == 4", flags=("-vv",))
     try:
-        time.sleep(0.5)  # tcpdump attaches
         _send(t, "6", bytes(pkt), count=1)
-        try:
-            out, _ = rx.communicate(timeout=3)
-        except subprocess.TimeoutExpired:
-            out = ""
     finally:
-        t.lab.stop(rx)
+        out = first_packet_line(t.lab, rx, timeout=3)
     assert "parameter problem" in out.lower(), "no ICMPv6 Parameter Problem came back"
     assert "pointer 43" in out or "octet 43" in out, out
     assert _wait_counter(x, "icmp_errors_sent", before + 1) == before + 1

@@ -347,7 +347,7 @@ def test_pmtud_ipv6_link_1280(datapath):
 def _icmp_seen(t, ns: str, bpf: str, frame: bytes, src_ns: str, dev: str, et: str):
     """tcpdump -v in ``ns`` for the first packet matching ``bpf`` while ``frame``
     is sent from ``src_ns`` to the router's ``dev``; tcpdump's line(s)."""
-    cap = first_packet(t.lab, ns, bpf, verbose=True)
+    cap = first_packet(t.lab, ns, bpf, flags=("-v",))
     try:
         mac = mac_of(t.lab, t.router, dev)
         for _ in range(3):
