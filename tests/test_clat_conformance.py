@@ -340,6 +340,38 @@ def test_rfc8781_s4_lifetime_0_withdraws_while_running():
         e.close()
 
 
+@pytest.mark.timeout(40)
+def test_rfc6877_no_pref64_from_the_customer_lan():
+    """RFC 6877 section 6.3 / RFC 8781 section 7: the CLAT learns the PLAT's prefix on
+    its IPv6 side. A host on the IPv4 LAN that sends a valid RA (link-local source,
+    hop limit 255) with a PREF64 must not choose where the CLAT sends all IPv4
+    traffic: the RA is ignored (counted, logged with the reason) and the prefix in use
+    stays. Before, RAs were read on every interface and pool6 moved to the LAN host's
+    prefix."""
+    e = Discover({"aaaa": WKA})
+    try:
+        t = e.t
+        assert "2001:db8:64::/96" in e.pool6(), e.clat.log()
+        # The app is IPv4-only; give its LAN interface a link-local address to send
+        # the RA from.
+        t.lab.sysctl(t.app, "net.ipv6.conf.eth0.disable_ipv6", 0)
+        e._bg(t.app, RA, "eth0", "255:2001:db8:66::/96@1800")
+        deadline = time.monotonic() + 10
+        while e.clat.stats()["pool6_ra_ignored"] < 1:
+            assert "2001:db8:66::/96" not in e.pool6(), e.clat.log()
+            assert time.monotonic() < deadline, e.pool6() + e.clat.log()
+            time.sleep(0.2)
+        time.sleep(1)
+        log = e.clat.log()
+        assert "arrived on the CLAT's customer side" in log, log
+        assert "overlaps 192.0.2.0/28" in log, log
+        assert "2001:db8:64::/96" in e.pool6(), log
+        assert e.clat.stats()["pool6_changes"] == 0, log
+        assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, log
+    finally:
+        e.close()
+
+
 @pytest.mark.timeout(30)
 def test_rfc6877_single_host_clat_translates_its_own_ipv4_stack():
     """RFC 6877 section 2 / docs/clat.md: a CLAT on the host itself (no LAN), its

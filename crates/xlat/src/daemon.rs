@@ -446,8 +446,9 @@ impl Daemon {
 fn discover_pool6(
     ra: &Result<std::os::fd::OwnedFd, String>,
     c: &crate::stats::DiscoveryCounters,
+    customer: &crate::rfc8781::CustomerSide,
 ) -> Result<(Ipv6Prefix, u32, &'static str), String> {
-    let r = discover_pool6_once(ra, c);
+    let r = discover_pool6_once(ra, c, customer);
     let n = if r.is_ok() { &c.ok } else { &c.failed };
     n.fetch_add(1, Ordering::Relaxed);
     r
@@ -456,6 +457,7 @@ fn discover_pool6(
 fn discover_pool6_once(
     ra: &Result<std::os::fd::OwnedFd, String>,
     c: &crate::stats::DiscoveryCounters,
+    customer: &crate::rfc8781::CustomerSide,
 ) -> Result<(Ipv6Prefix, u32, &'static str), String> {
     use std::time::Duration;
     let dns_done = AtomicBool::new(false);
@@ -469,6 +471,7 @@ fn discover_pool6_once(
                     Duration::from_secs(1),
                     done,
                     &c.ra_ignored,
+                    customer,
                 )
             })
         });
@@ -502,6 +505,16 @@ fn discover_pool6_once(
             Ok((d.prefix, d.ttl, "RFC 7050"))
         }
         (Err(e2), Err(e)) => Err(format!("{e}; {e2}")),
+    }
+}
+
+/// Where a CLAT must not learn pool6 from RAs (see
+/// [`crate::rfc8781::CustomerSide`]): its TUN, `[clat] ipv4` and the
+/// EAMT's IPv4 prefixes.
+fn customer_side(s: &Settings, eamt: &[EamEntry]) -> crate::rfc8781::CustomerSide {
+    crate::rfc8781::CustomerSide {
+        tun: s.tun.name.clone(),
+        v4: s.clat.iter().chain(eamt).map(|e| e.v4).collect(),
     }
 }
 
@@ -548,7 +561,12 @@ fn pool6_refresh(
                 continue;
             };
             let wait = std::time::Duration::from_millis(250);
-            let Some((src, opts)) = crate::rfc8781::read_ra(sock, wait, &mut buf, &c.ra_ignored)
+            let customer = {
+                let st = d.state.lock().unwrap();
+                customer_side(&st.settings, &st.eamt)
+            };
+            let Some((src, opts)) =
+                crate::rfc8781::read_ra(sock, wait, &mut buf, &c.ra_ignored, &customer)
             else {
                 continue;
             };
@@ -570,7 +588,11 @@ fn pool6_refresh(
                 }
             }
         }
-        let r = discover_pool6(&ra, &c);
+        let customer = {
+            let st = d.state.lock().unwrap();
+            customer_side(&st.settings, &st.eamt)
+        };
+        let r = discover_pool6(&ra, &c, &customer);
         if d.shared.stop.load(Ordering::Relaxed) {
             return;
         }
@@ -854,22 +876,24 @@ pub fn run(path: &str) -> i32 {
     };
     let pool6 = match (settings.mode, settings.pool6) {
         (_, Some(p)) => Some(p),
-        (Mode::Clat, None) => match discover_pool6(&ra_sock, &disc) {
-            Ok((p, lifetime, _)) => match config::check_pool6(&p) {
-                Ok(()) => {
-                    pool6_lifetime = Some(lifetime);
-                    Some(p)
-                }
+        (Mode::Clat, None) => {
+            match discover_pool6(&ra_sock, &disc, &customer_side(&settings, &settings.eamt)) {
+                Ok((p, lifetime, _)) => match config::check_pool6(&p) {
+                    Ok(()) => {
+                        pool6_lifetime = Some(lifetime);
+                        Some(p)
+                    }
+                    Err(e) => {
+                        error!("discovered pool6 is unusable", "pool6" => p, "reason" => e);
+                        return 1;
+                    }
+                },
                 Err(e) => {
-                    error!("discovered pool6 is unusable", "pool6" => p, "reason" => e);
+                    error!("cannot find pool6", "reason" => e);
                     return 1;
                 }
-            },
-            Err(e) => {
-                error!("cannot find pool6", "reason" => e);
-                return 1;
             }
-        },
+        }
         (Mode::Siit | Mode::Nat64, None) => None,
     };
     let eamt = settings.eamt.clone();

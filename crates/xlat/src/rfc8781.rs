@@ -1,13 +1,13 @@
 //! RFC 8781: the NAT64 prefix in Router Advertisements (the PREF64 option).
-//! Used by the CLAT as a fallback when RFC 7050 discovery finds nothing:
-//! one Router Solicitation per interface, then RAs are read for a few
-//! seconds.
+//! The CLAT's first source of pool6 (RFC 8781 §5.1, before RFC 7050): one
+//! Router Solicitation per interface of its IPv6 side, then RAs are read
+//! for a few seconds, and unsolicited ones while it runs.
 
 use std::net::Ipv6Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use xlat_core::addr::Ipv6Prefix;
+use xlat_core::addr::{Ipv4Prefix, Ipv6Prefix};
 
 const ND_ROUTER_SOLICIT: u8 = 133;
 const ND_ROUTER_ADVERT: u8 = 134;
@@ -80,6 +80,90 @@ pub fn ra_source_ok(src: &Ipv6Addr, hop_limit: Option<i32>) -> bool {
     link_local && hop_limit == Some(255)
 }
 
+/// The CLAT's customer side: its TUN and every interface holding an IPv4
+/// address whose subnet overlaps `[clat] ipv4` or an `[[eamt]]` IPv4
+/// prefix (the LAN whose hosts the CLAT translates). A PREF64 learnt there
+/// would let any host on the LAN choose where the CLAT sends all IPv4
+/// traffic, so RAs that arrive there are ignored and no Router
+/// Solicitation is sent there; the PLAT's prefix is announced on the
+/// IPv6 side (RFC 6877 §6.3, RFC 8781 §7).
+#[derive(Debug, Clone, Default)]
+pub struct CustomerSide {
+    /// The TUN's name.
+    pub tun: String,
+    /// `[clat] ipv4` and the IPv4 prefixes of the EAMT.
+    pub v4: Vec<Ipv4Prefix>,
+}
+
+impl CustomerSide {
+    /// Why interface `name`, with these IPv4 subnets, is on the customer
+    /// side; `None` when it is not.
+    pub fn reason(&self, name: &str, subnets: &[Ipv4Prefix]) -> Option<String> {
+        if name == self.tun {
+            return Some(format!("{name} is the CLAT's TUN"));
+        }
+        for s in subnets {
+            if let Some(c) = self.v4.iter().find(|c| c.overlaps(s)) {
+                return Some(format!(
+                    "{name} is on the customer side (its IPv4 subnet {s} overlaps {c})"
+                ));
+            }
+        }
+        None
+    }
+
+    /// [`Self::reason`] for the interface with index `ifindex`, as it is
+    /// now.
+    pub fn refuses(&self, ifindex: u32) -> Option<String> {
+        let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
+        // SAFETY: the buffer has the IF_NAMESIZE bytes if_indextoname needs.
+        let p = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: if_indextoname wrote a NUL-terminated name into `name`.
+        let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        self.reason(&name, &ipv4_subnets(&name))
+    }
+}
+
+/// The IPv4 subnets of the addresses on interface `name` (getifaddrs(3)).
+fn ipv4_subnets(name: &str) -> Vec<Ipv4Prefix> {
+    let mut out = vec![];
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list that is freed below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: `p` walks the list getifaddrs returned; every address
+        // of family AF_INET is a sockaddr_in.
+        unsafe {
+            let a = &*p;
+            let own = !a.ifa_name.is_null()
+                && std::ffi::CStr::from_ptr(a.ifa_name).to_bytes() == name.as_bytes();
+            if own
+                && !a.ifa_addr.is_null()
+                && i32::from((*a.ifa_addr).sa_family) == libc::AF_INET
+                && !a.ifa_netmask.is_null()
+            {
+                let addr = &*(a.ifa_addr as *const libc::sockaddr_in);
+                let mask = &*(a.ifa_netmask as *const libc::sockaddr_in);
+                let len = u32::from_be(mask.sin_addr.s_addr).count_ones() as u8;
+                let ip = std::net::Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr));
+                out.push(Ipv4Prefix::truncating(ip, len));
+            }
+            p = a.ifa_next;
+        }
+    }
+    // SAFETY: the list from getifaddrs above, freed once.
+    unsafe { libc::freeifaddrs(head) };
+    out
+}
+
 fn interfaces() -> Vec<u32> {
     let mut out = vec![];
     let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
@@ -99,8 +183,10 @@ fn interfaces() -> Vec<u32> {
     out
 }
 
-/// One datagram from the raw socket, with its source and hop limit.
-fn recv_with_hops(sock: &OwnedFd, buf: &mut [u8]) -> Option<(usize, Ipv6Addr, Option<i32>)> {
+/// One datagram from the raw socket: its length, source, hop limit and
+/// the index of the interface it came in on (the scope of its link-local
+/// source).
+fn recv_with_hops(sock: &OwnedFd, buf: &mut [u8]) -> Option<(usize, Ipv6Addr, Option<i32>, u32)> {
     let mut src: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -132,7 +218,12 @@ fn recv_with_hops(sock: &OwnedFd, buf: &mut [u8]) -> Option<(usize, Ipv6Addr, Op
             c = libc::CMSG_NXTHDR(&mh, c);
         }
     }
-    Some((n as usize, Ipv6Addr::from(src.sin6_addr.s6_addr), hops))
+    Some((
+        n as usize,
+        Ipv6Addr::from(src.sin6_addr.s6_addr),
+        hops,
+        src.sin6_scope_id,
+    ))
 }
 
 /// The raw ICMPv6 socket for RFC 8781, passing Router Advertisements only
@@ -203,6 +294,7 @@ pub fn discover_on(
     min_wait: Duration,
     enough: &std::sync::atomic::AtomicBool,
     ignored: &std::sync::atomic::AtomicU64,
+    customer: &CustomerSide,
 ) -> Result<(Ipv6Prefix, u32), String> {
     let mut buf = [0u8; 1500];
     loop {
@@ -221,6 +313,9 @@ pub fn discover_on(
     }
     let rs = [ND_ROUTER_SOLICIT, 0, 0, 0, 0, 0, 0, 0];
     for ix in interfaces() {
+        if customer.refuses(ix).is_some() {
+            continue;
+        }
         let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
         sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
         sa.sin6_addr.s6_addr = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
@@ -253,6 +348,7 @@ pub fn discover_on(
             left.min(Duration::from_millis(100)),
             &mut buf,
             ignored,
+            customer,
         ) else {
             continue;
         };
@@ -268,13 +364,14 @@ pub fn discover_on(
 
 /// Waits up to `timeout` for one valid Router Advertisement on `sock`:
 /// its source and PREF64 options (see [`pref64_options`]); RAs failing RFC
-/// 4861 §6.1.2 are counted in `ignored`, logged (the first 10) and give
-/// `None`.
+/// 4861 §6.1.2 or arriving on the `customer` side are counted in
+/// `ignored`, logged (the first 10) and give `None`.
 pub fn read_ra(
     sock: &OwnedFd,
     timeout: Duration,
     buf: &mut [u8],
     ignored: &std::sync::atomic::AtomicU64,
+    customer: &CustomerSide,
 ) -> Option<(Ipv6Addr, Vec<(Ipv6Prefix, u32)>)> {
     let mut p = libc::pollfd {
         fd: sock.as_raw_fd(),
@@ -285,7 +382,7 @@ pub fn read_ra(
     if unsafe { libc::poll(&mut p, 1, timeout.as_millis() as i32) } <= 0 {
         return None;
     }
-    let (n, src, hops) = recv_with_hops(sock, buf)?;
+    let (n, src, hops, ifindex) = recv_with_hops(sock, buf)?;
     if buf.first() != Some(&ND_ROUTER_ADVERT) {
         return None;
     }
@@ -294,6 +391,13 @@ pub fn read_ra(
         if ignored.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 10 {
             crate::warn!("Router Advertisement ignored (RFC 4861 6.1.2: source not link-local or hop limit not 255)",
                 "src" => src, "hop_limit" => hops.unwrap_or(-1));
+        }
+        return None;
+    }
+    if let Some(why) = customer.refuses(ifindex) {
+        if ignored.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 10 {
+            crate::warn!("Router Advertisement ignored (arrived on the CLAT's customer side)",
+                "src" => src, "reason" => why);
         }
         return None;
     }
@@ -455,6 +559,31 @@ mod tests {
         assert!(!ra_source_ok(&ll, Some(254)));
         assert!(!ra_source_ok(&ll, None));
         assert!(!ra_source_ok(&gua, Some(255)));
+    }
+
+    /// RFC 6877 §6.3 / RFC 8781 §7: the CLAT learns pool6 on its IPv6
+    /// side only. An RA from a host on the customer LAN (an interface
+    /// whose IPv4 subnet overlaps `[clat] ipv4` or the EAMT) or on the TUN
+    /// must not set the prefix.
+    #[test]
+    fn rfc8781_no_pref64_from_the_customer_side() {
+        let p = |s: &str| s.parse::<Ipv4Prefix>().unwrap();
+        let side = CustomerSide {
+            tun: "clat0".into(),
+            v4: vec![p("192.0.2.0/28"), p("198.18.7.0/24")],
+        };
+        // The LAN: 192.0.2.1/24 holds [clat] ipv4 192.0.2.0/28.
+        let why = side.reason("lan", &[p("192.0.2.0/24")]).unwrap();
+        assert!(why.contains("192.0.2.0/24 overlaps 192.0.2.0/28"), "{why}");
+        // A LAN address outside the /28 but its subnet overlapping it.
+        assert!(side.reason("lan", &[p("192.0.0.0/16")]).is_some());
+        // An EAMT prefix inside the interface's subnet.
+        assert!(side.reason("lan2", &[p("198.18.7.128/25")]).is_some());
+        assert!(side.reason("clat0", &[]).unwrap().contains("TUN"));
+        // The uplink: IPv6 only, or IPv4 elsewhere.
+        assert_eq!(side.reason("core", &[]), None);
+        assert_eq!(side.reason("core", &[p("10.0.0.0/8")]), None);
+        assert_eq!(side.reason("core", &[p("192.0.2.16/28")]), None);
     }
 
     #[test]

@@ -102,7 +102,8 @@ pub struct DiscoveryCounters {
     /// Times the prefix in use was replaced.
     pub changes: AtomicU64,
     /// Router Advertisements ignored (RFC 4861 §6.1.2: source not
-    /// link-local or hop limit not 255).
+    /// link-local or hop limit not 255; or from the customer side, see
+    /// `rfc8781::CustomerSide`).
     pub ra_ignored: AtomicU64,
 }
 
@@ -118,7 +119,7 @@ impl DiscoveryCounters {
         "pool6 discoveries that found a prefix (RFC 7050, RFC 8781).",
         "pool6 discoveries that found nothing (the prefix in use was kept).",
         "Times the pool6 prefix in use was replaced.",
-        "Router Advertisements ignored (source not link-local or hop limit not 255, RFC 4861 section 6.1.2).",
+        "Router Advertisements ignored (source not link-local or hop limit not 255, RFC 4861 section 6.1.2, or arrived on the CLAT's customer side).",
     ];
     fn read(&self) -> [u64; 4] {
         [
