@@ -452,6 +452,8 @@ def test_bad_parameters_fail_before_sending(lab):
         cp = perf("throughput", *args, check=False)
         assert cp.returncode == 2, (args, cp.stdout, cp.stderr)
         assert msg in cp.stderr, (args, cp.stderr)
+        # The line naming the parameter, not buried under the whole usage.
+        assert "usage:" not in cp.stderr, (args, cp.stderr)
     # Socket I/O: the source address must exist in the sender's namespace:
     # runtime error (exit 1) at bind, still before the first frame.
     cp = perf(

@@ -112,7 +112,7 @@ fn main() -> ExitCode {
     let mut parsed = match args::Args::parse(rest) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("xlat-perf: {e}\n{USAGE}");
+            eprintln!("xlat-perf: {e}\n(xlat-perf --help for the usage)");
             return ExitCode::from(2);
         }
     };
@@ -171,7 +171,13 @@ fn main() -> ExitCode {
             } else {
                 e
             };
-            eprintln!("xlat-perf: {cmd}: {e}\n{USAGE}");
+            // The usage only when the command itself is unknown: after a
+            // bad parameter, the one line that names it is the answer.
+            if e.starts_with("unknown command") {
+                eprintln!("xlat-perf: {e}\n{USAGE}");
+            } else {
+                eprintln!("xlat-perf: {cmd}: {e}\n(xlat-perf --help for the usage)");
+            }
             ExitCode::from(2)
         }
     }
