@@ -624,4 +624,27 @@ mod tests {
         p6[6] = 6;
         assert!(parse_udp(&p6).is_none(), "TCP is not ours");
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, .. ProptestConfig::default() })]
+
+        /// The Responder parses whatever comes through the DUT: any bytes,
+        /// shaped as IPv4 / IPv6 UDP more often, give a datagram whose
+        /// payload lies inside the packet, or nothing; never a panic.
+        #[test]
+        fn arbitrary_packets_never_panic(mut p in proptest::collection::vec(any::<u8>(), 0..120), v6 in any::<bool>()) {
+            if v6 && p.len() > 6 {
+                p[0] = 0x60;
+                p[6] = 17;
+            } else if p.len() > 9 {
+                p[0] = 0x45;
+                p[9] = 17;
+            }
+            if let Some((_, _, _, _, payload)) = parse_udp(&p) {
+                prop_assert!(payload.len() + 8 <= p.len());
+            }
+        }
+    }
 }

@@ -463,4 +463,96 @@ mod tests {
         ipv4_header_checksum(&mut again);
         assert_eq!(again, whole);
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1000, .. ProptestConfig::default() })]
+
+        /// Any bytes, shaped to look like ICMP fragments more often, never
+        /// panic, and the table never holds more than [`MAX_ENTRIES`]
+        /// datagrams; a completed datagram fits the buffer it was given.
+        #[test]
+        fn arbitrary_fragments_never_panic(
+            pkts in proptest::collection::vec(
+                (proptest::collection::vec(any::<u8>(), 0..1600), any::<bool>(), any::<bool>(), 0u64..8000),
+                1..24,
+            )
+        ) {
+            let mut r = Reassembler::new();
+            let mut now = 0;
+            let mut buf = vec![0u8; 70_000];
+            for (mut p, v6, fix_len, dt) in pkts {
+                let n = p.len();
+                if v6 && n >= 48 {
+                    p[0] = 0x60 | (p[0] & 0x0f);
+                    p[6] = 44;
+                    p[40] = 58;
+                    if fix_len {
+                        p[4..6].copy_from_slice(&((n - 40) as u16).to_be_bytes());
+                    }
+                } else if n >= 20 {
+                    p[0] = 0x45;
+                    p[9] = 1;
+                    if fix_len {
+                        p[2..4].copy_from_slice(&(n as u16).to_be_bytes());
+                    }
+                }
+                now += dt;
+                buf[100..100 + p.len()].copy_from_slice(&p);
+                if let Offer::Complete { len, .. } = r.offer(&mut buf, 100, p.len(), now) {
+                    prop_assert!(len <= 65_535);
+                }
+                prop_assert!(r.entries.len() <= MAX_ENTRIES);
+            }
+        }
+
+        /// RFC 791 §3.2: an ICMPv4 message cut into fragments (offsets in
+        /// units of 8 bytes) that arrive in any order is the original
+        /// packet again once the last one is in, and leaves no state.
+        #[test]
+        fn ipv4_fragments_in_any_order_reassemble(
+            n in 9usize..4000,
+            cuts in proptest::collection::vec(1usize..500, 1..8),
+            order in Just(()).prop_perturb(|_, mut rng| rng.random::<u64>()),
+        ) {
+            let (whole, _, _) = v4_frags(n, 8);
+            // Fragment boundaries: multiples of 8 inside the payload.
+            let mut at: Vec<usize> = cuts.iter().map(|c| (c * 8) % n / 8 * 8).filter(|&c| c > 0).collect();
+            // At least two fragments (one "fragment" is the whole packet).
+            at.extend([0, 8, n]);
+            at.sort_unstable();
+            at.dedup();
+            let mut frags: Vec<Vec<u8>> = at
+                .windows(2)
+                .map(|w| {
+                    let mut f = whole[..20].to_vec();
+                    f.extend_from_slice(&whole[20 + w[0]..20 + w[1]]);
+                    f[2..4].copy_from_slice(&((20 + w[1] - w[0]) as u16).to_be_bytes());
+                    let ff = (w[0] / 8) as u16 | if w[1] < n { 0x2000 } else { 0 };
+                    f[6..8].copy_from_slice(&ff.to_be_bytes());
+                    ipv4_header_checksum(&mut f);
+                    f
+                })
+                .collect();
+            // A permutation from the random seed (Fisher-Yates).
+            let mut seed = order;
+            for i in (1..frags.len()).rev() {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                frags.swap(i, (seed >> 33) as usize % (i + 1));
+            }
+            let mut r = Reassembler::new();
+            let last = frags.len() - 1;
+            for (i, f) in frags.iter().enumerate() {
+                let (o, out) = offer(&mut r, f, 0);
+                if i < last {
+                    prop_assert_eq!(o, Offer::Held);
+                } else {
+                    prop_assert!(matches!(o, Offer::Complete { .. }), "{:?}", o);
+                    prop_assert_eq!(&out, &whole);
+                }
+            }
+            prop_assert!(r.entries.is_empty());
+        }
+    }
 }

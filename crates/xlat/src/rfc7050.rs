@@ -531,4 +531,79 @@ mod tests {
         assert_eq!(all[1].to_string(), "[fe80::1%7]:53");
         assert_eq!(all[2].to_string(), "[::1]:53");
     }
+
+    use proptest::prelude::*;
+
+    /// One answer record for the generator: owner name compressed (a
+    /// pointer to the question) or spelled out, type, class, TTL, rdata.
+    fn record() -> impl Strategy<Value = (bool, u16, u16, u32, Vec<u8>)> {
+        (
+            any::<bool>(),
+            prop_oneof![Just(28u16), Just(1), Just(5), any::<u16>()],
+            prop_oneof![Just(1u16), any::<u16>()],
+            any::<u32>(),
+            prop_oneof![
+                proptest::collection::vec(any::<u8>(), 16),
+                proptest::collection::vec(any::<u8>(), 0..40),
+            ],
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, .. ProptestConfig::default() })]
+
+        /// A resolver's answer is untrusted input: any bytes give an
+        /// answer list or an error, never a panic (names with loops of
+        /// compression pointers included).
+        #[test]
+        fn arbitrary_responses_never_panic(
+            mut m in proptest::collection::vec(any::<u8>(), 0..600),
+            valid_header in any::<bool>(),
+        ) {
+            if valid_header && m.len() >= 12 {
+                m[..4].copy_from_slice(&[0x12, 0x34, 0x81, 0x80]);
+            }
+            let _ = parse_response(&m, 0x1234);
+            let _ = same_question(&build_query(0x1234), &m);
+        }
+
+        /// RFC 1035 §4.1 / RFC 7050 §3 as a model: the AAAA records of class
+        /// IN with 16 bytes of data are the answer, in order, with their
+        /// TTL (RFC 2181 §8: a TTL over 2^31 - 1 counts as 0); every other
+        /// record is skipped; cutting the message anywhere in the answers
+        /// is an error, not a shorter list.
+        #[test]
+        fn generated_responses_give_their_aaaa_records(
+            recs in proptest::collection::vec(record(), 0..6),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut m = response(0x1234, 0, &[]);
+            let q_end = m.len();
+            m[6..8].copy_from_slice(&(recs.len() as u16).to_be_bytes());
+            let mut want = vec![];
+            for (compressed, typ, class, ttl, rd) in &recs {
+                if *compressed {
+                    m.extend_from_slice(&[0xc0, 12]);
+                } else {
+                    m.extend_from_slice(b"\x08ipv4only\x04arpa\x00");
+                }
+                m.extend_from_slice(&typ.to_be_bytes());
+                m.extend_from_slice(&class.to_be_bytes());
+                m.extend_from_slice(&ttl.to_be_bytes());
+                m.extend_from_slice(&(rd.len() as u16).to_be_bytes());
+                m.extend_from_slice(rd);
+                if *typ == 28 && *class == 1 && rd.len() == 16 {
+                    let a: [u8; 16] = rd[..].try_into().unwrap();
+                    let ttl = if *ttl > i32::MAX as u32 { 0 } else { *ttl };
+                    want.push((Ipv6Addr::from(a), ttl));
+                }
+            }
+            prop_assert_eq!(parse_response(&m, 0x1234), Ok(want));
+            prop_assert_eq!(parse_response(&m, 0x1235).is_err(), true);
+            if !recs.is_empty() {
+                let at = q_end + cut.index(m.len() - q_end);
+                prop_assert!(parse_response(&m[..at], 0x1234).is_err());
+            }
+        }
+    }
 }

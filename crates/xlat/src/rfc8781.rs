@@ -605,4 +605,76 @@ mod tests {
         m[0] = 133;
         assert_eq!(parse_ra(&m), None);
     }
+
+    use proptest::prelude::*;
+
+    /// One RA option for the generator: a PREF64 (scaled lifetime, PLC,
+    /// 12 prefix bytes) or another option of 1-3 units of 8 bytes.
+    #[derive(Debug, Clone)]
+    enum Opt {
+        Pref64(u16, [u8; 12]),
+        Other(Vec<u8>),
+    }
+
+    fn opt() -> impl Strategy<Value = Opt> {
+        prop_oneof![
+            (any::<u16>(), any::<[u8; 12]>()).prop_map(|(sl, p)| Opt::Pref64(sl, p)),
+            (1u8..=3, any::<u8>()).prop_map(|(units, t)| {
+                let t = if t == OPT_PREF64 { 1 } else { t };
+                let mut o = vec![0u8; usize::from(units) * 8];
+                o[0] = t;
+                o[1] = units;
+                Opt::Other(o)
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, .. ProptestConfig::default() })]
+
+        /// Any bytes: no panic, and whatever comes out is an RFC 6052
+        /// prefix (length 32-96, u-octet zero).
+        #[test]
+        fn arbitrary_ras_never_panic(mut m in proptest::collection::vec(any::<u8>(), 0..300)) {
+            if m.len() > 1 {
+                m[0] = ND_ROUTER_ADVERT;
+                m[1] = 0;
+            }
+            for (p, _) in pref64_options(&m) {
+                prop_assert!([32, 40, 48, 56, 64, 96].contains(&p.len()));
+                prop_assert_eq!(p.addr().octets()[8], 0);
+            }
+        }
+
+        /// RFC 8781 §4 as a model: every PREF64 with a valid PLC (0-5) and
+        /// a zero u-octet comes out, in order, with lifetime = the 13-bit
+        /// scaled lifetime x 8 and the bits beyond the prefix length
+        /// cleared; other options are skipped.
+        #[test]
+        fn generated_ras_give_their_pref64_options(opts in proptest::collection::vec(opt(), 0..8)) {
+            let mut m = ra(&[]);
+            let mut want = vec![];
+            for o in &opts {
+                match o {
+                    Opt::Pref64(sl, p) => {
+                        m.extend_from_slice(&[OPT_PREF64, 2]);
+                        m.extend_from_slice(&sl.to_be_bytes());
+                        m.extend_from_slice(p);
+                        let len = [96u8, 64, 56, 48, 40, 32].get(usize::from(sl & 7)).copied();
+                        if let Some(len) = len {
+                            let mut a = [0u8; 16];
+                            a[..12].copy_from_slice(p);
+                            a[usize::from(len / 8)..].iter_mut().for_each(|b| *b = 0);
+                            if a[8] == 0 {
+                                let px = Ipv6Prefix::new(Ipv6Addr::from(a), len).unwrap();
+                                want.push((px, u32::from(sl >> 3) * 8));
+                            }
+                        }
+                    }
+                    Opt::Other(bytes) => m.extend_from_slice(bytes),
+                }
+            }
+            prop_assert_eq!(pref64_options(&m), want);
+        }
+    }
 }
