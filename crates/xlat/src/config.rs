@@ -1522,4 +1522,65 @@ ipv6 = "2001:db8:9::/121"
             assert!(has(&ps, "datapath.flow-entries", why), "{v}: {ps:?}");
         }
     }
+
+    use proptest::prelude::*;
+
+    /// A TOML value of any type, plausible or not.
+    fn toml_value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<i64>().prop_map(|v| v.to_string()),
+            any::<bool>().prop_map(|v| v.to_string()),
+            "[ -~&&[^\"\\\\]]{0,24}".prop_map(|v| format!("\"{v}\"")),
+            "[0-9a-f:./]{0,24}".prop_map(|v| format!("\"{v}\"")),
+            proptest::collection::vec("[0-9./:a-f]{0,20}", 0..3).prop_map(|v| format!(
+                "[{}]",
+                v.iter()
+                    .map(|x| format!("\"{x}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, .. ProptestConfig::default() })]
+
+        /// A bad config names the key and the reason and never panics: any
+        /// key of a valid file (SIIT, CLAT or NAT64) given any value
+        /// either parses or gives problems that each name a key and say why.
+        #[test]
+        fn any_value_for_any_key_gives_settings_or_named_problems(
+            base in 0usize..3,
+            line in any::<prop::sample::Index>(),
+            value in toml_value(),
+        ) {
+            let text = [
+                OK,
+                "mode = \"clat\"\n[clat]\nipv4 = \"192.0.0.1/32\"\nipv6 = \"2001:db8:aaaa::1/128\"\n[tun]\nipv4-routes = [\"0.0.0.0/0\"]\n",
+                "mode = \"nat64\"\npool6 = \"64:ff9b::/96\"\n[nat64]\nmax-sessions = 1000\nfiltering = \"endpoint-independent\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\nprotocol = \"udp\"\nports = \"2000-3000\"\n[nat64.timeouts]\nudp = 300\n",
+            ][base];
+            prop_assert!(parse(text).is_ok(), "{:?}", parse(text).err());
+            let lines: Vec<&str> = text.lines().collect();
+            let keyed: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].contains(" = ")).collect();
+            let i = keyed[line.index(keyed.len())];
+            let key = lines[i].split(" = ").next().unwrap();
+            let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+            out[i] = format!("{key} = {value}");
+            match parse(&out.join("\n")) {
+                Ok(_) => {}
+                Err(ps) => {
+                    prop_assert!(!ps.is_empty());
+                    for p in ps {
+                        prop_assert!(!p.key.is_empty() && !p.reason.is_empty(), "{:?}", p);
+                    }
+                }
+            }
+        }
+
+        /// Arbitrary text never panics the parser.
+        #[test]
+        fn arbitrary_text_never_panics(text in "[ -~\n]{0,200}") {
+            let _ = parse(&text);
+        }
+    }
 }
