@@ -373,6 +373,41 @@ def test_rfc6877_no_pref64_from_the_customer_lan():
 
 
 @pytest.mark.timeout(30)
+def test_sigterm_during_start_up_discovery_stops_at_once():
+    """Start-up discovery can take about 6 s (a silent resolver: 3 tries of 2 s). A
+    SIGTERM meanwhile (systemctl stop, Ctrl-C) stops the CLAT at once, cleanly (exit
+    0, logged), instead of after the discovery. Before, the signal waited for it."""
+    t = xlat464()
+    d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+    etc = Path("/etc/netns") / t.clat
+    try:
+        etc.mkdir(parents=True, exist_ok=True)
+        (etc / "resolv.conf").write_text("nameserver 2001:db8:c1::99\n")
+        x = Xlat(t.lab, t.clat, clat_toml(t, f"{d}/clat.sock", pool6=False), d, "clat")
+        x.start(wait_ready=False)
+        deadline = time.monotonic() + 5
+        while "msg=starting" not in x.log():
+            assert time.monotonic() < deadline, x.log()
+            time.sleep(0.05)
+        time.sleep(1)
+        assert x.alive(), x.log()
+        sent = time.monotonic()
+        x.signal(signal.SIGTERM)
+        rc = x.proc.wait(timeout=10)
+        took = time.monotonic() - sent
+        log = x.log()
+        assert rc == 0, log
+        assert took < 1.5, (took, log)
+        assert "stopped before start-up finished" in log, log
+        assert "cannot find pool6" not in log, log
+        x.stop()
+    finally:
+        t.close()
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(etc, ignore_errors=True)
+
+
+@pytest.mark.timeout(30)
 def test_rfc6877_single_host_clat_translates_its_own_ipv4_stack():
     """RFC 6877 section 2 / docs/clat.md: a CLAT on the host itself (no LAN), its
     IPv4 address from 192.0.0.0/29 (RFC 7335) put on the TUN, the IPv4 route(s) into

@@ -621,6 +621,39 @@ fn block_signals() -> libc::sigset_t {
     }
 }
 
+/// Runs `work` on a thread while this one keeps answering signals: `None`
+/// when SIGTERM or SIGINT came first (logged; the caller stops, and the
+/// thread ends with the process). A SIGHUP meanwhile is logged and
+/// ignored: there is no running configuration to reload yet.
+fn until_signal<T: Send + 'static>(
+    set: &libc::sigset_t,
+    what: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let h = std::thread::spawn(work);
+    let slice = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 50_000_000,
+    };
+    while !h.is_finished() {
+        // SAFETY: `set` and `slice` are valid for the call.
+        let s = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &slice) };
+        if s == libc::SIGTERM || s == libc::SIGINT {
+            let name = if s == libc::SIGTERM {
+                "SIGTERM"
+            } else {
+                "SIGINT"
+            };
+            info!("stopped before start-up finished", "signal" => name, "during" => what);
+            return None;
+        }
+        if s == libc::SIGHUP {
+            warn!("SIGHUP ignored: still starting", "during" => what);
+        }
+    }
+    Some(h.join().expect("start-up thread panicked"))
+}
+
 fn wait_signal(set: &libc::sigset_t) -> Option<i32> {
     let ts = libc::timespec {
         tv_sec: 1,
@@ -869,7 +902,7 @@ pub fn run(path: &str) -> i32 {
     let mut pool6_lifetime = None;
     let disc = Arc::new(crate::stats::DiscoveryCounters::default());
     // RFC 8781's raw socket, opened now (CAP_NET_RAW) for later discoveries.
-    let ra_sock = if settings.mode == Mode::Clat && settings.pool6.is_none() {
+    let mut ra_sock = if settings.mode == Mode::Clat && settings.pool6.is_none() {
         crate::rfc8781::open()
     } else {
         Err("RFC 8781: not used".to_string())
@@ -877,7 +910,18 @@ pub fn run(path: &str) -> i32 {
     let pool6 = match (settings.mode, settings.pool6) {
         (_, Some(p)) => Some(p),
         (Mode::Clat, None) => {
-            match discover_pool6(&ra_sock, &disc, &customer_side(&settings, &settings.eamt)) {
+            // Up to ~6 s: on a thread, so that SIGTERM still stops us now.
+            let customer = customer_side(&settings, &settings.eamt);
+            let d = disc.clone();
+            let found = until_signal(&sigset, "pool6 discovery", move || {
+                let r = discover_pool6(&ra_sock, &d, &customer);
+                (r, ra_sock)
+            });
+            let Some((found, sock)) = found else {
+                return 0;
+            };
+            ra_sock = sock;
+            match found {
                 Ok((p, lifetime, _)) => match config::check_pool6(&p) {
                     Ok(()) => {
                         pool6_lifetime = Some(lifetime);
