@@ -312,6 +312,28 @@ def test_rfc9693_validation_of_established_connections(lab):
     assert rep["all_validated"] is False
 
 
+# RFC 9693 section 4.5: the preliminary phase offers new connections at a
+# constant rate. A NAT44 that admits 5000 new connections/s with nft's
+# default bucket of 5 establishes every connection offered at 500/s (10 % of
+# its limit). Before, the stateful sender held frames back until a whole
+# batch (32) was due and sent them as one train: 371 of 2000 arrived.
+@pytest.mark.timeout(40)
+def test_rfc9693_connections_offered_at_a_constant_rate(lab):
+    s, r, d = router(lab, "ct state new limit rate over 5000/second drop", nat=True)
+    out = perf_json(
+        "validate",
+        *stateful(s, d, r),
+        "--connections",
+        "2000",
+        "--prelim-rate",
+        "500",
+        "--retries",
+        "4",
+    )
+    rep = out["repetitions"][0]
+    assert rep["established"] == 2000 and rep["validated"] == 2000, rep
+
+
 # RFC 9693 section 4.5 calibration: a NAT44 that admits new connections
 # through a token bucket of X = 10000/s and depth B = 400 (nft limit on ct
 # state new) establishes N = 8000 connections sent at rate R only if

@@ -19,7 +19,7 @@
 
 use crate::engine::{self, enter_netns, monotonic_ns, udp_checksum};
 use crate::mmsg::Mmsg;
-use crate::pace::BEHIND_TOLERANCE;
+use crate::pace::Pacer;
 use crate::payload;
 use crate::sockopt::{set_buf, set_recv_timeout, Buf};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -173,72 +173,6 @@ fn raw_sender(src: IpAddr) -> Result<OwnedFd, String> {
     Ok(owned)
 }
 
-/// Send schedule of one phase: frame `i` is due `i / rate` s after the
-/// start; sends what is due, at most a batch; gives up once it is certain to
-/// end later than `scheduled * (1 + 0.1%) + slack`.
-struct Sched {
-    start: std::time::Instant,
-    rate: u128,
-    total: u64,
-    batch: u64,
-    hard_stop: Duration,
-    max_lag: Duration,
-    aborted: bool,
-}
-
-impl Sched {
-    fn new(total: u64, rate: u64, batch: usize, slack_ns: u64) -> Sched {
-        let scheduled = total as f64 / rate as f64;
-        Sched {
-            start: std::time::Instant::now(),
-            rate: rate as u128,
-            total,
-            batch: batch as u64,
-            hard_stop: Duration::from_secs_f64(scheduled * (1.0 + BEHIND_TOLERANCE))
-                + Duration::from_nanos(slack_ns),
-            max_lag: Duration::ZERO,
-            aborted: false,
-        }
-    }
-    fn due_at(&self, idx: u64) -> Duration {
-        Duration::from_nanos((idx as u128 * 1_000_000_000 / self.rate) as u64)
-    }
-    fn next(&mut self, sent: u64) -> Option<usize> {
-        while sent < self.total {
-            let now = self.start.elapsed();
-            if now > self.hard_stop {
-                self.aborted = true;
-                return None;
-            }
-            let due = ((now.as_nanos() * self.rate / 1_000_000_000) as u64 + 1).min(self.total);
-            if due <= sent {
-                let last = sent + self.batch.min(self.total - sent) - 1;
-                let wake = self.due_at(last);
-                if wake > now {
-                    std::thread::sleep(wake - now);
-                }
-                continue;
-            }
-            let n = (due - sent).min(self.batch) as usize;
-            let last_sched = self.due_at(sent + n as u64 - 1);
-            if now > last_sched {
-                self.max_lag = self.max_lag.max(now - last_sched);
-            }
-            return Some(n);
-        }
-        None
-    }
-    fn past_hard_stop(&mut self) -> bool {
-        if self.start.elapsed() > self.hard_stop {
-            self.aborted = true;
-        }
-        self.aborted
-    }
-    fn behind(&self, sent: u64) -> bool {
-        self.aborted || sent < self.total || self.start.elapsed() > self.hard_stop
-    }
-}
-
 struct TxOut {
     sent: u64,
     send_errors: u64,
@@ -274,7 +208,10 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
     let t0 = std::time::Instant::now();
     'phases: for &(count, rate) in &d.phases {
         phase_start_ns.push(monotonic_ns());
-        let mut pacer = Sched::new(count, rate, batch, d.slack_ns);
+        // The stateless trials' schedule: no trains at low rates and owed
+        // frames spread after a stall (a DUT that polices new connections
+        // with a shallow bucket would drop them at any rate).
+        let mut pacer = Pacer::new(count, rate, batch).with_slack(Duration::from_nanos(d.slack_ns));
         let mut in_phase = 0u64;
         while let Some(n) = pacer.next(in_phase) {
             let ts = monotonic_ns();
@@ -304,7 +241,7 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
             }
         }
         max_lag = max_lag.max(pacer.max_lag);
-        if pacer.behind(in_phase) {
+        if pacer.behind(in_phase, pacer.elapsed()) {
             behind = true;
             break 'phases;
         }
