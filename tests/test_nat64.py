@@ -678,6 +678,75 @@ def test_issue7_rfc6146_3_5_2_tcp_fast_path_and_fin_by_slow_path():
         e.close()
 
 
+# The IPv4 server reads one byte and closes (FIN); the client's next data then finds
+# no socket and the server's kernel answers with a RST.
+FIN_THEN_RST_SERVER = textwrap.dedent(
+    """
+    import socket, sys, time
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((sys.argv[1], int(sys.argv[2])))
+    s.listen(1)
+    s.settimeout(15)
+    print("listening", file=sys.stderr, flush=True)
+    c, _ = s.accept()
+    c.recv(1)
+    c.close()
+    time.sleep(10)
+    """
+)
+FIN_THEN_RST_CLIENT = textwrap.dedent(
+    """
+    import socket, sys, time
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+    c.sendall(b"x")
+    time.sleep(0.5)
+    try:
+        c.sendall(b"y" * 100)
+        time.sleep(0.5)
+        c.sendall(b"z")
+        print("no reset")
+    except OSError as e:
+        print("reset", e.errno)
+    """
+)
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc7857_2_2_rst_after_fin_ends_the_session(datapath):
+    """RFC 7857 section 2.2: after a RST the session goes TCP_TRANS (here 2 s) after
+    the last packet. A server that closes (FIN) and then resets the client's late data
+    (HTTP lingering close, iperf3) moves the session V4 FIN RCV -> TRANS. Before, the
+    RST refreshed TCP_EST in V4 FIN RCV: the dead connection and its pool4 port stayed
+    2 h 4 min."""
+    e = Env(nat64="[nat64.timeouts]\ntcp-trans = 2\n", datapath=datapath)
+    try:
+        t, x = e.t, e.x
+        srv = t.lab.spawn(
+            t.h4,
+            [PY, "-c", FIN_THEN_RST_SERVER, t.h4_addr, "7500"],
+            stderr=subprocess.PIPE,
+        )
+        try:
+            assert b"listening" in srv.stderr.readline()
+            cp = t.lab.exec(
+                t.c1, [PY, "-c", FIN_THEN_RST_CLIENT, t.h4_v6, "7500"], timeout=15
+            )
+            assert cp.stdout.startswith("reset"), cp.stdout
+            remote = f"{t.h4_addr}#7500"
+            mine = [s for s in sessions(x, t.c1_addr) if s[3] == remote]
+            assert mine and mine[0][4] == "state=trans", (mine, x.log())
+            deadline = time.monotonic() + 8
+            while [s for s in sessions(x, t.c1_addr) if s[3] == remote]:
+                assert time.monotonic() < deadline, sessions(x, t.c1_addr)
+                time.sleep(0.25)
+        finally:
+            t.lab.stop(srv)
+    finally:
+        e.close()
+
+
 @pytest.mark.timeout(40)
 def test_issue7_flow_entries_full_map_sessions_stay_on_slow_path():
     """kind = "ebpf" with `[datapath] flow-entries = 4` (two cached sessions): the

@@ -125,13 +125,20 @@ pub fn step(state: TcpState, side: Side, flags: u8) -> Option<(TcpState, Lifetim
             }
         }
         // V4 FIN RCV: a V6 FIN -> V4 FIN + V6 FIN RCV with TCP_TRANS;
-        // anything else refreshes TCP_EST.
-        V4FinRcv => match (side, fin) {
-            (Side::V6, true) => (V4FinV6FinRcv, L::Trans),
+        // anything else refreshes TCP_EST. A RST ends the connection as in
+        // ESTABLISHED: TRANS with TCP_TRANS (RFC 7857 §2.2: after a RST the
+        // session goes 4 minutes after the last packet). RFC 6146's text
+        // has no RST case here, and refreshing TCP_EST kept a connection
+        // that a server closed with a FIN and then a RST (HTTP lingering
+        // close, iperf3) and its pool4 port for 2 h 4 min.
+        V4FinRcv => match (side, fin, rst) {
+            (_, _, true) => (Trans, L::Trans),
+            (Side::V6, true, _) => (V4FinV6FinRcv, L::Trans),
             _ => (V4FinRcv, L::Est),
         },
-        V6FinRcv => match (side, fin) {
-            (Side::V4, true) => (V4FinV6FinRcv, L::Trans),
+        V6FinRcv => match (side, fin, rst) {
+            (_, _, true) => (Trans, L::Trans),
+            (Side::V4, true, _) => (V4FinV6FinRcv, L::Trans),
             _ => (V6FinRcv, L::Est),
         },
         // Both FINs seen: packets pass, the lifetime is not refreshed.
@@ -178,8 +185,9 @@ mod tests {
     ///   again; else unchanged.
     /// - ESTABLISHED: V4 FIN -> V4 FIN RCV; V6 FIN -> V6 FIN RCV; RST ->
     ///   TRANS (TCP_TRANS); else TCP_EST again.
-    /// - V4 FIN RCV: V6 FIN -> V4 FIN + V6 FIN RCV (TCP_TRANS); else
-    ///   TCP_EST again. V6 FIN RCV symmetrically.
+    /// - V4 FIN RCV: V6 FIN -> V4 FIN + V6 FIN RCV (TCP_TRANS); RST from
+    ///   either side -> TRANS (TCP_TRANS, RFC 7857 §2.2); else TCP_EST
+    ///   again. V6 FIN RCV symmetrically.
     /// - V4 FIN + V6 FIN RCV: packets pass, lifetime untouched.
     /// - TRANS: RST -> unchanged; anything else -> ESTABLISHED (TCP_EST).
     #[test]
@@ -227,10 +235,15 @@ mod tests {
             (V4FinRcv, V6, FIN, Some((V4FinV6FinRcv, L::Trans))),
             (V4FinRcv, V4, ACK, Some((V4FinRcv, L::Est))),
             (V4FinRcv, V4, FIN, Some((V4FinRcv, L::Est))),
+            (V4FinRcv, V4, RST, Some((Trans, L::Trans))),
+            (V4FinRcv, V6, RST, Some((Trans, L::Trans))),
+            (V4FinRcv, V6, FIN | RST, Some((Trans, L::Trans))),
             (V6FinRcv, V4, ACK, Some((V6FinRcv, L::Est))),
             (V6FinRcv, V4, FIN, Some((V4FinV6FinRcv, L::Trans))),
             (V6FinRcv, V6, ACK, Some((V6FinRcv, L::Est))),
             (V6FinRcv, V6, FIN, Some((V6FinRcv, L::Est))),
+            (V6FinRcv, V4, RST, Some((Trans, L::Trans))),
+            (V6FinRcv, V6, RST, Some((Trans, L::Trans))),
             (V4FinV6FinRcv, V6, ACK, Some((V4FinV6FinRcv, L::Keep))),
             (V4FinV6FinRcv, V4, FIN, Some((V4FinV6FinRcv, L::Keep))),
             (V4FinV6FinRcv, V4, RST, Some((V4FinV6FinRcv, L::Keep))),
