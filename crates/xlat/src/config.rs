@@ -401,6 +401,19 @@ impl Ctx {
     }
 }
 
+/// What to tell the operator when `pool6` is the Well-Known Prefix and
+/// `allow-wkp-non-global` is off: packets to non-global IPv4 addresses
+/// (RFC 1918, the documentation ranges...) are dropped without an ICMP
+/// error (RFC 6052 §3.1), which looks like a black hole in a lab.
+/// `pool6`: the prefix in use (in NAT64 mode, none means the default WKP).
+pub fn wkp_note(s: &Settings, pool6: Option<Ipv6Prefix>) -> Option<&'static str> {
+    let wkp = "64:ff9b::/96".parse::<Ipv6Prefix>().ok()?;
+    let pool6 = pool6.or((s.mode == Mode::Nat64).then_some(wkp));
+    (pool6 == Some(wkp) && !s.allow_wkp_non_global).then_some(
+        "pool6 is the Well-Known Prefix 64:ff9b::/96: packets to non-global IPv4 addresses (RFC 1918, documentation ranges, ...) are dropped (RFC 6052 section 3.1, counter wkp_non_global); allow-wkp-non-global = true translates them",
+    )
+}
+
 /// RFC 6052 §2.2: length 32/40/48/56/64/96 and bits 64..71 (the u-octet) zero.
 pub fn check_pool6(p: &Ipv6Prefix) -> Result<(), String> {
     if !POOL6_LENGTHS.contains(&p.len()) {
@@ -1521,6 +1534,23 @@ ipv6 = "2001:db8:9::/121"
             ));
             assert!(has(&ps, "datapath.flow-entries", why), "{v}: {ps:?}");
         }
+    }
+
+    /// RFC 6052 §3.1: with the WKP, non-global IPv4 destinations are
+    /// dropped; the operator is told so unless allow-wkp-non-global is on.
+    #[test]
+    fn rfc6052_3_1_wkp_note() {
+        let nat = "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n";
+        let s = parse(nat).unwrap();
+        assert!(wkp_note(&s, None).unwrap().contains("wkp_non_global"));
+        let s = parse(&format!("allow-wkp-non-global = true\n{nat}")).unwrap();
+        assert_eq!(wkp_note(&s, None), None);
+        let s = parse(OK).unwrap();
+        assert!(wkp_note(&s, s.pool6).is_some()); // SIIT with 64:ff9b::/96
+        assert_eq!(
+            wkp_note(&s, Some("2001:db8:64::/96".parse().unwrap())),
+            None
+        );
     }
 
     use proptest::prelude::*;

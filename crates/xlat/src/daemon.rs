@@ -313,6 +313,9 @@ impl Daemon {
         }
         info!("pool6 changed (re-discovery)", "pool6" => p,
             "old" => old.map(|o| o.to_string()).unwrap_or_default(), "source" => how);
+        if let Some(n) = config::wkp_note(&st.settings, Some(p)) {
+            info!("note", "about" => "pool6", "text" => n);
+        }
     }
 
     /// SIGHUP: re-read the file; keep the old config if it is invalid.
@@ -940,6 +943,9 @@ pub fn run(path: &str) -> i32 {
         }
         (Mode::Siit | Mode::Nat64, None) => None,
     };
+    if let Some(n) = config::wkp_note(&settings, pool6) {
+        info!("note", "about" => "pool6", "text" => n);
+    }
     let eamt = settings.eamt.clone();
     let nat64 = if settings.mode == Mode::Nat64 {
         match crate::nat64d::build_state(&settings.nat64) {

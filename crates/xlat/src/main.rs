@@ -163,6 +163,9 @@ fn check(path: &str) -> i32 {
                     eprintln!("warning: {k} = {v}: below the RFC minimum of {min} s (accepted)");
                 }
             }
+            if let Some(n) = config::wkp_note(&s, s.pool6) {
+                eprintln!("note: {n}");
+            }
             0
         }
         Err(ps) => {
