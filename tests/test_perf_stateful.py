@@ -510,6 +510,44 @@ def test_config_file_values_overrides_and_errors(lab, tmp_path):
     assert forwarded() == before, "nothing was sent on a bad config"
 
 
+# Bad stateful parameters give a clear error before any frame leaves: a rate over
+# the media maximum (exit 2), a frame whose IP packet is over the route's MTU (the
+# raw socket would send fragments, which are no test frames) and a Responder address
+# its namespace does not have (the result would be 0 instead of an error; exit 1).
+@pytest.mark.timeout(40)
+def test_stateful_bad_parameters_fail_before_sending(lab):
+    s, r, d = router(lab, "meta l4proto udp counter")
+
+    def forwarded() -> int:
+        return nft_counter(lab, r, "chain", "inet", "xlq", "xforward")
+
+    base = [*stateful(s, d, r), "--connections", "10"]
+    cases = [
+        (["cer", "--max-rate", "20000000"], 2, "over the media maximum 14880952"),
+        (["validate", "--prelim-rate", "20000000"], 2, "over the media maximum"),
+        (
+            ["cer", "--max-rate", "1000", "--link-gbps", "0.0005"],
+            2,
+            "over the media maximum 744 frames/s",
+        ),
+        (
+            ["cer", "--max-rate", "1000", "--frame-size", "2000"],
+            1,
+            "IP packet of 1982 bytes is over the MTU 1500",
+        ),
+        (
+            ["cer", "--max-rate", "1000", "--responder", "198.51.100.77"],
+            1,
+            "198.51.100.77: not an address of the receiving namespace",
+        ),
+    ]
+    for args, rc, msg in cases:
+        cp = perf(args[0], *base, *args[1:], check=False)
+        assert cp.returncode == rc, (args, cp.stdout, cp.stderr)
+        assert msg in cp.stderr, (args, cp.stderr)
+        assert forwarded() == 0, (args, "frames were sent")
+
+
 # RFC 9693 against xlat itself in NAT64 mode (RFC 6146; IPv6 Initiator,
 # IPv4 Responder reached as 64:ff9b::198.51.100.2): every connection of the
 # preliminary phase gets a session (the Responder sees pool4's address) and

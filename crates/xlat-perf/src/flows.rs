@@ -148,6 +148,36 @@ fn sockaddr_ip(ip: IpAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     (st, len as libc::socklen_t)
 }
 
+/// The MTU of the route to `dst` in this namespace (a UDP socket
+/// `connect`ed to it, which sends nothing; `IP_MTU` / `IPV6_MTU`).
+fn route_mtu(dst: IpAddr) -> Option<usize> {
+    let any: SocketAddr = if dst.is_ipv6() {
+        (Ipv6Addr::UNSPECIFIED, 0).into()
+    } else {
+        (Ipv4Addr::UNSPECIFIED, 0).into()
+    };
+    let s = std::net::UdpSocket::bind(any).ok()?;
+    s.connect(SocketAddr::new(dst, 9)).ok()?;
+    let (level, opt) = if dst.is_ipv6() {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_MTU)
+    };
+    let mut v: libc::c_int = 0;
+    let mut l = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: v and l are valid for writes of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            level,
+            opt,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut l,
+        )
+    };
+    (rc == 0 && v > 0).then_some(v as usize)
+}
+
 fn raw_sender(src: IpAddr) -> Result<OwnedFd, String> {
     let fam = if src.is_ipv6() {
         libc::AF_INET6
@@ -195,6 +225,18 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
     }
     let batch = d.batch.max(1);
     let len = payload::UDP_HEADER + d.payload;
+    // The raw socket would let the kernel fragment a frame over the MTU,
+    // and fragments are not test frames: refuse before sending.
+    let dst0 = (d.gen)(0).0;
+    let ip_len = payload::l3_header(dst0.is_ipv6()) + len;
+    if let Some(mtu) = route_mtu(dst0) {
+        if ip_len > mtu {
+            return Err(format!(
+                "--frame-size: its IP packet of {ip_len} bytes is over the MTU {mtu} of the route to {dst0}{} (it would leave fragmented)",
+                d.tx_netns.as_deref().map(|n| format!(" in {n}")).unwrap_or_default()
+            ));
+        }
+    }
     let mut out = Mmsg::with_names(batch, len, sockaddr_ip(d.src).0);
     let planned = d.planned();
     let mut send_ns = if d.record_send_times {
@@ -341,6 +383,15 @@ fn recv_loop(
     let setup = (|| {
         if let Some(ns) = &d.rx_netns {
             enter_netns(ns)?;
+        }
+        // The frames are addressed to rx_addr: an address this namespace
+        // does not have would give a result of 0 instead of an error.
+        if let Err(e) = std::net::UdpSocket::bind((d.rx_addr, 0)) {
+            return Err(format!(
+                "{}: not an address of the receiving namespace {} ({e})",
+                d.rx_addr,
+                d.rx_netns.as_deref().unwrap_or("(current)")
+            ));
         }
         packet_socket()
     })();
