@@ -451,6 +451,10 @@ def test_rfc9693_throughput_with_filled_state_table(lab):
     for t in rep["trials"]:
         if t["valid"]:
             assert t["preliminary"]["received"] == 1000, t
+    # One direction: no aggregate; the short trials and wait are flagged.
+    assert rep["per_direction"] is False and "aggregate_throughput_fps" not in rep
+    assert any("--duration 1" in w for w in out["warnings"]), out["warnings"]
+    assert any("--wait 0.1" in w for w in out["warnings"]), out["warnings"]
 
 
 # Config file (issue 5): every parameter in TOML, the command line

@@ -858,7 +858,12 @@ fn verdict(t: &Trial) -> String {
 }
 
 fn row(rep: usize, step: &str, t: &Trial) -> (String, String) {
-    let vr = t.validation.as_ref().map_or(0, |v| v.received);
+    // "-" (table) and empty (CSV) when no validation ran (JSON: null).
+    let vr = t
+        .validation
+        .as_ref()
+        .map_or(String::new(), |v| v.received.to_string());
+    let vt = if vr.is_empty() { "-" } else { vr.as_str() };
     let p2: u64 = t.phase2.iter().map(|(_, d)| d.received).sum();
     let p2p: u64 = t.phase2.iter().map(|(_, d)| d.planned).sum();
     (
@@ -867,7 +872,7 @@ fn row(rep: usize, step: &str, t: &Trial) -> (String, String) {
             t.connections,
             t.rate,
             t.prelim.received,
-            vr,
+            vt,
             t.phase2_rate,
             format!("{p2}/{p2p}"),
             verdict(t)
@@ -974,9 +979,21 @@ pub fn run(p: &SParams) -> Result<String, String> {
                         p.prelim_rate
                     ));
                 }
-                push("throughput with filled state table", "frames/s", lo as f64);
+                // Bidirectional: each direction at the rate (RFC 8219
+                // section 7.1 reports it per direction; the sum is given too).
+                let both = p.direction == Direction::Bidirectional;
+                let name = if both {
+                    "throughput with filled state table, per direction"
+                } else {
+                    "throughput with filled state table"
+                };
+                push(name, "frames/s", lo as f64);
                 res.push(("throughput_fps", J::u(lo)));
                 res.push(("upper_bound_fps", J::u(hi)));
+                res.push(("per_direction", J::Bool(both)));
+                if both {
+                    res.push(("aggregate_throughput_fps", J::u(2 * lo)));
+                }
                 for t in &log {
                     rows.push(row(rep, "tput", t));
                 }
@@ -1033,6 +1050,20 @@ pub fn run(p: &SParams) -> Result<String, String> {
             res.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         ));
     }
+    // Departures from the RFCs' procedures, as the stateless tests report.
+    let mut warnings = Vec::new();
+    if p.wait < 2.0 {
+        warnings.push(format!(
+            "--wait {}: frames later than this are lost; RFC 2544 section 23 waits 2 s",
+            p.wait
+        ));
+    }
+    if p.test == STest::StateThroughput && p.duration < 60.0 {
+        warnings.push(format!(
+            "--duration {}: shorter than the 60 s of RFC 8219 section 7.1 (RFC 2544 section 24)",
+            p.duration
+        ));
+    }
     if p.json {
         return Ok(J::obj(vec![
             ("mode", J::s(p.test.name())),
@@ -1040,6 +1071,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
             ("environment", measure::environment()),
             ("repetitions", J::Arr(reps)),
             ("summary", measure::headline_json(&headline)),
+            ("warnings", J::Arr(warnings.into_iter().map(J::s).collect())),
         ])
         .render());
     }
@@ -1074,6 +1106,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
     for (name, unit, v) in &headline {
         out.push(measure::summary_line(name, unit, v, &|x| format!("{x:.0}")));
     }
+    out.extend(warnings.iter().map(|w| format!("WARNING: {w}")));
     Ok(out.join("\n"))
 }
 
