@@ -369,9 +369,14 @@ impl SParams {
         })
     }
 
+    /// Every parameter of the run; an option the test does not take (say
+    /// `duration` for `cer`) is left out rather than shown at its default.
     fn to_json(&self) -> J {
         let ns = |n: &Option<String>| n.clone().map_or(J::Null, J::s);
-        J::obj(vec![
+        let keys = known_keys(self.test);
+        let taken =
+            |k: &str| !OPTION_FIELDS.contains(&k) || keys.contains(&k.replace('_', "-").as_str());
+        let fields = vec![
             ("test", J::s(self.test.name())),
             ("procedure", J::s(self.test.section())),
             ("initiator_netns", ns(&self.initiator_netns)),
@@ -419,9 +424,26 @@ impl SParams {
                 "io",
                 J::s("raw IPPROTO_UDP sockets (sendmmsg); AF_PACKET receivers"),
             ),
-        ])
+        ];
+        J::obj(fields.into_iter().filter(|(k, _)| taken(k)).collect())
     }
 }
+
+/// The JSON parameters that only some tests take (see [`known_keys`]).
+const OPTION_FIELDS: &[&str] = &[
+    "connections",
+    "prelim_rate",
+    "max_rate",
+    "error",
+    "max_trials",
+    "direction",
+    "duration",
+    "c0",
+    "beta",
+    "gamma",
+    "capacity_error",
+    "max_connections",
+];
 
 /// The tuple numbers a trial uses: `n` numbers from `base` on (modulo the
 /// space), in a pseudorandom order (each used exactly once).
@@ -1240,6 +1262,13 @@ mod tests {
         .unwrap();
         assert_eq!(ok.frame_size, 84);
         assert_eq!(ok.connections, 10_000);
+        // The JSON parameters are those the test takes.
+        let j = ok.to_json().render();
+        assert!(
+            j.contains("\"connections\"") && j.contains("\"max_rate\""),
+            "{j}"
+        );
+        assert!(!j.contains("\"duration\"") && !j.contains("\"c0\""), "{j}");
         let e = SParams::from_args(
             STest::Cer,
             &args(&[
