@@ -33,7 +33,8 @@ from lab.workloads.http import Nginx
 
 
 def step(title: str) -> None:
-    print(f"\n\033[1m=== {title}\033[0m", flush=True)
+    bold, end = ("\033[1m", "\033[0m") if sys.stdout.isatty() else ("", "")
+    print(f"\n{bold}=== {title}{end}", flush=True)
 
 
 def show(cp: subprocess.CompletedProcess) -> None:
@@ -137,8 +138,14 @@ def demo() -> int:
     print(report.console_table(run))
     print(f"full report with plots: {md}")
     step(f"namespaces removed; demo took {time.monotonic() - t0:.0f} s")
-    ok = all(d in run["trials"] for d in ("xlat",))
-    return 0 if ok else 1
+    # The demo's point: xlat translated the scenario's traffic. A trial of it
+    # that failed (an error, not a measured low figure) fails the demo.
+    trials = run["trials"].get("xlat", {})
+    bad = [k for k, t in trials.items() if t.get("status") not in ("ok", "unsupported")]
+    if not trials or bad:
+        print(f"xlat trials that did not finish: {bad or 'all'}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main() -> int:

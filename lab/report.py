@@ -196,7 +196,15 @@ def summary_table(run: dict, part: dict) -> str:
             out.append(f"| {d} | FAILED: {err} |" + " |" * (len(labels) - 1))
             continue
         m = dict(rows)[d]
-        out.append(_row(d, *(_f(m.get(lab, (None,))[0], _spec(lab)) for lab in labels)))
+        out.append(
+            _row(
+                d,
+                *(
+                    _f(m.get(lab, (None,))[0], _spec(lab)) + _mark(run, d, lab)
+                    for lab in labels
+                ),
+            )
+        )
     ref = part.get("reference")
     bases = [ref] if ref in dict(rows) else _baselines(run, duts)
     if bases and len(rows) > 1:
@@ -214,10 +222,29 @@ def summary_table(run: dict, part: dict) -> str:
                 rs = []
                 for b in bases:
                     bv = dict(rows)[b].get(lab, (None,))[0] if b in dict(rows) else None
-                    rs.append(f"{v / bv:.2f}" if v is not None and bv else "–")
+                    mk = _mark(run, d, lab) or _mark(run, b, lab)
+                    rs.append(f"{v / bv:.2f}{mk}" if v is not None and bv else "–")
                 cells.append(" / ".join(rs))
             out.append(_row(d, *cells))
+    if any(_mark(run, d, lab) for d, _ in rows for lab in labels):
+        out += [
+            "",
+            (
+                "† the zero-loss search had invalid trials (the sender fell behind its "
+                "schedule; the DUT lost no frame in them): the figure may be the "
+                "tester's limit, not the DUT's, and a ratio with † compares such figures."
+            ),
+        ]
     return "\n".join(out)
+
+
+def _mark(run: dict, dut: str, label: str) -> str:
+    """ " †" for the summary's zero-loss throughput of ``dut`` when its search had
+    invalid trials (see the "Throughput by frame size" table)."""
+    if not label.startswith("throughput, min frames"):
+        return ""
+    r = res(run, dut, "throughput/min")
+    return " †" if r and r.get("invalid_trials") else ""
 
 
 # -- plots ---------------------------------------------------------------------------

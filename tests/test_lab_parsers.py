@@ -297,3 +297,25 @@ def test_rfc9693_report_row():
         ">= 16,000 at 65,625 conn/s",
         "no (fresh 4-tuples only)",
     ]
+
+
+def test_summary_marks_tester_limited_throughput():
+    """The summary (what `make demo` prints) marks a zero-loss figure whose search had
+    invalid trials (the sender fell behind: the tester's limit, not the DUT's), and
+    every ratio that uses it, with a footnote; a clean search has no mark."""
+    from lab import report
+
+    def thr(fps, invalid):
+        return {"status": "ok", "result": {"fps": fps, "invalid_trials": invalid}}
+
+    run = {
+        "duts": {"kernel-v6": {"role": "baseline"}, "xlat": {}},
+        "trials": {
+            "kernel-v6": {"throughput/min": thr(200_000, 3)},
+            "xlat": {"throughput/min": thr(100_000, 0)},
+        },
+    }
+    t = report.summary_table(run, {"duts": ["kernel-v6", "xlat"]})
+    assert "200,000 †" in t and "100,000 †" not in t, t
+    assert "0.50 †" in t, t  # xlat / kernel-v6: the baseline is tester-limited
+    assert "the tester's limit" in t, t
