@@ -15,12 +15,22 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Xlat, close_siit, make_siit, need_tool, need_xlat, ping
+from conftest import (
+    PY,
+    ROOT,
+    Xlat,
+    close_siit,
+    make_siit,
+    need_tool,
+    need_xlat,
+    ping,
+)
 
 from lab.netns import Lab, run
 
@@ -400,6 +410,19 @@ def test_check_rejects_unusable_values(tmp_path, text, key):
     assert cp.stdout.startswith(f"error: {key}: "), cp.stdout
 
 
+# 40 TCP clients of the metrics endpoint and 40 of the control socket (argv[1])
+# that connect and say nothing for 10 s.
+IDLE_CLIENTS = """
+import socket, sys, time
+c = [socket.create_connection(("127.0.0.1", 9464)) for _ in range(40)]
+u = [socket.socket(socket.AF_UNIX) for _ in range(40)]
+for s in u:
+    s.connect(sys.argv[1])
+print("idle", flush=True)
+time.sleep(10)
+"""
+
+
 def _scrape(lab, ns, url: str) -> str:
     deadline = time.monotonic() + 5
     while True:
@@ -457,5 +480,21 @@ def test_metrics_parse_as_prometheus_text_and_move():
         assert js["translated_6to4_packets"] >= 4
         # A query string does not make it a different page.
         assert "xlat_packets_total" in _scrape(t.lab, t.router, url + "?x=1")
+        # 40 clients that connect and say nothing hold up neither a scrape nor
+        # `xlat stats` (before, each one past the 8th cost the next scrape its
+        # 2 s read timeout: 11.8 s with 40, past Prometheus' 10 s).
+        idle = t.lab.spawn(
+            t.router,
+            [PY, "-c", IDLE_CLIENTS, x.sock],
+            stdout=subprocess.PIPE,
+        )
+        try:
+            assert idle.stdout.readline().strip() == b"idle"
+            t0 = time.monotonic()
+            assert "xlat_packets_total" in _scrape(t.lab, t.router, url)
+            x.cli("stats")
+            assert time.monotonic() - t0 < 1.5, time.monotonic() - t0
+        finally:
+            t.lab.stop(idle)
     finally:
         close_siit(t, x)

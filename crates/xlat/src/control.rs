@@ -50,18 +50,25 @@ pub fn bind(path: &str, owner: Option<(u32, u32)>) -> std::io::Result<UnixListen
 }
 
 /// Clients served at the same time by the control socket and the metrics
-/// endpoint (each); one more is served by the accepting thread itself.
+/// endpoint (each), on threads of their own.
 pub const MAX_CLIENTS: usize = 8;
+/// Accepted clients that have sent nothing yet, at most (each); past it
+/// the oldest is closed.
+pub const MAX_WAITING: usize = 256;
+/// How long an accepted client may take to start its request.
+pub const IDLE_LIMIT: Duration = Duration::from_secs(2);
 
 /// The accept loop of the control socket and the metrics endpoint: until
 /// `stop` is set, accepts clients (`accept` on the non-blocking listener
-/// `fd`) and runs `serve` for each on a thread of its own (named `what`,
-/// which also names the listener in logs) while fewer than
-/// [`MAX_CLIENTS`] are in flight, else on this thread. A client that stalls
-/// until its timeout does not hold up the others (a Prometheus scrape and
-/// `xlat stats` at the same time), and a flood of clients cannot start
-/// unbounded threads.
-pub fn accept_clients<S: Send + 'static>(
+/// `fd`) and keeps them waiting until they have sent something; a client
+/// with data is served by `serve` on a thread of its own (named `what`,
+/// which also names the listener in logs), at most [`MAX_CLIENTS`] at a
+/// time. A client that connects and says nothing never holds a thread: it
+/// is closed after [`IDLE_LIMIT`] (or when [`MAX_WAITING`] newer ones
+/// wait), so idle connections, however many, do not hold up a Prometheus
+/// scrape or `xlat stats`, and a flood of clients cannot start unbounded
+/// threads.
+pub fn accept_clients<S: Send + AsRawFd + 'static>(
     fd: std::os::fd::RawFd,
     what: &'static str,
     stop: &AtomicBool,
@@ -70,37 +77,71 @@ pub fn accept_clients<S: Send + 'static>(
 ) {
     let serve = Arc::new(serve);
     let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut waiting: std::collections::VecDeque<(S, std::time::Instant)> = Default::default();
     while !stop.load(Ordering::Relaxed) {
-        match accept() {
-            Ok(s) => {
-                if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
-                    busy.fetch_sub(1, Ordering::AcqRel);
-                    serve(s);
-                    continue;
+        loop {
+            match accept() {
+                Ok(s) => {
+                    if waiting.len() >= MAX_WAITING {
+                        waiting.pop_front();
+                    }
+                    waiting.push_back((s, std::time::Instant::now()));
                 }
-                let (b, f) = (busy.clone(), serve.clone());
-                let spawned = std::thread::Builder::new()
-                    .name(what.into())
-                    .spawn(move || {
-                        f(s);
-                        b.fetch_sub(1, Ordering::AcqRel);
-                    });
-                if spawned.is_err() {
-                    // No thread for it (resources exhausted): the client is dropped.
-                    busy.fetch_sub(1, Ordering::AcqRel);
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    crate::warn!("accept failed", "listener" => what, "error" => e);
+                    std::thread::sleep(Duration::from_millis(100));
+                    break;
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let mut p = libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                unsafe { libc::poll(&mut p, 1, 250) };
+        }
+        waiting.retain(|(_, t)| t.elapsed() < IDLE_LIMIT);
+        // While every thread is busy, only new clients are watched (a
+        // waiting client with data stays readable until a thread is free).
+        let full = busy.load(Ordering::Acquire) >= MAX_CLIENTS;
+        let mut fds = vec![libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        if !full {
+            fds.extend(waiting.iter().map(|(s, _)| libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }));
+        }
+        let timeout = if full { 20 } else { 250 };
+        // SAFETY: `fds` is a live array of fds.len() pollfds.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        if full {
+            continue;
+        }
+        // Readable (a request, or a hang-up): to a thread, newest index first
+        // so that the indices of the others stay valid.
+        let ready: Vec<usize> = (1..fds.len())
+            .filter(|&i| fds[i].revents != 0)
+            .map(|i| i - 1)
+            .collect();
+        for i in ready.into_iter().rev() {
+            if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+                busy.fetch_sub(1, Ordering::AcqRel);
+                break;
             }
-            Err(e) => {
-                crate::warn!("accept failed", "listener" => what, "error" => e);
-                std::thread::sleep(Duration::from_millis(100));
+            let Some((s, _)) = waiting.remove(i) else {
+                busy.fetch_sub(1, Ordering::AcqRel);
+                continue;
+            };
+            let (b, f) = (busy.clone(), serve.clone());
+            let spawned = std::thread::Builder::new()
+                .name(what.into())
+                .spawn(move || {
+                    f(s);
+                    b.fetch_sub(1, Ordering::AcqRel);
+                });
+            if spawned.is_err() {
+                // No thread for it (resources exhausted): the client is dropped.
+                busy.fetch_sub(1, Ordering::AcqRel);
             }
         }
     }
@@ -123,13 +164,33 @@ pub fn serve(l: UnixListener, handler: Handler, stop: Arc<AtomicBool>) {
     );
 }
 
+/// Longest request line, its newline included.
+const MAX_REQUEST: u64 = 4096;
+
 fn handle(s: UnixStream, handler: &Handler) {
     let mut line = String::new();
-    let mut r = BufReader::new(s.take(4096));
+    let mut r = BufReader::new(s.take(MAX_REQUEST));
     if r.read_line(&mut line).is_err() {
         return;
     }
     let mut s = r.into_inner().into_inner();
+    if line.len() as u64 >= MAX_REQUEST && !line.ends_with('\n') {
+        // Cut short: what was read is not the request that was sent. The
+        // rest of the line is read and dropped (up to 1 MiB) so that the
+        // client is not reset before it reads the answer.
+        let _ = s.write_all(format!("error: request longer than {MAX_REQUEST} bytes\n").as_bytes());
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut rest = [0u8; 4096];
+        let mut left = 1usize << 20;
+        while left > 0 {
+            match s.read(&mut rest) {
+                Ok(0) | Err(_) => break,
+                Ok(n) if rest[..n].contains(&b'\n') => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+        return;
+    }
     let req = line.trim();
     crate::debug!("control request", "request" => req);
     let resp = match handler(req) {
@@ -154,8 +215,12 @@ pub fn request(path: &str, req: &str) -> Result<String, String> {
     s.write_all(format!("{req}\n").as_bytes())
         .map_err(|e| format!("{path}: {e}"))?;
     let mut out = String::new();
-    s.read_to_string(&mut out)
-        .map_err(|e| format!("{path}: {e}"))?;
+    s.read_to_string(&mut out).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            format!("{path}: no answer from the daemon within 10 s")
+        }
+        _ => format!("{path}: {e}"),
+    })?;
     match out.split_once('\n') {
         Some(("ok", body)) => Ok(body.to_string()),
         Some((first, _)) => Err(first.strip_prefix("error: ").unwrap_or(first).to_string()),
@@ -189,10 +254,9 @@ mod tests {
         assert_eq!(request(&path, "nope").unwrap_err(), "unknown command nope");
         // A second daemon must not steal a live socket.
         assert!(bind(&path, None).is_err());
-        // Clients that connect and say nothing (until their 2 s timeout) do
-        // not hold up the next one, up to MAX_CLIENTS at a time (one more
-        // is served by the accepting thread itself).
-        let silent: Vec<UnixStream> = (0..MAX_CLIENTS - 1)
+        // Clients that connect and say nothing, many more than MAX_CLIENTS,
+        // do not hold up the next one: they hold no thread.
+        let silent: Vec<UnixStream> = (0..5 * MAX_CLIENTS)
             .map(|_| UnixStream::connect(&path).unwrap())
             .collect();
         std::thread::sleep(Duration::from_millis(300));
@@ -204,6 +268,11 @@ mod tests {
             t0.elapsed()
         );
         drop(silent);
+        // A request cut at the length limit is refused, not run cut short.
+        let long = format!("stats{}", " ".repeat(5000));
+        assert!(request(&path, &long)
+            .unwrap_err()
+            .contains("longer than 4096"));
         stop.store(true, Ordering::Relaxed);
         t.join().unwrap();
         let _ = std::fs::remove_dir_all(&dir);
