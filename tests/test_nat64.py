@@ -363,6 +363,15 @@ def test_rfc6146_static_bib_ipv4_client_reaches_ipv6_server(env):
         "bib", "add", "udp", "2001:db8:6::2#9001", "192.0.2.1#9001", check=False
     )
     assert bad.returncode != 0 and "pool4" in bad.stderr, bad.stderr
+    # Entries no IPv6 host can use are refused and change nothing.
+    for v6, why in (("64:ff9b::1#9002", "inside pool6"), ("ff02::1#9002", "multicast")):
+        bad = env.x.cli("bib", "add", "udp", v6, f"{POOL4_ADDR}#9002", check=False)
+        assert bad.returncode != 0 and why in bad.stderr, bad.stderr
+    bad = env.x.cli(
+        "bib", "add", "udp", "2001:db8:6::2#0", f"{POOL4_ADDR}#9002", check=False
+    )
+    assert bad.returncode != 0 and "port 0" in bad.stderr, bad.stderr
+    assert f"{POOL4_ADDR}#9002" not in env.x.cli("bib", "show", "udp").stdout
     env.x.cli("bib", "remove", "udp", f"{POOL4_ADDR}#9000")
     assert f"{POOL4_ADDR}#9000" not in env.x.cli("bib", "show", "udp").stdout
 

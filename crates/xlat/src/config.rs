@@ -18,7 +18,7 @@ use xlat_core::translate::{TtlPolicy, DEFAULT_MTU_PLATEAUS};
 
 #[path = "config_nat64.rs"]
 mod nat64;
-pub use nat64::{proto_parse, ta4_parse, ta6_parse, Nat64Settings, StaticBib};
+pub use nat64::{proto_parse, static_bib_problem, ta4_parse, ta6_parse, Nat64Settings, StaticBib};
 
 /// RFC 6052 §2.2: the only prefix lengths allowed for pool6.
 pub const POOL6_LENGTHS: [u8; 6] = [32, 40, 48, 56, 64, 96];
@@ -774,6 +774,11 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
     if s.mode == Mode::Nat64 {
         if s.pool6.is_none() && !root.contains_key("pool6") {
             s.pool6 = Some("64:ff9b::/96".parse().expect("static prefix"));
+        }
+        for b in &s.nat64.bib {
+            if let Some(why) = nat64::static_bib_problem(b.proto, &b.v6, &b.v4, s.pool6) {
+                ctx.err("nat64.bib", format!("{} {}", b.v6, b.v4), why);
+            }
         }
         if !s.eamt.is_empty() {
             ctx.err("eamt", "[...]", "not used with mode = \"nat64\"");

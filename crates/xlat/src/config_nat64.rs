@@ -83,6 +83,40 @@ pub fn proto_parse(s: &str) -> Option<Proto> {
 }
 
 /// `ADDR#PORT` (Jool's notation; `[ADDR]:PORT` is accepted for IPv6 too).
+/// Why a static BIB entry can never carry traffic, or `None`: a TCP or UDP
+/// port 0 (ports are 1-65535; an ICMP identifier may be 0), or an IPv6
+/// address that no IPv6 host can have behind the NAT64 (unspecified,
+/// loopback, multicast, link-local, IPv4-mapped, or inside `pool6`, whose
+/// sources the NAT64 drops, RFC 6146 §3.5).
+pub fn static_bib_problem(
+    proto: Proto,
+    v6: &Ta6,
+    v4: &Ta4,
+    pool6: Option<Ipv6Prefix>,
+) -> Option<String> {
+    if proto != Proto::Icmp && (v6.port == 0 || v4.port == 0) {
+        return Some(format!("port 0: {} ports are 1-65535", proto.name()));
+    }
+    let a = v6.addr;
+    let seg = a.segments();
+    let class = if a.is_unspecified() {
+        Some("the unspecified address")
+    } else if a.is_loopback() {
+        Some("the loopback address")
+    } else if a.is_multicast() {
+        Some("a multicast address")
+    } else if seg[0] & 0xffc0 == 0xfe80 {
+        Some("a link-local address")
+    } else if a.to_ipv4_mapped().is_some() {
+        Some("an IPv4-mapped address")
+    } else if pool6.is_some_and(|p| p.contains(&a)) {
+        Some("inside pool6 (the NAT64 drops such sources)")
+    } else {
+        None
+    };
+    class.map(|c| format!("{a}: {c}, not an IPv6 host behind the NAT64"))
+}
+
 pub fn ta6_parse(s: &str) -> Option<Ta6> {
     let (a, p) = if let Some(rest) = s.strip_prefix('[') {
         let (a, p) = rest.split_once("]:")?;
@@ -338,6 +372,11 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                         }
                         continue;
                     };
+                    // (pool6 is checked once it is known, in config.rs.)
+                    if let Some(why) = static_bib_problem(proto, &v6, &v4, None) {
+                        ctx.err(path, format!("{v6} {v4}"), why);
+                        continue;
+                    }
                     if !n
                         .pool4
                         .iter()
@@ -519,7 +558,9 @@ impl Nat64Settings {
 #[cfg(test)]
 mod tests {
     use super::super::{parse, Mode, Problem};
-    use xlat_core::nat64::{Filtering, Proto};
+    use super::{static_bib_problem, ta6_parse};
+    use xlat_core::addr::Ipv6Prefix;
+    use xlat_core::nat64::{Filtering, Proto, Ta4};
 
     const OK: &str = r#"
 mode = "nat64"
@@ -609,6 +650,50 @@ ipv4 = "203.0.113.1#8080"
                 "{bad}: {ps:?}"
             );
         }
+    }
+
+    /// RFC 6146 §3.1 static BIB entries that could never carry traffic are
+    /// refused, in the file and at run time (the same check).
+    #[test]
+    fn static_bib_entries_that_cannot_work() {
+        let v4 = Ta4::new("203.0.113.1".parse().unwrap(), 8080);
+        let v6 = |s: &str| ta6_parse(s).unwrap();
+        let pool6: Option<Ipv6Prefix> = Some("64:ff9b::/96".parse().unwrap());
+        let p = |proto, a: &str, port4: u16| {
+            static_bib_problem(proto, &v6(a), &Ta4::new(v4.addr, port4), pool6)
+        };
+        assert_eq!(p(Proto::Tcp, "2001:db8:6::2#8080", 8080), None);
+        assert_eq!(
+            p(Proto::Icmp, "2001:db8:6::2#0", 0),
+            None,
+            "ICMP id 0 is fine"
+        );
+        assert!(p(Proto::Tcp, "2001:db8:6::2#0", 8080)
+            .unwrap()
+            .contains("port 0"));
+        assert!(p(Proto::Udp, "2001:db8:6::2#53", 0)
+            .unwrap()
+            .contains("port 0"));
+        for (a, what) in [
+            ("::#80", "unspecified"),
+            ("::1#80", "loopback"),
+            ("ff02::1#80", "multicast"),
+            ("fe80::1#80", "link-local"),
+            ("::ffff:1.2.3.4#80", "IPv4-mapped"),
+            ("64:ff9b::1#80", "inside pool6"),
+        ] {
+            assert!(p(Proto::Tcp, a, 80).unwrap().contains(what), "{a}");
+        }
+        let e = parse(
+            "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n\
+             [[nat64.bib]]\nprotocol = \"tcp\"\nipv6 = \"64:ff9b::1#80\"\nipv4 = \"203.0.113.1#80\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.iter()
+                .any(|p| p.key == "nat64.bib" && p.reason.contains("inside pool6")),
+            "{e:?}"
+        );
     }
 
     #[test]

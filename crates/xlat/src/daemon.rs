@@ -142,8 +142,12 @@ impl Daemon {
         let mut words = req.split_whitespace();
         let cmd = words.next().unwrap_or("");
         let args: Vec<&str> = words.collect();
-        if let Some(st) = self.state.lock().unwrap().nat64.clone() {
-            if let Some(r) = crate::nat64d::handle(&st, self.shared.now_ms(), cmd, &args) {
+        let (nat, pool6) = {
+            let st = self.state.lock().unwrap();
+            (st.nat64.clone(), st.pool6)
+        };
+        if let Some(st) = nat {
+            if let Some(r) = crate::nat64d::handle(&st, pool6, self.shared.now_ms(), cmd, &args) {
                 if cmd == "bib-remove" {
                     // The fast path must not carry the removed sessions on
                     // (until the background check reaches them otherwise).

@@ -115,6 +115,7 @@ fn tcp_state_name(s: TcpState) -> String {
 /// Control requests of mode = "nat64".
 pub fn handle(
     st: &Nat64State,
+    pool6: Option<xlat_core::addr::Ipv6Prefix>,
     now: u64,
     cmd: &str,
     args: &[&str],
@@ -147,6 +148,9 @@ pub fn handle(
             let proto = proto_parse(p).ok_or(format!("{p}: expected tcp, udp or icmp"))?;
             let v6 = ta6_parse(v6).ok_or(format!("{v6}: expected IPV6#PORT"))?;
             let v4 = ta4_parse(v4).ok_or(format!("{v4}: expected IPV4#PORT"))?;
+            if let Some(why) = crate::config::static_bib_problem(proto, &v6, &v4, pool6) {
+                return Err(why);
+            }
             st.add_static(proto, v6, v4, now).map_err(|e| match e {
                 BibError::Conflict => format!("{v6} or {v4}: already in a BIB entry"),
                 BibError::NotInPool4 => format!("{v4}: not a {} pool4 address", proto.name()),
