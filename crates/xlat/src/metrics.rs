@@ -46,7 +46,16 @@ fn respond(mut s: std::net::TcpStream, reg: &Registry) {
     let target = head.split_whitespace().nth(1).unwrap_or("");
     // A query string (`/metrics?name[]=...`) selects nothing here.
     let path = target.split('?').next().unwrap_or("");
-    let (status, body) = if !head.starts_with("GET ") {
+    // A request line is METHOD SP TARGET SP HTTP/x.y (RFC 9112 §3).
+    let line = head.lines().next().unwrap_or("");
+    let parts: Vec<&str> = line.split(' ').collect();
+    let is_request = parts.len() == 3 && parts[2].starts_with("HTTP/") && !parts[0].is_empty();
+    let mut allow = "";
+    let (status, body) = if !is_request {
+        ("400 Bad Request", "not an HTTP request\n".to_string())
+    } else if parts[0] != "GET" {
+        // RFC 9110 §15.5.6: a 405 names the methods that are allowed.
+        allow = "Allow: GET\r\n";
         ("405 Method Not Allowed", "only GET\n".to_string())
     } else if path == "/metrics" || path == "/" {
         ("200 OK", reg.snapshot().prometheus())
@@ -54,7 +63,7 @@ fn respond(mut s: std::net::TcpStream, reg: &Registry) {
         ("404 Not Found", "try /metrics\n".to_string())
     };
     let resp = format!(
-        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.0 {status}\r\n{allow}Content-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     let _ = s.write_all(resp.as_bytes());
@@ -92,6 +101,21 @@ mod tests {
         );
         assert!(out.contains("xlat_packets_total{direction=\"6to4\"} 7"));
         assert!(out.contains("xlat_drops_total{reason=\"ipv4_truncated\"} 0"));
+        let ask = |req: &[u8]| {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.write_all(req).unwrap();
+            let mut out = String::new();
+            c.read_to_string(&mut out).unwrap();
+            out
+        };
+        // RFC 9110 §15.5.6: a 405 says which methods are allowed.
+        let r = ask(b"POST /metrics HTTP/1.1\r\n\r\n");
+        assert!(
+            r.starts_with("HTTP/1.0 405") && r.contains("\r\nAllow: GET\r\n"),
+            "{r}"
+        );
+        assert!(ask(b"garbage\r\n\r\n").starts_with("HTTP/1.0 400"));
+        assert!(ask(b"GET /other HTTP/1.1\r\n\r\n").starts_with("HTTP/1.0 404"));
         stop.store(true, Ordering::Relaxed);
         t.join().unwrap();
     }
