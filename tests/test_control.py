@@ -118,6 +118,11 @@ def test_eamt_add_rejects_bad_entry(siit_fn):
     assert cp.returncode != 0
     cp = x.cli("eamt", "add", t.eamt[0][0], "2001:db8:7::/124", check=False)
     assert cp.returncode != 0, "overlapping EAM accepted"
+    # The sides swapped, and a prefix with host bits: each error says what is wrong.
+    cp = x.cli("eamt", "add", "2001:db8:6::20/124", "192.0.2.32/28", check=False)
+    assert "the IPv4 prefix comes first" in cp.stderr, cp.stderr
+    cp = x.cli("eamt", "remove", "192.0.2.1/28", check=False)
+    assert cp.returncode != 0 and "beyond the prefix length" in cp.stderr, cp.stderr
     assert x.alive()
 
 

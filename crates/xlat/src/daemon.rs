@@ -191,6 +191,11 @@ impl Daemon {
                 Ok(o)
             }
             ("eamt-add", [v4, v6]) => {
+                if v4.contains(':') && !v6.contains(':') {
+                    return Err(format!(
+                        "{v4} {v6}: the IPv4 prefix comes first (eamt add IPV4PREFIX IPV6PREFIX)"
+                    ));
+                }
                 let v4: Ipv4Prefix = v4.parse().map_err(|e| format!("{v4}: {e}"))?;
                 let v6: Ipv6Prefix = v6.parse().map_err(|e| format!("{v6}: {e}"))?;
                 let e = EamEntry { v4, v6 };
@@ -222,8 +227,12 @@ impl Daemon {
                     st.eamt.iter().filter(|e| e.v4 != p4).copied().collect()
                 } else if let Ok(p6) = p.parse::<Ipv6Prefix>() {
                     st.eamt.iter().filter(|e| e.v6 != p6).copied().collect()
+                } else if p.contains(':') {
+                    let e = p.parse::<Ipv6Prefix>().err().map(|e| e.to_string());
+                    return Err(format!("{p}: {}", e.unwrap_or_default()));
                 } else {
-                    return Err(format!("{p}: not an IPv4 or IPv6 prefix"));
+                    let e = p.parse::<Ipv4Prefix>().err().map(|e| e.to_string());
+                    return Err(format!("{p}: {}", e.unwrap_or_default()));
                 };
                 if eamt.len() == before {
                     let clat = st.settings.clat.iter().any(|e| {
