@@ -119,6 +119,9 @@ def test_auto_uses_ebpf_and_shutdown_detaches():
         x.signal(signal.SIGTERM)
         assert x.proc.wait(timeout=10) == 0, x.log()
         assert "eBPF fast path detached" in x.log()
+        # The log names the interfaces it was detached from.
+        line = next(ln for ln in x.log().splitlines() if "fast path detached" in ln)
+        assert topo.dev4 in line and topo.dev6 in line, line
         for dev in (topo.dev4, topo.dev6):
             assert "xlat_ingress" not in _tc_filters(topo.lab, topo.router, dev)
     finally:

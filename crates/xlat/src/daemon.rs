@@ -1224,10 +1224,11 @@ pub fn run(path: &str) -> i32 {
     // The fast path goes first, so nothing is translated by a half-stopped
     // daemon; its counters stay readable (zeros) for a last `xlat stats`.
     if let Some(mut f) = daemon.fast.lock().unwrap().take() {
+        let were = f.attached().join(",");
         for e in f.detach_all() {
             warn!("cannot detach the eBPF program", "error" => e);
         }
-        info!("eBPF fast path detached", "interfaces" => f.attached().join(","));
+        info!("eBPF fast path detached", "interfaces" => were);
     }
     shared.stop.store(true, Ordering::Relaxed);
     ctl_stop.store(true, Ordering::Relaxed);
