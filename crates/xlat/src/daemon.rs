@@ -15,7 +15,7 @@ use crate::config::{self, check_eam, check_eam_conflict, DatapathKind, Mode, Set
 use crate::datapath::{Engine, Shared, Worker};
 use crate::stats::Registry;
 use crate::tun::{self, Routes, Tun};
-use crate::{error, info, warn};
+use crate::{debug, error, info, warn};
 
 /// What the control plane may change at run time.
 pub struct State {
@@ -463,17 +463,22 @@ fn discover_pool6(
     ra: &Result<std::os::fd::OwnedFd, String>,
     c: &crate::stats::DiscoveryCounters,
     customer: &crate::rfc8781::CustomerSide,
+    in_use: Option<Ipv6Prefix>,
 ) -> Result<(Ipv6Prefix, u32, &'static str), String> {
-    let r = discover_pool6_once(ra, c, customer);
+    let r = discover_pool6_once(ra, c, customer, in_use);
     let n = if r.is_ok() { &c.ok } else { &c.failed };
     n.fetch_add(1, Ordering::Relaxed);
     r
 }
 
+/// `in_use`: the prefix the CLAT translates with; finding it again is
+/// logged at debug level only (a resolver that hands out a counting-down
+/// cached TTL makes the CLAT look again every 10-30 s).
 fn discover_pool6_once(
     ra: &Result<std::os::fd::OwnedFd, String>,
     c: &crate::stats::DiscoveryCounters,
     customer: &crate::rfc8781::CustomerSide,
+    in_use: Option<Ipv6Prefix>,
 ) -> Result<(Ipv6Prefix, u32, &'static str), String> {
     use std::time::Duration;
     let dns_done = AtomicBool::new(false);
@@ -513,11 +518,19 @@ fn discover_pool6_once(
                     info!("RFC 7050 prefix not used: PREF64 from RAs comes first (RFC 8781 5.1)", "rfc7050" => d.prefix, "pref64" => p);
                 }
             }
-            info!("pool6 discovered (RFC 8781 PREF64)", "pool6" => p, "lifetime" => l);
+            if in_use == Some(p) {
+                debug!("pool6 discovered (RFC 8781 PREF64)", "pool6" => p, "lifetime" => l);
+            } else {
+                info!("pool6 discovered (RFC 8781 PREF64)", "pool6" => p, "lifetime" => l);
+            }
             Ok((p, l, "RFC 8781"))
         }
         (Err(_), Ok(d)) => {
-            info!("pool6 discovered (RFC 7050)", "pool6" => d.prefix, "ttl" => d.ttl);
+            if in_use == Some(d.prefix) {
+                debug!("pool6 discovered (RFC 7050)", "pool6" => d.prefix, "ttl" => d.ttl);
+            } else {
+                info!("pool6 discovered (RFC 7050)", "pool6" => d.prefix, "ttl" => d.ttl);
+            }
             Ok((d.prefix, d.ttl, "RFC 7050"))
         }
         (Err(e2), Err(e)) => Err(format!("{e}; {e2}")),
@@ -604,11 +617,11 @@ fn pool6_refresh(
                 }
             }
         }
-        let customer = {
+        let (customer, in_use) = {
             let st = d.state.lock().unwrap();
-            customer_side(&st.settings, &st.eamt)
+            (customer_side(&st.settings, &st.eamt), st.pool6)
         };
-        let r = discover_pool6(&ra, &c, &customer);
+        let r = discover_pool6(&ra, &c, &customer, in_use);
         if d.shared.stop.load(Ordering::Relaxed) {
             return;
         }
@@ -930,7 +943,7 @@ pub fn run(path: &str) -> i32 {
             let customer = customer_side(&settings, &settings.eamt);
             let d = disc.clone();
             let found = until_signal(&sigset, "pool6 discovery", move || {
-                let r = discover_pool6(&ra_sock, &d, &customer);
+                let r = discover_pool6(&ra_sock, &d, &customer, None);
                 (r, ra_sock)
             });
             let Some((found, sock)) = found else {
