@@ -210,6 +210,17 @@ pub fn media_max_fps(frame: usize, gbps: f64) -> u64 {
     (gbps * 1e9 / ((frame as u64 + WIRE_OVERHEAD) * 8) as f64).floor() as u64
 }
 
+/// `--key rate` within the media maximum of `frame`-byte frames at `gbps`.
+pub(crate) fn check_media(key: &str, rate: u64, frame: usize, gbps: f64) -> Result<(), String> {
+    let media_max = media_max_fps(frame, gbps);
+    if rate > media_max {
+        return Err(format!(
+            "--{key} {rate}: over the media maximum {media_max} frames/s for {frame}-byte frames at {gbps} Gbit/s"
+        ));
+    }
+    Ok(())
+}
+
 /// Parses `--rates` entries: "N" frames/s or "P%" of --max-rate.
 fn parse_rates(s: &str, max_rate: u64) -> Result<Vec<u64>, String> {
     let mut out = Vec::new();
@@ -350,13 +361,7 @@ impl Params {
             if r == 0 {
                 return Err(format!("--{key} 0: must be at least 1 frame/s"));
             }
-            if r > media_max {
-                return Err(format!(
-                    "--{key} {r}: over the media maximum {media_max} frames/s for {}-byte frames at {link_gbps} Gbit/s",
-                    frame_size.max(recv_frame_size)
-                ));
-            }
-            Ok(())
+            check_media(key, r, frame_size.max(recv_frame_size), link_gbps)
         };
         let max_rate: u64 = match test {
             Test::Throughput | Test::FrameLoss => a.opt("max-rate")?.unwrap_or(media_max),
@@ -402,12 +407,12 @@ impl Params {
                         "--throughput {thr}: must be at least 2 frames/s (the measured throughput)"
                     ));
                 }
-                if thr > media_max {
-                    return Err(format!(
-                        "--throughput {thr}: over the media maximum {media_max} frames/s for {}-byte frames at {link_gbps} Gbit/s",
-                        frame_size.max(recv_frame_size)
-                    ));
-                }
+                check_media(
+                    "throughput",
+                    thr,
+                    frame_size.max(recv_frame_size),
+                    link_gbps,
+                )?;
                 let overload = ((thr as f64 * 1.1).ceil() as u64).min(media_max);
                 vec![overload, (overload as f64 * 0.5).round() as u64]
             }

@@ -243,16 +243,11 @@ impl SParams {
         // The Responder's frames are 20 bytes longer when it is on IPv6 and
         // the Initiator on IPv4 (RFC 8219 section 5.1.1): the longer counts.
         let longest = frame_size + if !v6 && responder.is_ipv6() { 20 } else { 0 };
-        let media_max = crate::measure::media_max_fps(longest, link_gbps);
         let rate_ok = |key: &str, r: u64| -> Result<u64, String> {
             if r == 0 {
                 return Err(format!("--{key} 0: must be at least 1 frame/s"));
             }
-            if r > media_max {
-                return Err(format!(
-                    "--{key} {r}: over the media maximum {media_max} frames/s for {longest}-byte frames at {link_gbps} Gbit/s"
-                ));
-            }
+            crate::measure::check_media(key, r, longest, link_gbps)?;
             Ok(r)
         };
         let prelim_rate = match test {
