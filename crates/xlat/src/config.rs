@@ -407,7 +407,7 @@ impl Ctx {
 /// error (RFC 6052 §3.1), which looks like a black hole in a lab.
 /// `pool6`: the prefix in use (in NAT64 mode, none means the default WKP).
 pub fn wkp_note(s: &Settings, pool6: Option<Ipv6Prefix>) -> Option<&'static str> {
-    let wkp = "64:ff9b::/96".parse::<Ipv6Prefix>().ok()?;
+    let wkp = xlat_core::addr::Pool6::wkp().prefix();
     let pool6 = pool6.or((s.mode == Mode::Nat64).then_some(wkp));
     (pool6 == Some(wkp) && !s.allow_wkp_non_global).then_some(
         "pool6 is the Well-Known Prefix 64:ff9b::/96: packets to non-global IPv4 addresses (RFC 1918, documentation ranges, ...) are dropped (RFC 6052 section 3.1, counter wkp_non_global); allow-wkp-non-global = true translates them",
@@ -773,7 +773,7 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
     nat64::parse_nat64(&mut ctx, &root, &mut s);
     if s.mode == Mode::Nat64 {
         if s.pool6.is_none() && !root.contains_key("pool6") {
-            s.pool6 = Some("64:ff9b::/96".parse().expect("static prefix"));
+            s.pool6 = Some(xlat_core::addr::Pool6::wkp().prefix());
         }
         for b in &s.nat64.bib {
             if let Some(why) = nat64::static_bib_problem(b.proto, &b.v6, &b.v4, s.pool6) {

@@ -98,14 +98,13 @@ pub fn static_bib_problem(
         return Some(format!("port 0: {} ports are 1-65535", proto.name()));
     }
     let a = v6.addr;
-    let seg = a.segments();
     let class = if a.is_unspecified() {
         Some("the unspecified address")
     } else if a.is_loopback() {
         Some("the loopback address")
     } else if a.is_multicast() {
         Some("a multicast address")
-    } else if seg[0] & 0xffc0 == 0xfe80 {
+    } else if a.is_unicast_link_local() {
         Some("a link-local address")
     } else if a.to_ipv4_mapped().is_some() {
         Some("an IPv4-mapped address")

@@ -15,7 +15,7 @@ use crate::config::{self, check_eam, check_eam_conflict, DatapathKind, Mode, Set
 use crate::datapath::{Engine, Shared, Worker};
 use crate::stats::Registry;
 use crate::tun::{self, Routes, Tun};
-use crate::{debug, error, info, warn};
+use crate::{error, info, warn};
 
 /// What the control plane may change at run time.
 pub struct State {
@@ -221,25 +221,21 @@ impl Daemon {
                 Ok(String::new())
             }
             ("eamt-remove", [p]) => {
+                // Either side names the entry; the family is the one the
+                // text is written in (its parse error is the answer).
+                let (p4, p6) = if p.contains(':') {
+                    let p6 = p.parse::<Ipv6Prefix>().map_err(|e| format!("{p}: {e}"))?;
+                    (None, Some(p6))
+                } else {
+                    let p4 = p.parse::<Ipv4Prefix>().map_err(|e| format!("{p}: {e}"))?;
+                    (Some(p4), None)
+                };
+                let named = |e: &EamEntry| Some(e.v4) == p4 || Some(e.v6) == p6;
                 let mut st = self.state.lock().unwrap();
                 let before = st.eamt.len();
-                let eamt: Vec<EamEntry> = if let Ok(p4) = p.parse::<Ipv4Prefix>() {
-                    st.eamt.iter().filter(|e| e.v4 != p4).copied().collect()
-                } else if let Ok(p6) = p.parse::<Ipv6Prefix>() {
-                    st.eamt.iter().filter(|e| e.v6 != p6).copied().collect()
-                } else if p.contains(':') {
-                    let e = p.parse::<Ipv6Prefix>().err().map(|e| e.to_string());
-                    return Err(format!("{p}: {}", e.unwrap_or_default()));
-                } else {
-                    let e = p.parse::<Ipv4Prefix>().err().map(|e| e.to_string());
-                    return Err(format!("{p}: {}", e.unwrap_or_default()));
-                };
+                let eamt: Vec<EamEntry> = st.eamt.iter().filter(|e| !named(e)).copied().collect();
                 if eamt.len() == before {
-                    let clat = st.settings.clat.iter().any(|e| {
-                        p.parse::<Ipv4Prefix>().is_ok_and(|p4| e.v4 == p4)
-                            || p.parse::<Ipv6Prefix>().is_ok_and(|p6| e.v6 == p6)
-                    });
-                    if clat {
+                    if st.settings.clat.iter().any(named) {
                         return Err(format!(
                             "{p}: the [clat] entry, not removable at run time (change [clat] in the file and reload)"
                         ));
@@ -511,6 +507,13 @@ fn discover_pool6_once(
     if let Err(e) = &by_dns {
         warn!("RFC 7050 discovery failed", "reason" => e);
     }
+    let found_level = |p: Ipv6Prefix| {
+        if in_use == Some(p) {
+            config::Level::Debug
+        } else {
+            config::Level::Info
+        }
+    };
     match (by_ra, by_dns) {
         (Ok((p, l)), dns) => {
             if let Ok(d) = dns.as_ref() {
@@ -518,19 +521,11 @@ fn discover_pool6_once(
                     info!("RFC 7050 prefix not used: PREF64 from RAs comes first (RFC 8781 5.1)", "rfc7050" => d.prefix, "pref64" => p);
                 }
             }
-            if in_use == Some(p) {
-                debug!("pool6 discovered (RFC 8781 PREF64)", "pool6" => p, "lifetime" => l);
-            } else {
-                info!("pool6 discovered (RFC 8781 PREF64)", "pool6" => p, "lifetime" => l);
-            }
+            crate::log_at!(found_level(p), "pool6 discovered (RFC 8781 PREF64)", "pool6" => p, "lifetime" => l);
             Ok((p, l, "RFC 8781"))
         }
         (Err(_), Ok(d)) => {
-            if in_use == Some(d.prefix) {
-                debug!("pool6 discovered (RFC 7050)", "pool6" => d.prefix, "ttl" => d.ttl);
-            } else {
-                info!("pool6 discovered (RFC 7050)", "pool6" => d.prefix, "ttl" => d.ttl);
-            }
+            crate::log_at!(found_level(d.prefix), "pool6 discovered (RFC 7050)", "pool6" => d.prefix, "ttl" => d.ttl);
             Ok((d.prefix, d.ttl, "RFC 7050"))
         }
         (Err(e2), Err(e)) => Err(format!("{e}; {e2}")),

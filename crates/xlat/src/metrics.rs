@@ -43,13 +43,12 @@ fn respond(mut s: std::net::TcpStream, reg: &Registry) {
         }
     }
     let head = String::from_utf8_lossy(&req[..n]);
-    let target = head.split_whitespace().nth(1).unwrap_or("");
-    // A query string (`/metrics?name[]=...`) selects nothing here.
-    let path = target.split('?').next().unwrap_or("");
     // A request line is METHOD SP TARGET SP HTTP/x.y (RFC 9112 §3).
     let line = head.lines().next().unwrap_or("");
     let parts: Vec<&str> = line.split(' ').collect();
     let is_request = parts.len() == 3 && parts[2].starts_with("HTTP/") && !parts[0].is_empty();
+    // A query string (`/metrics?name[]=...`) selects nothing here.
+    let path = parts.get(1).and_then(|t| t.split('?').next()).unwrap_or("");
     let mut allow = "";
     let (status, body) = if !is_request {
         ("400 Bad Request", "not an HTTP request\n".to_string())

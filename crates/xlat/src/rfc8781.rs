@@ -76,8 +76,7 @@ pub fn parse_ra(msg: &[u8]) -> Option<(Ipv6Prefix, u32)> {
 /// RFC 4861 §6.1.2: an RA is accepted only from a link-local source with
 /// hop limit 255 (it was not forwarded by a router).
 pub fn ra_source_ok(src: &Ipv6Addr, hop_limit: Option<i32>) -> bool {
-    let link_local = src.segments()[0] & 0xffc0 == 0xfe80;
-    link_local && hop_limit == Some(255)
+    src.is_unicast_link_local() && hop_limit == Some(255)
 }
 
 /// The CLAT's customer side: its TUN and every interface holding an IPv4
