@@ -67,9 +67,9 @@ pub struct Pacer {
     scheduled: f64,
     /// [`spread`] of the rate.
     spread: Duration,
+    /// The tolerated end: the schedule plus [`BEHIND_TOLERANCE`] (plus the
+    /// slack of [`Pacer::with_slack`]).
     hard_stop: Duration,
-    /// Lateness tolerated on top of [`BEHIND_TOLERANCE`] ([`Pacer::with_slack`]).
-    slack: Duration,
     /// Largest lateness seen at the moment a batch was sent.
     pub max_lag: Duration,
     /// The schedule was given up (past the tolerated end with frames unsent).
@@ -91,7 +91,6 @@ impl Pacer {
             scheduled,
             spread: spread(rate as f64),
             hard_stop: Duration::from_secs_f64(scheduled * (1.0 + BEHIND_TOLERANCE)),
-            slack: Duration::ZERO,
             max_lag: Duration::ZERO,
             aborted: false,
         }
@@ -101,7 +100,6 @@ impl Pacer {
     /// stateful test, where 0.1% is less than one wake-up).
     pub fn with_slack(mut self, slack: Duration) -> Pacer {
         self.hard_stop += slack;
-        self.slack = slack;
         self
     }
 
@@ -185,9 +183,7 @@ impl Pacer {
 
     /// The trial is invalid: given up, frames unsent, or ended too late.
     pub fn behind(&self, sent: u64, elapsed: f64) -> bool {
-        self.aborted
-            || sent < self.total
-            || elapsed > self.scheduled * (1.0 + BEHIND_TOLERANCE) + self.slack.as_secs_f64()
+        self.aborted || sent < self.total || elapsed > self.hard_stop.as_secs_f64()
     }
 }
 
