@@ -77,6 +77,11 @@ fn value_of(key: &str, v: &toml::Value) -> Result<(bool, Option<String>), String
 /// command line did not give them.
 pub fn apply(cmd: &str, path: &str, args: &mut Args) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("error: config: {path}: {e}"))?;
+    apply_text(cmd, path, &text, args)
+}
+
+/// [`apply`] on the text of the file `path`.
+pub fn apply_text(cmd: &str, path: &str, text: &str, args: &mut Args) -> Result<(), String> {
     let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         format!(
             "error: config: {path}: not valid TOML: {}",

@@ -337,7 +337,7 @@ impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng(seed | 1)
     }
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;

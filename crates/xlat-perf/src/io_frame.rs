@@ -166,7 +166,7 @@ impl Builder {
         Ok(b)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.template.len()
     }
 

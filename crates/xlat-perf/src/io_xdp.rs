@@ -576,7 +576,7 @@ fn rx_setup(p: &RxPlan) -> Result<RxParts, String> {
 }
 
 /// The receiver thread on AF_XDP (see `io_packet::rx_loop` for the rules).
-pub fn rx_loop(
+pub(crate) fn rx_loop(
     p: &RxPlan,
     ready: mpsc::Sender<Result<(), String>>,
     stop_at: Arc<AtomicU64>,

@@ -278,7 +278,17 @@ impl Ctx {
     fn unknown_keys(&mut self, t: &Table, path: &str, allowed: &[&str]) {
         for (k, v) in t {
             if !allowed.contains(&k.as_str()) {
-                self.err(join(path, k), show(v), "unknown key");
+                // As written in TOML: a key that is not bare (empty, a dot,
+                // a space...) is shown quoted, so the message names it.
+                let bare = !k.is_empty()
+                    && k.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+                let shown = if bare {
+                    k.clone()
+                } else {
+                    Value::String(k.clone()).to_string()
+                };
+                self.err(join(path, &shown), show(v), "unknown key");
             }
         }
     }
@@ -1227,6 +1237,11 @@ listen = "[::1]:9464"
         assert!(has(&ps, "log.levl", "unknown key"));
         assert_eq!(ps.len(), 3);
         assert_eq!(ps[0].to_string(), "error: foo: 1: unknown key");
+        // Keys that are not bare are named as written (found by the fuzz
+        // target `config`: `"" = "$"` gave a problem with no key).
+        let ps = problems("pool6 = \"64:ff9b::/96\"\n\"\" = \"$\"\n[tun]\n\"a.b\" = 1\n");
+        assert_eq!(ps[0].to_string(), "error: \"\": $: unknown key");
+        assert_eq!(ps[1].to_string(), "error: tun.\"a.b\": 1: unknown key");
     }
 
     #[test]

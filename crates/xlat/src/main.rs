@@ -1,23 +1,6 @@
 //! `xlat`: the SIIT / CLAT daemon and its command-line client.
 
-mod config;
-mod control;
-mod daemon;
-mod datapath;
-mod ebpf;
-#[macro_use]
-mod log;
-mod metrics;
-mod nat64d;
-mod pmtu;
-mod privs;
-mod reasm;
-mod rfc7050;
-mod rfc8781;
-mod route_watch;
-mod stats;
-mod tun;
-mod vnet;
+use xlat::{config, control, daemon, ebpf};
 
 const USAGE: &str = "usage:
   xlat run -c FILE                 run the translator in the foreground

@@ -43,6 +43,15 @@ fn respond(mut s: std::net::TcpStream, reg: &Registry) {
         }
     }
     let head = String::from_utf8_lossy(&req[..n]);
+    let resp = answer(&head, || reg.snapshot().prometheus());
+    let _ = s.write_all(resp.as_bytes());
+}
+
+/// The response to the request head `head` (RFC 9112): the exposition
+/// `metrics()` for `GET` (and its headers alone for `HEAD`, RFC 9110 §9.3.2)
+/// of `/metrics` or `/`; 404 for other paths, 405 for other methods, 400 for
+/// anything that is not an HTTP request line.
+pub fn answer(head: &str, metrics: impl FnOnce() -> String) -> String {
     // A request line is METHOD SP TARGET SP HTTP/x.y (RFC 9112 §3).
     let line = head.lines().next().unwrap_or("");
     let parts: Vec<&str> = line.split(' ').collect();
@@ -52,20 +61,24 @@ fn respond(mut s: std::net::TcpStream, reg: &Registry) {
     let mut allow = "";
     let (status, body) = if !is_request {
         ("400 Bad Request", "not an HTTP request\n".to_string())
-    } else if parts[0] != "GET" {
+    } else if parts[0] != "GET" && parts[0] != "HEAD" {
         // RFC 9110 §15.5.6: a 405 names the methods that are allowed.
-        allow = "Allow: GET\r\n";
-        ("405 Method Not Allowed", "only GET\n".to_string())
+        allow = "Allow: GET, HEAD\r\n";
+        ("405 Method Not Allowed", "only GET and HEAD\n".to_string())
     } else if path == "/metrics" || path == "/" {
-        ("200 OK", reg.snapshot().prometheus())
+        ("200 OK", metrics())
     } else {
         ("404 Not Found", "try /metrics\n".to_string())
     };
-    let resp = format!(
-        "HTTP/1.0 {status}\r\n{allow}Content-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+    let shown = if is_request && parts[0] == "HEAD" {
+        ""
+    } else {
+        &body
+    };
+    format!(
+        "HTTP/1.0 {status}\r\n{allow}Content-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{shown}",
         body.len()
-    );
-    let _ = s.write_all(resp.as_bytes());
+    )
 }
 
 #[cfg(test)]
@@ -110,9 +123,21 @@ mod tests {
         // RFC 9110 §15.5.6: a 405 says which methods are allowed.
         let r = ask(b"POST /metrics HTTP/1.1\r\n\r\n");
         assert!(
-            r.starts_with("HTTP/1.0 405") && r.contains("\r\nAllow: GET\r\n"),
+            r.starts_with("HTTP/1.0 405") && r.contains("\r\nAllow: GET, HEAD\r\n"),
             "{r}"
         );
+        // RFC 9110 §9.3.2: HEAD gets GET's status and headers, no content.
+        let r = ask(b"HEAD /metrics HTTP/1.1\r\n\r\n");
+        let (head, body) = r.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.0 200 OK"), "{r}");
+        assert!(body.is_empty(), "{r}");
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(len > 100, "the length of the GET answer: {head}");
         assert!(ask(b"garbage\r\n\r\n").starts_with("HTTP/1.0 400"));
         assert!(ask(b"GET /other HTTP/1.1\r\n\r\n").starts_with("HTTP/1.0 404"));
         stop.store(true, Ordering::Relaxed);

@@ -234,6 +234,11 @@ impl Reassembler {
         }
     }
 
+    /// Datagrams being reassembled now (at most [`MAX_ENTRIES`]).
+    pub fn in_progress(&self) -> usize {
+        self.entries.len()
+    }
+
     fn remove(&mut self, key: Key) {
         self.entries.retain(|e| e.key != key);
     }
