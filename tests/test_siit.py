@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 
 import pytest
 from conftest import (
@@ -419,3 +420,32 @@ def test_df_packet_over_tun_mtu_answered_by_xlat(siit_mod):
     assert after["icmp_errors_sent"] == before["icmp_errors_sent"] + 1
     # Not translated: nothing 1520 bytes long went to the IPv6 side.
     assert after["translated_4to6_bytes"] - before["translated_4to6_bytes"] < 1520
+
+
+@pytest.mark.timeout(40)
+def test_routing_loop_through_the_tun_ends(siit_fn):
+    """An EAM entry whose two sides are routed nowhere but into the TUN: a packet
+    to it is translated, routed back into the TUN, translated back, and so on.
+    With the TTL compensation of the TUN datapath each pass used to cost nothing
+    (the kernel takes one, xlat gave it back) and one ping circled for ever at
+    100% CPU. The packet that comes back is now decremented like at a router
+    (RFC 1812 section 5.3.1, RFC 7915 sections 4.1/5.1): the loop ends within
+    the TTL, is counted (routing_loop_packets) and logged."""
+    t, x = siit_fn
+    x.cli("eamt", "add", "10.9.9.0/24", "2001:db8:99::/120")
+    before = x.stats()
+    cp = ping(t.lab, t.h4, "10.9.9.1", count=1, wait=2)
+    assert cp.returncode != 0, cp.stdout
+    time.sleep(0.5)
+    after = x.stats()
+    time.sleep(1.0)
+    later = x.stats()
+    looped = after["received_packets"] - before["received_packets"]
+    # A TTL of 64 lasts at most 64 passes (plus the ICMP error's own).
+    assert looped <= 200, f"{looped} packets: the loop did not end"
+    assert later["received_packets"] == after["received_packets"], (after, later)
+    assert after["routing_loop_packets"] - before["routing_loop_packets"] >= 10
+    assert "routing loop" in x.log()
+    # Traffic that is routed elsewhere is not affected: still one hop.
+    cp = ping(t.lab, t.h4, t.h6_v4, count=1)
+    assert cp.returncode == 0 and "ttl=63" in cp.stdout, cp.stdout

@@ -60,6 +60,7 @@ pub fn translate_any(t: &Translator, data: &[u8], frags: &mut FragBuf) {
         csum_partial: flags & 0x80 != 0,
         ident_seed: 0x1234_5678,
         gso: flags & 0x40 != 0,
+        looped: flags & 0x20 != 0,
     };
     let in_v4 = pkt[0] >> 4 == 4;
     match t.translate(&mut buf, HEADROOM, pkt.len(), meta, frags) {
@@ -422,6 +423,7 @@ pub fn nat64_sequence_any(t: &Nat64Translator, data: &[u8]) {
             csum_partial: false,
             ident_seed: 0x1234_5678,
             gso: false,
+            looped: false,
         };
         let v = t.translate(
             &mut buf,

@@ -40,6 +40,7 @@ fn step(t: &Translator, pkt: &[u8], seed: u32) -> Vec<u8> {
         csum_partial: false,
         ident_seed: seed,
         gso: false,
+        looped: false,
     };
     match t.translate(&mut buf, HEADROOM, pkt.len(), m, &mut frags) {
         Verdict::Forward { start, len } => buf[start..start + len].to_vec(),

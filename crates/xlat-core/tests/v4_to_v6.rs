@@ -268,6 +268,34 @@ mod v4_to_v6 {
         assert_eq!(Ipv6Packet::new_checked(o.pkt()).unwrap().hop_limit(), 2);
     }
 
+    /// RFC 1812 §5.3.1 / RFC 7915 §4.1: a packet that came back in a routing
+    /// loop (`PacketMeta::looped`) is decremented even under
+    /// CompensateKernel, and one that would expire is answered with ICMPv4
+    /// Time Exceeded, so that a loop through the TUN ends.
+    #[test]
+    fn rfc7915_4_1_looped_packet_is_decremented_and_expires() {
+        let u = udp4(H1, H6, 1, 2, b"x");
+        let mut c = cfg();
+        c.ttl = TtlPolicy::CompensateKernel;
+        let looped = PacketMeta {
+            looped: true,
+            ..PacketMeta::default()
+        };
+        let o = run_meta(&c, &ip4(H1, H6, 17, 40, 1, 0x4000, 0, &u), looped);
+        assert_eq!(Ipv6Packet::new_checked(o.pkt()).unwrap().hop_limit(), 39);
+        let o = run_meta(&c, &ip4(H1, H6, 17, 1, 1, 0x4000, 0, &u), looped);
+        let Verdict::Reply { reason, .. } = o.verdict else {
+            panic!("{:?}", o.verdict);
+        };
+        assert_eq!(reason, DropReason::Ttl4Expired);
+        let icmp = Ipv4Packet::new_checked(o.pkt()).unwrap();
+        assert_eq!(icmp.payload()[..2], [11, 0], "Time Exceeded in transit");
+        // Keep stays Keep: the flag only turns compensation off.
+        c.ttl = TtlPolicy::Keep;
+        let o = run_meta(&c, &ip4(H1, H6, 17, 40, 1, 0x4000, 0, &u), looped);
+        assert_eq!(Ipv6Packet::new_checked(o.pkt()).unwrap().hop_limit(), 40);
+    }
+
     /// RFC 7915 §4.5: TCP with options, checksum updated.
     #[test]
     fn rfc7915_4_5_tcp_with_options() {
@@ -1222,7 +1250,7 @@ mod v4_to_v6 {
             let mut c = cfg();
             c.ttl = [TtlPolicy::Decrement, TtlPolicy::CompensateKernel, TtlPolicy::Keep][usize::from(ttl_policy)];
             c.amend_udp_checksum_zero = partial;
-            let meta = PacketMeta { csum_partial: partial, ident_seed: 1, gso: false };
+            let meta = PacketMeta { csum_partial: partial, ident_seed: 1, gso: false, looped: false };
             let o = run_meta(&c, &data, meta);
             if let Verdict::Forward { start, len } | Verdict::Reply { start, len, .. } = o.verdict {
                 prop_assert!(start + len <= o.buf.len());

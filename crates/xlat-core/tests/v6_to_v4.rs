@@ -77,6 +77,7 @@ fn run(t: &Translator, pkt: &[u8]) -> (Verdict, Vec<u8>) {
             csum_partial: false,
             ident_seed: 77,
             gso: false,
+            looped: false,
         },
         &mut frags,
     );

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::loop_guard::route_key;
 use xlat_core::nat64::StoredSyn;
 use xlat_core::translate::nat64::Nat64Translator;
 use xlat_core::{DropReason, FragBuf, PacketMeta, Translator, Verdict, HEADROOM};
@@ -52,6 +53,9 @@ pub struct Shared {
     /// Fragmented ICMP messages being put back together (shared by the
     /// queues: locked for ICMP fragments only).
     pub reasm: Mutex<crate::reasm::Reassembler>,
+    /// Keys of the packets the queues wrote, to spot those the kernel
+    /// routes straight back (crate::loop_guard).
+    pub loops: crate::loop_guard::LoopGuard,
 }
 
 impl Shared {
@@ -64,6 +68,7 @@ impl Shared {
             syns: Mutex::new(HashMap::new()),
             reasm: Mutex::new(crate::reasm::Reassembler::new()),
             flows: std::sync::OnceLock::new(),
+            loops: crate::loop_guard::LoopGuard::default(),
         }
     }
 
@@ -95,6 +100,22 @@ pub struct Worker {
     pub vnet: bool,
     pub shared: Arc<Shared>,
     pub counters: Arc<WorkerCounters>,
+}
+
+/// "SRC -> DST protocol N" of an IP packet, for log lines.
+fn describe(p: &[u8]) -> String {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    match p.first().map(|b| b >> 4) {
+        Some(4) if p.len() >= 20 => {
+            let a = |i: usize| Ipv4Addr::from(<[u8; 4]>::try_from(&p[i..i + 4]).unwrap());
+            format!("{} -> {} protocol {}", a(12), a(16), p[9])
+        }
+        Some(6) if p.len() >= 40 => {
+            let a = |i: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&p[i..i + 16]).unwrap());
+            format!("{} -> {} next-header {}", a(8), a(24), p[6])
+        }
+        _ => "?".into(),
+    }
 }
 
 fn write_all(fd: RawFd, b: &[u8]) -> bool {
@@ -169,6 +190,8 @@ impl Worker {
         let mut limit = RateLimit::new(5.0, 20.0);
         let mut seen = [false; DropReason::COUNT];
         let c = &*self.counters;
+        let loops = &self.shared.loops;
+        let mut warned_loop = false;
         let fd = self.fd;
         crate::debug!("worker started", "queue" => self.id);
         while !self.shared.stop.load(Ordering::Relaxed) {
@@ -262,10 +285,19 @@ impl Worker {
                 Some(0)
             };
             seq = seq.wrapping_add(1);
+            let looped = route_key(&buf[BASE..BASE + len]).is_some_and(|k| loops.came_back(k));
+            if looped {
+                c.add(stats::ROUTING_LOOP, 1);
+                if !warned_loop && limit.allow(Instant::now()) {
+                    warned_loop = true;
+                    crate::warn!("a translated packet came back into the tun: a routing loop (its destination is routed into the tun; each pass now lowers the TTL)", "packet" => describe(&buf[BASE..BASE + len]), "queue" => self.id);
+                }
+            }
             let meta = PacketMeta {
                 csum_partial: hdr.needs_csum(),
                 ident_seed: seq,
                 gso: hdr.is_gso(),
+                looped,
             };
             frags.clear();
             let too_big = crate::pmtu::too_big(&buf[BASE..BASE + len]);
@@ -336,6 +368,9 @@ impl Worker {
                                     );
                                 }
                             }
+                            if let Some(k) = route_key(&buf[start..start + olen]) {
+                                loops.sent(k);
+                            }
                             if write_all(fd, &buf[start - vlen..start + olen]) {
                                 let (p, b) = if in_v6 {
                                     (stats::T64_PKTS, stats::T64_BYTES)
@@ -359,6 +394,9 @@ impl Worker {
                     let hdr_bytes = &zero_hdr[..vlen];
                     let mut ok = 0u64;
                     let mut bytes = 0u64;
+                    if let Some(k) = frags.iter().next().and_then(route_key) {
+                        loops.sent(k);
+                    }
                     for f in frags.iter() {
                         if writev2(fd, hdr_bytes, f) {
                             ok += 1;

@@ -397,6 +397,7 @@ fn check_with(
                 csum_partial: false,
                 ident_seed: seed,
                 gso,
+                looped: false,
             };
             let v = core(&mut buf, HEADROOM, pkt.len(), meta);
             match v {

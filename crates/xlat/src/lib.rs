@@ -11,6 +11,7 @@ pub mod ebpf;
 pub mod fuzz_entry;
 #[macro_use]
 pub mod log;
+pub mod loop_guard;
 pub mod metrics;
 pub mod nat64d;
 pub mod pmtu;

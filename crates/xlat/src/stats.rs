@@ -9,7 +9,7 @@ use xlat_core::nat64::{Counts, Nat64State, Proto};
 use xlat_core::DropReason;
 
 /// The datapath's own counters, by index.
-pub const NAMES: [&str; 15] = [
+pub const NAMES: [&str; 16] = [
     "translated_4to6_packets",
     "translated_4to6_bytes",
     "translated_6to4_packets",
@@ -25,6 +25,7 @@ pub const NAMES: [&str; 15] = [
     "gso_untranslatable",
     "translator_panics",
     "icmp_reassembled",
+    "routing_loop_packets",
 ];
 pub const T46_PKTS: usize = 0;
 pub const T46_BYTES: usize = 1;
@@ -42,6 +43,8 @@ pub const GSO_BAD: usize = 12;
 pub const PANICS: usize = 13;
 /// ICMP messages put back together from fragments (crate::reasm).
 pub const ICMP_REASSEMBLED: usize = 14;
+/// Packets the kernel routed straight back into the TUN (crate::loop_guard).
+pub const ROUTING_LOOP: usize = 15;
 pub const FIXED: usize = NAMES.len();
 pub const TOTAL: usize = FIXED + DropReason::COUNT;
 
@@ -378,6 +381,11 @@ impl Snapshot {
                 "xlat_icmp_reassembled_total",
                 ICMP_REASSEMBLED,
                 "Fragmented ICMP messages reassembled to be translated whole.",
+            ),
+            (
+                "xlat_routing_loop_packets_total",
+                ROUTING_LOOP,
+                "Packets the kernel routed straight back into the TUN (a routing loop; their TTL is decremented so that it ends).",
             ),
         ];
         for (name, i, help) in simple {

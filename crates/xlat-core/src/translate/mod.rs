@@ -43,6 +43,20 @@ pub enum TtlPolicy {
     Keep,
 }
 
+impl TtlPolicy {
+    /// The policy for one packet: one that came back to the datapath in a
+    /// routing loop ([`PacketMeta::looped`]) is decremented even under
+    /// [`TtlPolicy::CompensateKernel`], so that the loop ends with Time
+    /// Exceeded (RFC 1812 §5.3.1) instead of circling at a constant TTL.
+    pub fn for_packet(self, meta: &PacketMeta) -> TtlPolicy {
+        if meta.looped && self == TtlPolicy::CompensateKernel {
+            TtlPolicy::Decrement
+        } else {
+            self
+        }
+    }
+}
+
 /// Translator configuration (the stateless part; Jool's names in comments).
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -119,6 +133,11 @@ pub struct PacketMeta {
     /// the datapath's segment size): it is never fragmented by the
     /// translator nor checked against [`Config::ipv6_mtu`].
     pub gso: bool,
+    /// The datapath wrote this packet itself a moment ago and the kernel
+    /// routed it back: a routing loop through the translator (a destination
+    /// whose route leads into the TUN again). Its TTL / hop limit is then
+    /// decremented whatever the [`TtlPolicy`] (see [`TtlPolicy::for_packet`]).
+    pub looped: bool,
 }
 
 /// What to do with the packet.

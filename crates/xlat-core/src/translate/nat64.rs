@@ -581,7 +581,7 @@ impl Nat64Translator {
             // The packet leaves on the IPv6 side: its hop limit is checked
             // here, before any rewriting, so that the Time Exceeded quotes
             // the packet as sent (RFC 7915 §5.1, RFC 4443 §3.3).
-            if self.cfg.ttl == TtlPolicy::Decrement && buf[start + 7] <= 1 {
+            if self.cfg.ttl.for_packet(&meta) == TtlPolicy::Decrement && buf[start + 7] <= 1 {
                 return Ok(v6_to_v4::reply(
                     &self.cfg,
                     buf,
@@ -610,7 +610,7 @@ impl Nat64Translator {
                 put16(l4, cs, if udp && c == 0 && !partial { 0xffff } else { c });
             }
             let hop = &mut buf[start + 7];
-            *hop = match self.cfg.ttl {
+            *hop = match self.cfg.ttl.for_packet(&meta) {
                 TtlPolicy::Decrement => {
                     if *hop <= 1 {
                         return Err(DropReason::HopLimit6Expired);

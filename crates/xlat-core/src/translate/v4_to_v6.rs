@@ -336,7 +336,7 @@ fn translate_impl(
     let l4_end = start + f.total_len;
 
     // RFC 7915 §4.1 Hop Limit: the translator is a router.
-    let hop_limit = match cfg.ttl {
+    let hop_limit = match cfg.ttl.for_packet(&meta) {
         TtlPolicy::Decrement => {
             if f.ttl <= 1 {
                 // RFC 792 Time Exceeded, code 0 (TTL exceeded in transit).

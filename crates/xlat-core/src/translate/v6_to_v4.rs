@@ -231,7 +231,7 @@ fn translate_impl(
     }
 
     // RFC 7915 §5.1 TTL: hop limit - 1; at zero, ICMPv6 Time Exceeded.
-    let ttl = match cfg.ttl {
+    let ttl = match cfg.ttl.for_packet(&meta) {
         TtlPolicy::Decrement => {
             if hop <= 1 {
                 return Ok(reply(

@@ -105,6 +105,7 @@ fn meta(seed: u32) -> PacketMeta {
         csum_partial: false,
         ident_seed: seed,
         gso: false,
+        looped: false,
     }
 }
 
@@ -327,6 +328,29 @@ fn rfc7915_5_1_ttl_policies() {
         let (v, buf) = run_with(&c, &p, meta(0));
         assert_eq!(fwd(v, &buf)[8], ttl, "{pol:?}");
     }
+}
+
+/// RFC 1812 §5.3.1: a packet that came back in a routing loop is
+/// decremented under CompensateKernel too, and at hop limit 1 answered with
+/// ICMPv6 Time Exceeded, so that the loop ends.
+#[test]
+fn rfc7915_5_1_looped_packet_is_decremented_and_expires() {
+    let u = udp(&h6(), &h4_as6(), 1, 2, b"x");
+    let mut c = cfg();
+    c.ttl = TtlPolicy::CompensateKernel;
+    let looped = PacketMeta {
+        looped: true,
+        ..meta(0)
+    };
+    let p = ip6(h6(), h4_as6(), 0, 40, proto::UDP, &[], &u);
+    let (v, buf) = run_with(&c, &p, looped);
+    assert_eq!(fwd(v, &buf)[8], 39);
+    let p = ip6(h6(), h4_as6(), 0, 1, proto::UDP, &[], &u);
+    let (v, _) = run_with(&c, &p, looped);
+    let Verdict::Reply { reason, .. } = v else {
+        panic!("{v:?}")
+    };
+    assert_eq!(reason, DropReason::HopLimit6Expired);
 }
 
 /// RFC 7915 §5.1: hop limit 1 -> ICMPv6 Time Exceeded from own_v6, built in
@@ -1071,6 +1095,7 @@ fn partial_checksum_udp() {
         csum_partial: true,
         ident_seed: 0,
         gso: false,
+        looped: false,
     };
     let (v, buf) = run_with(&cfg(), &p, m);
     let Verdict::Forward { start, len } = v else {
