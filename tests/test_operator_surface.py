@@ -292,6 +292,28 @@ def test_keep_on_exit_device_is_reused(one_ns):
 
 
 @pytest.mark.timeout(30)
+def test_socket_directory_created_for_the_daemon_stays_roots(one_ns):
+    """A control socket directory that xlat creates (like /run/xlat) is root's
+    0755, not the unprivileged user's: `nobody` owning it could replace the
+    socket of every xlat in it and answer root's `xlat` commands. The socket
+    is still removed at exit (by the helper forked before privileges drop)."""
+    lab, ns, d = one_ns
+    conf = _conf(d, "run/a.sock").replace('[privileges]\nuser = ""\n', "")
+    x = Xlat(lab, ns, conf, d, name="a").start()
+    assert "user=nobody" in x.log()
+    st = os.stat(d / "run")
+    assert (st.st_uid, st.st_mode & 0o777) == (0, 0o755), (st.st_uid, oct(st.st_mode))
+    sock = d / "run" / "a.sock"
+    assert sock.exists()
+    x.signal(signal.SIGTERM)
+    assert x.stop() == 0, x.log()
+    deadline = time.monotonic() + 3
+    while sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sock.exists(), x.log()
+
+
+@pytest.mark.timeout(30)
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGKILL"])
 def test_exit_removes_socket_in_a_root_only_directory(one_ns, sig):
     """docs/configuration.md, Signals: SIGTERM/SIGINT remove the device and the

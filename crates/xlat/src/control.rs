@@ -16,18 +16,16 @@ use std::time::Duration;
 
 pub type Handler = Arc<dyn Fn(&str) -> Result<String, String> + Send + Sync>;
 
-/// Creates the socket (parent directory 0755, socket 0600), replacing a
-/// stale one. A parent directory created here is given to `owner` (the
-/// unprivileged user), so that the daemon can remove its socket on exit.
-pub fn bind(path: &str, owner: Option<(u32, u32)>) -> std::io::Result<UnixListener> {
+/// Creates the socket (socket 0600), replacing a stale one. A missing parent
+/// directory is created, root's and 0755: never the unprivileged user's,
+/// which could then replace the socket of every xlat in it (the daemon's
+/// `SocketReaper` removes the socket at exit when the user cannot).
+pub fn bind(path: &str) -> std::io::Result<UnixListener> {
     let p = Path::new(path);
     if let Some(dir) = p.parent() {
         if !dir.exists() {
             std::fs::create_dir_all(dir)?;
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
-            if let Some((uid, gid)) = owner {
-                let _ = std::os::unix::fs::chown(dir, Some(uid), Some(gid));
-            }
         }
     }
     if p.exists() {
@@ -237,7 +235,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("xlat-ctl-{}", std::process::id()));
         let path = dir.join("sub/t.sock");
         let path = path.to_str().unwrap().to_string();
-        let l = bind(&path, None).unwrap();
+        let l = bind(&path).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let stop = Arc::new(AtomicBool::new(false));
@@ -253,7 +251,7 @@ mod tests {
         assert_eq!(request(&path, "stats").unwrap(), "a 1\n");
         assert_eq!(request(&path, "nope").unwrap_err(), "unknown command nope");
         // A second daemon must not steal a live socket.
-        assert!(bind(&path, None).is_err());
+        assert!(bind(&path).is_err());
         // Clients that connect and say nothing, many more than MAX_CLIENTS,
         // do not hold up the next one: they hold no thread.
         let silent: Vec<UnixStream> = (0..5 * MAX_CLIENTS)

@@ -989,10 +989,7 @@ pub fn run(path: &str) -> i32 {
 
     // The control socket first: it also tells whether another xlat already
     // runs with this configuration (a second one must not attach to its TUN).
-    let listener = match crate::control::bind(
-        &settings.control_socket,
-        crate::privs::lookup_user(&settings.user).filter(|_| !settings.user.is_empty()),
-    ) {
+    let listener = match crate::control::bind(&settings.control_socket) {
         Ok(l) => SocketGuard(Some(l), settings.control_socket.clone()),
         Err(e) => {
             error!("cannot create the control socket", "path" => settings.control_socket, "error" => e);
