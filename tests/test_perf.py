@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -566,12 +567,19 @@ def test_rfc8219_s7_1_drop_all_gives_zero_throughput(lab):
         "--csv",
     )
     lines = cp.stdout.strip().splitlines()
-    assert lines[0].startswith("test,repetition,rate,"), lines[0]
+    assert lines[0].startswith("test,repetition,stream,rate,"), lines[0]
     rows = [ln.split(",") for ln in lines[1:]]
-    assert rows and all(r[5] == "0" for r in rows), rows  # received
+    trials = [r for r in rows if r[2] != "result"]
+    assert trials and all(r[2] == "forward" for r in trials), trials
+    assert all(r[6] == "0" for r in trials), trials  # received
     # Every trial failed (or was invalid on the loaded machine and retried).
-    assert all(r[-1] in ("fail", "invalid: sender behind") for r in rows), rows
-    assert any(r[-1] == "fail" for r in rows), rows
+    assert all(r[-2] in ("fail", "invalid: sender behind") for r in trials), rows
+    assert any(r[-2] == "fail" for r in trials), rows
+    # The result: the throughput's median, 1st and 99th percentile and mean.
+    res = {r[1]: r for r in rows if r[2] == "result"}
+    assert sorted(res) == ["mean", "median", "p1", "p99"], rows
+    assert res["median"][-2] == "throughput (frames/s)" and res["median"][-1] == "0"
+
     out = perf(
         "throughput",
         *_common(s, d),
@@ -707,3 +715,26 @@ def test_rfc8219_s6_1_bidirectional_and_background_traffic(lab):
     assert not t["zero_loss"], t
     if t["valid"]:
         assert t["frame_loss_rate_percent"] == 12.5, t
+    # The table shows each stream's counts and their total with the verdict
+    # (it used to show the forward counts only, "lost 0" next to "FLR 12.5%").
+    out = perf("frame-loss", *args).stdout
+    bg_line = next(ln for ln in out.splitlines() if ln.endswith("  background"))
+    assert bg_line.split()[:3] == ["500", "0", "500"], out  # planned, received, lost
+    assert re.search(r"total: (FLR 12\.5000%|invalid)", out), out
+    # Background frames carry the test payload as IPv6, 20 bytes more than the
+    # IPv4 test frames: at 1518 bytes they exceed the 1500-byte MTU and would
+    # be refused by the veth (and blamed on the DUT). Refused before sending.
+    cp = perf("frame-loss", *args, "--frame-size", "1518", check=False)
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    assert "--background" in cp.stderr and "at most 1498" in cp.stderr, cp.stderr
+    # The media maximum counts the background frames too.
+    cp = perf(
+        "frame-loss",
+        *args[:-10],
+        "--max-rate",
+        "1480000",
+        "--link-gbps",
+        "1",
+        check=False,
+    )
+    assert cp.returncode == 2 and "with --background 1/4" in cp.stderr, cp.stderr

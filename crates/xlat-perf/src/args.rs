@@ -50,6 +50,17 @@ impl Args {
         Ok(Args { values, flags })
     }
 
+    /// The first `--KEY` of `argv` that is not in `known` (checked before
+    /// parsing: a misspelt flag would otherwise take the next word as its
+    /// value, or fail as "needs a value").
+    pub fn unknown_option(argv: &[String], known: &[&str]) -> Option<String> {
+        argv.iter()
+            .filter_map(|w| w.strip_prefix("--"))
+            .map(|k| k.split('=').next().unwrap_or(k))
+            .find(|k| *k != "config" && !known.contains(k))
+            .map(String::from)
+    }
+
     pub fn check_known(&self, known: &[&str]) -> Result<(), String> {
         for k in self.values.keys().chain(self.flags.iter()) {
             if !known.contains(&k.as_str()) {
@@ -122,6 +133,21 @@ mod tests {
         assert!(a.flag("ipv6"));
         assert!(a.req::<u64>("dst").is_err());
         assert!(a.check_known(&["rate", "dst"]).is_err());
+        // A misspelt flag is named as such, whatever follows it.
+        let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let known = ["rate", "json", "dst"];
+        assert_eq!(
+            Args::unknown_option(&w(&["--rate", "5", "--jsn"]), &known).as_deref(),
+            Some("jsn")
+        );
+        assert_eq!(
+            Args::unknown_option(&w(&["--frobnicate=1", "--json"]), &known).as_deref(),
+            Some("frobnicate")
+        );
+        assert_eq!(
+            Args::unknown_option(&w(&["--rate=5", "--json", "--config", "f"]), &known),
+            None
+        );
         assert!(a.check_known(&["rate", "dst", "ipv6"]).is_ok());
         assert!(Args::parse(&s(&["--rate"])).is_err());
         assert!(Args::parse(&s(&["rate"])).is_err());

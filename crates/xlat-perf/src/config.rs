@@ -121,7 +121,12 @@ pub fn apply_text(cmd: &str, path: &str, text: &str, args: &mut Args) -> Result<
         top.push((k.clone(), v.clone()));
     }
     // The subcommand's table first: set_default keeps the first value.
+    // The output format given on the command line wins over the file's.
+    let cli_format = args.flag("json") || args.flag("csv");
     for (k, v) in own.iter().chain(top.iter()) {
+        if cli_format && (k == "json" || k == "csv") {
+            continue;
+        }
         // `flag = false` adds nothing: the flag stays off unless given.
         if let (true, val) = value_of(k, v)? {
             args.set_default(k, val);
@@ -154,6 +159,28 @@ pub fn format_error(msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The command line's output format wins over the file's (`json = true`
+    /// in the file and `--csv` given used to be refused as both).
+    #[test]
+    fn command_line_output_format_wins() {
+        let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut a = Args::parse(&w(&["--csv"])).unwrap();
+        apply_text("frame-loss", "f.toml", "json = true\nrate = 5\n", &mut a).unwrap_err();
+        let mut a = Args::parse(&w(&["--csv"])).unwrap();
+        apply_text(
+            "frame-loss",
+            "f.toml",
+            "json = true\nduration = 2\n",
+            &mut a,
+        )
+        .unwrap();
+        assert!(a.flag("csv") && !a.flag("json"));
+        assert_eq!(a.opt::<f64>("duration").unwrap(), Some(2.0));
+        let mut a = Args::parse(&[]).unwrap();
+        apply_text("frame-loss", "f.toml", "json = true\n", &mut a).unwrap();
+        assert!(a.flag("json"));
+    }
 
     fn file(text: &str) -> tempfile {
         let p = std::env::temp_dir().join(format!(

@@ -277,6 +277,7 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         }
     };
     let rlink = io_resolve::link(recv_ns.as_deref(), &recv_if, "recv-if")?;
+    ep.io.recv_mtu = Some(rlink.mtu);
     if !rlink.l2 {
         return Err(format!(
             "--recv-if {recv_if:?}: not an Ethernet device; use --io socket"
@@ -356,6 +357,17 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         };
         if !src.is_ipv6() {
             return Err("--background-src: must be IPv6".into());
+        }
+        // Background frames carry the test frames' UDP payload, as IPv6: 20
+        // bytes longer than IPv4 test frames. The veth would refuse them and
+        // the loss would be blamed on the DUT.
+        let bg_l3 = crate::payload::l3_header(true) + crate::payload::UDP_HEADER + ep.payload;
+        if bg_l3 > mtu as usize {
+            let most = mtu as usize - bg_l3 + l3_len + crate::payload::ETHERNET_OVERHEAD;
+            return Err(format!(
+                "--background: a background frame is a {bg_l3}-byte IPv6 packet (the test frames' UDP payload), over the MTU {mtu} of {}: give a --frame-size of at most {most}",
+                sp.ifname
+            ));
         }
         ep.io.background = Some(Background {
             n,

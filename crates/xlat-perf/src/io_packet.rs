@@ -124,6 +124,8 @@ pub struct IoConfig {
     /// Drop test frames at the receiving interface's netdev ingress hook
     /// (after the receive ring saw them); see [`IngressDrop`].
     pub recv_drop: bool,
+    /// The MTU of the receiving port's interface (packet and XDP I/O).
+    pub recv_mtu: Option<u32>,
 }
 
 fn ifindex(name: &str) -> Result<i32, String> {
@@ -1414,7 +1416,12 @@ pub fn run_trial(
         r0.ring_drops,
     );
     if let Some(s) = bg_stream {
-        out.background = Some(Box::new(mk(s, &t0, n_bg, sent_bg, 0, 0, 0)));
+        let mut b = mk(s, &t0, n_bg, sent_bg, 0, 0, 0);
+        // The background stream's own rate: n/m of the offered frames.
+        if let Some(g) = &bg {
+            b.rate = spec.rate * g.n as u64 / g.m as u64;
+        }
+        out.background = Some(Box::new(b));
     }
     if let Some((t1, mut r1)) = it.next() {
         let s = r1.streams.pop().unwrap();

@@ -33,7 +33,7 @@ IO (traffic and I/O engine, see docs/xlat-perf.md, I/O):
         [--send-cpu N] [--recv-cpu N] [--src-port P] [--dst-ports LO-HI]
         [--src-addrs A-B] [--dst-addrs A-B] [--bidirectional [--reverse-dst ADDR:PORT]
         [--reverse-dst-mac MAC]] [--background N/M --background-dst [IPV6]:PORT
-        [--background-src IPV6]]
+        [--background-src IPV6]] [--recv-drop on|off]
 
 The tester's own ceiling, port to port over a veth pair of its own (no DUT):
   xlat-perf self-test [--features 64,64-random-ports,64-timestamps,84-ipv6,1518]
@@ -69,6 +69,12 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let rest = &argv[1..];
+    if let Some((_, known)) = config::subcommands().iter().find(|(n, _)| n == cmd) {
+        if let Some(k) = args::Args::unknown_option(rest, known) {
+            eprintln!("xlat-perf: {cmd}: unknown option --{k}\n(xlat-perf --help for the usage)");
+            return ExitCode::from(2);
+        }
+    }
     let mut parsed = match args::Args::parse(rest) {
         Ok(a) => a,
         Err(e) => {

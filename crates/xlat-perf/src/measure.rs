@@ -332,8 +332,26 @@ impl Params {
         }
         let run = RunOpts::from_args(a)?;
         let src_ports = if a.flag("random-ports") {
+            if a.opt::<String>("src-port")?.is_some() {
+                return Err(
+                    "--src-port: with --random-ports the source ports come from --src-ports".into(),
+                );
+            }
             let r = match a.opt::<String>("src-ports")? {
                 Some(s) => parse_port_range(&s)?,
+                // RFC 4814 section 4.5's 1024-65535, without the fixed
+                // destination port (a frame with equal ports would be
+                // ambiguous as a reply): its part above 49151 (RFC 4814's
+                // destination ports end there) or below the port.
+                None if (RFC4814_SRC_PORTS.0..=RFC4814_SRC_PORTS.1).contains(&dst.port())
+                    && a.opt::<String>("dst-ports")?.is_none() =>
+                {
+                    if dst.port() < 49152 {
+                        (49152, 65535)
+                    } else {
+                        (1024, dst.port() - 1)
+                    }
+                }
                 None => RFC4814_SRC_PORTS,
             };
             if src.is_none() && crate::io_opts::kind(a)? == engine::IoKind::Socket {
@@ -531,6 +549,29 @@ impl Params {
         };
         // Interfaces, MACs, traffic shape: resolved before anything is sent.
         crate::io_opts::apply(a, &mut p.ep)?;
+        if let Some(b) = &p.ep.io.background {
+            // n of every m frames on the sending port are IPv6 background
+            // frames with the test payload: the medium carries their mean.
+            let bg_frame = udp_payload
+                + payload::ETHERNET_OVERHEAD
+                + payload::l3_header(true)
+                + payload::UDP_HEADER;
+            let (n, m) = (b.n as u64, b.m as u64);
+            let wire = |f: usize| (f as u64 + WIRE_OVERHEAD) * 8;
+            let bits_per_frame =
+                ((m - n) * wire(frame_size) + n * wire(bg_frame)) as f64 / m as f64;
+            let most = (link_gbps * 1e9 / bits_per_frame).floor() as u64;
+            let (key, top) = match test {
+                Test::Throughput | Test::FrameLoss => ("max-rate", max_rate),
+                Test::SystemRecovery => ("throughput", p.throughput),
+                _ => ("rate", p.rates.iter().copied().max().unwrap_or(0)),
+            };
+            if top > most {
+                return Err(format!(
+                    "--{key} {top}: with --background {n}/{m} ({bg_frame}-byte IPv6 frames among the {frame_size}-byte test frames) over the media maximum {most} frames/s at {link_gbps} Gbit/s"
+                ));
+            }
+        }
         Ok(p)
     }
 
@@ -658,25 +699,121 @@ struct Row {
     note: String,
 }
 
-const CSV_HEAD: &str = "test,repetition,rate,planned,sent,received,lost,duplicates,loss_rate,zero_loss,valid,max_lag_us,note";
+/// One stream of a trial as a table / CSV line: the forward test frames,
+/// the reverse direction (`--bidirectional`), the background frames
+/// (`--background`), each with its own counts, and their total (the trial's
+/// verdict: FLR, zero loss and validity over every stream) when there is
+/// more than one.
+struct StreamLine {
+    stream: &'static str,
+    planned: u64,
+    sent: u64,
+    received: u64,
+    lost: u64,
+    duplicates: u64,
+    loss_rate: f64,
+    zero_loss: bool,
+    valid: bool,
+    max_lag_us: u64,
+}
 
-fn csv_row(test: Test, r: &Row) -> String {
-    format!(
-        "{},{},{},{},{},{},{},{},{:.6},{},{},{},{}",
-        test.name(),
-        r.rep,
-        r.t.rate,
-        r.t.planned,
-        r.t.sent,
-        r.t.received,
-        r.t.lost(),
-        r.t.duplicates,
-        r.t.loss_rate(),
-        r.t.zero_loss(),
-        r.t.valid(),
-        r.t.max_lag_us,
-        r.note
-    )
+fn stream_lines(t: &TrialOut) -> Vec<StreamLine> {
+    let own = |stream, t: &TrialOut| StreamLine {
+        stream,
+        planned: t.planned,
+        sent: t.sent,
+        received: t.received,
+        lost: t.lost(),
+        duplicates: t.duplicates,
+        loss_rate: if t.planned == 0 {
+            0.0
+        } else {
+            ((t.lost() + t.duplicates) as f64 / t.planned as f64).min(1.0)
+        },
+        zero_loss: t.sent == t.planned && t.received == t.planned && t.duplicates == 0,
+        valid: !t.behind,
+        max_lag_us: t.max_lag_us,
+    };
+    let mut v = vec![own("forward", t)];
+    if let Some(r) = &t.reverse {
+        v.push(own("reverse", r));
+    }
+    if let Some(b) = &t.background {
+        v.push(own("background", b));
+    }
+    if v.len() > 1 {
+        let sum = |f: fn(&StreamLine) -> u64| v.iter().map(f).sum::<u64>();
+        v.push(StreamLine {
+            stream: "total",
+            planned: sum(|l| l.planned),
+            sent: sum(|l| l.sent),
+            received: sum(|l| l.received),
+            lost: sum(|l| l.lost),
+            duplicates: sum(|l| l.duplicates),
+            loss_rate: t.loss_rate(),
+            zero_loss: t.zero_loss(),
+            valid: t.valid(),
+            max_lag_us: v.iter().map(|l| l.max_lag_us).max().unwrap_or(0),
+        });
+    }
+    v
+}
+
+const CSV_HEAD: &str = "test,repetition,stream,rate,planned,sent,received,lost,duplicates,loss_rate,zero_loss,valid,max_lag_us,note,value";
+
+/// The CSV lines of a trial: one per stream; the verdict (`note`) is on the
+/// last (`forward` alone, or `total`).
+fn csv_rows(test: Test, r: &Row) -> Vec<String> {
+    let lines = stream_lines(&r.t);
+    let last = lines.len() - 1;
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            format!(
+                "{},{},{},{},{},{},{},{},{},{:.6},{},{},{},{},",
+                test.name(),
+                r.rep,
+                l.stream,
+                r.t.rate,
+                l.planned,
+                l.sent,
+                l.received,
+                l.lost,
+                l.duplicates,
+                l.loss_rate,
+                l.zero_loss,
+                l.valid,
+                l.max_lag_us,
+                if i == last { r.note.as_str() } else { "" }
+            )
+        })
+        .collect()
+}
+
+/// The CSV lines of the results: per headline figure, its summary over the
+/// valid repetitions (`repetition` = median, p1, p99, mean; `stream` =
+/// result; `note` = the figure and its unit; `value`).
+fn csv_results(test: Test, headline: &[(String, String, Vec<f64>)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, unit, v) in headline {
+        let Some(s) = stats::summary(v) else {
+            continue;
+        };
+        for (what, x) in [
+            ("median", s.median),
+            ("p1", s.p1),
+            ("p99", s.p99),
+            ("mean", v.iter().sum::<f64>() / v.len() as f64),
+        ] {
+            out.push(format!(
+                "{},{what},result,,,,,,,,,,,{} ({unit}),{x}",
+                test.name(),
+                name.replace(',', ";")
+            ));
+        }
+    }
+    out
 }
 
 pub(crate) fn fmt_us(ns: f64) -> String {
@@ -898,6 +1035,10 @@ pub fn run(p: &Params) -> Result<String, String> {
                     }
                     let mut invalid = Vec::new();
                     let t = trial_with_retries(p, rate, false, &mut stream, &mut invalid)?;
+                    for i in &invalid {
+                        // Every attempt is reported: the retried ones too.
+                        tj.push(trial_json(i, vec![("retried", J::Bool(true))]));
+                    }
                     for i in invalid {
                         rows.push(Row {
                             rep,
@@ -945,6 +1086,10 @@ pub fn run(p: &Params) -> Result<String, String> {
                 let rate = p.rates[0];
                 let mut invalid = Vec::new();
                 let t = trial_with_retries(p, rate, true, &mut stream, &mut invalid)?;
+                let retried: Vec<J> = invalid
+                    .iter()
+                    .map(|i| trial_json(i, vec![("retried", J::Bool(true))]))
+                    .collect();
                 for i in invalid {
                     rows.push(Row {
                         rep,
@@ -1024,6 +1169,8 @@ pub fn run(p: &Params) -> Result<String, String> {
                 reps.push(J::obj(vec![
                     ("repetition", J::u(rep as u64)),
                     ("trial", trial_json(&t, extra)),
+                    // Attempts repeated because the sender fell behind.
+                    ("retried_trials", J::Arr(retried)),
                 ]));
                 rows.push(Row {
                     rep,
@@ -1040,6 +1187,9 @@ pub fn run(p: &Params) -> Result<String, String> {
             }
         }
     }
+    if let Some(w) = lag_warning(p, &rows.iter().map(|r| &r.t).collect::<Vec<_>>()) {
+        warnings.push(w);
+    }
     if p.json {
         return Ok(J::obj(vec![
             ("mode", J::s(p.test.name())),
@@ -1053,7 +1203,8 @@ pub fn run(p: &Params) -> Result<String, String> {
     }
     if p.csv {
         let mut out = vec![CSV_HEAD.to_string()];
-        out.extend(rows.iter().map(|r| csv_row(p.test, r)));
+        out.extend(rows.iter().flat_map(|r| csv_rows(p.test, r)));
+        out.extend(csv_results(p.test, &headline));
         return Ok(out.join("\n"));
     }
     let mut out = vec![
@@ -1074,17 +1225,26 @@ pub fn run(p: &Params) -> Result<String, String> {
         ),
     ];
     for r in &rows {
-        out.push(format!(
-            "{:>3} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}  {}",
-            r.rep,
-            r.t.rate,
-            r.t.planned,
-            r.t.received,
-            r.t.lost(),
-            r.t.duplicates,
-            r.t.max_lag_us,
-            r.note
-        ));
+        let lines = stream_lines(&r.t);
+        let several = lines.len() > 1;
+        for (i, l) in lines.iter().enumerate() {
+            // With several streams: one line each, then their total with
+            // the verdict.
+            let (rep, rate) = if i == 0 {
+                (r.rep.to_string(), r.t.rate.to_string())
+            } else {
+                (String::new(), String::new())
+            };
+            let note = match (several, i == lines.len() - 1) {
+                (false, _) => r.note.clone(),
+                (true, true) => format!("{}: {}", l.stream, r.note),
+                (true, false) => l.stream.to_string(),
+            };
+            out.push(format!(
+                "{:>3} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}  {}",
+                rep, rate, l.planned, l.received, l.lost, l.duplicates, l.max_lag_us, note
+            ));
+        }
     }
     for (name, unit, v) in &headline {
         // Delays are kept in ns and shown in us.
@@ -1129,7 +1289,37 @@ pub fn rfc_deviations(p: &Params) -> Vec<String> {
             p.wait
         ));
     }
+    // A frame the receiving link cannot carry whole: the DUT must fragment
+    // it (it then arrives as fragments, which are not test frames) or drop
+    // it, e.g. 1518-byte IPv4 frames are 1538 bytes as IPv6 (RFC 8219
+    // section 5.1.1).
+    let recv_l3 = p.recv_frame_size - payload::ETHERNET_OVERHEAD;
+    if let Some(mtu) = p.ep.io.recv_mtu.filter(|&m| recv_l3 > m as usize) {
+        w.push(format!(
+            "the frames arrive as {}-byte frames ({recv_l3}-byte IP packets), over the MTU {mtu} of the receiving interface: the DUT can only fragment or drop them (every one counts as lost)",
+            p.recv_frame_size
+        ));
+    }
     w
+}
+
+/// A warning when valid trials fell far behind their schedule during the
+/// trial and caught up later: such a trial is valid (it ended within 0.1%
+/// of its length, siitperf's rule), but the frames it owed left faster than
+/// the rate, which a DUT with a shallow token bucket may drop.
+fn lag_warning(p: &Params, trials: &[&TrialOut]) -> Option<String> {
+    let limit_us = (p.duration * 1e6 * 0.01) as u64;
+    let lagged: Vec<u64> = trials
+        .iter()
+        .filter(|t| t.valid() && t.max_lag_us > limit_us)
+        .map(|t| t.max_lag_us)
+        .collect();
+    let worst = lagged.iter().max()?;
+    Some(format!(
+        "{} valid trial(s) fell more than 1% of their length behind schedule during the trial (up to {:.1} ms) and caught up by sending faster than the rate; a DUT with a shallow token bucket may drop such catch-up frames (see max_lag_us)",
+        lagged.len(),
+        *worst as f64 / 1000.0
+    ))
 }
 
 /// Issue 5: a DUT result within 10% of the tester's own (self-test) ceiling
@@ -1332,6 +1522,8 @@ mod tests {
                 "--src",
                 "192.0.2.1",
                 "--random-ports",
+                "--src-ports",
+                "1024-65535",
             ],
         );
         assert!(e.contains("overlaps the destination port 2000"), "{e}");
@@ -1358,6 +1550,34 @@ mod tests {
             &["--dst", "192.0.2.2:9", "--src-ports", "2000-3000"],
         );
         assert!(e.contains("needs --random-ports"), "{e}");
+        // --src-port would be silently ignored next to --random-ports.
+        let e = err(
+            Test::Throughput,
+            &[
+                "--dst",
+                "192.0.2.2:9",
+                "--src",
+                "192.0.2.1",
+                "--random-ports",
+                "--src-port",
+                "5000",
+            ],
+        );
+        assert!(e.contains("--src-port: with --random-ports"), "{e}");
+        // The default range leaves a destination port inside RFC 4814's
+        // 1024-65535 out (it used to refuse every --dst port from 1024).
+        let with = |dst: &str| {
+            Params::from_args(
+                Test::Throughput,
+                &args(&["--dst", dst, "--src", "192.0.2.1", "--random-ports"]),
+            )
+            .unwrap()
+            .ep
+            .src_ports
+        };
+        assert_eq!(with("192.0.2.2:7000"), Some((49152, 65535)));
+        assert_eq!(with("192.0.2.2:50000"), Some((1024, 49999)));
+        assert_eq!(with("192.0.2.2:9"), Some((1024, 65535)));
     }
 
     #[test]
