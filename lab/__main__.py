@@ -12,6 +12,8 @@ python -m lab cleanup [--prefix P]     remove leftovers of crashed lab runs (nam
 from __future__ import annotations
 
 import argparse
+import json
+import signal
 import sys
 from pathlib import Path
 
@@ -38,20 +40,61 @@ def cmd_list(_a) -> int:
     return 0
 
 
+def _run_args_problem(a, out: Path, only: list[str] | None) -> str | None:
+    """Why the arguments of ``lab run`` cannot run (checked before anything is
+    created), or None."""
+    from lab.scenarios import SCENARIOS
+
+    sc = SCENARIOS.get(a.scenario)
+    if sc is None:
+        return f"unknown scenario {a.scenario!r}; known: {', '.join(SCENARIOS)}"
+    duts = sorted({d for p in sc.parts for d in p.duts})
+    bad = [d for d in only or [] if d not in duts]
+    if bad:
+        return f"--duts {','.join(bad)}: not in scenario {a.scenario} (its DUTs: {', '.join(duts)})"
+    if a.budget_min is not None and not a.budget_min > 0:
+        return f"--budget-min {a.budget_min:g}: must be more than 0 minutes"
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: not a directory"
+    meta = out / "meta.json"
+    if meta.exists():
+        try:
+            held = json.loads(meta.read_text()).get("scenario")
+        except (OSError, ValueError) as e:
+            return f"--out {out}: unreadable meta.json ({e})"
+        if held != a.scenario:
+            return f"--out {out} holds scenario {held!r}, not {a.scenario!r}: use another --out"
+    return None
+
+
 def cmd_run(a) -> int:
     from lab import report
     from lab.runner import default_out, run_scenario
 
     only = [d for d in (a.duts or "").split(",") if d] or None
     out = Path(a.out) if a.out else default_out(a.scenario)
+    why = _run_args_problem(a, out, only)
+    if why:
+        print(f"lab: {why}", file=sys.stderr)
+        return 2
+    # SIGINT as the default Ctrl-C even when started in the background by a
+    # non-interactive shell (which sets it to ignored): kill -INT then stops
+    # the run like Ctrl-C, with the cleanup and the partial report.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         out, meta = run_scenario(a.scenario, out, only, a.budget_min)
-    except (KeyboardInterrupt, SystemExit):
+    except (KeyboardInterrupt, SystemExit) as e:
         # Ctrl-C / SIGTERM (e.g. make bench's hard stop): still the report of
         # what finished, so nothing measured is lost; a rerun resumes.
         if (out / "meta.json").exists() and any((out / "trials").glob("*/*.json")):
             md = report.write(out)
-            print(f"interrupted; report of the finished trials: {md}", file=sys.stderr)
+            print(
+                f"interrupted; report of the finished trials: {md} "
+                f"(rerun with --out {out} to resume)",
+                file=sys.stderr,
+            )
+        if isinstance(e, KeyboardInterrupt):
+            return 130
         raise
     md = report.write(out)
     run = report.load(out)
@@ -66,15 +109,27 @@ def cmd_run(a) -> int:
             else ""
         )
     )
-    ok = any(
-        r.get("status") == "ok" for t in run["trials"].values() for r in t.values()
-    )
-    return 0 if ok else 1
+    # Every trial must have given its figure: a failed one (listed under the
+    # summary) makes the run fail, as does a run with no trial at all.
+    statuses = [r.get("status") for t in run["trials"].values() for r in t.values()]
+    if "error" in statuses:
+        print(f"lab: {statuses.count('error')} trial(s) failed", file=sys.stderr)
+        return 1
+    return 0 if "ok" in statuses else 1
+
+
+def _run_dir_problem(d: str) -> str | None:
+    if not (Path(d) / "meta.json").is_file():
+        return f"{d}: not a lab run directory (no meta.json)"
+    return None
 
 
 def cmd_report(a) -> int:
     from lab import report
 
+    if why := _run_dir_problem(a.dir):
+        print(f"lab: {why}", file=sys.stderr)
+        return 2
     md = report.write(Path(a.dir))
     print(report.console_table(report.load(Path(a.dir))))
     print(f"report: {md}")
@@ -84,6 +139,10 @@ def cmd_report(a) -> int:
 def cmd_compare(a) -> int:
     from lab.compare import compare
 
+    for d in (a.a, a.b):
+        if why := _run_dir_problem(d):
+            print(f"lab: {why}", file=sys.stderr)
+            return 2
     print(compare(Path(a.a), Path(a.b)))
     return 0
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from lab.netns import cleanup_prefix, list_ns
@@ -32,6 +33,42 @@ def claim(prefix: str):
         yield
     finally:
         f.unlink(missing_ok=True)
+
+
+TMP_MARK = ".lab-owner"
+
+
+def lab_tmpdir(tag: str) -> tempfile.TemporaryDirectory:
+    """A ``/tmp/xlat-lab-<tag>-*`` directory of this run (config, log, socket of a
+    DUT), marked with this process's PID so that ``lab cleanup`` can remove it
+    after a crash (``kill -9``) and leaves it alone while the run lives."""
+    t = tempfile.TemporaryDirectory(prefix=f"xlat-lab-{tag}-")
+    (Path(t.name) / TMP_MARK).write_text(f"{os.getpid()}\n")
+    return t
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stale_tmpdirs() -> list[Path]:
+    """The lab's temp directories whose run is gone (unmarked ones, of older
+    versions, are left alone)."""
+    out = []
+    for d in Path(tempfile.gettempdir()).glob("xlat-lab-*"):
+        try:
+            pid = int((d / TMP_MARK).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if not _pid_alive(pid):
+            out.append(d)
+    return out
 
 
 def _alive_owner(prefix: str) -> int | None:
@@ -67,4 +104,6 @@ def cleanup(prefix: str = "xlab") -> tuple[list[str], dict[str, int]]:
         for d in etc.iterdir():
             if d.name.startswith(prefix) and d.name.split("-", 1)[0] not in alive:
                 shutil.rmtree(d, ignore_errors=True)
+    for d in _stale_tmpdirs():
+        shutil.rmtree(d, ignore_errors=True)
     return gone, alive

@@ -60,6 +60,27 @@ def _f(v, spec=",.0f") -> str:
     return "–" if v is None else format(v, spec)
 
 
+def no_valid_trial(r: dict | None) -> bool:
+    """A zero-loss search none of whose trials was valid (the sender fell behind
+    at every rate tried): its 0 is no measurement."""
+    return bool(
+        r
+        and not r.get("fps")
+        and r.get("trials")
+        and r.get("invalid_trials", 0) >= r["trials"]
+    )
+
+
+def failed_trials(run: dict, duts) -> list[tuple[str, str, str]]:
+    """(dut, trial key, first line of the error) of every trial that failed."""
+    return [
+        (d, k, (t.get("error") or "?").splitlines()[0][:200])
+        for d in duts
+        for k, t in sorted(run["trials"].get(d, {}).items())
+        if t.get("status") == "error"
+    ]
+
+
 def _slug(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")[:40].strip("-")
 
@@ -111,7 +132,10 @@ def metrics(run: dict, dut: str) -> dict[str, tuple[float | None, bool]]:
     """``{label: (value, higher_is_better)}`` for the summary table."""
     m: dict[str, tuple[float | None, bool]] = {}
     thr = res(run, dut, "throughput/min")
-    m["throughput, min frames (fps)"] = (_get(thr, "fps"), True)
+    m["throughput, min frames (fps)"] = (
+        None if no_valid_trial(thr) else _get(thr, "fps"),
+        True,
+    )
     m["max rate at overload, min frames (fps)"] = (_get(thr, "max_fps"), True)
     m["TCP x1 (Gbit/s)"] = (_get(res(run, dut, "tcp/x1-fwd"), "gbps"), True)
     m["TCP x4 (Gbit/s)"] = (_get(res(run, dut, "tcp/x4-fwd"), "gbps"), True)
@@ -125,7 +149,7 @@ def metrics(run: dict, dut: str) -> dict[str, tuple[float | None, bool]]:
     m[f"HTTP {lab} (req/s)"] = (_get(h, "rps"), True)
     cr = res(run, dut, "conn_rate")
     if cr is not None:
-        m["new flows/s (NAT)"] = (_get(cr, "flows_per_s"), True)
+        m["new flows/s (NAT)"] = (_get(cr, "flows_per_s") or None, True)
     for p in _get(res(run, dut, "scale"), "points") or []:
         n = p.get("target_sessions")
         m[f"zero-loss fps, 1,000 flows of {n:,} sessions"] = (
@@ -226,25 +250,63 @@ def summary_table(run: dict, part: dict) -> str:
                     rs.append(f"{v / bv:.2f}{mk}" if v is not None and bv else "–")
                 cells.append(" / ".join(rs))
             out.append(_row(d, *cells))
-    if any(_mark(run, d, lab) for d, _ in rows for lab in labels):
-        out += [
-            "",
-            (
-                "† the zero-loss search had invalid trials (the sender fell behind its "
-                "schedule; the DUT lost no frame in them): the figure may be the "
-                "tester's limit, not the DUT's, and a ratio with † compares such figures."
-            ),
-        ]
+    marks = {_mark(run, d, lab).strip() for d, _ in rows for lab in labels} - {""}
+    out += ["", n] if (n := marks_note(marks)) else []
+    fails = failed_trials(run, duts)
+    if fails:
+        out += ["", f"**{len(fails)} trial(s) failed** (no figure; see the log):", ""]
+        out += [f"- `{d}` `{k}`: {e}" for d, k, e in fails]
     return "\n".join(out)
 
 
+def marks_note(marks: set[str]) -> str:
+    """The footnote of the marks in use."""
+    notes = {
+        "†": (
+            "† the search had invalid trials (the sender fell behind its schedule, "
+            "so the trial counted as a failure whatever the DUT did): the figure may "
+            "be the tester's limit, not the DUT's, and a ratio with † compares such "
+            "figures."
+        ),
+        "‡": (
+            "‡ no trial of the search was valid (the sender fell behind at every "
+            "rate tried): no result."
+        ),
+        "≥": (
+            "≥ every trial passed: the figure is the top of the range tried, the "
+            "DUT may do more."
+        ),
+    }
+    return " ".join(notes[m] for m in ("†", "‡", "≥") if m in marks)
+
+
 def _mark(run: dict, dut: str, label: str) -> str:
-    """ " †" for the summary's zero-loss throughput of ``dut`` when its search had
-    invalid trials (see the "Throughput by frame size" table)."""
-    if not label.startswith("throughput, min frames"):
-        return ""
-    r = res(run, dut, "throughput/min")
-    return " †" if r and r.get("invalid_trials") else ""
+    """The marks of a summary figure: " ‡" for a zero-loss search with no valid
+    trial, " †" when the search (zero-loss throughput, new-flow rate, throughput
+    with N sessions) had invalid trials, " ≥" for a new-flow rate at the top of
+    the range tried (every trial passed)."""
+    if label.startswith("throughput, min frames"):
+        r = res(run, dut, "throughput/min")
+        if no_valid_trial(r):
+            return " ‡"
+        return " †" if r and r.get("invalid_trials") else ""
+    if label.startswith("new flows/s"):
+        r = res(run, dut, "conn_rate")
+        if not r:
+            return ""
+        lo = r.get("flows_per_s") or 0
+        trials = r.get("trials") or []
+        if not lo and trials and all(t.get("invalid") for t in trials):
+            return " ‡"
+        if any(t.get("invalid") and t["rate"] > lo for t in trials):
+            return " †"
+        return " ≥" if r.get("upper_bound") is None and lo else ""
+    if label.startswith("zero-loss fps,"):
+        n = label.split(" of ")[1].split(" sessions")[0].replace(",", "")
+        for p in _get(res(run, dut, "scale"), "points") or []:
+            if str(p.get("target_sessions")) == n and p.get("invalid_trials"):
+                return " †"
+    return ""
 
 
 # -- plots ---------------------------------------------------------------------------
@@ -304,8 +366,9 @@ def plot_throughput(run, duts, path) -> bool:
     any_ = False
     for d in duts:
         pts = [
-            (r["frame_size"], r["fps"], r["mbps"])
+            (r["frame_size"], r["fps"], r["mbps"], bool(r.get("invalid_trials")))
             for r in _ok(run, d, "throughput/").values()
+            if not no_valid_trial(r)
         ]
         if not pts:
             continue
@@ -314,10 +377,21 @@ def plot_throughput(run, duts, path) -> bool:
         xs = [p[0] for p in pts]
         ax.plot(xs, [p[1] / 1000 for p in pts], label=d, **st[d])
         ax2.plot(xs, [p[2] / 1000 for p in pts], label=d, **st[d])
+        for a, i in ((ax, 1), (ax2, 2)):
+            dag = [p for p in pts if p[3]]
+            if dag:
+                a.plot(
+                    [p[0] for p in dag],
+                    [p[i] / 1000 for p in dag],
+                    "o",
+                    markerfacecolor="white",
+                    markeredgecolor=st[d]["color"],
+                    markersize=8,
+                )
     if not any_:
         return _finish(plt, fig, None)
     ax.set(
-        title="Zero-loss throughput by frame size",
+        title="Zero-loss throughput by frame size\nhollow: the search had invalid trials (†)",
         xlabel="frame size, sender side (bytes)",
         ylabel="kframes/s",
     )
@@ -341,17 +415,20 @@ def plot_flr(run, duts, path) -> bool:
             continue
         any_ = True
         pts = r["points"]
+        good = [p for p in pts if p["valid"]]
         ax.plot(
-            [p["rate"] / 1000 for p in pts],
-            [p["flr_percent"] for p in pts],
+            [p["rate"] / 1000 for p in good],
+            [p["flr_percent"] for p in good],
             label=d,
             **st[d],
         )
         bad = [p for p in pts if not p["valid"]]
         if bad:
+            # The sender fell behind: frames it never sent are no loss of the
+            # DUT's; the point shows the loss among the frames it did send.
             ax.plot(
                 [p["rate"] / 1000 for p in bad],
-                [p["flr_percent"] for p in bad],
+                [_sent_loss(p) for p in bad],
                 "o",
                 markerfacecolor="white",
                 markeredgecolor=st[d]["color"],
@@ -361,12 +438,18 @@ def plot_flr(run, duts, path) -> bool:
         return _finish(plt, fig, None)
     ax.set(
         title="Frame loss rate by offered rate (RFC 8219 7.4)\n"
-        "hollow: invalid trial (the sender fell behind schedule)",
+        "hollow: invalid trial (sender behind schedule): loss of the frames it sent",
         xlabel="offered kframes/s",
         ylabel="FLR (%)",
     )
     ax.legend()
     return _finish(plt, fig, path)
+
+
+def _sent_loss(p: dict) -> float:
+    """Percent of the frames actually sent that did not arrive."""
+    sent = p.get("sent") or 0
+    return 100.0 * max(0, sent - p.get("received", 0)) / sent if sent else 0.0
 
 
 def plot_tcp(run, duts, path) -> bool:
@@ -520,6 +603,9 @@ def _throughput_table(run, duts) -> str:
             r = by.get(s)
             if r is None:
                 cells.append("–")
+                continue
+            if no_valid_trial(r):
+                cells.append("– ‡")
                 continue
             mark = (" †" if r["invalid_trials"] else "") + (
                 " ⚠" if r.get("near_tester_ceiling") else ""
@@ -887,7 +973,9 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
                     "Zero-loss frames/s, the binary search's final lower bound (the median of "
                     "the searches where the scenario repeats them). † = some trial was "
                     "invalid (the sender fell behind schedule) and counted as a failure: the figure "
-                    "may be the tester's limit; ⚠ = within 10 % of the tester's ceiling."
+                    "may be the tester's limit; ‡ = no trial was valid, no result; ⚠ = within "
+                    "10 % of the tester's ceiling (only when the tester's self-test ceiling "
+                    "was given)."
                 ),
             ),
             ("Frame loss rate by offered rate (RFC 8219 7.4)", "flr", "", ""),
@@ -896,7 +984,9 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
                 None,
                 _delay_table(run, duts),
                 (
-                    "At a fraction of the DUT's own throughput (the rate column). Typical = median, "
+                    "At the rate column: a fraction of the DUT's own zero-loss throughput, or of "
+                    "a short probe's rate at overload when that throughput is 0 or missing. "
+                    "Typical = median, "
                     "worst case = 99.9th percentile of the tagged frames' one-way delay; "
                     "PDV = D99.9 - Dmin over every frame."
                 ),

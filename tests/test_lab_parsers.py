@@ -319,3 +319,55 @@ def test_summary_marks_tester_limited_throughput():
     assert "200,000 †" in t and "100,000 †" not in t, t
     assert "0.50 †" in t, t  # xlat / kernel-v6: the baseline is tester-limited
     assert "the tester's limit" in t, t
+
+
+def test_summary_says_no_result_and_lists_failed_trials():
+    """A zero-loss search none of whose trials was valid is no result (‡, not a
+    throughput of 0), a new-flow rate bounded by invalid trials is marked †, one at
+    the top of the range tried ≥, and a failed trial is listed with its error
+    (it used to vanish from the report)."""
+    from lab import report
+
+    def ok(result):
+        return {"status": "ok", "result": result}
+
+    run = {
+        "duts": {"kernel-v6": {"role": "baseline"}, "xlat": {}, "xlat-nat64": {}},
+        "trials": {
+            "kernel-v6": {
+                "throughput/min": ok(
+                    {"fps": 200_000, "invalid_trials": 0, "trials": 9}
+                ),
+                "ping": {"status": "error", "error": "ping: no reply\nmore"},
+            },
+            "xlat": {
+                "throughput/min": ok({"fps": 0, "invalid_trials": 2, "trials": 2}),
+                "conn_rate": ok(
+                    {
+                        "flows_per_s": 80_000,
+                        "upper_bound": 100_000,
+                        "trials": [
+                            {"rate": 80_000, "invalid": False},
+                            {"rate": 100_000, "invalid": True},
+                        ],
+                    }
+                ),
+            },
+            "xlat-nat64": {
+                "conn_rate": ok(
+                    {
+                        "flows_per_s": 10_000,
+                        "upper_bound": None,
+                        "trials": [{"rate": 10_000, "invalid": False}],
+                    }
+                ),
+            },
+        },
+    }
+    t = report.summary_table(run, {"duts": ["kernel-v6", "xlat", "xlat-nat64"]})
+    assert "| xlat | – ‡ |" in t.replace("  ", " "), t
+    assert "no result" in t, t
+    assert "80,000 †" in t and "10,000 ≥" in t, t
+    assert "1 trial(s) failed" in t and "`kernel-v6` `ping`: ping: no reply" in t, t
+    assert report.no_valid_trial({"fps": 0, "invalid_trials": 2, "trials": 2})
+    assert not report.no_valid_trial({"fps": 0, "invalid_trials": 1, "trials": 2})

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from lab.cleanup import lab_tmpdir
 
 __all__ = ["Adapter", "Daemon", "Flow", "repo_root"]
 
@@ -57,7 +58,7 @@ class Daemon:
     def __init__(self, lab, ns: str, tag: str) -> None:
         self.lab = lab
         self.ns = ns
-        self.tmp = tempfile.TemporaryDirectory(prefix=f"xlat-lab-{tag}-")
+        self.tmp = lab_tmpdir(tag)
         self.dir = Path(self.tmp.name)
         self.log_path = self.dir / f"{tag}.log"
         self.proc: subprocess.Popen | None = None

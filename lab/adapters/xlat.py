@@ -31,6 +31,7 @@ from pathlib import Path
 
 from lab.adapters.base import FRAME_V4, FRAME_V6, Adapter, Daemon, Flow, executable
 from lab.adapters.base import repo_root as _root
+from lab.cleanup import lab_tmpdir
 from lab.netns import ns_exec, run
 
 POOL4_NAT64 = "203.0.113.0/27"
@@ -141,7 +142,7 @@ class Xlat(Adapter):
     def start(self, topo, ready_timeout: float = 15.0) -> None:
         super().start(topo)
         self.instances = []
-        self.tmp = tempfile.TemporaryDirectory(prefix="xlat-lab-xlat-")
+        self.tmp = lab_tmpdir("xlat")
         for ns, tag, toml in self.configs(topo, Path(self.tmp.name)):
             d = Daemon(topo.lab, ns, tag)
             conf = d.dir / f"{tag}.toml"
@@ -314,7 +315,7 @@ class Xlat464(Xlat):
         from lab.topologies import start_dns64
 
         if getattr(topo, "dns64", None) is None:
-            self._dns_dir = tempfile.TemporaryDirectory(prefix="xlat-lab-dns64-")
+            self._dns_dir = lab_tmpdir("dns64")
             start_dns64(topo, Path(self._dns_dir.name))
         super().start(topo, ready_timeout)
 
@@ -339,3 +340,8 @@ class XlatNat64Ebpf(XlatNat64):
         '[datapath] kind = "ebpf"'
     )
     DATAPATH = "ebpf"
+
+    def cpu_pids(self) -> list[int]:
+        # Established flows are translated in the kernel's softirq: the
+        # daemon's process CPU would read a misleading ~0% (see XlatEbpf).
+        return []

@@ -246,6 +246,12 @@ def scale(
             "target_sessions": n,
             "sessions": after,
             "zero_loss_fps": _fps(j),
+            # Invalid trials (the sender fell behind) bound the search like
+            # failures: the figure may be the tester's limit (report: †).
+            "invalid_trials": sum(int(r.get("invalid_trials", 0)) for r in _reps(j)),
+            "upper_bound_fps": min(
+                (float(r["upper_bound_fps"]) for r in _reps(j)), default=None
+            ),
             "rss_kib": rss,
         }
         if rss is not None and base_rss is not None and after and after > base_sessions:
