@@ -9,6 +9,7 @@ test can say exactly what they answer (TTL, rcode, odd records, hop limit)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -480,8 +481,13 @@ def test_pool6_back_to_discovery_when_the_file_drops_it():
         static = base.replace(
             'mode = "clat"\n', 'mode = "clat"\npool6 = "2001:db8:64:2::/96"\n'
         )
-        _reload(x, static, "configuration reloaded")
+        log = _reload(x, static, "configuration reloaded")
         assert 'pool6 = "2001:db8:64:2::/96"' in e.pool6()
+        # The switch is logged with where the prefix comes from now.
+        assert re.search(
+            r'msg="pool6 changed" from=2001:db8:64::/96 to=2001:db8:64:2::/96 source=file',
+            log,
+        ), log
         queries = x.stats()["pool6_discoveries"]
         _reload(x, base, "pool6 removed from the file, discovering again")
         deadline = time.monotonic() + 10

@@ -825,6 +825,14 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                 || n.chars().any(|c| c == '/' || c.is_whitespace() || c == ':')
             {
                 ctx.err("tun.name", n, "not a valid interface name");
+            } else if n.contains('%') {
+                // The kernel would take it as a template (tun%d -> tun0) and
+                // xlat could not find the device by this name.
+                ctx.err(
+                    "tun.name",
+                    n,
+                    "'%' makes the kernel pick the name (a template like tun%d): give the name itself",
+                );
             } else {
                 s.tun.name = n;
             }
@@ -1335,6 +1343,11 @@ ipv6 = "2001:db8:9::/121"
             "pool6 = \"64:ff9b::/96\"\n[tun]\nname = \"abcdefghijklmnop\"\nqueues = 65\noffload = \"yes\"\n",
         );
         assert!(has(&ps, "tun.name", "IFNAMSIZ"));
+        assert!(has(
+            &problems("[tun]\nname = \"xl%d\"\n"),
+            "tun.name",
+            "template"
+        ));
         assert!(has(&ps, "tun.queues", "64"));
         assert!(has(&ps, "tun.offload", "true or false"));
         assert!(parse(

@@ -61,6 +61,40 @@ impl Nat64Settings {
     /// (key, value, minimum) in seconds: UDP 120 (RFC 4787 REQ-5, RFC 6146
     /// §4 UDP_MIN), TCP_EST 7440 (RFC 5382 REQ-5), TCP_TRANS 240 (RFC 6146
     /// §4). Accepted (labs shorten them), but worth a warning.
+    /// The keys whose values differ between `self` and `o`, other than
+    /// pool4 and the static BIB (what a reload cannot apply names them).
+    pub fn changed_keys(&self, o: &Nat64Settings) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        let mut check = |changed: bool, key| {
+            if changed {
+                v.push(key);
+            }
+        };
+        check(self.udp_timeout != o.udp_timeout, "nat64.timeouts.udp");
+        check(
+            self.tcp_est_timeout != o.tcp_est_timeout,
+            "nat64.timeouts.tcp-est",
+        );
+        check(
+            self.tcp_trans_timeout != o.tcp_trans_timeout,
+            "nat64.timeouts.tcp-trans",
+        );
+        check(self.icmp_timeout != o.icmp_timeout, "nat64.timeouts.icmp");
+        check(self.filtering != o.filtering, "nat64.filtering");
+        check(
+            self.drop_externally_initiated_tcp != o.drop_externally_initiated_tcp,
+            "nat64.drop-externally-initiated-tcp",
+        );
+        check(self.max_sessions != o.max_sessions, "nat64.max-sessions");
+        check(self.source_quota != o.source_quota, "nat64.source-quota");
+        check(
+            self.source_quota_prefix != o.source_quota_prefix,
+            "nat64.source-quota-prefix",
+        );
+        check(self.mapping_log != o.mapping_log, "nat64.mapping-log");
+        v
+    }
+
     pub fn timeouts_below_rfc(&self) -> Vec<(&'static str, u64, u64)> {
         [
             ("nat64.timeouts.udp", self.udp_timeout, 120),
@@ -560,6 +594,25 @@ mod tests {
     use super::{static_bib_problem, ta6_parse};
     use xlat_core::addr::Ipv6Prefix;
     use xlat_core::nat64::{Filtering, Proto, Ta4};
+
+    /// A reload that changes what needs a restart names the keys.
+    #[test]
+    fn changed_keys_name_what_a_reload_cannot_apply() {
+        let a = super::Nat64Settings::default();
+        let mut b = a.clone();
+        assert!(a.changed_keys(&b).is_empty());
+        b.max_sessions = 10;
+        b.mapping_log = "/tmp/m.log".into();
+        b.udp_timeout = 120;
+        assert_eq!(
+            b.changed_keys(&a),
+            [
+                "nat64.timeouts.udp",
+                "nat64.max-sessions",
+                "nat64.mapping-log"
+            ]
+        );
+    }
 
     const OK: &str = r#"
 mode = "nat64"

@@ -381,7 +381,13 @@ impl Daemon {
             rest.bib = old.nat64.bib.clone();
             rest.pool4 = old.nat64.pool4.clone();
             if rest != old.nat64 {
-                warn!("change needs a restart, ignored (sessions are kept)", "key" => "nat64");
+                let keys = rest.changed_keys(&old.nat64);
+                let keys = if keys.is_empty() {
+                    "nat64".to_string()
+                } else {
+                    keys.join(",")
+                };
+                warn!("change needs a restart, ignored (sessions are kept)", "key" => keys);
             }
             bib_wanted = Some(std::mem::take(&mut new.nat64.bib));
             if new.nat64.pool4 != old.nat64.pool4 {
@@ -440,10 +446,21 @@ impl Daemon {
         crate::log::set_level(new.log_level);
         st.routes = update_routes(&st.routes, &new, pool6, &eamt);
         st.settings = new;
-        st.pool6 = pool6;
+        let pool6_was = std::mem::replace(&mut st.pool6, pool6);
         st.eamt = eamt;
         st.discover_now |= discover_now;
         self.stats.reloads.fetch_add(1, Ordering::Relaxed);
+        if pool6_was != pool6 {
+            // Say where the prefix in use now comes from (the file's, or
+            // back to the discovered one).
+            let from = if st.settings.pool6.is_some() {
+                "file"
+            } else {
+                "discovered"
+            };
+            info!("pool6 changed", "from" => pool6_was.map_or("none".into(), |p| p.to_string()),
+                "to" => pool6.map_or("none".into(), |p| p.to_string()), "source" => from);
+        }
         info!("configuration reloaded", "eamt_entries" => st.eamt.len() + usize::from(st.settings.clat.is_some()));
     }
 }
@@ -1166,10 +1183,12 @@ pub fn run(path: &str) -> i32 {
         let (sh, n) = (shared.clone(), n.clone());
         let fd = tun.queues[0].as_raw_fd();
         let vnet = tun.vnet_hdr;
+        // Its ICMP errors (expired stored SYNs) count with the workers'.
+        let counters = stats.new_worker();
         threads.push(
             std::thread::Builder::new()
                 .name("xlat-nat64".into())
-                .spawn(move || crate::nat64d::housekeeping(sh, n, fd, vnet, mapping_log))
+                .spawn(move || crate::nat64d::housekeeping(sh, n, fd, vnet, mapping_log, counters))
                 .expect("spawn nat64 housekeeping"),
         );
     }

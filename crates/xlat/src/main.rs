@@ -3,8 +3,9 @@
 use xlat::{config, control, daemon, ebpf};
 
 const USAGE: &str = "usage:
-  xlat run -c FILE                 run the translator in the foreground
-  xlat check -c FILE               validate a configuration file (exit 0 valid, 2 invalid)
+  xlat run -c FILE                 run the translator in the foreground (also: xlat run FILE)
+  xlat check -c FILE               validate a configuration file (exit 0 valid, 2 invalid;
+                                   also: xlat check FILE)
   xlat stats [--json]              counters of the running daemon
   xlat show config                 the running configuration (TOML)
   xlat eamt add IPV4PREFIX IPV6PREFIX
@@ -164,7 +165,7 @@ fn check(path: &str) -> i32 {
 
 fn real_main() -> i32 {
     let raw: Vec<String> = std::env::args().skip(1).collect();
-    if raw.iter().any(|a| a == "-h" || a == "--help") || raw.is_empty() {
+    if raw.iter().any(|a| a == "-h" || a == "--help") || raw.is_empty() || raw == ["help"] {
         if raw.is_empty() {
             eprintln!("{USAGE}");
             return 2;

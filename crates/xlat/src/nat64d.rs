@@ -283,15 +283,16 @@ fn sync_flows(
 
 /// Writes the packet `buf[s..s + l]` to the TUN device (after a zeroed
 /// virtio-net header when the device has one; `s` leaves room for it).
-fn write_tun(fd: RawFd, vnet: bool, buf: &mut [u8], s: usize, l: usize) {
+/// Writes `buf[s..s + l]` to the TUN; whether it went.
+fn write_tun(fd: RawFd, vnet: bool, buf: &mut [u8], s: usize, l: usize) -> bool {
     let (s, l) = if vnet {
         buf[s - VNET_HDR_LEN..s].fill(0);
         (s - VNET_HDR_LEN, l + VNET_HDR_LEN)
     } else {
         (s, l)
     };
-    // SAFETY: buf[s..s + l] is valid; a failed write is only counted out.
-    let _ = unsafe { libc::write(fd, buf[s..].as_ptr().cast(), l) };
+    // SAFETY: buf[s..s + l] is valid.
+    unsafe { libc::write(fd, buf[s..].as_ptr().cast(), l) == l as isize }
 }
 
 /// The housekeeping thread: every 100 ms expires what is due (bounded
@@ -306,6 +307,7 @@ pub fn housekeeping(
     fd: RawFd,
     vnet: bool,
     mut file: Option<File>,
+    counters: Arc<crate::stats::WorkerCounters>,
 ) {
     let wall0 = SystemTime::now() - shared.epoch.elapsed();
     let mut events: Vec<MapEvent> = Vec::with_capacity(1024);
@@ -350,7 +352,12 @@ pub fn housekeeping(
                     let start = 64;
                     buf[start..start + pkt.len()].copy_from_slice(&pkt);
                     if let Some((s, l)) = icmp4_error_from_dst(&mut buf, start, pkt.len(), 3, 3) {
-                        write_tun(fd, vnet, &mut buf, s, l);
+                        let c = if write_tun(fd, vnet, &mut buf, s, l) {
+                            crate::stats::ICMP_ERRORS
+                        } else {
+                            crate::stats::WRITE_ERRORS
+                        };
+                        counters.add(c, 1);
                     }
                 }
             }
