@@ -183,6 +183,17 @@ def test_check_accepts_good_config(tmp_path):
 
 
 @pytest.mark.timeout(20)
+def test_check_notes_a_missing_interface(tmp_path):
+    """A [datapath] interface that does not exist (yet) is valid, but `xlat check`
+    says that `xlat run` will need it (it passed silently, then run failed)."""
+    xlat = need_xlat()
+    conf = _write(tmp_path, POOL6 + '[datapath]\ninterfaces = ["xlnosuch0"]\n')
+    cp = run([xlat, "check", "-c", conf], check=False)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "note: datapath.interfaces: xlnosuch0: no such interface" in cp.stderr
+
+
+@pytest.mark.timeout(20)
 def test_check_missing_file(tmp_path):
     xlat = need_xlat()
     cp = run([xlat, "check", "-c", tmp_path / "nope.toml"], check=False)

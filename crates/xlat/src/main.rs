@@ -142,6 +142,14 @@ fn check(path: &str) -> i32 {
                 s.control_socket,
                 datapath_verdict(&s)
             );
+            // Interfaces are looked up when xlat runs: one that is missing
+            // here now may come later, but say so.
+            for i in &s.datapath.interfaces {
+                let c = std::ffi::CString::new(i.as_str()).unwrap_or_default();
+                if unsafe { libc::if_nametoindex(c.as_ptr()) } == 0 {
+                    eprintln!("note: datapath.interfaces: {i}: no such interface here now (xlat run needs it at start)");
+                }
+            }
             if s.mode == config::Mode::Nat64 {
                 for (k, v, min) in s.nat64.timeouts_below_rfc() {
                     eprintln!("warning: {k} = {v}: below the RFC minimum of {min} s (accepted)");
