@@ -20,24 +20,14 @@ use crate::stateful::{self, STest};
 
 /// Subcommands that take a config file, with their keys.
 pub fn subcommands() -> Vec<(&'static str, Vec<&'static str>)> {
-    let m = [
-        Test::Throughput,
-        Test::FrameLoss,
-        Test::Latency,
-        Test::Pdv,
-        Test::Ipdv,
-        Test::BackToBack,
-        Test::SystemRecovery,
-    ];
-    let s = [
-        STest::Cer,
-        STest::Validate,
-        STest::StateThroughput,
-        STest::Capacity,
-    ];
-    m.iter()
+    Test::ALL
+        .iter()
         .map(|&t| (t.name(), measure::known_keys(t)))
-        .chain(s.iter().map(|&t| (t.name(), stateful::known_keys(t))))
+        .chain(
+            STest::ALL
+                .iter()
+                .map(|&t| (t.name(), stateful::known_keys(t))),
+        )
         .collect()
 }
 

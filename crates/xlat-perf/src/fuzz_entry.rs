@@ -12,21 +12,8 @@ use crate::stateful::{SParams, STest};
 use crate::{config, flows, io_frame, payload};
 
 /// The stateless measurements, then the RFC 9693 ones.
-const TESTS: [Test; 7] = [
-    Test::Throughput,
-    Test::FrameLoss,
-    Test::Latency,
-    Test::Pdv,
-    Test::Ipdv,
-    Test::BackToBack,
-    Test::SystemRecovery,
-];
-const STESTS: [STest; 4] = [
-    STest::Cer,
-    STest::Validate,
-    STest::StateThroughput,
-    STest::Capacity,
-];
+const TESTS: [Test; 7] = Test::ALL;
+const STESTS: [STest; 4] = STest::ALL;
 
 /// A received frame, with and without its link header: the receiver's
 /// parser, the Responder's UDP parser and both payload formats.

@@ -29,6 +29,17 @@ pub enum Test {
 }
 
 impl Test {
+    /// Every stateless measurement, in the order of the usage.
+    pub const ALL: [Test; 7] = [
+        Test::Throughput,
+        Test::FrameLoss,
+        Test::Latency,
+        Test::Pdv,
+        Test::Ipdv,
+        Test::BackToBack,
+        Test::SystemRecovery,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Test::Throughput => "throughput",

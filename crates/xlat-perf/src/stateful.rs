@@ -47,6 +47,14 @@ pub enum STest {
 }
 
 impl STest {
+    /// Every RFC 9693 test, in the order of the usage.
+    pub const ALL: [STest; 4] = [
+        STest::Cer,
+        STest::Validate,
+        STest::StateThroughput,
+        STest::Capacity,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             STest::Cer => "cer",
