@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.report import _f, _head, _row, _spec, load, metrics
+from lab.report import _f, _head, _mark, _row, _spec, load, marks_note, metrics
 
 
 def compare(a: Path, b: Path) -> str:
     ra, rb = load(a), load(b)
     duts = [d for d in ra["trials"] if d in rb["trials"]]
+    only = sorted(set(ra["trials"]) ^ set(rb["trials"]))
+    marks: set[str] = set()
     out = [
         f"A: {a} ({ra['meta']['scenario']}, {ra['meta']['started']}, load {ra['meta']['host']['loadavg'][0]:.2f})",
         f"B: {b} ({rb['meta']['scenario']}, {rb['meta']['started']}, load {rb['meta']['host']['loadavg'][0]:.2f})",
@@ -24,10 +26,24 @@ def compare(a: Path, b: Path) -> str:
             vb = mb.get(label, (None, None))[0]
             if va is None and vb is None:
                 continue
-            ratio = f"{vb / va:.2f}" if va and vb is not None else "–"
+            # The report's marks († tester-limited, ‡ no result, ≥ top of
+            # the range) go with the figures and their ratio.
+            ka, kb = _mark(ra, d, label), _mark(rb, d, label)
+            marks |= {ka.strip(), kb.strip()} - {""}
+            ratio = f"{vb / va:.2f}{ka or kb}" if va and vb is not None else "–"
             out.append(
-                _row(d, label, _f(va, _spec(label)), _f(vb, _spec(label)), ratio)
+                _row(
+                    d,
+                    label,
+                    _f(va, _spec(label)) + ka,
+                    _f(vb, _spec(label)) + kb,
+                    ratio,
+                )
             )
+    if only:
+        out += ["", "Measured in one run only (not compared): " + ", ".join(only)]
+    if note := marks_note(marks):
+        out += ["", note]
     out += [
         "",
         "Runs on a shared machine drift: compare each DUT's ratio to its baseline within each run first.",
