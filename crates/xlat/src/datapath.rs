@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::loop_guard::route_key;
+use crate::loop_guard::{route_key, LOOP_FROM_RETURN};
 use xlat_core::nat64::StoredSyn;
 use xlat_core::translate::nat64::Nat64Translator;
 use xlat_core::{DropReason, FragBuf, PacketMeta, Translator, Verdict, HEADROOM};
@@ -191,7 +191,7 @@ impl Worker {
         let mut seen = [false; DropReason::COUNT];
         let c = &*self.counters;
         let loops = &self.shared.loops;
-        let mut warned_loop = false;
+        let mut warned_loop: Option<Instant> = None;
         let fd = self.fd;
         crate::debug!("worker started", "queue" => self.id);
         while !self.shared.stop.load(Ordering::Relaxed) {
@@ -285,12 +285,20 @@ impl Worker {
                 Some(0)
             };
             seq = seq.wrapping_add(1);
-            let looped = route_key(&buf[BASE..BASE + len]).is_some_and(|k| loops.came_back(k));
+            // How often this packet came back from the kernel: once is a
+            // hairpin through the kernel, more is a routing loop.
+            let returns = route_key(&buf[BASE..BASE + len]).map_or(0, |k| loops.returns(k));
+            let looped = returns >= LOOP_FROM_RETURN;
             if looped {
                 c.add(stats::ROUTING_LOOP, 1);
-                if !warned_loop && limit.allow(Instant::now()) {
-                    warned_loop = true;
-                    crate::warn!("a translated packet came back into the tun: a routing loop (its destination is routed into the tun; each pass now lowers the TTL)", "packet" => describe(&buf[BASE..BASE + len]), "queue" => self.id);
+                // At most one line a minute per queue, so that a loop later
+                // in the daemon's life is logged too.
+                let now = Instant::now();
+                if warned_loop.is_none_or(|t| now.duration_since(t).as_secs() >= 60)
+                    && limit.allow(now)
+                {
+                    warned_loop = Some(now);
+                    crate::warn!("a translated packet came back into the tun again: a routing loop (its destination is routed into the tun; each pass now lowers the TTL)", "packet" => describe(&buf[BASE..BASE + len]), "queue" => self.id);
                 }
             }
             let meta = PacketMeta {
@@ -369,7 +377,7 @@ impl Worker {
                                 }
                             }
                             if let Some(k) = route_key(&buf[start..start + olen]) {
-                                loops.sent(k);
+                                loops.sent(k, returns);
                             }
                             if write_all(fd, &buf[start - vlen..start + olen]) {
                                 let (p, b) = if in_v6 {
@@ -395,7 +403,7 @@ impl Worker {
                     let mut ok = 0u64;
                     let mut bytes = 0u64;
                     if let Some(k) = frags.iter().next().and_then(route_key) {
-                        loops.sent(k);
+                        loops.sent(k, returns);
                     }
                     for f in frags.iter() {
                         if writev2(fd, hdr_bytes, f) {

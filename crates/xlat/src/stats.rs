@@ -43,7 +43,7 @@ pub const GSO_BAD: usize = 12;
 pub const PANICS: usize = 13;
 /// ICMP messages put back together from fragments (crate::reasm).
 pub const ICMP_REASSEMBLED: usize = 14;
-/// Packets the kernel routed straight back into the TUN (crate::loop_guard).
+/// Packets the kernel routed back into the TUN more than once (crate::loop_guard).
 pub const ROUTING_LOOP: usize = 15;
 pub const FIXED: usize = NAMES.len();
 pub const TOTAL: usize = FIXED + DropReason::COUNT;
@@ -385,7 +385,7 @@ impl Snapshot {
             (
                 "xlat_routing_loop_packets_total",
                 ROUTING_LOOP,
-                "Packets the kernel routed straight back into the TUN (a routing loop; their TTL is decremented so that it ends).",
+                "Packets the kernel routed back into the TUN more than once (a routing loop; their TTL is decremented so that it ends).",
             ),
         ];
         for (name, i, help) in simple {
