@@ -13,6 +13,7 @@ but no xlat counter can move for them.
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -245,3 +246,10 @@ def test_still_translates_after_garbage(siit_mod):
     assert x.alive(), x.log()
     assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0
     assert ping(t.lab, t.h4, t.h6_v4, count=2).returncode == 0
+    # The drop log lines say which packet: its addresses as it came in.
+    drops = [ln for ln in x.log().splitlines() if 'msg="packet dropped"' in ln]
+    assert drops and all(" packet=" in ln for ln in drops), drops[:3]
+    assert any(
+        re.search(r'packet="[0-9a-f:.]+ -> [0-9a-f:.]+ (protocol|next-header) \d+"', ln)
+        for ln in drops
+    ), drops[:5]

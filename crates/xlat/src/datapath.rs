@@ -308,6 +308,11 @@ impl Worker {
                 looped,
             };
             frags.clear();
+            // The addresses as they came in, for the log of a drop or an
+            // ICMP error (the core may have rewritten the header by then).
+            let mut head = [0u8; 40];
+            let head_len = len.min(40);
+            head[..head_len].copy_from_slice(&buf[BASE..BASE + head_len]);
             let too_big = crate::pmtu::too_big(&buf[BASE..BASE + len]);
             let mut stored: Option<StoredSyn> = None;
             // A bug in the core must cost one packet, not the queue.
@@ -442,7 +447,7 @@ impl Worker {
                     if !seen[reason as usize] {
                         seen[reason as usize] = true;
                         if limit.allow(Instant::now()) {
-                            crate::info!("answered with an ICMP error (first of this reason)", "reason" => reason.name(), "queue" => self.id);
+                            crate::info!("answered with an ICMP error (first of this reason)", "reason" => reason.name(), "packet" => describe(&head[..head_len]), "queue" => self.id);
                         }
                     }
                     None
@@ -461,7 +466,7 @@ impl Worker {
                         } else {
                             crate::config::Level::Debug
                         };
-                        crate::log_at!(lvl, "packet dropped", "reason" => r.name(), "queue" => self.id, "first" => first, "suppressed" => limit.suppressed);
+                        crate::log_at!(lvl, "packet dropped", "reason" => r.name(), "packet" => describe(&head[..head_len]), "queue" => self.id, "first" => first, "suppressed" => limit.suppressed);
                     }
                 }
             }
