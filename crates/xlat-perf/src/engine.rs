@@ -156,26 +156,38 @@ impl TrialOut {
     /// Zero loss in the strict sense: every planned frame arrived exactly
     /// once, in every direction and in the background stream.
     pub fn zero_loss(&self) -> bool {
-        self.sent == self.planned
-            && self.received == self.planned
-            && self.duplicates == 0
-            && self.parts().all(|p| p.zero_loss())
+        self.own_zero_loss() && self.parts().all(|p| p.zero_loss())
+    }
+    /// [`Self::zero_loss`] of this stream alone (not its reverse or
+    /// background parts).
+    pub fn own_zero_loss(&self) -> bool {
+        self.sent == self.planned && self.received == self.planned && self.duplicates == 0
     }
     /// Frame loss rate, RFC 8219 section 7.4 / RFC 2544 section 26.3:
     /// (sent - received) / sent, with the planned count as "sent" and
     /// duplicates counted as losses; over all directions and streams
     /// (each is also reported on its own).
     pub fn loss_rate(&self) -> f64 {
-        let (mut bad, mut planned) = (self.lost() + self.duplicates, self.planned);
-        for p in self.parts() {
-            bad += p.lost() + p.duplicates;
-            planned += p.planned;
-        }
-        if planned == 0 {
-            return 0.0;
-        }
-        (bad as f64 / planned as f64).min(1.0)
+        loss_rate_of(std::iter::once(self).chain(self.parts()))
     }
+    /// [`Self::loss_rate`] of this stream alone.
+    pub fn own_loss_rate(&self) -> f64 {
+        loss_rate_of(std::iter::once(self))
+    }
+}
+
+/// The frame loss rate over `streams` (lost and duplicated frames of the
+/// planned ones).
+fn loss_rate_of<'a>(streams: impl Iterator<Item = &'a TrialOut>) -> f64 {
+    let (mut bad, mut planned) = (0, 0);
+    for t in streams {
+        bad += t.lost() + t.duplicates;
+        planned += t.planned;
+    }
+    if planned == 0 {
+        return 0.0;
+    }
+    (bad as f64 / planned as f64).min(1.0)
 }
 
 pub fn monotonic_ns() -> u64 {

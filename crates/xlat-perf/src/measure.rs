@@ -218,7 +218,12 @@ pub(crate) fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
 /// Highest frame rate of the medium for `frame` bytes at `gbps` (RFC 2544
 /// section 20: the theoretical maximum includes preamble and gap).
 pub fn media_max_fps(frame: usize, gbps: f64) -> u64 {
-    (gbps * 1e9 / ((frame as u64 + WIRE_OVERHEAD) * 8) as f64).floor() as u64
+    media_max_fps_mean(frame as f64, gbps)
+}
+
+/// [`media_max_fps`] of frames of `frame` bytes on average (a mix of sizes).
+fn media_max_fps_mean(frame: f64, gbps: f64) -> u64 {
+    (gbps * 1e9 / ((frame + WIRE_OVERHEAD as f64) * 8.0)).floor() as u64
 }
 
 /// `--key rate` within the media maximum of `frame`-byte frames at `gbps`.
@@ -567,11 +572,9 @@ impl Params {
                 + payload::ETHERNET_OVERHEAD
                 + payload::l3_header(true)
                 + payload::UDP_HEADER;
-            let (n, m) = (b.n as u64, b.m as u64);
-            let wire = |f: usize| (f as u64 + WIRE_OVERHEAD) * 8;
-            let bits_per_frame =
-                ((m - n) * wire(frame_size) + n * wire(bg_frame)) as f64 / m as f64;
-            let most = (link_gbps * 1e9 / bits_per_frame).floor() as u64;
+            let (n, m) = (b.n as usize, b.m as usize);
+            let mean = ((m - n) * frame_size + n * bg_frame) as f64 / m as f64;
+            let most = media_max_fps_mean(mean, link_gbps);
             let (key, top) = match test {
                 Test::Throughput | Test::FrameLoss => ("max-rate", max_rate),
                 Test::SystemRecovery => ("throughput", p.throughput),
@@ -736,12 +739,8 @@ fn stream_lines(t: &TrialOut) -> Vec<StreamLine> {
         received: t.received,
         lost: t.lost(),
         duplicates: t.duplicates,
-        loss_rate: if t.planned == 0 {
-            0.0
-        } else {
-            ((t.lost() + t.duplicates) as f64 / t.planned as f64).min(1.0)
-        },
-        zero_loss: t.sent == t.planned && t.received == t.planned && t.duplicates == 0,
+        loss_rate: t.own_loss_rate(),
+        zero_loss: t.own_zero_loss(),
         valid: !t.behind,
         max_lag_us: t.max_lag_us,
     };
