@@ -285,9 +285,15 @@ impl Worker {
                 Some(0)
             };
             seq = seq.wrapping_add(1);
+            // The addresses as they came in, for the log of a loop, a drop
+            // or an ICMP error (the core may have rewritten the header by
+            // then).
+            let mut head = [0u8; 40];
+            let head_len = len.min(40);
+            head[..head_len].copy_from_slice(&buf[BASE..BASE + head_len]);
             // How often this packet came back from the kernel: once is a
             // hairpin through the kernel, more is a routing loop.
-            let returns = route_key(&buf[BASE..BASE + len]).map_or(0, |k| loops.returns(k));
+            let returns = route_key(&head[..head_len]).map_or(0, |k| loops.returns(k));
             let looped = returns >= LOOP_FROM_RETURN;
             if looped {
                 c.add(stats::ROUTING_LOOP, 1);
@@ -298,7 +304,7 @@ impl Worker {
                     && limit.allow(now)
                 {
                     warned_loop = Some(now);
-                    crate::warn!("a translated packet came back into the tun again: a routing loop (its destination is routed into the tun; each pass now lowers the TTL)", "packet" => describe(&buf[BASE..BASE + len]), "queue" => self.id);
+                    crate::warn!("a translated packet came back into the tun again: a routing loop (its destination is routed into the tun; each pass now lowers the TTL)", "packet" => describe(&head[..head_len]), "queue" => self.id);
                 }
             }
             let meta = PacketMeta {
@@ -308,11 +314,6 @@ impl Worker {
                 looped,
             };
             frags.clear();
-            // The addresses as they came in, for the log of a drop or an
-            // ICMP error (the core may have rewritten the header by then).
-            let mut head = [0u8; 40];
-            let head_len = len.min(40);
-            head[..head_len].copy_from_slice(&buf[BASE..BASE + head_len]);
             let too_big = crate::pmtu::too_big(&buf[BASE..BASE + len]);
             let mut stored: Option<StoredSyn> = None;
             // A bug in the core must cost one packet, not the queue.

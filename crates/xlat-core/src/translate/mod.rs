@@ -133,10 +133,11 @@ pub struct PacketMeta {
     /// the datapath's segment size): it is never fragmented by the
     /// translator nor checked against [`Config::ipv6_mtu`].
     pub gso: bool,
-    /// The datapath wrote this packet itself a moment ago and the kernel
-    /// routed it back: a routing loop through the translator (a destination
-    /// whose route leads into the TUN again). Its TTL / hop limit is then
-    /// decremented whatever the [`TtlPolicy`] (see [`TtlPolicy::for_packet`]).
+    /// The datapath wrote this packet itself and the kernel routed it back
+    /// more than once: a routing loop through the translator (a destination
+    /// whose route leads into the TUN again; one return is a hairpin through
+    /// the kernel). Its TTL / hop limit is then decremented under
+    /// [`TtlPolicy::CompensateKernel`] too (see [`TtlPolicy::for_packet`]).
     pub looped: bool,
 }
 
