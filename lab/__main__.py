@@ -12,7 +12,6 @@ python -m lab cleanup [--prefix P]     remove leftovers of crashed lab runs (nam
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from pathlib import Path
@@ -40,40 +39,13 @@ def cmd_list(_a) -> int:
     return 0
 
 
-def _run_args_problem(a, out: Path, only: list[str] | None) -> str | None:
-    """Why the arguments of ``lab run`` cannot run (checked before anything is
-    created), or None."""
-    from lab.scenarios import SCENARIOS
-
-    sc = SCENARIOS.get(a.scenario)
-    if sc is None:
-        return f"unknown scenario {a.scenario!r}; known: {', '.join(SCENARIOS)}"
-    duts = sorted({d for p in sc.parts for d in p.duts})
-    bad = [d for d in only or [] if d not in duts]
-    if bad:
-        return f"--duts {','.join(bad)}: not in scenario {a.scenario} (its DUTs: {', '.join(duts)})"
-    if a.budget_min is not None and not a.budget_min > 0:
-        return f"--budget-min {a.budget_min:g}: must be more than 0 minutes"
-    if out.exists() and not out.is_dir():
-        return f"--out {out}: not a directory"
-    meta = out / "meta.json"
-    if meta.exists():
-        try:
-            held = json.loads(meta.read_text()).get("scenario")
-        except (OSError, ValueError) as e:
-            return f"--out {out}: unreadable meta.json ({e})"
-        if held != a.scenario:
-            return f"--out {out} holds scenario {held!r}, not {a.scenario!r}: use another --out"
-    return None
-
-
 def cmd_run(a) -> int:
     from lab import report
-    from lab.runner import default_out, run_scenario
+    from lab.runner import default_out, run_problem, run_scenario
 
     only = [d for d in (a.duts or "").split(",") if d] or None
     out = Path(a.out) if a.out else default_out(a.scenario)
-    why = _run_args_problem(a, out, only)
+    why = run_problem(a.scenario, out, only, a.budget_min)
     if why:
         print(f"lab: {why}", file=sys.stderr)
         return 2

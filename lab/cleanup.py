@@ -76,13 +76,7 @@ def _alive_owner(prefix: str) -> int | None:
         pid = int((OWNERS / f"{prefix}.owner").read_text().strip())
     except (OSError, ValueError):
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        return pid
-    return pid
+    return pid if _pid_alive(pid) else None
 
 
 def cleanup(prefix: str = "xlab") -> tuple[list[str], dict[str, int]]:

@@ -166,12 +166,8 @@ class Run:
     def _meta(self) -> dict:
         f = self.out / "meta.json"
         if f.exists():
+            # (Of this scenario: run_scenario checked it, run_problem.)
             meta = json.loads(f.read_text())
-            if meta["scenario"] != self.scenario.name:
-                raise SystemExit(
-                    f"lab: {self.out} holds scenario {meta['scenario']!r}, not "
-                    f"{self.scenario.name!r}: use another --out"
-                )
             meta.setdefault("resumed", []).append(_now())
         else:
             meta = {
@@ -469,20 +465,47 @@ def default_out(name: str) -> Path:
     return base / f"{name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
+def run_problem(
+    name: str, out: Path, only: list[str] | None, budget_min: float | None
+) -> str | None:
+    """Why scenario ``name`` cannot run into ``out`` with these options (checked
+    before anything is created), or None."""
+    sc = SCENARIOS.get(name)
+    if sc is None:
+        return f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}"
+    duts = sorted({d for p in sc.parts for d in p.duts})
+    bad = [d for d in only or [] if d not in duts]
+    if bad:
+        return f"--duts {','.join(bad)}: not in scenario {name} (its DUTs: {', '.join(duts)})"
+    if budget_min is not None and not budget_min > 0:
+        return f"--budget-min {budget_min:g}: must be more than 0 minutes"
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: not a directory"
+    meta = out / "meta.json"
+    if meta.exists():
+        try:
+            held = json.loads(meta.read_text()).get("scenario")
+        except (OSError, ValueError) as e:
+            return f"--out {out}: unreadable meta.json ({e})"
+        if held != name:
+            return (
+                f"--out {out} holds scenario {held!r}, not {name!r}: use another --out"
+            )
+    return None
+
+
 def run_scenario(
     name: str,
     out: Path | None = None,
     only: list[str] | None = None,
     budget_min: float | None = None,
 ) -> tuple[Path, dict]:
-    if name not in SCENARIOS:
-        raise SystemExit(
-            f"lab: unknown scenario {name!r}; known: {', '.join(SCENARIOS)}"
-        )
+    out = out or default_out(name)
+    if why := run_problem(name, out, only, budget_min):
+        raise SystemExit(f"lab: {why}")
     if os.geteuid() != 0:
         raise SystemExit("lab: must run as root (network namespaces)")
     # SIGTERM -> SystemExit, so every topology's cleanup runs (as on Ctrl-C).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    out = out or default_out(name)
     meta = Run(SCENARIOS[name], out, only, budget_min).run()
     return out, meta
