@@ -140,6 +140,42 @@ def test_frames_refused_by_the_dut_side_are_lost_once(lab):
     assert _tx_packets(lab, s) == before
 
 
+@pytest.mark.timeout(30)
+def test_refused_background_frames_are_counted_in_the_background_part(lab):
+    # RFC 8219 section 6.1: background frames are a stream of their own, so
+    # are the ones the DUT's side refuses (1 of every 4 frames here). They
+    # go through the same DUT port: to --dst-mac (no route needed).
+    s, r, d = ipv4_router(lab)
+    lab.addr(s, "p0", "2001:db8:1::1/64")
+    lab.addr(r, "p0", "2001:db8:1::fe/64")
+    mac = json.loads(lab.exec(r, ["ip", "-j", "link", "show", "p0"]).stdout)[0][
+        "address"
+    ]
+    lab.exec(r, ["ip", "link", "set", "p0", "down"])
+    t = _trial(
+        s,
+        d,
+        2000,
+        "--dst-mac",
+        mac,
+        "--send-if",
+        "p0",
+        "--recv-if",
+        "p0",
+        "--background",
+        "1/4",
+        "--background-src",
+        "2001:db8:1::1",
+        "--background-dst",
+        "[2001:db8:2::2]:7001",
+    )
+    assert t["valid"] and t["sent"] == 750, t
+    assert t["tx_refused"] == 750, t
+    b = t["background"]
+    assert b["sent"] == 250 and b["tx_refused"] == 250, b
+    assert b["received"] == 0, b
+
+
 def test_script_rejects_a_cpu_that_does_not_exist():
     n = os.cpu_count() or 1
     cp = subprocess.run(

@@ -338,13 +338,15 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
                 "--background-dst: background traffic is IPv6 (RFC 8219 section 6.1)".into(),
             );
         }
+        // Through the same DUT port as the test frames: --dst-mac, when
+        // given, is the next hop of both.
         let (bp, bsrc, _) = resolve_sender(
             send_ns.as_deref(),
             dst.ip(),
             Some(sp.ifname.clone()),
             "send-if",
             None,
-            None,
+            mac_opt(a, "dst-mac")?,
             "dst-mac",
         )?;
         let src: IpAddr = match a.opt::<String>("background-src")? {

@@ -316,8 +316,9 @@ pub struct TxRing {
     /// side's queue is full: the DUT's input queue when the DUT runs on
     /// another CPU) is lost, as on a wire, not sent again (see `flush`).
     veth: bool,
-    /// Frames the interface refused, counted as lost (`tx_refused`).
-    pub refused: u64,
+    /// Frames the interface refused, counted as lost (`tx_refused`), by
+    /// the kind of the slot: [test frames, background frames].
+    pub refused: [u64; 2],
 }
 
 impl TxRing {
@@ -372,7 +373,7 @@ impl TxRing {
             kind: vec![u8::MAX; slots],
             vnet,
             veth,
-            refused: 0,
+            refused: [0; 2],
         })
     }
 
@@ -423,7 +424,7 @@ impl TxRing {
         // SAFETY: tp_len (u32 at offset 4) of a slot in the mapping; the
         // kernel reads it only inside our own send(2) calls.
         unsafe { (self.map.ptr.add(i * self.slot + 4) as *mut u32).write_volatile(0) };
-        self.refused += 1;
+        self.refused[usize::from(self.kind[i] == 1)] += 1;
         true
     }
 
@@ -576,11 +577,12 @@ impl Tx {
             Tx::Xsk(x) => x.flush(),
         }
     }
-    /// Frames the interface refused (lost), see [`TxRing::flush`].
-    fn refused(&self) -> u64 {
+    /// Frames the interface refused (lost), see [`TxRing::flush`]: [test
+    /// frames, background frames].
+    fn refused(&self) -> [u64; 2] {
         match self {
             Tx::Ring(r) => r.refused,
-            _ => 0,
+            _ => [0; 2],
         }
     }
 }
@@ -609,8 +611,9 @@ pub struct TxOut {
     pub cpu_s: f64,
     pub sent: u64,
     pub send_errors: u64,
-    /// Frames the sending interface refused (lost on the way to the DUT).
-    pub refused: u64,
+    /// Frames the sending interface refused (lost on the way to the DUT):
+    /// [test frames, background frames].
+    pub refused: [u64; 2],
     pub elapsed: f64,
     pub max_lag_us: u64,
     pub behind: bool,
@@ -1383,24 +1386,26 @@ pub fn run_trial(
     }
     let mut it = outs.into_iter();
     let (t0, mut r0) = it.next().unwrap();
-    let mk = |s: StreamRx, t: &TxOut, planned: u64, sent: u64, foreign, other, drops| TrialOut {
-        rate: spec.rate,
-        planned,
-        sent,
-        received: s.received,
-        duplicates: s.duplicates,
-        foreign,
-        other,
-        late: s.late,
-        rx_ring_drops: drops,
-        send_errors: t.send_errors,
-        tx_refused: t.refused,
-        tx_cpu_s: t.cpu_s,
-        elapsed: t.elapsed,
-        max_lag_us: t.max_lag_us,
-        behind: t.behind,
-        delays: s.delays.unwrap_or_default(),
-        ..Default::default()
+    let mk = |s: StreamRx, t: &TxOut, bg: bool, planned: u64, sent: u64, foreign, other, drops| {
+        TrialOut {
+            rate: spec.rate,
+            planned,
+            sent,
+            received: s.received,
+            duplicates: s.duplicates,
+            foreign,
+            other,
+            late: s.late,
+            rx_ring_drops: drops,
+            send_errors: t.send_errors,
+            tx_refused: t.refused[usize::from(bg)],
+            tx_cpu_s: t.cpu_s,
+            elapsed: t.elapsed,
+            max_lag_us: t.max_lag_us,
+            behind: t.behind,
+            delays: s.delays.unwrap_or_default(),
+            ..Default::default()
+        }
     };
     // Sent frames per stream follow the schedule's n/m split.
     let sent_bg = bg.as_ref().map_or(0, |b| b.count(t0.sent));
@@ -1409,6 +1414,7 @@ pub fn run_trial(
     let mut out = mk(
         main_stream,
         &t0,
+        false,
         n_main,
         t0.sent - sent_bg,
         r0.foreign,
@@ -1416,7 +1422,7 @@ pub fn run_trial(
         r0.ring_drops,
     );
     if let Some(s) = bg_stream {
-        let mut b = mk(s, &t0, n_bg, sent_bg, 0, 0, 0);
+        let mut b = mk(s, &t0, true, n_bg, sent_bg, 0, 0, 0);
         // The background stream's own rate: n/m of the offered frames.
         if let Some(g) = &bg {
             b.rate = spec.rate * g.n as u64 / g.m as u64;
@@ -1428,6 +1434,7 @@ pub fn run_trial(
         out.reverse = Some(Box::new(mk(
             s,
             &t1,
+            false,
             planned,
             t1.sent,
             r1.foreign,
