@@ -515,3 +515,65 @@ def test_rfc2544_s26_5_a_dut_that_never_recovers(lab):
     assert rep["recovery_lost"] == 165 and rep["overload_lost"] == 550, rep
     assert rep["recovered"] is False and rep["system_recovery_time_ms"] is None, rep
     assert rep["note"].startswith("not recovered"), rep
+
+
+# RFC 8219 section 7.2: with bidirectional traffic each direction's latency
+# is measured and reported on its own. The relay delays the forward frames
+# by 20 ms; the reverse frames take the router's own forwarding path.
+@pytest.mark.timeout(60)
+def test_rfc8219_s7_2_bidirectional_latency_per_direction(lab):
+    s, r, d = _router2(lab)
+    _nft_forward(lab, r, 'iifname "p0" udp dport 7000 drop')
+    with delay_relay(lab, r, "--delay-ms", "20", "--duration", "40"):
+        for _ in range(3):
+            j = perf_json(
+                "latency",
+                *_ends(s, d),
+                "--bidirectional",
+                "--reverse-dst",
+                "192.0.2.1:7000",
+                "--rate",
+                "1000",
+                "--duration",
+                "1",
+                "--warmup",
+                "0.2",
+                "--tagged",
+                "500",
+                "--wait",
+                "0.3",
+                "--retries",
+                "3",
+            )
+            t = j["repetitions"][0]["trial"]
+            if t["valid"]:
+                break
+    assert t["valid"], t
+    rev = t["reverse_latency"]
+    assert t["tagged_lost"] == 0 and rev["tagged_lost"] == 0, t
+    # Forward: the relay's 20 ms (+10%); reverse: well under a millisecond
+    # on the loaded machine, never the forward delay.
+    assert 20e6 <= t["typical_latency_ns"] <= 22e6, t
+    assert 0 < rev["typical_latency_ns"] < 2e6, rev
+    summary = j["summary"]
+    assert summary["typical latency"]["summary"]["median"] == t["typical_latency_ns"]
+    rs = summary["typical latency (reverse)"]["summary"]
+    assert rs["median"] == rev["typical_latency_ns"], summary
+    out = perf(
+        "latency",
+        *_ends(s, d),
+        "--bidirectional",
+        "--reverse-dst",
+        "192.0.2.1:7000",
+        "--rate",
+        "1000",
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0.1",
+        "--tagged",
+        "100",
+        "--wait",
+        "0.1",
+    ).stdout
+    assert "worst-case latency (reverse)" in out, out

@@ -1108,7 +1108,6 @@ pub fn run(p: &Params) -> Result<String, String> {
                     });
                 }
                 let mut extra: Vec<(&str, J)> = Vec::new();
-                let note;
                 // An invalid trial (sender behind) is reported, never
                 // summarised.
                 let valid = t.valid();
@@ -1122,59 +1121,21 @@ pub fn run(p: &Params) -> Result<String, String> {
                         push_head(name, unit, v)
                     }
                 };
-                match p.test {
-                    Test::Latency => {
-                        let (typ, worst, lost) = latency_of(&t, p);
-                        push_head("typical latency", "ns", typ);
-                        push_head("worst-case latency", "ns", worst);
-                        extra.push(("tagged", J::u(p.tagged)));
-                        extra.push(("tagged_lost", J::u(lost)));
-                        extra.push(("typical_latency_ns", J::f(typ)));
-                        extra.push(("worst_case_latency_ns", J::f(worst)));
-                        note = format!(
-                            "typical {} us, worst-case {} us, tagged lost {lost}",
-                            fmt_us(typ),
-                            fmt_us(worst)
-                        );
+                // RFC 8219 section 7.2-7.4: with --bidirectional each
+                // direction is timed and reported on its own.
+                let (heads, fwd_extra, fwd_note) = delay_results(p, &t);
+                let mut note = fwd_note;
+                for (name, unit, v) in heads {
+                    push_head(name, unit, v);
+                }
+                extra.extend(fwd_extra);
+                if let Some(r) = t.reverse.as_deref() {
+                    let (heads, rev_extra, rev_note) = delay_results(p, r);
+                    for (name, unit, v) in heads {
+                        push_head(&format!("{name} (reverse)"), unit, v);
                     }
-                    Test::Pdv => {
-                        let d = delays_f(&t);
-                        let v = stats::pdv(&d).unwrap_or(f64::INFINITY);
-                        let dmin = d.iter().flatten().cloned().fold(f64::INFINITY, f64::min);
-                        push_head("PDV", "ns", v);
-                        extra.push(("pdv_ns", J::f(v)));
-                        extra.push(("d_min_ns", J::f(dmin)));
-                        note = format!("PDV {} us", fmt_us(v));
-                    }
-                    _ => {
-                        let d = delays_f(&t);
-                        match stats::ipdv(&d) {
-                            Some(s) => {
-                                push_head("IPDV 99.9th percentile of |IPDV|", "ns", s.abs_p99_9);
-                                extra.push((
-                                    "ipdv_ns",
-                                    J::obj(vec![
-                                        ("n", J::u(s.n as u64)),
-                                        ("min", J::f(s.min)),
-                                        ("median", J::f(s.median)),
-                                        ("p99_9", J::f(s.p99_9)),
-                                        ("abs_p99_9", J::f(s.abs_p99_9)),
-                                    ]),
-                                ));
-                                note = format!(
-                                    "IPDV min {} median {} p99.9 {} |IPDV| p99.9 {} us",
-                                    fmt_us(s.min),
-                                    fmt_us(s.median),
-                                    fmt_us(s.p99_9),
-                                    fmt_us(s.abs_p99_9)
-                                );
-                            }
-                            None => {
-                                extra.push(("ipdv_ns", J::Null));
-                                note = "IPDV: no consecutive frames arrived".into();
-                            }
-                        }
-                    }
+                    extra.push((reverse_key(p.test), J::obj(rev_extra)));
+                    note = format!("forward: {note}; reverse: {rev_note}");
                 }
                 reps.push(J::obj(vec![
                     ("repetition", J::u(rep as u64)),
@@ -1356,6 +1317,85 @@ pub fn tagged_seqs(planned: u64, rate: u64, warmup: f64, tagged: u64) -> Vec<u64
 /// ns. RFC 8219 section 7.2: a lost tagged frame counts as an infinite
 /// latency, so losing more than 0.1% of the tagged frames makes the worst case
 /// infinite (reported as null in JSON, "inf" in the table).
+/// The JSON key of the reverse direction's delay results in a trial.
+fn reverse_key(test: Test) -> &'static str {
+    match test {
+        Test::Latency => "reverse_latency",
+        Test::Pdv => "reverse_pdv",
+        _ => "reverse_ipdv",
+    }
+}
+
+/// One direction's delay results of a latency / PDV / IPDV trial: the
+/// summary values (name, unit, value), the trial's JSON fields and the
+/// table's result note.
+type DelayResults = (
+    Vec<(&'static str, &'static str, f64)>,
+    Vec<(&'static str, J)>,
+    String,
+);
+
+fn delay_results(p: &Params, t: &TrialOut) -> DelayResults {
+    let mut heads = Vec::new();
+    let mut extra = Vec::new();
+    let note;
+    match p.test {
+        Test::Latency => {
+            let (typ, worst, lost) = latency_of(t, p);
+            heads.push(("typical latency", "ns", typ));
+            heads.push(("worst-case latency", "ns", worst));
+            extra.push(("tagged", J::u(p.tagged)));
+            extra.push(("tagged_lost", J::u(lost)));
+            extra.push(("typical_latency_ns", J::f(typ)));
+            extra.push(("worst_case_latency_ns", J::f(worst)));
+            note = format!(
+                "typical {} us, worst-case {} us, tagged lost {lost}",
+                fmt_us(typ),
+                fmt_us(worst)
+            );
+        }
+        Test::Pdv => {
+            let d = delays_f(t);
+            let v = stats::pdv(&d).unwrap_or(f64::INFINITY);
+            let dmin = d.iter().flatten().cloned().fold(f64::INFINITY, f64::min);
+            heads.push(("PDV", "ns", v));
+            extra.push(("pdv_ns", J::f(v)));
+            extra.push(("d_min_ns", J::f(dmin)));
+            note = format!("PDV {} us", fmt_us(v));
+        }
+        _ => {
+            let d = delays_f(t);
+            match stats::ipdv(&d) {
+                Some(s) => {
+                    heads.push(("IPDV 99.9th percentile of |IPDV|", "ns", s.abs_p99_9));
+                    extra.push((
+                        "ipdv_ns",
+                        J::obj(vec![
+                            ("n", J::u(s.n as u64)),
+                            ("min", J::f(s.min)),
+                            ("median", J::f(s.median)),
+                            ("p99_9", J::f(s.p99_9)),
+                            ("abs_p99_9", J::f(s.abs_p99_9)),
+                        ]),
+                    ));
+                    note = format!(
+                        "IPDV min {} median {} p99.9 {} |IPDV| p99.9 {} us",
+                        fmt_us(s.min),
+                        fmt_us(s.median),
+                        fmt_us(s.p99_9),
+                        fmt_us(s.abs_p99_9)
+                    );
+                }
+                None => {
+                    extra.push(("ipdv_ns", J::Null));
+                    note = "IPDV: no consecutive frames arrived".into();
+                }
+            }
+        }
+    }
+    (heads, extra, note)
+}
+
 fn latency_of(t: &TrialOut, p: &Params) -> (f64, f64, u64) {
     let tags = tagged_seqs(t.planned, p.rates[0], p.warmup, p.tagged);
     let mut lost = 0;
