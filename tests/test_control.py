@@ -186,6 +186,29 @@ def test_sighup_invalid_config_keeps_running(siit_fn):
 
 
 @pytest.mark.timeout(40)
+def test_sighup_with_another_mode_is_refused_whole(siit_fn):
+    """A file for another mode has nothing the running mode can use: the
+    reload is refused and nothing of it applies (it used to empty the EAMT
+    and show a [clat] section under mode = "siit")."""
+    t, x = siit_fn
+    old = x.cli("show", "config").stdout
+    v4, v6 = t.spare_eam
+    text = x.conf.read_text().replace('mode = "siit"', 'mode = "clat"', 1)
+    assert text != x.conf.read_text(), text
+    text = text.replace("[tun]", f'[clat]\nipv4 = "{v4}"\nipv6 = "{v6}"\n\n[tun]', 1)
+    x.write_config(text)
+    x.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while x.stats().get("config_reload_failures", 0) < 1:
+        assert time.monotonic() < deadline, "reload failure not counted:\n" + x.log()
+        time.sleep(0.05)
+    assert "key=mode" in x.log(), x.log()
+    assert x.alive()
+    assert x.cli("show", "config").stdout == old
+    assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0
+
+
+@pytest.mark.timeout(40)
 def test_sighup_valid_config_reloads(siit_fn):
     """Reload applies a changed EAMT without restarting."""
     t, x = siit_fn

@@ -342,10 +342,16 @@ impl Daemon {
             }
         };
         let old = &st.settings;
+        // The rest of the file is read for the new mode (its tables, pool4,
+        // the CLAT's addresses): none of it applies to the running mode.
+        if new.mode != old.mode {
+            error!("reload rejected, keeping the running configuration", "key" => "mode", "value" => new.mode.name(), "reason" => format!("the running mode is {}: a change of mode needs a restart", old.mode.name()));
+            self.stats.reload_failures.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let mut new = new;
         // Things that need a restart keep their running values.
         let restart_only = [
-            ("mode", old.mode != new.mode),
             ("tun.name", old.tun.name != new.tun.name),
             ("tun.queues", old.tun.queues != new.tun.queues),
             ("tun.offload", old.tun.offload != new.tun.offload),
@@ -360,7 +366,6 @@ impl Daemon {
                 warn!("change needs a restart, ignored", "key" => k);
             }
         }
-        new.mode = old.mode;
         new.tun.name = old.tun.name.clone();
         new.tun.queues = old.tun.queues;
         new.tun.offload = old.tun.offload;
