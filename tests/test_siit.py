@@ -29,7 +29,7 @@ from conftest import (
     send_l2,
 )
 from scapy.layers.inet import ICMP, IP, UDP
-from scapy.layers.inet6 import ICMPv6PacketTooBig, IPv6
+from scapy.layers.inet6 import ICMPv6PacketTooBig, IPv6, IPv6ExtHdrRouting
 
 SIZES = [0, 56, 1232, 1452, 1472]
 
@@ -421,6 +421,59 @@ def test_df_packet_over_tun_mtu_answered_by_xlat(siit_mod):
     assert after["icmp_errors_sent"] == before["icmp_errors_sent"] + 1
     # Not translated: nothing 1520 bytes long went to the IPv6 side.
     assert after["translated_4to6_bytes"] - before["translated_4to6_bytes"] < 1520
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc4443_s2_4_f_icmp_errors_xlat_originates_are_rate_limited(datapath):
+    """RFC 4443 section 2.4 (f): the rate of the ICMPv6 errors xlat originates is
+    limited (`icmp-errors-per-second`, `icmp-errors-burst`). 200 packets with a
+    routing header with Segments Left 1 (RFC 7915 section 5.1: not translated,
+    answered with Parameter Problem) in a burst: every one is dropped and
+    counted, but only the burst and the rate's share get an answer; the others
+    are counted in icmp_errors_rate_limited. Fragmentation Needed (path MTU
+    discovery) is not limited: a DF packet too big for the TUN still gets it."""
+    t, x = make_siit(
+        extra="icmp-errors-per-second = 10\nicmp-errors-burst = 5\n",
+        datapath=datapath,
+    )
+    try:
+        before = x.stats()
+        pkt = bytes(
+            IPv6(src=t.h6_addr, dst=t.h4_v6, hlim=64)
+            / IPv6ExtHdrRouting(segleft=1, addresses=["2001:db8:6::99"])
+            / UDP(sport=40000, dport=9)
+            / b"x"
+        )
+        t0 = time.monotonic()
+        send_l2(
+            t.lab,
+            t.h6,
+            mac_of(t.lab, t.router, t.dev6),
+            *[pkt.hex()] * 200,
+            ethertype="0x86dd",
+        )
+        deadline = time.monotonic() + 5
+        while True:
+            after = x.stats()
+            if after["ipv6_segments_left"] - before["ipv6_segments_left"] >= 200:
+                break
+            assert time.monotonic() < deadline, (after, x.log())
+            time.sleep(0.05)
+        elapsed = time.monotonic() - t0
+        sent = after["icmp_errors_sent"] - before["icmp_errors_sent"]
+        limited = after["icmp_errors_rate_limited"] - before["icmp_errors_rate_limited"]
+        assert sent + limited == 200, (sent, limited)
+        assert 5 <= sent <= 5 + 10 * elapsed + 1, (sent, elapsed)
+        assert after["dropped_packets"] - before["dropped_packets"] >= 200
+        # The metrics name it too.
+        assert "icmp_errors_rate_limited " in x.cli("stats").stdout
+        # The bucket is empty now; Fragmentation Needed still goes out.
+        t.lab.exec(t.h4, ["ip", "-4", "route", "flush", "cache"], check=False)
+        cp = t.lab.exec(t.h4, [*_ping_cmd(1472, "do", count=1), t.h6_v4], check=False)
+        assert re.search(r"mtu\s*=\s*1480", cp.stdout + cp.stderr), cp.stdout
+    finally:
+        close_siit(t, x)
 
 
 @pytest.mark.timeout(40)

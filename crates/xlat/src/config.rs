@@ -180,6 +180,9 @@ pub struct Settings {
     pub rfc6791v6: Vec<Ipv6Prefix>,
     pub icmp_source_v4: Option<Ipv4Addr>,
     pub icmp_source_v6: Option<Ipv6Addr>,
+    /// The rate limit of the ICMP errors xlat originates (crate::icmp_limit).
+    pub icmp_errors_per_second: u64,
+    pub icmp_errors_burst: u64,
     /// `[[eamt]]` entries as configured (run-time changes are kept by the daemon).
     pub eamt: Vec<EamEntry>,
     /// `[clat]` ipv4/ipv6 (mode = "clat" only).
@@ -219,6 +222,8 @@ impl Default for Settings {
             rfc6791v6: vec![],
             icmp_source_v4: None,
             icmp_source_v6: None,
+            icmp_errors_per_second: crate::icmp_limit::DEFAULT_PER_SECOND,
+            icmp_errors_burst: crate::icmp_limit::DEFAULT_BURST,
             eamt: vec![],
             clat: None,
             nat64: Nat64Settings::default(),
@@ -563,6 +568,8 @@ const TOP_KEYS: &[&str] = &[
     "rfc6791v6",
     "icmp-source-v4",
     "icmp-source-v6",
+    "icmp-errors-per-second",
+    "icmp-errors-burst",
     "eamt",
     "clat",
     "nat64",
@@ -714,6 +721,27 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
             Ok(x) => s.icmp_source_v6 = Some(x),
             Err(_) => ctx.err("icmp-source-v6", a, "not an IPv6 address"),
         }
+    }
+    // RFC 4443 section 2.4 (f): the rate of originated errors is limited.
+    if let Some(v) = ctx.int(
+        &root,
+        "",
+        "icmp-errors-per-second",
+        1,
+        1_000_000,
+        "must be between 1 and 1000000 (RFC 4443 section 2.4 (f): the rate is limited)",
+    ) {
+        s.icmp_errors_per_second = v as u64;
+    }
+    if let Some(v) = ctx.int(
+        &root,
+        "",
+        "icmp-errors-burst",
+        1,
+        1_000_000,
+        "must be between 1 and 1000000",
+    ) {
+        s.icmp_errors_burst = v as u64;
     }
 
     // [[eamt]]
@@ -1131,6 +1159,12 @@ impl Settings {
                 let _ = writeln!(o, "# icmp-source-v6 not set");
             }
         }
+        let _ = writeln!(
+            o,
+            "icmp-errors-per-second = {}",
+            self.icmp_errors_per_second
+        );
+        let _ = writeln!(o, "icmp-errors-burst = {}", self.icmp_errors_burst);
         if let Some(c) = &self.clat {
             let _ = writeln!(
                 o,

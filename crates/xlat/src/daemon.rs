@@ -428,6 +428,9 @@ impl Daemon {
             }
         };
         self.shared.swap(t);
+        self.shared
+            .icmp_limit
+            .set(new.icmp_errors_per_second, new.icmp_errors_burst);
         self.update_fast(&new, pool6, &eamt);
         if let (Some(wanted), Some(nat)) = (pool4_wanted, st.nat64.as_ref()) {
             if crate::nat64d::apply_pool4(nat, &wanted, self.shared.now_ms()) {
@@ -1135,6 +1138,9 @@ pub fn run(path: &str) -> i32 {
         let _ = stats.nat64.set(n.clone());
     }
     let shared = Arc::new(Shared::new(translator));
+    shared
+        .icmp_limit
+        .set(settings.icmp_errors_per_second, settings.icmp_errors_burst);
     if let (Some(f), Some(n)) = (&fast, &nat64) {
         // NAT64 on the fast path: the housekeeping thread caches UDP / ICMP
         // sessions from their second packet and TCP sessions while

@@ -56,6 +56,8 @@ pub struct Shared {
     /// Keys of the packets the queues wrote, to spot those the kernel
     /// routes straight back (crate::loop_guard).
     pub loops: crate::loop_guard::LoopGuard,
+    /// The rate limit of the ICMP errors the daemon originates.
+    pub icmp_limit: crate::icmp_limit::IcmpErrorLimit,
 }
 
 impl Shared {
@@ -69,12 +71,21 @@ impl Shared {
             reasm: Mutex::new(crate::reasm::Reassembler::new()),
             flows: std::sync::OnceLock::new(),
             loops: crate::loop_guard::LoopGuard::default(),
+            icmp_limit: crate::icmp_limit::IcmpErrorLimit::default(),
         }
     }
 
     /// Milliseconds since the daemon started (the NAT64 state's clock).
     pub fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// May the daemon originate an ICMP error `p` now (crate::icmp_limit)?
+    pub fn icmp_error_allowed(&self, p: &[u8]) -> bool {
+        crate::icmp_limit::is_pmtud_error(p)
+            || self
+                .icmp_limit
+                .allow(self.epoch.elapsed().as_nanos() as u64)
     }
 
     /// Publishes a new translator; workers pick it up on their next packet.
@@ -439,7 +450,9 @@ impl Worker {
                     c.add(stats::DROPPED, 1);
                     if start >= vlen {
                         buf[start - vlen..start].fill(0);
-                        if write_all(fd, &buf[start - vlen..start + olen]) {
+                        if !self.shared.icmp_error_allowed(&buf[start..start + olen]) {
+                            c.add(stats::ICMP_RATE_LIMITED, 1);
+                        } else if write_all(fd, &buf[start - vlen..start + olen]) {
                             c.add(stats::ICMP_ERRORS, 1);
                         } else {
                             c.add(stats::WRITE_ERRORS, 1);

@@ -9,6 +9,7 @@ pub mod daemon;
 pub mod datapath;
 pub mod ebpf;
 pub mod fuzz_entry;
+pub mod icmp_limit;
 #[macro_use]
 pub mod log;
 pub mod loop_guard;

@@ -352,7 +352,9 @@ pub fn housekeeping(
                     let start = 64;
                     buf[start..start + pkt.len()].copy_from_slice(&pkt);
                     if let Some((s, l)) = icmp4_error_from_dst(&mut buf, start, pkt.len(), 3, 3) {
-                        let c = if write_tun(fd, vnet, &mut buf, s, l) {
+                        let c = if !shared.icmp_error_allowed(&buf[s..s + l]) {
+                            crate::stats::ICMP_RATE_LIMITED
+                        } else if write_tun(fd, vnet, &mut buf, s, l) {
                             crate::stats::ICMP_ERRORS
                         } else {
                             crate::stats::WRITE_ERRORS

@@ -9,7 +9,7 @@ use xlat_core::nat64::{Counts, Nat64State, Proto};
 use xlat_core::DropReason;
 
 /// The datapath's own counters, by index.
-pub const NAMES: [&str; 16] = [
+pub const NAMES: [&str; 17] = [
     "translated_4to6_packets",
     "translated_4to6_bytes",
     "translated_6to4_packets",
@@ -26,6 +26,7 @@ pub const NAMES: [&str; 16] = [
     "translator_panics",
     "icmp_reassembled",
     "routing_loop_packets",
+    "icmp_errors_rate_limited",
 ];
 pub const T46_PKTS: usize = 0;
 pub const T46_BYTES: usize = 1;
@@ -45,6 +46,8 @@ pub const PANICS: usize = 13;
 pub const ICMP_REASSEMBLED: usize = 14;
 /// Packets the kernel routed back into the TUN more than once (crate::loop_guard).
 pub const ROUTING_LOOP: usize = 15;
+/// ICMP errors not sent: over `icmp-errors-per-second` (crate::icmp_limit).
+pub const ICMP_RATE_LIMITED: usize = 16;
 pub const FIXED: usize = NAMES.len();
 pub const TOTAL: usize = FIXED + DropReason::COUNT;
 
@@ -341,6 +344,11 @@ impl Snapshot {
                 "xlat_icmp_errors_sent_total",
                 ICMP_ERRORS,
                 "ICMP errors sent instead of a translation.",
+            ),
+            (
+                "xlat_icmp_errors_rate_limited_total",
+                ICMP_RATE_LIMITED,
+                "ICMP errors not sent: over icmp-errors-per-second (RFC 4443 section 2.4).",
             ),
             (
                 "xlat_fragments_emitted_total",
