@@ -442,6 +442,17 @@ impl Nat64Translator {
         if self.pool6.contains(&src6) {
             return Err(DropReason::Nat64Src6InPool6);
         }
+        // A source no IPv6 host behind the NAT64 can have gets no BIB
+        // entry or session (RFC 4291 §2.5.2 unspecified, §2.5.3 loopback,
+        // §2.5.5.2 IPv4-mapped: only a representation of an IPv4 node,
+        // §2.7 multicast): dropped as unmappable, as SIIT does.
+        if src6.is_unspecified()
+            || src6.is_loopback()
+            || src6.is_multicast()
+            || src6.to_ipv4_mapped().is_some()
+        {
+            return Err(DropReason::Src6Unmappable);
+        }
         let pkt_len = ipv6::HEADER_LEN + usize::from(pkt.payload_len());
         if w.upper_offset > pkt_len {
             return Err(DropReason::Ipv6ExtTruncated);

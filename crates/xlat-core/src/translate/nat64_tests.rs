@@ -1103,6 +1103,46 @@ fn rfc6146_3_5_src6_in_pool6_silently_discarded() {
     );
 }
 
+/// An IPv6 source no host behind the NAT64 can have (IPv4-mapped, RFC 4291
+/// §2.5.5.2; unspecified; loopback; multicast) creates no BIB entry or
+/// session: the packet is dropped as unmappable, whatever it carries.
+#[test]
+fn rfc4291_unusable_src6_gets_no_state() {
+    let t = xlat(state_with(|_| {}));
+    let d = server6();
+    for src in ["::ffff:192.0.2.9", "::", "::1", "ff0e::1"] {
+        let src = a6(src);
+        for pkt in [
+            ip6(
+                src,
+                d,
+                proto::UDP,
+                &l4_v6(proto::UDP, &src, &d, udp_raw(40000, 9, b"P")),
+            ),
+            ip6(
+                src,
+                d,
+                proto::TCP,
+                &l4_v6(proto::TCP, &src, &d, tcp_raw(40000, 80, SYN)),
+            ),
+            ip6(
+                src,
+                d,
+                proto::ICMPV6,
+                &l4_v6(proto::ICMPV6, &src, &d, echo_raw(icmp6::ECHO_REQUEST, 9, 1)),
+            ),
+        ] {
+            assert_eq!(
+                run(&t, &pkt, 0).v,
+                Verdict::Drop(DropReason::Src6Unmappable),
+                "{src}"
+            );
+        }
+    }
+    let c = t.state().counts();
+    assert_eq!((c.bib, c.sessions), ([0; 3], [0; 3]));
+}
+
 /// RFC 6146 §3.5.2.2: with "drop externally initiated TCP" a V4 SYN to a
 /// BIB entry in use is *silently* discarded (no ICMP error), and so is a
 /// TCP segment refused by address-dependent filtering; a UDP datagram
