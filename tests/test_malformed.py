@@ -253,3 +253,52 @@ def test_still_translates_after_garbage(siit_mod):
         re.search(r'packet="[0-9a-f:.]+ -> [0-9a-f:.]+ (protocol|next-header) \d+"', ln)
         for ln in drops
     ), drops[:5]
+
+
+@pytest.mark.timeout(40)
+def test_icmp_fragments_given_up_are_each_counted(siit_mod):
+    """docs/core.md `fragmented_icmp`: every ICMP fragment the reassembly gives
+    up is counted once. Two fragments of an echo whose last one never comes are
+    counted when the 5 s run out, with no other traffic; an overlapping third
+    fragment gives up the two held and itself."""
+    t, x = siit_mod
+    icmp = bytes(ICMP(type=8, id=7, seq=1) / (b"I" * 80))
+
+    def frag(ident: int, off: int, ln: int, mf: bool) -> bytes:
+        return bytes(
+            IP(
+                src=t.h4_addr,
+                dst=t.h6_v4,
+                proto=1,
+                id=ident,
+                flags="MF" if mf else 0,
+                frag=off // 8,
+            )
+            / Raw(icmp[off : off + ln])
+        )
+
+    def counts() -> tuple[int, int]:
+        s = x.stats()
+        return s["fragmented_icmp"], s["dropped_packets"]
+
+    # dropped_packets may also move with other packets the kernel sends
+    # into the TUN (such as MLD reports): at least as much as the fragments.
+    f0, d0 = counts()
+    _send(t, "4", frag(0xB1, 0, 40, True))
+    _send(t, "4", frag(0xB1, 40, 40, True))
+    time.sleep(0.5)
+    assert counts()[0] == f0, "held, not yet given up"
+    deadline = time.monotonic() + 8
+    while counts()[0] != f0 + 2:
+        assert time.monotonic() < deadline, (counts(), f0, d0)
+        time.sleep(0.2)
+    assert counts()[1] >= d0 + 2
+    f0, d0 = counts()
+    _send(t, "4", frag(0xA1, 0, 40, True))
+    _send(t, "4", frag(0xA1, 40, 40, True))
+    _send(t, "4", frag(0xA1, 32, 40, True))
+    deadline = time.monotonic() + 3
+    while counts()[0] != f0 + 3:
+        assert time.monotonic() < deadline, (counts(), f0, d0)
+        time.sleep(0.1)
+    assert counts()[1] >= d0 + 3

@@ -113,6 +113,16 @@ pub struct Worker {
     pub counters: Arc<WorkerCounters>,
 }
 
+/// `n` ICMP fragments given up by the reassembly (crate::reasm).
+fn count_icmp_fragments_dropped(c: &WorkerCounters, n: u64) {
+    if n > 0 {
+        c.add(FIXED_FRAGMENTED_ICMP, n);
+        c.add(stats::DROPPED, n);
+    }
+}
+
+const FIXED_FRAGMENTED_ICMP: usize = stats::FIXED + DropReason::FragmentedIcmp as usize;
+
 /// "SRC -> DST protocol N" of an IP packet, for log lines.
 fn describe(p: &[u8]) -> String {
     use std::net::{Ipv4Addr, Ipv6Addr};
@@ -188,6 +198,21 @@ fn writev2(fd: RawFd, a: &[u8], b: &[u8]) -> bool {
 }
 
 impl Worker {
+    /// Counts the fragments of ICMP datagrams whose time ran out (when the
+    /// queue is idle, and now and then under load).
+    fn expire_reassembly(&self, c: &WorkerCounters) {
+        let now = self.shared.now_ms();
+        let n = {
+            let mut r = self.shared.reasm.lock().unwrap_or_else(|e| e.into_inner());
+            if r.in_progress() == 0 && r.timed_out == 0 {
+                return;
+            }
+            r.expire(now);
+            std::mem::take(&mut r.timed_out)
+        };
+        count_icmp_fragments_dropped(c, n);
+    }
+
     pub fn run(self) {
         let vlen = if self.vnet { VNET_HDR_LEN } else { 0 };
         let mut buf = vec![0u8; BUF];
@@ -212,6 +237,9 @@ impl Worker {
             if n < 0 {
                 match std::io::Error::last_os_error().raw_os_error() {
                     Some(libc::EAGAIN) => {
+                        // Idle: ICMP datagrams that never completed are
+                        // counted now, not at the next ICMP fragment.
+                        self.expire_reassembly(c);
                         let mut p = libc::pollfd {
                             fd,
                             events: libc::POLLIN,
@@ -268,17 +296,20 @@ impl Worker {
                     let o = r.offer(&mut buf, BASE, len, now);
                     (o, std::mem::take(&mut r.timed_out))
                 };
-                // Datagrams whose fragments did not all come in time.
-                for _ in 0..timed_out {
-                    c.drop_reason(DropReason::FragmentedIcmp);
-                    c.add(stats::DROPPED, 1);
-                }
+                // Fragments of datagrams that did not all come in time.
+                count_icmp_fragments_dropped(c, timed_out);
                 match o {
                     Offer::NotMine => {}
                     Offer::Held => continue,
-                    Offer::Dropped => {
-                        c.drop_reason(DropReason::FragmentedIcmp);
-                        c.add(stats::DROPPED, 1);
+                    Offer::Dropped(n) => {
+                        count_icmp_fragments_dropped(c, n);
+                        let r = DropReason::FragmentedIcmp;
+                        if !seen[r as usize] {
+                            seen[r as usize] = true;
+                            if limit.allow(Instant::now()) {
+                                crate::info!("packet dropped", "reason" => r.name(), "packet" => describe(&buf[BASE..BASE + len.min(64)]), "queue" => self.id, "first" => true, "fragments" => n);
+                            }
+                        }
                         continue;
                     }
                     Offer::Complete { len: l, ident } => {
@@ -296,6 +327,9 @@ impl Worker {
                 Some(0)
             };
             seq = seq.wrapping_add(1);
+            if seq & 0xffff == 0 {
+                self.expire_reassembly(c);
+            }
             // The addresses as they came in, for the log of a loop, a drop
             // or an ICMP error (the core may have rewritten the header by
             // then).

@@ -124,7 +124,7 @@ pub fn reasm_any(data: &[u8]) {
                     assert_eq!(p[6], 58, "the Fragment Header is gone");
                 }
             }
-            Offer::NotMine | Offer::Held | Offer::Dropped => {}
+            Offer::NotMine | Offer::Held | Offer::Dropped(_) => {}
         }
         assert!(r.in_progress() <= MAX_ENTRIES);
     }

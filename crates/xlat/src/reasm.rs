@@ -13,11 +13,14 @@
 //!
 //! Bounded: at most [`MAX_ENTRIES`] datagrams in progress (when full, a
 //! fragment of a new datagram is refused and the datagrams in progress are
-//! kept), each at most 65535 bytes, dropped after [`TIMEOUT_MS`] (counted in
-//! [`Reassembler::timed_out`]).
+//! kept), each at most 65535 bytes, dropped after [`TIMEOUT_MS`] (its
+//! fragments counted in [`Reassembler::timed_out`]; the datapath also
+//! expires them when it is idle, so they are counted without waiting for
+//! the next ICMP fragment).
 //! Overlapping fragments drop the datagram (RFC 5722 for IPv6; the same rule
-//! for IPv4 keeps the code small: a real sender never overlaps). Only ICMP
-//! fragments come here, so the normal path pays one header test.
+//! for IPv4 keeps the code small: a real sender never overlaps). Every
+//! fragment given up is counted once: [`Offer::Dropped`] carries how many.
+//! Only ICMP fragments come here, so the normal path pays one header test.
 
 /// Datagrams being reassembled at once.
 pub const MAX_ENTRIES: usize = 64;
@@ -51,6 +54,8 @@ struct Entry {
     have: Vec<(usize, usize)>,
     /// Payload length, known once the last fragment arrived.
     total: Option<usize>,
+    /// Fragments held (each is counted when the datagram is given up).
+    frags: u64,
 }
 
 /// What [`Reassembler::offer`] did with a packet.
@@ -64,15 +69,16 @@ pub enum Offer {
     /// no Fragment Header) now starts at `start` and is `len` bytes long.
     /// `ident`: for IPv6, the Fragment Header's Identification.
     Complete { len: usize, ident: u32 },
-    /// The fragment (and, for an overlap, its datagram) was dropped.
-    Dropped,
+    /// The fragment (and, for an overlap, the fragments of its datagram
+    /// held so far) was dropped: this many fragments in all.
+    Dropped(u64),
 }
 
 #[derive(Default)]
 pub struct Reassembler {
     entries: Vec<Entry>,
-    /// Datagrams dropped because their fragments did not all come within
-    /// [`TIMEOUT_MS`], not yet collected by the caller (who counts them).
+    /// Fragments of datagrams that did not all come within [`TIMEOUT_MS`],
+    /// dropped and not yet collected by the caller (who counts them).
     pub timed_out: u64,
 }
 
@@ -107,10 +113,7 @@ impl Reassembler {
         if !is_icmp_fragment(pkt) {
             return Offer::NotMine;
         }
-        let before = self.entries.len();
-        self.entries
-            .retain(|e| now_ms.saturating_sub(e.born_ms) < TIMEOUT_MS);
-        self.timed_out += (before - self.entries.len()) as u64;
+        self.expire(now_ms);
         let (key, hdr_len, off, more, payload) = if pkt[0] >> 4 == 4 {
             let ihl = usize::from(pkt[0] & 0x0f) * 4;
             let tot = usize::from(u16::from_be_bytes([pkt[2], pkt[3]]));
@@ -153,15 +156,14 @@ impl Reassembler {
         // RFC 791 / RFC 8200 §4.5: every fragment but the last carries a
         // multiple of 8 bytes.
         if (more && n % 8 != 0) || n == 0 || off + n > MAX_PAYLOAD {
-            self.remove(key);
-            return Offer::Dropped;
+            return Offer::Dropped(self.remove(key) + 1);
         }
         let i = match self.entries.iter().position(|e| e.key == key) {
             Some(i) => i,
             None => {
                 if self.entries.len() >= MAX_ENTRIES {
                     // Full: refuse the new datagram, keep those in progress.
-                    return Offer::Dropped;
+                    return Offer::Dropped(1);
                 }
                 self.entries.push(Entry {
                     key,
@@ -170,6 +172,7 @@ impl Reassembler {
                     data: Vec::new(),
                     have: Vec::new(),
                     total: None,
+                    frags: 0,
                 });
                 self.entries.len() - 1
             }
@@ -182,14 +185,15 @@ impl Reassembler {
             None => !more && e.have.iter().any(|&(_, y)| y > b),
         };
         if overlaps || bad_end {
-            self.entries.swap_remove(i);
-            return Offer::Dropped;
+            let e = self.entries.swap_remove(i);
+            return Offer::Dropped(e.frags + 1);
         }
         if e.data.len() < b {
             e.data.resize(b, 0);
         }
         e.data[a..b].copy_from_slice(&pkt[payload]);
         e.have.push((a, b));
+        e.frags += 1;
         if !more {
             e.total = Some(b);
         }
@@ -206,7 +210,7 @@ impl Reassembler {
         let e = self.entries.swap_remove(i);
         let h = e.hdr.len();
         if buf.len() < start + h + total {
-            return Offer::Dropped;
+            return Offer::Dropped(e.frags);
         }
         buf[start..start + h].copy_from_slice(&e.hdr);
         buf[start + h..start + h + total].copy_from_slice(&e.data[..total]);
@@ -239,8 +243,30 @@ impl Reassembler {
         self.entries.len()
     }
 
-    fn remove(&mut self, key: Key) {
-        self.entries.retain(|e| e.key != key);
+    /// Drops the datagrams whose time is up; their fragments are added to
+    /// [`Self::timed_out`].
+    pub fn expire(&mut self, now_ms: u64) {
+        let mut n = 0;
+        self.entries.retain(|e| {
+            let keep = now_ms.saturating_sub(e.born_ms) < TIMEOUT_MS;
+            if !keep {
+                n += e.frags;
+            }
+            keep
+        });
+        self.timed_out += n;
+    }
+
+    /// Removes the datagram `key`; the number of fragments it held.
+    fn remove(&mut self, key: Key) -> u64 {
+        let mut n = 0;
+        self.entries.retain(|e| {
+            if e.key == key {
+                n += e.frags;
+            }
+            e.key != key
+        });
+        n
     }
 }
 
@@ -344,7 +370,8 @@ mod tests {
         let (_, a, b) = v4_frags(3008, 1480);
         let mut r = Reassembler::new();
         assert_eq!(offer(&mut r, &a, 0).0, Offer::Held);
-        assert_eq!(offer(&mut r, &a, 0).0, Offer::Dropped);
+        // The overlapping fragment and the one held: two given up.
+        assert_eq!(offer(&mut r, &a, 0).0, Offer::Dropped(2));
         assert!(r.entries.is_empty());
         assert_eq!(offer(&mut r, &a, 0).0, Offer::Held);
         // Too late for the first fragment: the second starts a new datagram.
@@ -364,19 +391,51 @@ mod tests {
             let want = if usize::from(id) < MAX_ENTRIES {
                 Offer::Held
             } else {
-                Offer::Dropped // full: the new datagram is refused
+                Offer::Dropped(1) // full: the new datagram is refused
             };
             assert_eq!(offer(&mut r, &frag(id), u64::from(id)).0, want);
         }
         assert_eq!(r.entries.len(), MAX_ENTRIES);
         // The datagrams in progress were kept: the first one still takes
         // fragments.
-        assert_eq!(offer(&mut r, &frag(0), 100).0, Offer::Dropped, "overlap");
+        assert_eq!(offer(&mut r, &frag(0), 100).0, Offer::Dropped(2), "overlap");
         assert_eq!(r.entries.len(), MAX_ENTRIES - 1);
-        // Past the timeout the rest are dropped and counted.
+        // Past the timeout the rest are dropped and counted, one per
+        // fragment held (one each here).
         assert_eq!(r.timed_out, 0);
         assert_eq!(offer(&mut r, &frag(500), TIMEOUT_MS + 100).0, Offer::Held);
         assert_eq!(r.timed_out, MAX_ENTRIES as u64 - 1);
+    }
+
+    #[test]
+    fn every_fragment_given_up_is_counted() {
+        // Three fragments of one datagram, the last missing.
+        let (_, a, _) = v4_frags(3008, 1480);
+        let second = {
+            let (_, a2, _) = v4_frags(3008, 1480);
+            let mut f = a2;
+            // The same datagram's 1480-byte second part, with MF.
+            f[6..8].copy_from_slice(&(0x2000u16 | 185).to_be_bytes());
+            ipv4_header_checksum(&mut f);
+            f
+        };
+        let mut r = Reassembler::new();
+        assert_eq!(offer(&mut r, &a, 0).0, Offer::Held);
+        assert_eq!(offer(&mut r, &second, 0).0, Offer::Held);
+        // expire() alone (the idle datapath) counts both, in time.
+        r.expire(TIMEOUT_MS - 1);
+        assert_eq!(r.timed_out, 0);
+        r.expire(TIMEOUT_MS);
+        assert_eq!((r.timed_out, r.in_progress()), (2, 0));
+        // An overlap gives up the held fragments and itself: 3.
+        let mut r = Reassembler::new();
+        assert_eq!(offer(&mut r, &a, 0).0, Offer::Held);
+        assert_eq!(offer(&mut r, &second, 0).0, Offer::Held);
+        let mut overlap = second.clone();
+        overlap[6..8].copy_from_slice(&(0x2000u16 | 184).to_be_bytes());
+        ipv4_header_checksum(&mut overlap);
+        assert_eq!(offer(&mut r, &overlap, 0).0, Offer::Dropped(3));
+        assert_eq!(r.in_progress(), 0);
     }
 
     #[test]
