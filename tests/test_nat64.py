@@ -297,6 +297,42 @@ def test_rfc6146_3_4_out_of_order_fragments_held(env):
     after = env.x.stats()
     assert after["nat64_fragment_timeout"] == before["nat64_fragment_timeout"]
     assert after["nat64_fragment_queue_full"] == before["nat64_fragment_queue_full"]
+    # The two held fragments are counted as held, not as translated packets
+    # (they went out with the first one, in fragments_emitted).
+    assert after["fragments_held"] - before["fragments_held"] == 2, after
+    d = after["translated_6to4_packets"] - before["translated_6to4_packets"]
+    assert d == 1, d
+    assert after["fragments_emitted"] - before["fragments_emitted"] >= 3, after
+
+
+@pytest.mark.timeout(30)
+def test_rfc6146_3_4_held_fragments_that_time_out_are_dropped(env):
+    """Non-first fragments whose first fragment never comes are held, then
+    dropped on timeout: counted in nat64_fragment_timeout and dropped_packets,
+    never as translated."""
+    t = env.t
+    mac = mac_of(t.lab, t.router, "eth6a")
+    pkt = (
+        IPv6(src=t.c1_addr, dst=t.h4_v6, hlim=64)
+        / IPv6ExtHdrFragment(id=0x5A5A0002)
+        / UDP(sport=41001, dport=7321)
+        / bytes(3000)
+    )
+    frags = [bytes(f).hex() for f in fragment6(pkt, 1280)][1:]
+    assert len(frags) == 2
+    before = env.x.stats()
+    send_l2(t.lab, t.c1, mac, *frags, ethertype="0x86dd")
+    deadline = time.monotonic() + 15
+    while True:
+        after = env.x.stats()
+        if after["nat64_fragment_timeout"] - before["nat64_fragment_timeout"] >= 2:
+            break
+        assert time.monotonic() < deadline, after
+        time.sleep(0.2)
+    assert after["fragments_held"] - before["fragments_held"] == 2, after
+    assert after["dropped_packets"] - before["dropped_packets"] >= 2, after
+    d = after["translated_6to4_packets"] - before["translated_6to4_packets"]
+    assert d == 0, d
 
 
 @pytest.mark.timeout(40)

@@ -449,6 +449,14 @@ impl Worker {
                         Some(_) => Some(DropReason::NoHeadroom),
                     }
                 }
+                // NAT64: a fragment that came before its first fragment,
+                // held until that one gives the ports (RFC 6146 §3.4): not
+                // translated yet (released with its first fragment, or
+                // dropped as nat64_fragment_timeout).
+                Verdict::Fragments if frags.packets.is_empty() => {
+                    c.add(stats::FRAGMENTS_HELD, 1);
+                    None
+                }
                 Verdict::Fragments => {
                     let hdr_bytes = &zero_hdr[..vlen];
                     let mut ok = 0u64;

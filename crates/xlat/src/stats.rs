@@ -9,7 +9,7 @@ use xlat_core::nat64::{Counts, Nat64State, Proto};
 use xlat_core::DropReason;
 
 /// The datapath's own counters, by index.
-pub const NAMES: [&str; 17] = [
+pub const NAMES: [&str; 18] = [
     "translated_4to6_packets",
     "translated_4to6_bytes",
     "translated_6to4_packets",
@@ -27,6 +27,7 @@ pub const NAMES: [&str; 17] = [
     "icmp_reassembled",
     "routing_loop_packets",
     "icmp_errors_rate_limited",
+    "fragments_held",
 ];
 pub const T46_PKTS: usize = 0;
 pub const T46_BYTES: usize = 1;
@@ -48,6 +49,8 @@ pub const ICMP_REASSEMBLED: usize = 14;
 pub const ROUTING_LOOP: usize = 15;
 /// ICMP errors not sent: over `icmp-errors-per-second` (crate::icmp_limit).
 pub const ICMP_RATE_LIMITED: usize = 16;
+/// NAT64 fragments held until their first fragment came (not translated yet).
+pub const FRAGMENTS_HELD: usize = 17;
 pub const FIXED: usize = NAMES.len();
 pub const TOTAL: usize = FIXED + DropReason::COUNT;
 
@@ -169,6 +172,8 @@ impl Registry {
         for (i, f) in fixed.iter_mut().enumerate() {
             *f = ws.iter().map(|w| w.get(i)).sum();
         }
+        // Held NAT64 fragments that timed out were not translated.
+        fixed[DROPPED] += self.nat64.get().map_or(0, |s| s.frag_timeouts());
         let drops = DropReason::ALL
             .iter()
             .map(|r| {
@@ -349,6 +354,11 @@ impl Snapshot {
                 "xlat_icmp_errors_rate_limited_total",
                 ICMP_RATE_LIMITED,
                 "ICMP errors not sent: over icmp-errors-per-second (RFC 4443 section 2.4).",
+            ),
+            (
+                "xlat_fragments_held_total",
+                FRAGMENTS_HELD,
+                "NAT64 fragments held until their first fragment came (RFC 6146 section 3.4).",
             ),
             (
                 "xlat_fragments_emitted_total",
