@@ -97,6 +97,37 @@ def test_ebpf_load_failure_is_fatal():
         _close(topo, x)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("why", ["missing interface", "load refused"])
+def test_failed_ebpf_start_leaves_a_running_xlat_alone(why):
+    """docs/configuration.md: a failed start leaves the system, and a running
+    xlat, as they were. A second xlat with the same pool6 whose fast path
+    cannot start (an interface that does not exist; the kernel refusing the
+    programs) fails before its TUN and routes exist: it used to take over the
+    first one's pool6 route and remove it on exit."""
+    topo, x = _new_xlat("tun")
+    try:
+        x.start()
+        route = topo.lab.ip(topo.router, "-6", "route", "show", topo.pool6).stdout
+        assert "xlat0" in route, route
+        conf = topo.xlat_toml(tun="xlat1", socket=f"{x.workdir}/xlat1.sock")
+        ifs = '["xlnope0"]' if why == "missing interface" else f'["{topo.dev6}"]'
+        conf += f'\n[datapath]\nkind = "ebpf"\ninterfaces = {ifs}\n'
+        y = Xlat(topo.lab, topo.router, conf, x.workdir, name="xlat1")
+        y.start(wait_ready=False, env=FORCE_FAIL if why == "load refused" else None)
+        rc = y.proc.wait(timeout=15)
+        log = y.log()
+        assert rc == 1, log
+        assert "cannot start the eBPF fast path" in log, log
+        assert "tun device up" not in log and "route" not in log, log
+        assert "xlat1" not in topo.lab.links(topo.router)
+        route = topo.lab.ip(topo.router, "-6", "route", "show", topo.pool6).stdout
+        assert "xlat0" in route, route
+        assert ping(topo.lab, topo.h6, topo.h4_v6, count=2).returncode == 0
+    finally:
+        _close(topo, x)
+
+
 @pytest.mark.timeout(40)
 def test_auto_uses_ebpf_and_shutdown_detaches():
     """kind = "auto" on this kernel: the fast path carries echo; SIGTERM detaches

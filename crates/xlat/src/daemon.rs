@@ -857,10 +857,43 @@ fn install_panic_hook() {
 /// Loads and attaches the eBPF fast path as `[datapath] kind` says, and
 /// logs which datapath carries the traffic and why. `Err` (already logged):
 /// kind = "ebpf" and the fast path cannot start.
+/// The fast path's programs loaded (the kernel's verdict) and the
+/// interfaces it attaches to looked up, before the TUN device and its routes
+/// exist: with kind = "ebpf" a fast path that cannot start fails the start
+/// there, leaving the system (and the routes of a running xlat, which a new
+/// TUN's routes would take over) as they were. None: the TUN datapath runs
+/// alone (kind = "tun", or "auto" on a kernel without the features).
+type PreloadedFast = Option<Result<(crate::ebpf::FastPath, Vec<String>), String>>;
+
+fn preload_fast(s: &Settings) -> PreloadedFast {
+    let kind = s.datapath.kind;
+    if kind == DatapathKind::Tun
+        || (kind == DatapathKind::Auto && crate::ebpf::unsupported(s).is_some())
+    {
+        return None;
+    }
+    let devs = if s.datapath.interfaces.is_empty() {
+        crate::ebpf::default_interfaces(&s.tun.name)
+    } else {
+        s.datapath.interfaces.clone()
+    };
+    if devs.is_empty() {
+        return Some(Err(
+            "no interface to attach to (datapath.interfaces, or an Ethernet interface that is up)"
+                .into(),
+        ));
+    }
+    if let Some(d) = devs.iter().find(|d| crate::ebpf::ifindex(d).is_none()) {
+        return Some(Err(format!("{d}: no such interface")));
+    }
+    Some(crate::ebpf::FastPath::load_sized(s.datapath.flow_entries).map(|fp| (fp, devs)))
+}
+
 fn start_datapath(
     s: &Settings,
     pool6: Option<Ipv6Prefix>,
     eamt: &[EamEntry],
+    preloaded: PreloadedFast,
 ) -> Result<Option<crate::ebpf::FastPath>, ()> {
     let kind = s.datapath.kind;
     if kind == DatapathKind::Tun {
@@ -871,7 +904,12 @@ fn start_datapath(
         info!("datapath", "kind" => "tun", "reason" => why);
         return Ok(None);
     }
-    match start_fast(s, pool6, eamt) {
+    let started = match preloaded {
+        Some(Ok((fp, devs))) => start_fast(fp, &devs, s, pool6, eamt),
+        Some(Err(e)) => Err(e),
+        None => Err("internal: the fast path was not loaded".into()),
+    };
+    match started {
         Ok(f) => {
             let reason = match crate::ebpf::unsupported(s) {
                 Some(why) => why.to_string(),
@@ -896,28 +934,19 @@ fn start_datapath(
     }
 }
 
+/// Fills the loaded fast path's maps and attaches it to `devs`.
 fn start_fast(
+    mut fp: crate::ebpf::FastPath,
+    devs: &[String],
     s: &Settings,
     pool6: Option<Ipv6Prefix>,
     eamt: &[EamEntry],
 ) -> Result<crate::ebpf::FastPath, String> {
     let tun_ifindex = crate::ebpf::ifindex(&s.tun.name)
         .ok_or_else(|| format!("{}: no such device", s.tun.name))?;
-    let mut fp = crate::ebpf::FastPath::load_sized(s.datapath.flow_entries)?;
     let t = crate::ebpf::tables(s, pool6, eamt, tun_ifindex as u32, false);
     fp.install(&t)?;
-    let devs = if s.datapath.interfaces.is_empty() {
-        crate::ebpf::default_interfaces(&s.tun.name)
-    } else {
-        s.datapath.interfaces.clone()
-    };
-    if devs.is_empty() {
-        return Err(
-            "no interface to attach to (datapath.interfaces, or an Ethernet interface that is up)"
-                .into(),
-        );
-    }
-    for d in &devs {
+    for d in devs {
         fp.attach(d)?; // FastPath's Drop detaches what was attached
     }
     Ok(fp)
@@ -1064,6 +1093,11 @@ pub fn run(path: &str) -> i32 {
     } else {
         settings.tun.queues as usize
     };
+    let preloaded = preload_fast(&settings);
+    if let (DatapathKind::Ebpf, Some(Err(e))) = (settings.datapath.kind, &preloaded) {
+        error!("cannot start the eBPF fast path", "kind" => "ebpf", "reason" => e);
+        return 1;
+    }
     let name = settings.tun.name.clone();
     let tun = match Tun::create(&name, queues, settings.tun.offload) {
         Ok(t) => t,
@@ -1098,7 +1132,7 @@ pub fn run(path: &str) -> i32 {
     }
 
     // The eBPF fast path: loaded and attached while we have the privileges.
-    let fast = match start_datapath(&settings, pool6, &eamt) {
+    let fast = match start_datapath(&settings, pool6, &eamt, preloaded) {
         Ok(f) => f,
         Err(()) => return 1,
     };
