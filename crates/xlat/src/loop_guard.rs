@@ -20,24 +20,38 @@
 //! Exceeded (RFC 1812 §5.3.1) within about 128 passes. Such packets are
 //! counted (`routing_loop_packets`).
 //!
-//! A key stays until another one takes its slot (a loop whose slot was
-//! taken meanwhile costs one pass more). A packet from a host with the same
-//! key can only come in through the TUN if the kernel routes its
-//! destination into the TUN, which is the hairpin or the loop itself.
+//! The table is set-associative: a key goes to one of [`BUCKETS`] buckets
+//! of [`WAYS`] slots (one cache line). A new key takes an empty slot,
+//! else one whose packet never came back, and only when every slot of the
+//! bucket holds a packet that did come back (a hairpin or a loop) one of
+//! those, chosen by the key. So ordinary traffic, however much, does not
+//! push a loop's keys out, and thousands of loops at once keep their counts
+//! (a loop whose key was pushed out anyway counts from zero again: it ends
+//! later, not never, as long as its keys stay in the table two passes in a
+//! row). A packet from a host with the same key can only come in through
+//! the TUN if the kernel routes its destination into the TUN, which is the
+//! hairpin or the loop itself.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Slots of the table (a power of two).
-const SLOTS: usize = 4096;
+/// Buckets of the table (a power of two).
+const BUCKETS: usize = 8192;
+/// Slots per bucket.
+const WAYS: usize = 8;
+
+#[repr(align(64))]
+struct Bucket([AtomicU64; WAYS]);
 
 pub struct LoopGuard {
-    slots: Box<[AtomicU64]>,
+    buckets: Box<[Bucket]>,
 }
 
 impl Default for LoopGuard {
     fn default() -> Self {
         LoopGuard {
-            slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            buckets: (0..BUCKETS)
+                .map(|_| Bucket(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
         }
     }
 }
@@ -64,20 +78,21 @@ pub fn route_key(p: &[u8]) -> Option<u64> {
 pub const LOOP_FROM_RETURN: u8 = 2;
 
 impl LoopGuard {
-    fn slot(&self, key: u64) -> &AtomicU64 {
-        &self.slots[(key >> 52) as usize % SLOTS]
+    fn bucket(&self, key: u64) -> &[AtomicU64; WAYS] {
+        &self.buckets[(key >> 51) as usize % BUCKETS].0
     }
 
     /// How many times the packet with `key`, read from the TUN, has come
     /// back: 0 if the datapath did not write it, else one more than when it
     /// was written.
     pub fn returns(&self, key: u64) -> u8 {
-        let v = self.slot(key).load(Ordering::Relaxed);
-        if v & !0xff == key && v & 0xff != 0 {
-            (v & 0xff) as u8
-        } else {
-            0
+        for s in self.bucket(key) {
+            let v = s.load(Ordering::Relaxed);
+            if v & !0xff == key && v & 0xff != 0 {
+                return (v & 0xff) as u8;
+            }
         }
+        0
     }
 
     /// The datapath wrote a packet with `key` that had come back `returns`
@@ -87,10 +102,25 @@ impl LoopGuard {
     pub fn sent(&self, key: u64, returns: u8) {
         // Stored as returns + 1 (never 0: an empty slot matches no key).
         let v = key | u64::from(returns.min(254) + 1);
-        let s = self.slot(key);
-        if s.load(Ordering::Relaxed) != v {
-            s.store(v, Ordering::Relaxed);
+        let b = self.bucket(key);
+        let mut seen = [0u64; WAYS];
+        for (i, s) in b.iter().enumerate() {
+            seen[i] = s.load(Ordering::Relaxed);
+            if seen[i] & !0xff == key && seen[i] & 0xff != 0 {
+                if seen[i] != v {
+                    s.store(v, Ordering::Relaxed);
+                }
+                return;
+            }
         }
+        // The victim: an empty slot, else a packet that never came back
+        // (stored 1), else a hairpin's or loop's, by the key.
+        let way = seen
+            .iter()
+            .position(|&x| x == 0)
+            .or_else(|| seen.iter().position(|&x| x & 0xff == 1))
+            .unwrap_or((key >> 8) as usize % WAYS);
+        b[way].store(v, Ordering::Relaxed);
     }
 }
 
@@ -156,6 +186,62 @@ mod tests {
             g.sent(v4_half, r);
         }
         assert_eq!(g.returns(v4_half), 255);
+    }
+
+    /// Thousands of loops at once among a flood of ordinary packets: every
+    /// loop is detected (2 returns) within a few passes, and once detected
+    /// its count is never lost again, so its TTL keeps going down (the first,
+    /// direct-mapped table of 4096 slots lost the counts: with enough loops a
+    /// loop started again from zero on every pass and never ended).
+    #[test]
+    fn many_loops_at_once_keep_their_counts() {
+        let g = LoopGuard::default();
+        let key = |i: u64, half: u64| {
+            let mut p = v4(
+                [10, (i >> 16) as u8, (i >> 8) as u8, i as u8],
+                [192, 0, 2, half as u8],
+                64,
+            );
+            p[9] = 1;
+            route_key(&p).unwrap()
+        };
+        let loops = 6000u64;
+        let mut other = 1_000_000u64;
+        for i in 0..loops {
+            g.sent(key(i, 0), 0);
+        }
+        let mut last = vec![0u8; loops as usize];
+        let mut reset_after_detection = 0;
+        for pass in 1..=12u64 {
+            for i in 0..loops {
+                // Each pass the packet comes back and is written as its
+                // other half; meanwhile 2 new ordinary packets per loop step.
+                let (from, to) = if pass % 2 == 1 { (0, 1) } else { (1, 0) };
+                let r = g.returns(key(i, from));
+                if last[i as usize] >= LOOP_FROM_RETURN && r != last[i as usize] + 1 {
+                    reset_after_detection += 1;
+                }
+                g.sent(key(i, to), r);
+                last[i as usize] = r;
+                for _ in 0..2 {
+                    other += 1;
+                    g.sent(key(other, 9), 0);
+                }
+            }
+            if pass == 6 {
+                let undetected = last.iter().filter(|&&r| r < LOOP_FROM_RETURN).count();
+                assert!(
+                    undetected * 100 <= loops as usize,
+                    "{undetected} undetected"
+                );
+            }
+        }
+        assert_eq!(reset_after_detection, 0);
+        assert!(
+            last.iter().all(|&r| r >= LOOP_FROM_RETURN + 4),
+            "{:?}",
+            &last[..20]
+        );
     }
 
     #[test]
