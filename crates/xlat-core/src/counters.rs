@@ -173,6 +173,10 @@ reasons! {
     /// An IPv6 packet whose source address is inside pool6 (RFC 6146 §3.5:
     /// silently discarded, it would let hairpinned packets loop).
     Nat64Src6InPool6 = "nat64_src6_in_pool6",
+    /// An IPv4 SYN that would be held for TCP_INCOMING_SYN (RFC 6146
+    /// §3.5.2.2) while 1024 are held already: dropped silently at once
+    /// (the held ones keep their place).
+    Nat64StoredSynsFull = "nat64_stored_syns_full",
 }
 
 impl core::fmt::Display for DropReason {

@@ -664,10 +664,12 @@ fn nat64_rfc6146_3_5_2_2_stored_syn_limit() {
             .lookup_4to6(Proto::Tcp, r4(1, 1), pool(p), Some(SYN), 0)
             .is_ok());
     }
+    // Over the bound: refused with a reason of its own, the held ones kept.
     assert_eq!(
         n.lookup_4to6(Proto::Tcp, r4(1, 1), pool(102), Some(SYN), 0),
-        Err(DropReason::Nat64NoBib)
+        Err(DropReason::Nat64StoredSynsFull)
     );
+    assert_eq!(n.counts().stored_syns, 2);
 }
 
 // --- RFC 6146 §3.5.3 ICMP query ------------------------------------------------

@@ -1612,7 +1612,7 @@ impl Nat64State {
             // answering an unsolicited SYN within 6 s.)
             if proto == Proto::Tcp && is_bare_syn(flags) && !self.cfg.drop_externally_initiated_tcp
             {
-                return self.store_syn(sh, k, now, DropReason::Nat64NoBib);
+                return self.store_syn(sh, k, now);
             }
             return Err(DropReason::Nat64NoBib);
         };
@@ -1660,7 +1660,7 @@ impl Nat64State {
                     // simultaneous open"; an IPv6 SYN of the same
                     // connection discards it, else ICMP port unreachable
                     // after 6 s (RFC 5382 REQ-4: no answer before).
-                    return self.store_syn(sh, k, now, DropReason::Nat64Filtered);
+                    return self.store_syn(sh, k, now);
                 }
                 return Err(DropReason::Nat64Filtered);
             }
@@ -1678,14 +1678,8 @@ impl Nat64State {
     /// Holds the IPv4 SYN `k` (pool4 transport address, remote) for
     /// TCP_INCOMING_SYN (RFC 6146 §3.5.2.2). A retransmission of a held
     /// SYN is not held twice; over `max_stored_syns` the SYN is refused
-    /// with `full` (a silent drop).
-    fn store_syn(
-        &self,
-        sh: &mut Shard,
-        k: KS,
-        now: u64,
-        full: DropReason,
-    ) -> Result<Verdict4to6, DropReason> {
+    /// (a silent drop, `nat64_stored_syns_full`).
+    fn store_syn(&self, sh: &mut Shard, k: KS, now: u64) -> Result<Verdict4to6, DropReason> {
         let syn = StoredSyn {
             pool4: k.pool(),
             remote: k.remote(),
@@ -1696,7 +1690,7 @@ impl Nat64State {
         let prev = self.stored_total.fetch_add(1, Ordering::Relaxed);
         if prev >= self.cfg.max_stored_syns {
             self.stored_total.fetch_sub(1, Ordering::Relaxed);
-            return Err(full);
+            return Err(DropReason::Nat64StoredSynsFull);
         }
         let d = deadline(now, self.cfg.timeouts.tcp_incoming_syn_ms);
         sh.stored.insert(k, d);
