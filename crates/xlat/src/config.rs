@@ -255,11 +255,22 @@ struct Ctx {
     problems: Vec<Problem>,
 }
 
+/// A value as written in TOML, for a problem about its type: a string is
+/// quoted (`"1280"` where an integer was expected, not `1280`, which would
+/// read as a contradiction), a table is `{...}`.
 fn show(v: &Value) -> String {
     match v {
-        Value::String(s) => s.clone(),
         Value::Table(_) => "{...}".into(),
         other => other.to_string(),
+    }
+}
+
+/// A value of the expected type but a bad content: a string is shown bare
+/// (`mode: SIIT: unknown mode`), as the other checks show theirs.
+fn show_plain(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => show(other),
     }
 }
 
@@ -293,7 +304,7 @@ impl Ctx {
                 } else {
                     Value::String(k.clone()).to_string()
                 };
-                self.err(join(path, &shown), show(v), "unknown key");
+                self.err(join(path, &shown), show_plain(v), "unknown key");
             }
         }
     }
@@ -1284,6 +1295,79 @@ listen = "[::1]:9464"
         let ps = problems("pool6 = \"64:ff9b::/96\"\n\"\" = \"$\"\n[tun]\n\"a.b\" = 1\n");
         assert_eq!(ps[0].to_string(), "error: \"\": $: unknown key");
         assert_eq!(ps[1].to_string(), "error: tun.\"a.b\": 1: unknown key");
+    }
+
+    /// A value of the wrong TOML type is shown as written: a string quoted
+    /// (`"1280": expected an integer`, not `1280: expected an integer`);
+    /// a string of the right type with a bad content stays bare.
+    #[test]
+    fn wrong_type_shows_a_string_quoted() {
+        for (text, want) in [
+            (
+                "lowest-ipv6-mtu = \"1280\"\n",
+                "error: lowest-ipv6-mtu: \"1280\": expected an integer",
+            ),
+            (
+                "override-tos = \"true\"\n",
+                "error: override-tos: \"true\": expected true or false",
+            ),
+            (
+                "allow-wkp-non-global = \"false\"\n",
+                "error: allow-wkp-non-global: \"false\": expected true or false",
+            ),
+            ("tos = \"0\"\n", "error: tos: \"0\": expected an integer"),
+            (
+                "mtu-plateaus = [\"1500\"]\n",
+                "error: mtu-plateaus[0]: \"1500\": must be an integer between 68 and 65535",
+            ),
+            (
+                "mtu-plateaus = \"1500\"\n",
+                "error: mtu-plateaus: \"1500\": expected a non-empty array of integers",
+            ),
+            (
+                "denylist4 = \"10.0.0.0/8\"\n",
+                "error: denylist4: \"10.0.0.0/8\": expected an array of strings",
+            ),
+            (
+                "eamt = \"x\"\n",
+                "error: eamt: \"x\": expected [[eamt]] tables",
+            ),
+            (
+                "eamt = [\"x\"]\n",
+                "error: eamt[0]: \"x\": expected a table with ipv4 and ipv6",
+            ),
+            ("tun = \"x\"\n", "error: tun: \"x\": expected a table"),
+            (
+                "[tun]\nmtu = \"1500\"\n",
+                "error: tun.mtu: \"1500\": expected an integer",
+            ),
+            (
+                "[tun]\nkeep-on-exit = \"true\"\n",
+                "error: tun.keep-on-exit: \"true\": expected true or false",
+            ),
+            (
+                "[datapath]\nflow-entries = \"131072\"\n",
+                "error: datapath.flow-entries: \"131072\": expected an integer",
+            ),
+            // The right type (an integer out of range, a string that is no
+            // mode) is shown as before.
+            (
+                "lowest-ipv6-mtu = 1000\n",
+                "error: lowest-ipv6-mtu: 1000: must be between 1280",
+            ),
+            ("mode = \"SIIT\"\n", "error: mode: SIIT: unknown mode"),
+            (
+                "[control]\nsocket = 5\n",
+                "error: control.socket: 5: expected a string",
+            ),
+        ] {
+            let ps = problems(&format!("pool6 = \"64:ff9b::/96\"\n{text}"));
+            assert!(
+                ps.iter().any(|p| p.to_string().starts_with(want)),
+                "{text}: {:?}",
+                ps.iter().map(|p| p.to_string()).collect::<Vec<_>>()
+            );
+        }
     }
 
     #[test]

@@ -200,7 +200,7 @@ fn parse_ports(ctx: &mut Ctx, key: &str, v: &Value, icmp: bool) -> Option<(u16, 
     let Some((a, b)) = range else {
         ctx.err(
             key,
-            show(v),
+            show_plain(v),
             "expected \"FIRST-LAST\" (e.g. \"61001-65535\")",
         );
         return None;
@@ -208,7 +208,7 @@ fn parse_ports(ctx: &mut Ctx, key: &str, v: &Value, icmp: bool) -> Option<(u16, 
     if a < lo || b > 65535 || a > b {
         ctx.err(
             key,
-            show(v),
+            show_plain(v),
             format!("ports must satisfy {lo} <= first <= last <= 65535"),
         );
         return None;
@@ -746,6 +746,50 @@ ipv4 = "203.0.113.1#8080"
                 .any(|p| p.key == "nat64.bib" && p.reason.contains("inside pool6")),
             "{e:?}"
         );
+    }
+
+    /// A value of the wrong TOML type is shown as written: a string quoted.
+    #[test]
+    fn wrong_type_shows_a_string_quoted() {
+        let pool4 = "[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n";
+        for (text, want) in [
+            (
+                format!("[nat64.timeouts]\nudp = \"300\"\n{pool4}"),
+                "error: nat64.timeouts.udp: \"300\": expected an integer",
+            ),
+            (
+                format!("[nat64]\nmax-sessions = \"10\"\n{pool4}"),
+                "error: nat64.max-sessions: \"10\": expected an integer",
+            ),
+            (
+                format!("[nat64]\ndrop-externally-initiated-tcp = \"true\"\n{pool4}"),
+                "error: nat64.drop-externally-initiated-tcp: \"true\": expected true or false",
+            ),
+            (
+                format!("{pool4}mark = \"0\"\n"),
+                "error: nat64.pool4[0].mark: \"0\": expected an integer",
+            ),
+            (
+                "[nat64]\npool4 = \"203.0.113.0/28\"\n".to_string(),
+                "error: nat64.pool4: \"203.0.113.0/28\": expected [[nat64.pool4]] tables",
+            ),
+            (
+                "[nat64]\npool4 = [\"203.0.113.0/28\"]\n".to_string(),
+                "error: nat64.pool4[0]: \"203.0.113.0/28\": expected a table",
+            ),
+            // A string of the right type with a bad content stays bare.
+            (
+                format!("{pool4}ports = \"0-100\"\n"),
+                "error: nat64.pool4[0].ports: 0-100: ports must satisfy",
+            ),
+        ] {
+            let ps = problems(&format!("mode = \"nat64\"\n{text}"));
+            assert!(
+                ps.iter().any(|p| p.to_string().starts_with(want)),
+                "{text}: {:?}",
+                ps.iter().map(|p| p.to_string()).collect::<Vec<_>>()
+            );
+        }
     }
 
     #[test]
