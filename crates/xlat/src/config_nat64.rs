@@ -194,14 +194,15 @@ fn parse_ports(ctx: &mut Ctx, key: &str, v: &Value, icmp: bool) -> Option<(u16, 
             (Value::Integer(x), Value::Integer(y)) => Some((*x, *y)),
             _ => None,
         },
-        Value::Integer(x) => Some((*x, *x)),
+        // A bare integer is no range (docs: "FIRST-LAST" or [FIRST, LAST]);
+        // one port is written "N-N".
         _ => None,
     };
     let Some((a, b)) = range else {
         ctx.err(
             key,
             show_plain(v),
-            "expected \"FIRST-LAST\" (e.g. \"61001-65535\")",
+            "expected \"FIRST-LAST\" or [FIRST, LAST] (e.g. \"61001-65535\")",
         );
         return None;
     };
@@ -746,6 +747,28 @@ ipv4 = "203.0.113.1#8080"
                 .any(|p| p.key == "nat64.bib" && p.reason.contains("inside pool6")),
             "{e:?}"
         );
+    }
+
+    /// `ports` is "FIRST-LAST" or [FIRST, LAST]: a bare integer is refused
+    /// like a bare string (it was taken as N-N).
+    #[test]
+    fn pool4_ports_bare_number_refused() {
+        for v in ["5", "\"100\"", "[5]", "true"] {
+            let ps = problems(&format!(
+                "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\nports = {v}\n"
+            ));
+            assert!(
+                has(&ps, "nat64.pool4[0].ports", "expected \"FIRST-LAST\""),
+                "{v}: {ps:?}"
+            );
+        }
+        for v in ["\"5-5\"", "[5, 5]"] {
+            let s = parse(&format!(
+                "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\nprotocol = \"udp\"\nports = {v}\n"
+            ))
+            .unwrap();
+            assert_eq!(s.nat64.pool4[0].ports, (5, 5), "{v}");
+        }
     }
 
     /// A value of the wrong TOML type is shown as written: a string quoted.
