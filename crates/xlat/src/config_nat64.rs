@@ -116,6 +116,18 @@ pub fn proto_parse(s: &str) -> Option<Proto> {
     }
 }
 
+/// A protocol name in the file: lower case, as every other value of the
+/// file (`mode = "SIIT"` is refused too). The control commands
+/// ([`proto_parse`]) take any case.
+fn proto_in_file(s: &str) -> Option<Proto> {
+    match s {
+        "tcp" => Some(Proto::Tcp),
+        "udp" => Some(Proto::Udp),
+        "icmp" => Some(Proto::Icmp),
+        _ => None,
+    }
+}
+
 /// `ADDR#PORT` (Jool's notation; `[ADDR]:PORT` is accepted for IPv6 too).
 /// Why a static BIB entry can never carry traffic, or `None`: a TCP or UDP
 /// port 0 (ports are 1-65535; an ICMP identifier may be 0), or an IPv6
@@ -283,10 +295,14 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                 }
                 let protos: Vec<Proto> = match ctx.string(e, &path, "protocol").as_deref() {
                     None | Some("all") => Proto::ALL.to_vec(),
-                    Some(x) => match proto_parse(x) {
+                    Some(x) => match proto_in_file(x) {
                         Some(p) => vec![p],
                         None => {
-                            ctx.err(join(&path, "protocol"), x, "expected tcp, udp, icmp or all");
+                            ctx.err(
+                                join(&path, "protocol"),
+                                x,
+                                "expected \"tcp\", \"udp\", \"icmp\" or \"all\"",
+                            );
                             continue;
                         }
                     },
@@ -374,10 +390,14 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                     };
                     ctx.unknown_keys(e, &path, &["protocol", "ipv6", "ipv4"]);
                     let proto = match ctx.string(e, &path, "protocol") {
-                        Some(x) => match proto_parse(&x) {
+                        Some(x) => match proto_in_file(&x) {
                             Some(p) => Some(p),
                             None => {
-                                ctx.err(join(&path, "protocol"), x, "expected tcp, udp or icmp");
+                                ctx.err(
+                                    join(&path, "protocol"),
+                                    x,
+                                    "expected \"tcp\", \"udp\" or \"icmp\"",
+                                );
                                 None
                             }
                         },
@@ -771,6 +791,40 @@ ipv4 = "203.0.113.1#8080"
         }
     }
 
+    /// Protocol names are lower case like every other value of the file
+    /// ("TCP" was taken as tcp while mode = "SIIT" is refused).
+    #[test]
+    fn protocol_names_are_case_sensitive() {
+        let base = "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n";
+        for p in ["TCP", "Udp", "ALL"] {
+            let ps = problems(&format!("{base}protocol = \"{p}\"\n"));
+            assert!(
+                has(
+                    &ps,
+                    "nat64.pool4[0].protocol",
+                    "expected \"tcp\", \"udp\", \"icmp\" or \"all\""
+                ),
+                "{p}: {ps:?}"
+            );
+        }
+        let ps = problems(&format!(
+            "{base}[[nat64.bib]]\nprotocol = \"TCP\"\nipv6 = \"2001:db8::80#80\"\nipv4 = \"203.0.113.1#8080\"\n"
+        ));
+        assert!(
+            has(
+                &ps,
+                "nat64.bib[0].protocol",
+                "expected \"tcp\", \"udp\" or \"icmp\""
+            ),
+            "{ps:?}"
+        );
+        for p in ["tcp", "udp", "icmp", "all"] {
+            assert!(parse(&format!("{base}protocol = \"{p}\"\n")).is_ok(), "{p}");
+        }
+        // The control commands (xlat bib add TCP ...) still take any case.
+        assert_eq!(super::proto_parse("TCP"), Some(Proto::Tcp));
+    }
+
     /// A value of the wrong TOML type is shown as written: a string quoted.
     #[test]
     fn wrong_type_shows_a_string_quoted() {
@@ -864,7 +918,11 @@ ipv4 = "203.0.113.1#80"
         assert!(has(&ps, "nat64.pool4[4].ports", "1 <= first"));
         assert!(has(&ps, "nat64.pool4[1].prefix", "overlap"));
         assert!(has(&ps, "nat64.pool4[2].prefix", "shorter than /16"));
-        assert!(has(&ps, "nat64.pool4[3].protocol", "tcp, udp, icmp"));
+        assert!(has(
+            &ps,
+            "nat64.pool4[3].protocol",
+            "expected \"tcp\", \"udp\", \"icmp\" or \"all\""
+        ));
         assert!(has(&ps, "nat64.bib[0].ipv4", "pool4"));
         assert!(has(&ps, "nat64.bib[1].ipv6", "IPV6#PORT"));
         let ps = problems("pool6 = \"64:ff9b::/96\"\n[nat64]\n");
