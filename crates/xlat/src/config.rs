@@ -818,20 +818,14 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
     }
 
     // [nat64]; RFC 6146 §2 / RFC 6052 §2.1: pool6 defaults to the
-    // Well-Known Prefix.
+    // Well-Known Prefix, set first: the static BIB entries are checked
+    // against it in parse_nat64, each named with its index.
+    if s.mode == Mode::Nat64 && s.pool6.is_none() && !root.contains_key("pool6") {
+        s.pool6 = Some(xlat_core::addr::Pool6::wkp().prefix());
+    }
     nat64::parse_nat64(&mut ctx, &root, &mut s);
-    if s.mode == Mode::Nat64 {
-        if s.pool6.is_none() && !root.contains_key("pool6") {
-            s.pool6 = Some(xlat_core::addr::Pool6::wkp().prefix());
-        }
-        for b in &s.nat64.bib {
-            if let Some(why) = nat64::static_bib_problem(b.proto, &b.v6, &b.v4, s.pool6) {
-                ctx.err("nat64.bib", format!("{} {}", b.v6, b.v4), why);
-            }
-        }
-        if !s.eamt.is_empty() {
-            ctx.err("eamt", "[...]", "not used with mode = \"nat64\"");
-        }
+    if s.mode == Mode::Nat64 && !s.eamt.is_empty() {
+        ctx.err("eamt", "[...]", "not used with mode = \"nat64\"");
     }
 
     // [tun]
@@ -934,6 +928,12 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                     ctx.err(k, n, "not a valid interface name");
                 } else if s.datapath.interfaces.contains(&n) {
                     ctx.err(k, n, "listed twice");
+                } else if n == s.tun.name {
+                    ctx.err(
+                        k,
+                        n,
+                        "is the TUN device (the slow path): the fast path attaches to the other interfaces",
+                    );
                 } else {
                     s.datapath.interfaces.push(n);
                 }
@@ -957,13 +957,6 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                 s.datapath.flow_entries = n as u32;
             }
         }
-    }
-    if s.datapath.interfaces.contains(&s.tun.name) {
-        ctx.err(
-            "datapath.interfaces",
-            s.tun.name.clone(),
-            "is the TUN device (the slow path): the fast path attaches to the other interfaces",
-        );
     }
 
     // [control]
@@ -1672,8 +1665,21 @@ ipv6 = "2001:db8:9::/121"
         assert!(has(&ps, "datapath.interfaces[2]", "listed twice"));
         assert!(has(&ps, "datapath.interfaces[3]", "expected a string"));
         assert!(has(&ps, "datapath.foo", "unknown key"));
-        let ps = problems("pool6 = \"64:ff9b::/96\"\n[datapath]\ninterfaces = [\"xlat0\"]\n");
-        assert!(has(&ps, "datapath.interfaces", "is the TUN device"));
+        // The TUN device is named with its index, as every array element.
+        let ps =
+            problems("pool6 = \"64:ff9b::/96\"\n[datapath]\ninterfaces = [\"eth0\", \"xlat0\"]\n");
+        assert!(
+            has(&ps, "datapath.interfaces[1]", "is the TUN device"),
+            "{ps:?}"
+        );
+        assert_eq!(ps.len(), 1);
+        let ps = problems(
+            "pool6 = \"64:ff9b::/96\"\n[tun]\nname = \"x1\"\n[datapath]\ninterfaces = [\"x1\"]\n",
+        );
+        assert!(
+            has(&ps, "datapath.interfaces[0]", "is the TUN device"),
+            "{ps:?}"
+        );
         for (v, why) in [
             ("0", "must be between 2 and 4194304"),
             ("4194306", "must be between 2 and 4194304"),

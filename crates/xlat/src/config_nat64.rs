@@ -256,6 +256,8 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
         return;
     }
     ctx.unknown_keys(t, "nat64", NAT64_KEYS);
+    // Known here: from the file or the default (config.rs).
+    let pool6 = s.pool6;
     let n = &mut s.nat64;
 
     match t.get("pool4") {
@@ -426,8 +428,7 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                         }
                         continue;
                     };
-                    // (pool6 is checked once it is known, in config.rs.)
-                    if let Some(why) = static_bib_problem(proto, &v6, &v4, None) {
+                    if let Some(why) = static_bib_problem(proto, &v6, &v4, pool6) {
                         ctx.err(path, format!("{v6} {v4}"), why);
                         continue;
                     }
@@ -757,16 +758,27 @@ ipv4 = "203.0.113.1#8080"
         ] {
             assert!(p(Proto::Tcp, a, 80).unwrap().contains(what), "{a}");
         }
-        let e = parse(
-            "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n\
-             [[nat64.bib]]\nprotocol = \"tcp\"\nipv6 = \"64:ff9b::1#80\"\nipv4 = \"203.0.113.1#80\"\n",
-        )
-        .unwrap_err();
-        assert!(
-            e.iter()
-                .any(|p| p.key == "nat64.bib" && p.reason.contains("inside pool6")),
-            "{e:?}"
-        );
+        // Named with its index like every other BIB problem (it said
+        // `nat64.bib`); pool6 is the file's or the default.
+        for pool6 in ["", "pool6 = \"2001:db8:64::/96\"\n"] {
+            let inside = if pool6.is_empty() {
+                "64:ff9b::1#80"
+            } else {
+                "2001:db8:64::1#80"
+            };
+            let e = parse(&format!(
+                "mode = \"nat64\"\n{pool6}[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n\
+                 [[nat64.bib]]\nprotocol = \"tcp\"\nipv6 = \"2001:db8::1#80\"\nipv4 = \"203.0.113.1#80\"\n\
+                 [[nat64.bib]]\nprotocol = \"tcp\"\nipv6 = \"{inside}\"\nipv4 = \"203.0.113.2#80\"\n",
+            ))
+            .unwrap_err();
+            assert!(
+                e.iter()
+                    .any(|p| p.key == "nat64.bib[1]" && p.reason.contains("inside pool6")),
+                "{e:?}"
+            );
+            assert_eq!(e.len(), 1, "{e:?}");
+        }
     }
 
     /// `ports` is "FIRST-LAST" or [FIRST, LAST]: a bare integer is refused
