@@ -1025,7 +1025,7 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
 
     // Cross-checks.
     if let Some(p) = &s.pool6 {
-        for e in s.eamt.iter().chain(s.clat.iter()) {
+        for e in &s.eamt {
             if p.overlaps(&e.v6) {
                 ctx.err(
                     "pool6",
@@ -1033,6 +1033,16 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                     format!("overlaps the EAM entry {} {}", e.v4, e.v6),
                 );
             }
+        }
+        // The [clat] entry is no [[eamt]] entry: name its own key. (Its
+        // ipv6 is /96 or longer, equal suffixes: overlapping pool6, whose
+        // length is at most 96, means lying inside it.)
+        if let Some(c) = s.clat.filter(|c| p.overlaps(&c.v6)) {
+            ctx.err(
+                "clat.ipv6",
+                c.v6.to_string(),
+                format!("lies inside pool6 {p}: the CLAT's own IPv6 addresses must be outside the PLAT's prefix"),
+            );
         }
     }
 
@@ -1622,6 +1632,35 @@ ipv6 = "2001:db8:9::/121"
         assert!(has(&ps, "pool6", "multicast"), "{ps:?}");
         assert!(check_pool6(&"ff0e::/96".parse().unwrap()).is_err());
         assert!(check_pool6(&"2001:db8:64::/96".parse().unwrap()).is_ok());
+    }
+
+    /// A `[clat]` ipv6 inside pool6 is named as such (it said `pool6:
+    /// ... overlaps the EAM entry ...` of a file without any EAM entry).
+    #[test]
+    fn clat_ipv6_inside_pool6_named() {
+        let ps = problems(
+            "mode = \"clat\"\npool6 = \"64:ff9b::/96\"\n[clat]\nipv4 = \"192.0.0.1/32\"\nipv6 = \"64:ff9b::1/128\"\n",
+        );
+        assert_eq!(ps.len(), 1, "{ps:?}");
+        assert_eq!(ps[0].key, "clat.ipv6");
+        assert_eq!(ps[0].value, "64:ff9b::1/128");
+        assert!(
+            ps[0].reason.starts_with("lies inside pool6 64:ff9b::/96"),
+            "{ps:?}"
+        );
+        // With [[eamt]] entries too, each is named as what it is.
+        let ps = problems(
+            "mode = \"clat\"\npool6 = \"2001:db8:64::/96\"\n[[eamt]]\nipv4 = \"198.51.100.0/24\"\nipv6 = \"2001:db8:64::/120\"\n[clat]\nipv4 = \"192.0.0.1\"\nipv6 = \"2001:db8:64::c000:1\"\n",
+        );
+        assert!(
+            has(&ps, "pool6", "overlaps the EAM entry 198.51.100.0/24"),
+            "{ps:?}"
+        );
+        assert!(
+            has(&ps, "clat.ipv6", "lies inside pool6 2001:db8:64::/96"),
+            "{ps:?}"
+        );
+        assert_eq!(ps.len(), 2, "{ps:?}");
     }
 
     #[test]
