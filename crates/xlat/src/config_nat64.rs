@@ -363,13 +363,19 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                             join(&path, "prefix"),
                             prefix.to_string(),
                             format!(
-                                "{} ports {}-{} overlap the pool4 entry {} {}-{}",
+                                "{} ports {}-{} overlap the pool4 entry {} {}-{} mark {}{}",
                                 p.name(),
                                 ports.0,
                                 ports.1,
                                 o.prefix,
                                 o.ports.0,
-                                o.ports.1
+                                o.ports.1,
+                                o.mark,
+                                if o.mark == mark {
+                                    ""
+                                } else {
+                                    " (entries of different marks may not share addresses and ports either)"
+                                }
                             ),
                         );
                         break;
@@ -835,6 +841,41 @@ ipv4 = "203.0.113.1#8080"
         }
         // The control commands (xlat bib add TCP ...) still take any case.
         assert_eq!(super::proto_parse("TCP"), Some(Proto::Tcp));
+    }
+
+    /// Overlapping pool4 entries are refused whatever their marks, and the
+    /// message names the mark (with a different mark it read as if the
+    /// mark were ignored).
+    #[test]
+    fn pool4_overlap_names_the_mark() {
+        let entry = |mark: u32| {
+            format!(
+                "[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\nprotocol = \"tcp\"\nmark = {mark}\n"
+            )
+        };
+        let ps = problems(&format!("mode = \"nat64\"\n{}{}", entry(0), entry(7)));
+        assert!(
+            has(
+                &ps,
+                "nat64.pool4[1].prefix",
+                "overlap the pool4 entry 203.0.113.0/28 61001-65535 mark 0 (entries of different marks"
+            ),
+            "{ps:?}"
+        );
+        let ps = problems(&format!("mode = \"nat64\"\n{}{}", entry(7), entry(7)));
+        assert!(
+            ps.iter().any(|p| p
+                .reason
+                .ends_with("overlap the pool4 entry 203.0.113.0/28 61001-65535 mark 7")),
+            "{ps:?}"
+        );
+        // Disjoint entries may have any marks.
+        let s = parse(&format!(
+            "mode = \"nat64\"\n{}[[nat64.pool4]]\nprefix = \"203.0.113.16/28\"\nprotocol = \"tcp\"\nmark = 7\n",
+            entry(0)
+        ))
+        .unwrap();
+        assert_eq!(s.nat64.pool4[1].mark, 7);
     }
 
     /// A value of the wrong TOML type is shown as written: a string quoted.
