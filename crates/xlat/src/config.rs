@@ -366,7 +366,25 @@ impl Ctx {
         }
     }
 
+    /// White space around a value the core's parser would trim: refused,
+    /// as around an address (`icmp-source-v4 = "192.0.2.1 "`). The value
+    /// is shown quoted, so that the space can be seen.
+    fn padded(&mut self, key: &str, s: &str, what: &str) -> bool {
+        if s.trim() == s {
+            return false;
+        }
+        self.err(
+            key,
+            Value::String(s.to_string()).to_string(),
+            format!("not an {what}: white space around it"),
+        );
+        true
+    }
+
     fn v4prefix(&mut self, key: &str, s: &str) -> Option<Ipv4Prefix> {
+        if self.padded(key, s, "IPv4 prefix") {
+            return None;
+        }
         match s.parse::<Ipv4Prefix>() {
             Ok(p) => Some(p),
             Err(e) => {
@@ -377,6 +395,9 @@ impl Ctx {
     }
 
     fn v6prefix(&mut self, key: &str, s: &str) -> Option<Ipv6Prefix> {
+        if self.padded(key, s, "IPv6 prefix") {
+            return None;
+        }
         match s.parse::<Ipv6Prefix>() {
             Ok(p) => Some(p),
             Err(e) => {
@@ -1382,6 +1403,36 @@ listen = "[::1]:9464"
         assert!(has(&ps, "denylist4[0]", "bits set beyond"));
         assert!(has(&ps, "denylist4[1]", "length out of range"));
         assert!(has(&ps, "rfc6791v6[0]", "ADDRESS/LENGTH"));
+    }
+
+    /// A prefix with white space around it is refused like an address
+    /// with it (`denylist4 = ["10.0.0.0/8 "]` was accepted while
+    /// `icmp-source-v4 = "192.0.2.1 "` is refused), wherever prefixes are.
+    #[test]
+    fn white_space_around_a_prefix_refused() {
+        for (text, key) in [
+            ("denylist4 = [\"10.0.0.0/8 \"]\n", "denylist4[0]"),
+            ("rfc6791v4 = [\" 192.0.2.0/24\"]\n", "rfc6791v4[0]"),
+            ("rfc6791v6 = [\"2001:db8::/96\\t\"]\n", "rfc6791v6[0]"),
+            (
+                "[tun]\nipv6-routes = [\"2001:db8::/64 \"]\n",
+                "tun.ipv6-routes[0]",
+            ),
+            (
+                "[[eamt]]\nipv4 = \"192.0.2.0/24 \"\nipv6 = \"2001:db8:6::/120\"\n",
+                "eamt[0].ipv4",
+            ),
+        ] {
+            let ps = problems(&format!("pool6 = \"64:ff9b::/96\"\n{text}"));
+            assert!(has(&ps, key, "white space around it"), "{text}: {ps:?}");
+        }
+        let ps = problems("pool6 = \"64:ff9b::/96 \"\n");
+        assert_eq!(
+            ps[0].to_string(),
+            "error: pool6: \"64:ff9b::/96 \": not an IPv6 prefix: white space around it"
+        );
+        let ps = problems("pool6 = \"64:ff9b::/96\"\nicmp-source-v4 = \"192.0.2.1 \"\n");
+        assert!(has(&ps, "icmp-source-v4", "not an IPv4 address"), "{ps:?}");
     }
 
     /// RFC 6052 §2.2: allowed lengths and the u-octet.

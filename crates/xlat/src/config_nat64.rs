@@ -878,6 +878,17 @@ ipv4 = "203.0.113.1#8080"
         assert_eq!(s.nat64.pool4[1].mark, 7);
     }
 
+    /// A pool4 prefix with white space around it is refused, as every
+    /// prefix of the file.
+    #[test]
+    fn pool4_prefix_white_space_refused() {
+        let ps = problems("mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28 \"\n");
+        assert!(
+            has(&ps, "nat64.pool4[0].prefix", "white space around it"),
+            "{ps:?}"
+        );
+    }
+
     /// A value of the wrong TOML type is shown as written: a string quoted.
     #[test]
     fn wrong_type_shows_a_string_quoted() {
