@@ -310,7 +310,7 @@ def test_check_names_bad_datapath_keys(tmp_path):
     assert cp.returncode == 2, cp
     assert 'error: datapath.kind: xdp: expected "tun", "ebpf" or "auto"' in out
     assert "error: datapath.interfaces[0]: a/b: not a valid interface name" in out
-    assert "error: datapath.interfaces: xlat0: is the TUN device" in out
+    assert "error: datapath.interfaces[1]: xlat0: is the TUN device" in out
     assert (
         "error: datapath.flow-entries: 1: must be between 2 and 4194304 "
         "(two entries per cached NAT64 session)" in out

@@ -255,11 +255,22 @@ struct Ctx {
     problems: Vec<Problem>,
 }
 
+/// A value as written in TOML, for a problem about its type: a string is
+/// quoted (`"1280"` where an integer was expected, not `1280`, which would
+/// read as a contradiction), a table is `{...}`.
 fn show(v: &Value) -> String {
     match v {
-        Value::String(s) => s.clone(),
         Value::Table(_) => "{...}".into(),
         other => other.to_string(),
+    }
+}
+
+/// A value of the expected type but a bad content: a string is shown bare
+/// (`mode: SIIT: unknown mode`), as the other checks show theirs.
+fn show_plain(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => show(other),
     }
 }
 
@@ -293,7 +304,7 @@ impl Ctx {
                 } else {
                     Value::String(k.clone()).to_string()
                 };
-                self.err(join(path, &shown), show(v), "unknown key");
+                self.err(join(path, &shown), show_plain(v), "unknown key");
             }
         }
     }
@@ -355,7 +366,25 @@ impl Ctx {
         }
     }
 
+    /// White space around a value the core's parser would trim: refused,
+    /// as around an address (`icmp-source-v4 = "192.0.2.1 "`). The value
+    /// is shown quoted, so that the space can be seen.
+    fn padded(&mut self, key: &str, s: &str, what: &str) -> bool {
+        if s.trim() == s {
+            return false;
+        }
+        self.err(
+            key,
+            Value::String(s.to_string()).to_string(),
+            format!("not an {what}: white space around it"),
+        );
+        true
+    }
+
     fn v4prefix(&mut self, key: &str, s: &str) -> Option<Ipv4Prefix> {
+        if self.padded(key, s, "IPv4 prefix") {
+            return None;
+        }
         match s.parse::<Ipv4Prefix>() {
             Ok(p) => Some(p),
             Err(e) => {
@@ -366,6 +395,9 @@ impl Ctx {
     }
 
     fn v6prefix(&mut self, key: &str, s: &str) -> Option<Ipv6Prefix> {
+        if self.padded(key, s, "IPv6 prefix") {
+            return None;
+        }
         match s.parse::<Ipv6Prefix>() {
             Ok(p) => Some(p),
             Err(e) => {
@@ -807,20 +839,14 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
     }
 
     // [nat64]; RFC 6146 §2 / RFC 6052 §2.1: pool6 defaults to the
-    // Well-Known Prefix.
+    // Well-Known Prefix, set first: the static BIB entries are checked
+    // against it in parse_nat64, each named with its index.
+    if s.mode == Mode::Nat64 && s.pool6.is_none() && !root.contains_key("pool6") {
+        s.pool6 = Some(xlat_core::addr::Pool6::wkp().prefix());
+    }
     nat64::parse_nat64(&mut ctx, &root, &mut s);
-    if s.mode == Mode::Nat64 {
-        if s.pool6.is_none() && !root.contains_key("pool6") {
-            s.pool6 = Some(xlat_core::addr::Pool6::wkp().prefix());
-        }
-        for b in &s.nat64.bib {
-            if let Some(why) = nat64::static_bib_problem(b.proto, &b.v6, &b.v4, s.pool6) {
-                ctx.err("nat64.bib", format!("{} {}", b.v6, b.v4), why);
-            }
-        }
-        if !s.eamt.is_empty() {
-            ctx.err("eamt", "[...]", "not used with mode = \"nat64\"");
-        }
+    if s.mode == Mode::Nat64 && !s.eamt.is_empty() {
+        ctx.err("eamt", "[...]", "not used with mode = \"nat64\"");
     }
 
     // [tun]
@@ -923,6 +949,12 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                     ctx.err(k, n, "not a valid interface name");
                 } else if s.datapath.interfaces.contains(&n) {
                     ctx.err(k, n, "listed twice");
+                } else if n == s.tun.name {
+                    ctx.err(
+                        k,
+                        n,
+                        "is the TUN device (the slow path): the fast path attaches to the other interfaces",
+                    );
                 } else {
                     s.datapath.interfaces.push(n);
                 }
@@ -946,13 +978,6 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                 s.datapath.flow_entries = n as u32;
             }
         }
-    }
-    if s.datapath.interfaces.contains(&s.tun.name) {
-        ctx.err(
-            "datapath.interfaces",
-            s.tun.name.clone(),
-            "is the TUN device (the slow path): the fast path attaches to the other interfaces",
-        );
     }
 
     // [control]
@@ -1021,7 +1046,7 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
 
     // Cross-checks.
     if let Some(p) = &s.pool6 {
-        for e in s.eamt.iter().chain(s.clat.iter()) {
+        for e in &s.eamt {
             if p.overlaps(&e.v6) {
                 ctx.err(
                     "pool6",
@@ -1029,6 +1054,16 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                     format!("overlaps the EAM entry {} {}", e.v4, e.v6),
                 );
             }
+        }
+        // The [clat] entry is no [[eamt]] entry: name its own key. (Its
+        // ipv6 is /96 or longer, equal suffixes: overlapping pool6, whose
+        // length is at most 96, means lying inside it.)
+        if let Some(c) = s.clat.filter(|c| p.overlaps(&c.v6)) {
+            ctx.err(
+                "clat.ipv6",
+                c.v6.to_string(),
+                format!("lies inside pool6 {p}: the CLAT's own IPv6 addresses must be outside the PLAT's prefix"),
+            );
         }
     }
 
@@ -1286,6 +1321,79 @@ listen = "[::1]:9464"
         assert_eq!(ps[1].to_string(), "error: tun.\"a.b\": 1: unknown key");
     }
 
+    /// A value of the wrong TOML type is shown as written: a string quoted
+    /// (`"1280": expected an integer`, not `1280: expected an integer`);
+    /// a string of the right type with a bad content stays bare.
+    #[test]
+    fn wrong_type_shows_a_string_quoted() {
+        for (text, want) in [
+            (
+                "lowest-ipv6-mtu = \"1280\"\n",
+                "error: lowest-ipv6-mtu: \"1280\": expected an integer",
+            ),
+            (
+                "override-tos = \"true\"\n",
+                "error: override-tos: \"true\": expected true or false",
+            ),
+            (
+                "allow-wkp-non-global = \"false\"\n",
+                "error: allow-wkp-non-global: \"false\": expected true or false",
+            ),
+            ("tos = \"0\"\n", "error: tos: \"0\": expected an integer"),
+            (
+                "mtu-plateaus = [\"1500\"]\n",
+                "error: mtu-plateaus[0]: \"1500\": must be an integer between 68 and 65535",
+            ),
+            (
+                "mtu-plateaus = \"1500\"\n",
+                "error: mtu-plateaus: \"1500\": expected a non-empty array of integers",
+            ),
+            (
+                "denylist4 = \"10.0.0.0/8\"\n",
+                "error: denylist4: \"10.0.0.0/8\": expected an array of strings",
+            ),
+            (
+                "eamt = \"x\"\n",
+                "error: eamt: \"x\": expected [[eamt]] tables",
+            ),
+            (
+                "eamt = [\"x\"]\n",
+                "error: eamt[0]: \"x\": expected a table with ipv4 and ipv6",
+            ),
+            ("tun = \"x\"\n", "error: tun: \"x\": expected a table"),
+            (
+                "[tun]\nmtu = \"1500\"\n",
+                "error: tun.mtu: \"1500\": expected an integer",
+            ),
+            (
+                "[tun]\nkeep-on-exit = \"true\"\n",
+                "error: tun.keep-on-exit: \"true\": expected true or false",
+            ),
+            (
+                "[datapath]\nflow-entries = \"131072\"\n",
+                "error: datapath.flow-entries: \"131072\": expected an integer",
+            ),
+            // The right type (an integer out of range, a string that is no
+            // mode) is shown as before.
+            (
+                "lowest-ipv6-mtu = 1000\n",
+                "error: lowest-ipv6-mtu: 1000: must be between 1280",
+            ),
+            ("mode = \"SIIT\"\n", "error: mode: SIIT: unknown mode"),
+            (
+                "[control]\nsocket = 5\n",
+                "error: control.socket: 5: expected a string",
+            ),
+        ] {
+            let ps = problems(&format!("pool6 = \"64:ff9b::/96\"\n{text}"));
+            assert!(
+                ps.iter().any(|p| p.to_string().starts_with(want)),
+                "{text}: {:?}",
+                ps.iter().map(|p| p.to_string()).collect::<Vec<_>>()
+            );
+        }
+    }
+
     #[test]
     fn prefix_host_bits_and_length() {
         let ps = problems(
@@ -1295,6 +1403,36 @@ listen = "[::1]:9464"
         assert!(has(&ps, "denylist4[0]", "bits set beyond"));
         assert!(has(&ps, "denylist4[1]", "length out of range"));
         assert!(has(&ps, "rfc6791v6[0]", "ADDRESS/LENGTH"));
+    }
+
+    /// A prefix with white space around it is refused like an address
+    /// with it (`denylist4 = ["10.0.0.0/8 "]` was accepted while
+    /// `icmp-source-v4 = "192.0.2.1 "` is refused), wherever prefixes are.
+    #[test]
+    fn white_space_around_a_prefix_refused() {
+        for (text, key) in [
+            ("denylist4 = [\"10.0.0.0/8 \"]\n", "denylist4[0]"),
+            ("rfc6791v4 = [\" 192.0.2.0/24\"]\n", "rfc6791v4[0]"),
+            ("rfc6791v6 = [\"2001:db8::/96\\t\"]\n", "rfc6791v6[0]"),
+            (
+                "[tun]\nipv6-routes = [\"2001:db8::/64 \"]\n",
+                "tun.ipv6-routes[0]",
+            ),
+            (
+                "[[eamt]]\nipv4 = \"192.0.2.0/24 \"\nipv6 = \"2001:db8:6::/120\"\n",
+                "eamt[0].ipv4",
+            ),
+        ] {
+            let ps = problems(&format!("pool6 = \"64:ff9b::/96\"\n{text}"));
+            assert!(has(&ps, key, "white space around it"), "{text}: {ps:?}");
+        }
+        let ps = problems("pool6 = \"64:ff9b::/96 \"\n");
+        assert_eq!(
+            ps[0].to_string(),
+            "error: pool6: \"64:ff9b::/96 \": not an IPv6 prefix: white space around it"
+        );
+        let ps = problems("pool6 = \"64:ff9b::/96\"\nicmp-source-v4 = \"192.0.2.1 \"\n");
+        assert!(has(&ps, "icmp-source-v4", "not an IPv4 address"), "{ps:?}");
     }
 
     /// RFC 6052 §2.2: allowed lengths and the u-octet.
@@ -1547,6 +1685,35 @@ ipv6 = "2001:db8:9::/121"
         assert!(check_pool6(&"2001:db8:64::/96".parse().unwrap()).is_ok());
     }
 
+    /// A `[clat]` ipv6 inside pool6 is named as such (it said `pool6:
+    /// ... overlaps the EAM entry ...` of a file without any EAM entry).
+    #[test]
+    fn clat_ipv6_inside_pool6_named() {
+        let ps = problems(
+            "mode = \"clat\"\npool6 = \"64:ff9b::/96\"\n[clat]\nipv4 = \"192.0.0.1/32\"\nipv6 = \"64:ff9b::1/128\"\n",
+        );
+        assert_eq!(ps.len(), 1, "{ps:?}");
+        assert_eq!(ps[0].key, "clat.ipv6");
+        assert_eq!(ps[0].value, "64:ff9b::1/128");
+        assert!(
+            ps[0].reason.starts_with("lies inside pool6 64:ff9b::/96"),
+            "{ps:?}"
+        );
+        // With [[eamt]] entries too, each is named as what it is.
+        let ps = problems(
+            "mode = \"clat\"\npool6 = \"2001:db8:64::/96\"\n[[eamt]]\nipv4 = \"198.51.100.0/24\"\nipv6 = \"2001:db8:64::/120\"\n[clat]\nipv4 = \"192.0.0.1\"\nipv6 = \"2001:db8:64::c000:1\"\n",
+        );
+        assert!(
+            has(&ps, "pool6", "overlaps the EAM entry 198.51.100.0/24"),
+            "{ps:?}"
+        );
+        assert!(
+            has(&ps, "clat.ipv6", "lies inside pool6 2001:db8:64::/96"),
+            "{ps:?}"
+        );
+        assert_eq!(ps.len(), 2, "{ps:?}");
+    }
+
     #[test]
     fn pool6_overlapping_eam_rejected() {
         let ps = problems(
@@ -1588,8 +1755,21 @@ ipv6 = "2001:db8:9::/121"
         assert!(has(&ps, "datapath.interfaces[2]", "listed twice"));
         assert!(has(&ps, "datapath.interfaces[3]", "expected a string"));
         assert!(has(&ps, "datapath.foo", "unknown key"));
-        let ps = problems("pool6 = \"64:ff9b::/96\"\n[datapath]\ninterfaces = [\"xlat0\"]\n");
-        assert!(has(&ps, "datapath.interfaces", "is the TUN device"));
+        // The TUN device is named with its index, as every array element.
+        let ps =
+            problems("pool6 = \"64:ff9b::/96\"\n[datapath]\ninterfaces = [\"eth0\", \"xlat0\"]\n");
+        assert!(
+            has(&ps, "datapath.interfaces[1]", "is the TUN device"),
+            "{ps:?}"
+        );
+        assert_eq!(ps.len(), 1);
+        let ps = problems(
+            "pool6 = \"64:ff9b::/96\"\n[tun]\nname = \"x1\"\n[datapath]\ninterfaces = [\"x1\"]\n",
+        );
+        assert!(
+            has(&ps, "datapath.interfaces[0]", "is the TUN device"),
+            "{ps:?}"
+        );
         for (v, why) in [
             ("0", "must be between 2 and 4194304"),
             ("4194306", "must be between 2 and 4194304"),

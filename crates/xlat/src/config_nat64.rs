@@ -116,6 +116,18 @@ pub fn proto_parse(s: &str) -> Option<Proto> {
     }
 }
 
+/// A protocol name in the file: lower case, as every other value of the
+/// file (`mode = "SIIT"` is refused too). The control commands
+/// ([`proto_parse`]) take any case.
+fn proto_in_file(s: &str) -> Option<Proto> {
+    match s {
+        "tcp" => Some(Proto::Tcp),
+        "udp" => Some(Proto::Udp),
+        "icmp" => Some(Proto::Icmp),
+        _ => None,
+    }
+}
+
 /// `ADDR#PORT` (Jool's notation; `[ADDR]:PORT` is accepted for IPv6 too).
 /// Why a static BIB entry can never carry traffic, or `None`: a TCP or UDP
 /// port 0 (ports are 1-65535; an ICMP identifier may be 0), or an IPv6
@@ -194,21 +206,22 @@ fn parse_ports(ctx: &mut Ctx, key: &str, v: &Value, icmp: bool) -> Option<(u16, 
             (Value::Integer(x), Value::Integer(y)) => Some((*x, *y)),
             _ => None,
         },
-        Value::Integer(x) => Some((*x, *x)),
+        // A bare integer is no range (docs: "FIRST-LAST" or [FIRST, LAST]);
+        // one port is written "N-N".
         _ => None,
     };
     let Some((a, b)) = range else {
         ctx.err(
             key,
-            show(v),
-            "expected \"FIRST-LAST\" (e.g. \"61001-65535\")",
+            show_plain(v),
+            "expected \"FIRST-LAST\" or [FIRST, LAST] (e.g. \"61001-65535\")",
         );
         return None;
     };
     if a < lo || b > 65535 || a > b {
         ctx.err(
             key,
-            show(v),
+            show_plain(v),
             format!("ports must satisfy {lo} <= first <= last <= 65535"),
         );
         return None;
@@ -243,6 +256,8 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
         return;
     }
     ctx.unknown_keys(t, "nat64", NAT64_KEYS);
+    // Known here: from the file or the default (config.rs).
+    let pool6 = s.pool6;
     let n = &mut s.nat64;
 
     match t.get("pool4") {
@@ -282,10 +297,14 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                 }
                 let protos: Vec<Proto> = match ctx.string(e, &path, "protocol").as_deref() {
                     None | Some("all") => Proto::ALL.to_vec(),
-                    Some(x) => match proto_parse(x) {
+                    Some(x) => match proto_in_file(x) {
                         Some(p) => vec![p],
                         None => {
-                            ctx.err(join(&path, "protocol"), x, "expected tcp, udp, icmp or all");
+                            ctx.err(
+                                join(&path, "protocol"),
+                                x,
+                                "expected \"tcp\", \"udp\", \"icmp\" or \"all\"",
+                            );
                             continue;
                         }
                     },
@@ -344,13 +363,19 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                             join(&path, "prefix"),
                             prefix.to_string(),
                             format!(
-                                "{} ports {}-{} overlap the pool4 entry {} {}-{}",
+                                "{} ports {}-{} overlap the pool4 entry {} {}-{} mark {}{}",
                                 p.name(),
                                 ports.0,
                                 ports.1,
                                 o.prefix,
                                 o.ports.0,
-                                o.ports.1
+                                o.ports.1,
+                                o.mark,
+                                if o.mark == mark {
+                                    ""
+                                } else {
+                                    " (entries of different marks may not share addresses and ports either)"
+                                }
                             ),
                         );
                         break;
@@ -373,10 +398,14 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                     };
                     ctx.unknown_keys(e, &path, &["protocol", "ipv6", "ipv4"]);
                     let proto = match ctx.string(e, &path, "protocol") {
-                        Some(x) => match proto_parse(&x) {
+                        Some(x) => match proto_in_file(&x) {
                             Some(p) => Some(p),
                             None => {
-                                ctx.err(join(&path, "protocol"), x, "expected tcp, udp or icmp");
+                                ctx.err(
+                                    join(&path, "protocol"),
+                                    x,
+                                    "expected \"tcp\", \"udp\" or \"icmp\"",
+                                );
                                 None
                             }
                         },
@@ -405,8 +434,7 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                         }
                         continue;
                     };
-                    // (pool6 is checked once it is known, in config.rs.)
-                    if let Some(why) = static_bib_problem(proto, &v6, &v4, None) {
+                    if let Some(why) = static_bib_problem(proto, &v6, &v4, pool6) {
                         ctx.err(path, format!("{v6} {v4}"), why);
                         continue;
                     }
@@ -736,16 +764,173 @@ ipv4 = "203.0.113.1#8080"
         ] {
             assert!(p(Proto::Tcp, a, 80).unwrap().contains(what), "{a}");
         }
-        let e = parse(
-            "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n\
-             [[nat64.bib]]\nprotocol = \"tcp\"\nipv6 = \"64:ff9b::1#80\"\nipv4 = \"203.0.113.1#80\"\n",
-        )
-        .unwrap_err();
+        // Named with its index like every other BIB problem (it said
+        // `nat64.bib`); pool6 is the file's or the default.
+        for pool6 in ["", "pool6 = \"2001:db8:64::/96\"\n"] {
+            let inside = if pool6.is_empty() {
+                "64:ff9b::1#80"
+            } else {
+                "2001:db8:64::1#80"
+            };
+            let e = parse(&format!(
+                "mode = \"nat64\"\n{pool6}[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n\
+                 [[nat64.bib]]\nprotocol = \"tcp\"\nipv6 = \"2001:db8::1#80\"\nipv4 = \"203.0.113.1#80\"\n\
+                 [[nat64.bib]]\nprotocol = \"tcp\"\nipv6 = \"{inside}\"\nipv4 = \"203.0.113.2#80\"\n",
+            ))
+            .unwrap_err();
+            assert!(
+                e.iter()
+                    .any(|p| p.key == "nat64.bib[1]" && p.reason.contains("inside pool6")),
+                "{e:?}"
+            );
+            assert_eq!(e.len(), 1, "{e:?}");
+        }
+    }
+
+    /// `ports` is "FIRST-LAST" or [FIRST, LAST]: a bare integer is refused
+    /// like a bare string (it was taken as N-N).
+    #[test]
+    fn pool4_ports_bare_number_refused() {
+        for v in ["5", "\"100\"", "[5]", "true"] {
+            let ps = problems(&format!(
+                "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\nports = {v}\n"
+            ));
+            assert!(
+                has(&ps, "nat64.pool4[0].ports", "expected \"FIRST-LAST\""),
+                "{v}: {ps:?}"
+            );
+        }
+        for v in ["\"5-5\"", "[5, 5]"] {
+            let s = parse(&format!(
+                "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\nprotocol = \"udp\"\nports = {v}\n"
+            ))
+            .unwrap();
+            assert_eq!(s.nat64.pool4[0].ports, (5, 5), "{v}");
+        }
+    }
+
+    /// Protocol names are lower case like every other value of the file
+    /// ("TCP" was taken as tcp while mode = "SIIT" is refused).
+    #[test]
+    fn protocol_names_are_case_sensitive() {
+        let base = "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n";
+        for p in ["TCP", "Udp", "ALL"] {
+            let ps = problems(&format!("{base}protocol = \"{p}\"\n"));
+            assert!(
+                has(
+                    &ps,
+                    "nat64.pool4[0].protocol",
+                    "expected \"tcp\", \"udp\", \"icmp\" or \"all\""
+                ),
+                "{p}: {ps:?}"
+            );
+        }
+        let ps = problems(&format!(
+            "{base}[[nat64.bib]]\nprotocol = \"TCP\"\nipv6 = \"2001:db8::80#80\"\nipv4 = \"203.0.113.1#8080\"\n"
+        ));
         assert!(
-            e.iter()
-                .any(|p| p.key == "nat64.bib" && p.reason.contains("inside pool6")),
-            "{e:?}"
+            has(
+                &ps,
+                "nat64.bib[0].protocol",
+                "expected \"tcp\", \"udp\" or \"icmp\""
+            ),
+            "{ps:?}"
         );
+        for p in ["tcp", "udp", "icmp", "all"] {
+            assert!(parse(&format!("{base}protocol = \"{p}\"\n")).is_ok(), "{p}");
+        }
+        // The control commands (xlat bib add TCP ...) still take any case.
+        assert_eq!(super::proto_parse("TCP"), Some(Proto::Tcp));
+    }
+
+    /// Overlapping pool4 entries are refused whatever their marks, and the
+    /// message names the mark (with a different mark it read as if the
+    /// mark were ignored).
+    #[test]
+    fn pool4_overlap_names_the_mark() {
+        let entry = |mark: u32| {
+            format!(
+                "[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\nprotocol = \"tcp\"\nmark = {mark}\n"
+            )
+        };
+        let ps = problems(&format!("mode = \"nat64\"\n{}{}", entry(0), entry(7)));
+        assert!(
+            has(
+                &ps,
+                "nat64.pool4[1].prefix",
+                "overlap the pool4 entry 203.0.113.0/28 61001-65535 mark 0 (entries of different marks"
+            ),
+            "{ps:?}"
+        );
+        let ps = problems(&format!("mode = \"nat64\"\n{}{}", entry(7), entry(7)));
+        assert!(
+            ps.iter().any(|p| p
+                .reason
+                .ends_with("overlap the pool4 entry 203.0.113.0/28 61001-65535 mark 7")),
+            "{ps:?}"
+        );
+        // Disjoint entries may have any marks.
+        let s = parse(&format!(
+            "mode = \"nat64\"\n{}[[nat64.pool4]]\nprefix = \"203.0.113.16/28\"\nprotocol = \"tcp\"\nmark = 7\n",
+            entry(0)
+        ))
+        .unwrap();
+        assert_eq!(s.nat64.pool4[1].mark, 7);
+    }
+
+    /// A pool4 prefix with white space around it is refused, as every
+    /// prefix of the file.
+    #[test]
+    fn pool4_prefix_white_space_refused() {
+        let ps = problems("mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28 \"\n");
+        assert!(
+            has(&ps, "nat64.pool4[0].prefix", "white space around it"),
+            "{ps:?}"
+        );
+    }
+
+    /// A value of the wrong TOML type is shown as written: a string quoted.
+    #[test]
+    fn wrong_type_shows_a_string_quoted() {
+        let pool4 = "[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n";
+        for (text, want) in [
+            (
+                format!("[nat64.timeouts]\nudp = \"300\"\n{pool4}"),
+                "error: nat64.timeouts.udp: \"300\": expected an integer",
+            ),
+            (
+                format!("[nat64]\nmax-sessions = \"10\"\n{pool4}"),
+                "error: nat64.max-sessions: \"10\": expected an integer",
+            ),
+            (
+                format!("[nat64]\ndrop-externally-initiated-tcp = \"true\"\n{pool4}"),
+                "error: nat64.drop-externally-initiated-tcp: \"true\": expected true or false",
+            ),
+            (
+                format!("{pool4}mark = \"0\"\n"),
+                "error: nat64.pool4[0].mark: \"0\": expected an integer",
+            ),
+            (
+                "[nat64]\npool4 = \"203.0.113.0/28\"\n".to_string(),
+                "error: nat64.pool4: \"203.0.113.0/28\": expected [[nat64.pool4]] tables",
+            ),
+            (
+                "[nat64]\npool4 = [\"203.0.113.0/28\"]\n".to_string(),
+                "error: nat64.pool4[0]: \"203.0.113.0/28\": expected a table",
+            ),
+            // A string of the right type with a bad content stays bare.
+            (
+                format!("{pool4}ports = \"0-100\"\n"),
+                "error: nat64.pool4[0].ports: 0-100: ports must satisfy",
+            ),
+        ] {
+            let ps = problems(&format!("mode = \"nat64\"\n{text}"));
+            assert!(
+                ps.iter().any(|p| p.to_string().starts_with(want)),
+                "{text}: {:?}",
+                ps.iter().map(|p| p.to_string()).collect::<Vec<_>>()
+            );
+        }
     }
 
     #[test]
@@ -797,7 +982,11 @@ ipv4 = "203.0.113.1#80"
         assert!(has(&ps, "nat64.pool4[4].ports", "1 <= first"));
         assert!(has(&ps, "nat64.pool4[1].prefix", "overlap"));
         assert!(has(&ps, "nat64.pool4[2].prefix", "shorter than /16"));
-        assert!(has(&ps, "nat64.pool4[3].protocol", "tcp, udp, icmp"));
+        assert!(has(
+            &ps,
+            "nat64.pool4[3].protocol",
+            "expected \"tcp\", \"udp\", \"icmp\" or \"all\""
+        ));
         assert!(has(&ps, "nat64.bib[0].ipv4", "pool4"));
         assert!(has(&ps, "nat64.bib[1].ipv6", "IPV6#PORT"));
         let ps = problems("pool6 = \"64:ff9b::/96\"\n[nat64]\n");
