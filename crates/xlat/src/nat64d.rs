@@ -39,9 +39,9 @@ fn secret() -> [u8; 16] {
 /// Builds the state and installs the static BIB entries (RFC 6146 §3.1).
 pub fn build_state(n: &Nat64Settings) -> Result<Arc<Nat64State>, String> {
     let st = Nat64State::new(n.core(), secret()).map_err(|e| format!("nat64.pool4: {e}"))?;
-    for b in &n.bib {
+    for (i, b) in n.bib.iter().enumerate() {
         st.add_static(b.proto, b.v6, b.v4, 0)
-            .map_err(|e| format!("nat64.bib: {} {}: {e:?}", b.v6, b.v4))?;
+            .map_err(|e| format!("nat64.bib[{i}]: {} {}: {e:?}", b.v6, b.v4))?;
     }
     Ok(Arc::new(st))
 }
