@@ -47,7 +47,9 @@ reasons! {
     Ipv6ExtAfterFragment = "ipv6_ext_after_fragment",
     /// TCP header shorter than its data offset says (first fragment or whole packet).
     TcpTruncated = "tcp_truncated",
-    /// UDP header truncated, or its length field disagrees with the IP length.
+    /// UDP header truncated, or (in a whole datagram) its length field is
+    /// under 8 or over the IP payload. A length under the IP payload is
+    /// translated as it is (RFC 768: the receiver ignores the rest).
     UdpTruncated = "udp_truncated",
     /// ICMP/ICMPv6 header truncated.
     IcmpTruncated = "icmp_truncated",
