@@ -70,6 +70,9 @@ impl Config {
             ));
         }
         let max_count = a.opt("max-count")?.unwrap_or(200_000_000u64);
+        if max_count == 0 {
+            return Err("--max-count 0: must be at least 1 (packets to send)".into());
+        }
         let batch = a.opt("batch")?.unwrap_or(32usize);
         if batch == 0 || batch > MAX_BATCH {
             return Err(format!("--batch {batch}: must be 1..={MAX_BATCH}"));
@@ -119,7 +122,7 @@ pub fn run(c: &Config) -> Result<String, String> {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
 
-    let total = ((c.rate as f64 * c.duration).round() as u64).clamp(1, c.max_count.max(1));
+    let total = ((c.rate as f64 * c.duration).round() as u64).clamp(1, c.max_count);
     let batch = c.batch;
     let mut out = Mmsg::new(batch, c.payload);
 
@@ -171,4 +174,41 @@ pub fn run(c: &Config) -> Result<String, String> {
         behind,
         !behind,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: &[&str]) -> Result<Config, String> {
+        let v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+        Config::from_args(&Args::parse(&v).unwrap())
+    }
+
+    const BASE: &[&str] = &[
+        "--dst",
+        "127.0.0.1:9",
+        "--frame-size",
+        "64",
+        "--rate",
+        "1000",
+        "--duration",
+        "1",
+    ];
+
+    /// `--max-count 0` used to send one packet (the count was raised to 1).
+    #[test]
+    fn max_count_zero_is_refused() {
+        let e = parse(&[BASE, &["--max-count", "0"]].concat())
+            .err()
+            .unwrap();
+        assert_eq!(e, "--max-count 0: must be at least 1 (packets to send)");
+        assert_eq!(
+            parse(&[BASE, &["--max-count", "1"]].concat())
+                .unwrap()
+                .max_count,
+            1
+        );
+        assert_eq!(parse(BASE).unwrap().max_count, 200_000_000);
+    }
 }
