@@ -213,10 +213,18 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         }
         ep.io.dst_ports = Some(r);
     } else if overlap((ep.dst.port(), ep.dst.port()), src_range) {
-        return Err(format!(
-            "the source port {src_port} equals the destination port {}: give --src-port",
-            ep.dst.port()
-        ));
+        // Name what the user did: a --src-port of theirs, or the default.
+        return Err(if a.has("src-port") {
+            format!(
+                "--src-port {src_port}: equals the destination port of --dst {}: give another --src-port",
+                ep.dst
+            )
+        } else {
+            format!(
+                "the default source port {src_port} equals the destination port of --dst {}: give --src-port",
+                ep.dst
+            )
+        });
     }
     if let Some(s) = a.opt::<String>("src-addrs")? {
         ep.io.src_addrs = Some(parse_addr_range("src-addrs", &s, v6)?);
@@ -509,5 +517,26 @@ mod tests {
         assert!(e.contains("--bidirectional"), "{e}");
         let e = apply(&args(&["--io", "xdp", "--bidirectional"]), &mut ep).unwrap_err();
         assert!(e.contains("--bidirectional with --io xdp"), "{e}");
+    }
+
+    /// A source port equal to the destination port: the hint said "give
+    /// --src-port" to a user who had given it.
+    #[test]
+    fn equal_ports_hint_names_given_or_default_src_port() {
+        let mut ep = Endpoints {
+            dst: "192.0.2.2:7000".parse().unwrap(),
+            ..Default::default()
+        };
+        let e = apply(&args(&["--src-port", "7000"]), &mut ep).unwrap_err();
+        assert_eq!(
+            e,
+            "--src-port 7000: equals the destination port of --dst 192.0.2.2:7000: give another --src-port"
+        );
+        ep.dst = "192.0.2.2:50000".parse().unwrap();
+        let e = apply(&args(&[]), &mut ep).unwrap_err();
+        assert_eq!(
+            e,
+            "the default source port 50000 equals the destination port of --dst 192.0.2.2:50000: give --src-port"
+        );
     }
 }
