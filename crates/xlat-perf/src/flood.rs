@@ -16,6 +16,8 @@ use std::os::fd::AsRawFd;
 
 use crate::pace::Pacer;
 const MAX_BATCH: usize = 256;
+/// Largest UDP payload (over IPv4: 65535 - 20 - 8).
+const MAX_PAYLOAD: usize = 65507;
 
 pub struct Config {
     pub dst: SocketAddr,
@@ -54,9 +56,16 @@ impl Config {
         }
         let frame: Option<usize> = a.opt("frame-size")?;
         let payload = match (frame, a.opt::<usize>("payload")?) {
-            (Some(f), None) => payload::payload_for_frame(f, dst.is_ipv6())?,
-            (None, Some(p)) if (payload::HEADER_LEN..=65507).contains(&p) => p,
-            (None, Some(p)) => return Err(format!("--payload {p}: must be 16..=65507")),
+            (Some(f), None) => match payload::payload_for_frame(f, dst.is_ipv6())? {
+                p if p > MAX_PAYLOAD => {
+                    return Err(format!(
+                        "--frame-size {f}: its UDP payload of {p} bytes is over the UDP maximum {MAX_PAYLOAD}"
+                    ))
+                }
+                p => p,
+            },
+            (None, Some(p)) if (payload::HEADER_LEN..=MAX_PAYLOAD).contains(&p) => p,
+            (None, Some(p)) => return Err(format!("--payload {p}: must be 16..={MAX_PAYLOAD}")),
             _ => return Err("give exactly one of --frame-size, --payload".into()),
         };
         let rate: u64 = a.req("rate")?;
@@ -210,5 +219,20 @@ mod tests {
             1
         );
         assert_eq!(parse(BASE).unwrap().max_count, 200_000_000);
+    }
+
+    /// A --frame-size whose payload no datagram can carry failed at the
+    /// first send (exit 1) instead of as a usage error.
+    #[test]
+    fn frame_size_over_the_udp_maximum_is_refused() {
+        let mut v = BASE.to_vec();
+        v[3] = "100000";
+        let e = parse(&v).err().unwrap();
+        assert_eq!(
+            e,
+            "--frame-size 100000: its UDP payload of 99954 bytes is over the UDP maximum 65507"
+        );
+        v[3] = "65553";
+        assert_eq!(parse(&v).unwrap().payload, 65507);
     }
 }

@@ -311,23 +311,8 @@ impl Params {
         // RFC 8219 section 5.1.1: frame sizes of the sending side; the smallest
         // carries the 18-byte timed payload (64 bytes IPv4, 84 bytes IPv6).
         let v6 = dst.is_ipv6();
-        let min_frame = payload::ETHERNET_OVERHEAD
-            + payload::l3_header(v6)
-            + payload::UDP_HEADER
-            + payload::TIMED_LEN;
-        let frame_size: usize = a.opt("frame-size")?.unwrap_or(min_frame);
-        if frame_size < min_frame {
-            return Err(format!(
-                "--frame-size {frame_size}: below the minimum {min_frame} for {} test frames (RFC 8219 section 5.1.1)",
-                if v6 { "IPv6" } else { "IPv4" }
-            ));
-        }
-        if frame_size > 9018 {
-            return Err(format!(
-                "--frame-size {frame_size}: over 9018 (jumbo) bytes"
-            ));
-        }
-        let udp_payload = payload::payload_for_frame(frame_size, v6)?;
+        let frame_size: usize = a.opt("frame-size")?.unwrap_or(payload::min_test_frame(v6));
+        let udp_payload = payload::test_frame_payload(frame_size, v6)?;
         let recv_frame_size = udp_payload
             + payload::ETHERNET_OVERHEAD
             + payload::l3_header(recv_bind.is_ipv6())

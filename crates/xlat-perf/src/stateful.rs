@@ -219,18 +219,8 @@ impl SParams {
         };
         let space = span(sports) * span(dports);
         let v6 = initiator.is_ipv6();
-        let min_frame = payload::ETHERNET_OVERHEAD
-            + payload::l3_header(v6)
-            + payload::UDP_HEADER
-            + payload::TIMED_LEN;
-        let frame_size: usize = a.opt("frame-size")?.unwrap_or(min_frame);
-        if frame_size < min_frame || frame_size > 9018 {
-            return Err(format!(
-                "--frame-size {frame_size}: must be {min_frame}..=9018 for {} frames (RFC 8219 section 5.1.1)",
-                if v6 { "IPv6" } else { "IPv4" }
-            ));
-        }
-        let payload = payload::payload_for_frame(frame_size, v6)?;
+        let frame_size: usize = a.opt("frame-size")?.unwrap_or(payload::min_test_frame(v6));
+        let payload = payload::test_frame_payload(frame_size, v6)?;
         let connections: u64 = a.opt("connections")?.unwrap_or(10_000);
         if test != STest::Capacity && !(1..=engine::MAX_DELAY_FRAMES).contains(&connections) {
             return Err(format!(
@@ -1257,7 +1247,8 @@ mod tests {
             STest::Cer
         )
         .contains("no such network namespace"));
-        assert!(e(&["--max-rate", "10", "--frame-size", "64"], STest::Cer).contains("84..=9018"));
+        assert!(e(&["--max-rate", "10", "--frame-size", "64"], STest::Cer)
+            .contains("--frame-size 64: below the minimum 84 for IPv6"));
         let ok = SParams::from_args(
             STest::Cer,
             &args(&[&base[..], &["--max-rate", "1000"]].concat()),
