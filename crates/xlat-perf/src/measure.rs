@@ -450,18 +450,40 @@ impl Params {
         let warmup: f64 = a.opt("warmup")?.unwrap_or(60.0);
         let tagged: u64 = a.opt("tagged")?.unwrap_or(500);
         if test == Test::Latency {
-            if !(0.0..duration).contains(&warmup) {
-                return Err(format!(
-                    "--warmup {warmup}: must be in [0, --duration {duration})"
-                ));
+            // The defaults are RFC 8219 section 7.2's; an error names them
+            // as defaults, not as values the user gave.
+            let rfc = "RFC 8219 section 7.2";
+            let dur = a.named("duration", duration, rfc);
+            if warmup.is_nan() || warmup < 0.0 {
+                return Err(format!("--warmup {warmup}: must be 0 or more"));
+            }
+            if warmup >= duration {
+                return Err(if a.has("warmup") {
+                    format!("--warmup {warmup}: must be less than {dur}")
+                } else {
+                    format!(
+                        "{} must be less than {dur}: give --warmup",
+                        a.named("warmup", warmup, rfc)
+                    )
+                });
             }
             let after = engine::planned_frames(rates[0], duration)
                 - engine::planned_frames(rates[0], warmup)
                     .min(engine::planned_frames(rates[0], duration));
-            if tagged == 0 || tagged > after {
-                return Err(format!(
-                    "--tagged {tagged}: must be 1..={after} (frames sent after the warm-up)"
-                ));
+            if tagged == 0 {
+                return Err("--tagged 0: must be at least 1".into());
+            }
+            if tagged > after {
+                return Err(if a.has("tagged") {
+                    format!(
+                        "--tagged {tagged}: must be 1..={after} (frames sent after the warm-up)"
+                    )
+                } else {
+                    format!(
+                        "{} is more than the {after} frames sent after the warm-up: give --tagged, a longer --duration or a higher --rate",
+                        a.named("tagged", tagged, rfc)
+                    )
+                });
             }
         }
         let peak = rates.iter().copied().chain([max_rate]).max().unwrap_or(0);
@@ -496,8 +518,18 @@ impl Params {
         };
         if test == Test::BackToBack && !(1..=engine::MAX_FRAMES).contains(&max_burst) {
             return Err(format!(
-                "--max-burst {max_burst}: must be 1..={}",
-                engine::MAX_FRAMES
+                "{}: must be 1..={}{}",
+                a.named(
+                    "max-burst",
+                    max_burst,
+                    "2 s at --rate, RFC 2544 section 26.4"
+                ),
+                engine::MAX_FRAMES,
+                if a.has("max-burst") {
+                    ""
+                } else {
+                    ": give --max-burst"
+                }
             ));
         }
         let gap: f64 = a.opt("gap")?.unwrap_or(2.0);
@@ -566,8 +598,12 @@ impl Params {
                 _ => ("rate", p.rates.iter().copied().max().unwrap_or(0)),
             };
             if top > most {
+                // --max-rate defaults to the media maximum of the test
+                // frames alone.
                 return Err(format!(
-                    "--{key} {top}: with --background {n}/{m} ({bg_frame}-byte IPv6 frames among the {frame_size}-byte test frames) over the media maximum {most} frames/s at {link_gbps} Gbit/s"
+                    "{}: with --background {n}/{m} ({bg_frame}-byte IPv6 frames among the {frame_size}-byte test frames) over the media maximum {most} frames/s at {link_gbps} Gbit/s{}",
+                    a.named(key, top, "the media maximum of the test frames"),
+                    if a.has(key) { String::new() } else { format!(": give --{key}") }
                 ));
             }
         }
@@ -1738,5 +1774,62 @@ mod tests {
             ],
         );
         assert!(e.contains("--warmup"), "{e}");
+    }
+
+    /// Errors about RFC defaults the user did not give name them as
+    /// defaults ("--warmup 60: must be in [0, --duration 1)" named a
+    /// --warmup the user had not given).
+    #[test]
+    fn errors_name_defaults_as_defaults() {
+        let lat = |extra: &[&str]| {
+            let v = [&["--dst", "192.0.2.2:9", "--rate", "100"][..], extra].concat();
+            err(Test::Latency, &v)
+        };
+        assert_eq!(
+            lat(&["--duration", "1"]),
+            "the default --warmup 60 (RFC 8219 section 7.2) must be less than --duration 1: give --warmup"
+        );
+        assert_eq!(
+            lat(&["--duration", "1", "--warmup", "1"]),
+            "--warmup 1: must be less than --duration 1"
+        );
+        assert_eq!(
+            lat(&["--warmup", "130"]),
+            "--warmup 130: must be less than the default --duration 120 (RFC 8219 section 7.2)"
+        );
+        assert_eq!(lat(&["--warmup", "-1"]), "--warmup -1: must be 0 or more");
+        assert!(lat(&["--warmup", "NaN"]).starts_with("--warmup NaN: "));
+        assert_eq!(
+            lat(&["--duration", "3", "--warmup", "1"]),
+            "the default --tagged 500 (RFC 8219 section 7.2) is more than the 200 frames sent after the warm-up: give --tagged, a longer --duration or a higher --rate"
+        );
+        assert_eq!(
+            lat(&["--duration", "3", "--warmup", "1", "--tagged", "201"]),
+            "--tagged 201: must be 1..=200 (frames sent after the warm-up)"
+        );
+        let b2b = |extra: &[&str]| {
+            let v = [
+                &[
+                    "--dst",
+                    "192.0.2.2:9",
+                    "--src",
+                    "192.0.2.1",
+                    "--link-gbps",
+                    "400",
+                ][..],
+                extra,
+            ]
+            .concat();
+            let v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+            Params::from_args(Test::BackToBack, &Args::parse(&v).unwrap()).unwrap_err()
+        };
+        assert_eq!(
+            b2b(&["--rate", "500000001"]),
+            "the default --max-burst 1000000002 (2 s at --rate, RFC 2544 section 26.4): must be 1..=1000000000: give --max-burst"
+        );
+        assert_eq!(
+            b2b(&["--rate", "5", "--max-burst", "0"]),
+            "--max-burst 0: must be 1..=1000000000"
+        );
     }
 }

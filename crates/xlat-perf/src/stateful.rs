@@ -178,6 +178,15 @@ fn port_range(key: &str, s: &str) -> Result<(u16, u16), String> {
     Ok((lo, hi))
 }
 
+/// The hint after an error about `key` at its default: `: give --key`.
+fn give(a: &Args, key: &str) -> String {
+    if a.has(key) {
+        String::new()
+    } else {
+        format!(": give --{key}")
+    }
+}
+
 fn span(r: (u16, u16)) -> u64 {
     (r.1 - r.0) as u64 + 1
 }
@@ -230,8 +239,13 @@ impl SParams {
         }
         if test != STest::Capacity && connections > space {
             return Err(format!(
-                "--connections {connections}: more than the {space} 4-tuples of --sports {}-{} x --dports {}-{}",
-                sports.0, sports.1, dports.0, dports.1
+                "{}: more than the {space} 4-tuples of --sports {}-{} x --dports {}-{}{}",
+                a.named("connections", connections, ""),
+                sports.0,
+                sports.1,
+                dports.0,
+                dports.1,
+                give(a, "connections")
             ));
         }
         let link_gbps: f64 = a.opt("link-gbps")?.unwrap_or(10.0);
@@ -291,7 +305,8 @@ impl SParams {
             && engine::planned_frames(max_rate, duration) > engine::MAX_DELAY_FRAMES
         {
             return Err(format!(
-                "--max-rate {max_rate} x --duration {duration}: over {} frames per trial",
+                "--max-rate {max_rate} x {}: over {} frames per trial",
+                a.named("duration", duration, ""),
                 engine::MAX_DELAY_FRAMES
             ));
         }
@@ -305,13 +320,30 @@ impl SParams {
         if test == STest::Capacity {
             if max_connections > space.min(engine::MAX_DELAY_FRAMES) || max_connections < 2 {
                 return Err(format!(
-                    "--max-connections {max_connections}: must be 2..={} (the 4-tuples of --sports x --dports)",
-                    space.min(engine::MAX_DELAY_FRAMES)
+                    "{}: must be 2..={} (the 4-tuples of --sports x --dports){}",
+                    a.named(
+                        "max-connections",
+                        max_connections,
+                        "the 4-tuples of --sports x --dports"
+                    ),
+                    space.min(engine::MAX_DELAY_FRAMES),
+                    if a.has("max-connections") {
+                        ""
+                    } else {
+                        ": give wider --sports/--dports"
+                    }
                 ));
             }
             if c0 == 0 || c0 >= max_connections {
                 return Err(format!(
-                    "--c0 {c0}: must be 1..{max_connections} (a number of connections the DUT surely holds)"
+                    "{}: must be 1..{} (a number of connections the DUT surely holds){}",
+                    a.named("c0", c0, ""),
+                    a.named(
+                        "max-connections",
+                        max_connections,
+                        "the 4-tuples of --sports x --dports"
+                    ),
+                    give(a, "c0")
                 ));
             }
             for (k, v) in [("beta", beta), ("gamma", gamma)] {
@@ -1194,6 +1226,60 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    /// An error about a value the user did not give names it as the
+    /// default (it said "--connections 10000" to a user who gave none).
+    #[test]
+    fn errors_name_defaults_as_defaults() {
+        let base = [
+            "--initiator",
+            "2001:db8::1",
+            "--dst",
+            "64:ff9b::c633:6402",
+            "--responder",
+            "198.51.100.2",
+            "--sports",
+            "2000-2009",
+            "--dports",
+            "7000-7009",
+        ];
+        let e = |extra: &[&str], t: STest| {
+            let mut v = base.to_vec();
+            v.extend_from_slice(extra);
+            SParams::from_args(t, &args(&v)).unwrap_err()
+        };
+        assert_eq!(
+            e(&["--max-rate", "1000"], STest::Cer),
+            "the default --connections 10000: more than the 100 4-tuples of --sports 2000-2009 x --dports 7000-7009: give --connections"
+        );
+        assert_eq!(
+            e(&["--max-rate", "1000", "--connections", "101"], STest::Cer),
+            "--connections 101: more than the 100 4-tuples of --sports 2000-2009 x --dports 7000-7009"
+        );
+        assert_eq!(
+            e(&["--max-rate", "1000"], STest::Capacity),
+            "the default --c0 1000: must be 1..the default --max-connections 100 (the 4-tuples of --sports x --dports) (a number of connections the DUT surely holds): give --c0"
+        );
+        assert_eq!(
+            e(
+                &["--max-rate", "1000", "--c0", "10", "--max-connections", "5"],
+                STest::Capacity
+            ),
+            "--c0 10: must be 1..--max-connections 5 (a number of connections the DUT surely holds)"
+        );
+        assert!(e(
+            &[
+                "--prelim-rate",
+                "10",
+                "--max-rate",
+                "1000000",
+                "--connections",
+                "50"
+            ],
+            STest::StateThroughput
+        )
+        .starts_with("--max-rate 1000000 x the default --duration 60: over "));
     }
 
     #[test]
