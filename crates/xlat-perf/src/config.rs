@@ -45,7 +45,9 @@ fn scalar(key: &str, v: &toml::Value) -> Result<String, String> {
 /// (apply?, value) of `v` for `key`: a flag has no value and applies when
 /// `true`; Err for a value of the wrong type.
 fn value_of(key: &str, v: &toml::Value) -> Result<(bool, Option<String>), String> {
-    if Args::is_flag(key) {
+    // `key` may be `TABLE.KEY`: the flag is KEY.
+    let name = key.rsplit('.').next().unwrap_or(key);
+    if Args::is_flag(name) {
         return match v {
             toml::Value::Boolean(b) => Ok((*b, None)),
             other => Err(format!("error: {key}: {other}: expected true or false")),
@@ -215,6 +217,22 @@ mod tests {
         assert!(a.flag("json"));
         let p = measure::Params::from_args(Test::FrameLoss, &a).unwrap();
         assert_eq!(p.rates, vec![1000, 250]);
+    }
+
+    /// A flag in a subcommand's table (`[latency] json = true`) was
+    /// refused as "expected a string or a number": the check looked the
+    /// flag up as `latency.json`.
+    #[test]
+    fn flags_in_tables() {
+        let a = apply_to(
+            "latency",
+            "[latency]\njson = true\n[throughput]\nrandom-ports = true\n",
+            &[],
+        )
+        .unwrap();
+        assert!(a.flag("json") && !a.flag("random-ports"));
+        let e = apply_to("latency", "[throughput]\ncsv = 1\n", &[]).unwrap_err();
+        assert_eq!(e, "error: throughput.csv: 1: expected true or false");
     }
 
     #[test]
