@@ -159,6 +159,34 @@ def lab():
         yield lab
 
 
+# A self-test in the caller's namespaces resolves its ports before the run,
+# as throughput does: a next hop whose MAC nobody answers for is a usage
+# error (exit 2, it was 1), and nothing is sent.
+@pytest.mark.timeout(30)
+def test_self_test_unknown_next_hop_is_a_usage_error(lab):
+    s, d = _pair(lab)
+    cp = perf(
+        "self-test",
+        "--features",
+        "64",
+        "--send-netns",
+        s,
+        "--recv-netns",
+        d,
+        "--src4",
+        "192.0.2.1",
+        "--dst4",
+        "192.0.2.77",
+        "--duration",
+        "0.2",
+        check=False,
+    )
+    assert cp.returncode == 2, (cp.stdout, cp.stderr)
+    assert "MAC address of next hop 192.0.2.77" in cp.stderr, cp.stderr
+    assert "give --dst-mac" in cp.stderr, cp.stderr
+    assert not cp.stdout
+
+
 # RFC 8219 section 7.1 (self-test, issue 5 "Trust"): ``xlat-perf self-test``
 # builds its own veth pair (two namespaces of its own, removed afterwards) and
 # reports the tester's ceiling without a DUT; it must be well above the

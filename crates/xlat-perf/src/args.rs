@@ -94,6 +94,19 @@ impl Args {
         }
     }
 
+    /// How an error names option `key` whose value is `v`: `--key v` when
+    /// it was given, `the default --key v (why)` when not (an error must not
+    /// name a value as the user's own when it is the default).
+    pub fn named(&self, key: &str, v: impl std::fmt::Display, why: &str) -> String {
+        if self.has(key) {
+            format!("--{key} {v}")
+        } else if why.is_empty() {
+            format!("the default --{key} {v}")
+        } else {
+            format!("the default --{key} {v} ({why})")
+        }
+    }
+
     pub fn is_flag(key: &str) -> bool {
         FLAGS.contains(&key)
     }
@@ -152,5 +165,8 @@ mod tests {
         assert!(Args::parse(&s(&["--rate"])).is_err());
         assert!(Args::parse(&s(&["rate"])).is_err());
         assert!(Args::parse(&s(&["--a", "1", "--a", "2"])).is_err());
+        assert_eq!(a.named("rate", 1000, "why"), "--rate 1000");
+        assert_eq!(a.named("wait", 2, "RFC"), "the default --wait 2 (RFC)");
+        assert_eq!(a.named("wait", 2, ""), "the default --wait 2");
     }
 }

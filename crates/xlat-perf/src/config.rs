@@ -5,7 +5,8 @@
 //! must all be options of it; a table named after a subcommand (`[latency]`,
 //! `[cer]`, ...) holds keys for that subcommand only and overrides the
 //! top-level ones when that subcommand runs (its keys are checked too, so a
-//! file may hold several tests). Values: strings, integers, floats, arrays
+//! file may hold several tests; its values with that subcommand's own rules,
+//! `measure::check_value` / `stateful::check_value`). Values: strings, integers, floats, arrays
 //! of those (joined with commas, e.g. `rates = ["100%", 50000]`), and `true`
 //! for flags (`json = true`, `random-ports = true`; `false` leaves the flag
 //! off). Options given on the command line override the file.
@@ -45,7 +46,9 @@ fn scalar(key: &str, v: &toml::Value) -> Result<String, String> {
 /// (apply?, value) of `v` for `key`: a flag has no value and applies when
 /// `true`; Err for a value of the wrong type.
 fn value_of(key: &str, v: &toml::Value) -> Result<(bool, Option<String>), String> {
-    if Args::is_flag(key) {
+    // `key` may be `TABLE.KEY`: the flag is KEY.
+    let name = key.rsplit('.').next().unwrap_or(key);
+    if Args::is_flag(name) {
         return match v {
             toml::Value::Boolean(b) => Ok((*b, None)),
             other => Err(format!("error: {key}: {other}: expected true or false")),
@@ -86,6 +89,7 @@ pub fn apply_text(cmd: &str, path: &str, text: &str, args: &mut Args) -> Result<
     };
     let mut top: Vec<(String, toml::Value)> = Vec::new();
     let mut own: Vec<(String, toml::Value)> = Vec::new();
+    let mut others: Vec<(&str, &toml::Table)> = Vec::new();
     for (k, v) in &doc {
         if let toml::Value::Table(t) = v {
             let Some((_, sub_known)) = subs.iter().find(|(n, _)| n == k) else {
@@ -103,12 +107,19 @@ pub fn apply_text(cmd: &str, path: &str, text: &str, args: &mut Args) -> Result<
                     own.push((sk.clone(), sv.clone()));
                 }
             }
+            if k != cmd {
+                others.push((k, t));
+            }
             continue;
         }
         if !known.contains(&k.as_str()) {
             return Err(format!("error: {k}: {v}: unknown key for {cmd}"));
         }
         top.push((k.clone(), v.clone()));
+    }
+    // The values of the other subcommands' tables, with their own rules.
+    for (sub, t) in others {
+        check_table(sub, t, &top)?;
     }
     // The subcommand's table first: set_default keeps the first value.
     // The output format given on the command line wins over the file's.
@@ -120,6 +131,49 @@ pub fn apply_text(cmd: &str, path: &str, text: &str, args: &mut Args) -> Result<
         // `flag = false` adds nothing: the flag stays off unless given.
         if let (true, val) = value_of(k, v)? {
             args.set_default(k, val);
+        }
+    }
+    Ok(())
+}
+
+/// Checks the values of the table of subcommand `sub` (not the one being
+/// run) with that subcommand's own rules (`measure::check_value`,
+/// `stateful::check_value`), each value with the table's other values and
+/// the top-level ones `sub` takes around it, as when `sub` runs with this
+/// file. Errors read `error: SUB.KEY: VALUE: reason`.
+fn check_table(sub: &str, t: &toml::Table, top: &[(String, toml::Value)]) -> Result<(), String> {
+    let known = subcommands()
+        .into_iter()
+        .find(|(n, _)| *n == sub)
+        .map(|(_, k)| k)
+        .unwrap_or_default();
+    let mut a = Args::parse(&[])?;
+    let table = t.iter().map(|(k, v)| (k.clone(), v.clone()));
+    for (k, v) in table.chain(top.iter().cloned()) {
+        if !known.contains(&k.as_str()) {
+            continue;
+        }
+        if let (true, val) = value_of(&k, &v)? {
+            a.set_default(&k, val);
+        }
+    }
+    let check = |key: &str| {
+        if let Some(&t) = Test::ALL.iter().find(|t| t.name() == sub) {
+            measure::check_value(t, key, &a)
+        } else if let Some(&t) = STest::ALL.iter().find(|t| t.name() == sub) {
+            stateful::check_value(t, key, &a)
+        } else {
+            Ok(())
+        }
+    };
+    for key in t.keys() {
+        if let Err(e) = check(key) {
+            let e = format_error(&e);
+            let own = format!("error: {key}: ");
+            return Err(match e.strip_prefix(&own) {
+                Some(rest) => format!("error: {sub}.{key}: {rest}"),
+                None => format!("error: {sub}: {}", e.trim_start_matches("error: ")),
+            });
         }
     }
     Ok(())
@@ -215,6 +269,119 @@ mod tests {
         assert!(a.flag("json"));
         let p = measure::Params::from_args(Test::FrameLoss, &a).unwrap();
         assert_eq!(p.rates, vec![1000, 250]);
+    }
+
+    /// The values of other subcommands' tables were not checked: a
+    /// throughput file with `[latency] rate = "abc"` ran and exited 0.
+    #[test]
+    fn other_tables_values_are_checked_with_their_rules() {
+        let thr = "dst = \"192.0.2.2:9\"\nmax-rate = 1000\n";
+        let e = |table: &str| apply_to("throughput", &format!("{thr}{table}"), &[]).unwrap_err();
+        assert_eq!(
+            e("[latency]\nrate = \"abc\"\n"),
+            "error: latency.rate: \"abc\": not a valid value"
+        );
+        assert_eq!(
+            e("[latency]\ntagged = -5\n"),
+            "error: latency.tagged: \"-5\": not a valid value"
+        );
+        assert_eq!(
+            e("[latency]\ntagged = 0\n"),
+            "error: latency.tagged: 0: must be at least 1"
+        );
+        assert_eq!(
+            e("[cer]\nconnections = 0\n"),
+            "error: cer.connections: 0: must be 1..=10000000"
+        );
+        assert_eq!(
+            e("[cer]\ninitiator = \"foo\"\n"),
+            "error: cer.initiator: \"foo\": not an IP address"
+        );
+        // Rates against the media maximum at the table's frame size.
+        assert!(e("[pdv]\nrate = 20000000\nlink-gbps = 10\n")
+            .starts_with("error: pdv.rate: 20000000: over the media maximum 14880952"));
+        assert_eq!(
+            e("[cer]\nsports = \"2000-2009\"\ndports = \"7000-7009\"\nconnections = 101\n"),
+            "error: cer.connections: 101: more than the 100 4-tuples of --sports 2000-2009 x --dports 7000-7009"
+        );
+        // The top-level dst gives the family: 64 is below the IPv6 minimum.
+        let e6 = apply_to(
+            "throughput",
+            "dst = \"[2001:db8::2]:9\"\n[latency]\nframe-size = 64\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            e6.starts_with("error: latency.frame-size: 64: below the minimum 84 for IPv6"),
+            "{e6}"
+        );
+        assert_eq!(
+            e("[capacity]\nbeta = 1.5\n"),
+            "error: capacity.beta: 1.5: must be in (0, 1)"
+        );
+        assert_eq!(
+            e("[back-to-back]\njson = true\ncsv = true\n"),
+            "error: back-to-back: give at most one of --json, --csv"
+        );
+        assert_eq!(
+            e("[frame-loss]\nio = \"dpdk\"\n")
+                .split(':')
+                .take(2)
+                .collect::<Vec<_>>(),
+            ["error", " frame-loss.io"]
+        );
+        // Good values in other tables, and values that need the run's own
+        // (a rate the file leaves to the command line), pass.
+        let a = apply_to(
+            "throughput",
+            &format!("{thr}[latency]\nrate = 1000\nwarmup = 5\ntagged = 600\n[cer]\ninitiator = \"2001:db8::1\"\nconnections = 50\nmax-rate = 1000\n[capacity]\nc0 = 10\n"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(a.opt::<u64>("rate").unwrap(), None, "not throughput's");
+        // What the run's command line may still give is not assumed: the
+        // link speed of a rate, the port ranges of --connections.
+        apply_to(
+            "throughput",
+            &format!(
+                "{thr}[pdv]\nrate = 20000000\n[cer]\nsports = \"2000-2009\"\nconnections = 101\n"
+            ),
+            &[],
+        )
+        .unwrap();
+    }
+
+    /// Every key of every subcommand has a value check (a new option must
+    /// get one, or its config-file tables go unchecked again).
+    #[test]
+    fn every_key_has_a_value_check() {
+        let a = Args::parse(&[]).unwrap();
+        for &t in &Test::ALL {
+            for k in measure::known_keys(t) {
+                measure::check_value(t, k, &a).unwrap_or_else(|e| panic!("{}: {e}", t.name()));
+            }
+        }
+        for &t in &STest::ALL {
+            for k in stateful::known_keys(t) {
+                stateful::check_value(t, k, &a).unwrap_or_else(|e| panic!("{}: {e}", t.name()));
+            }
+        }
+    }
+
+    /// A flag in a subcommand's table (`[latency] json = true`) was
+    /// refused as "expected a string or a number": the check looked the
+    /// flag up as `latency.json`.
+    #[test]
+    fn flags_in_tables() {
+        let a = apply_to(
+            "latency",
+            "[latency]\njson = true\n[throughput]\nrandom-ports = true\n",
+            &[],
+        )
+        .unwrap();
+        assert!(a.flag("json") && !a.flag("random-ports"));
+        let e = apply_to("latency", "[throughput]\ncsv = 1\n", &[]).unwrap_err();
+        assert_eq!(e, "error: throughput.csv: 1: expected true or false");
     }
 
     #[test]

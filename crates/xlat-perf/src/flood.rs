@@ -16,6 +16,8 @@ use std::os::fd::AsRawFd;
 
 use crate::pace::Pacer;
 const MAX_BATCH: usize = 256;
+/// Largest UDP payload (over IPv4: 65535 - 20 - 8).
+const MAX_PAYLOAD: usize = 65507;
 
 pub struct Config {
     pub dst: SocketAddr,
@@ -54,9 +56,16 @@ impl Config {
         }
         let frame: Option<usize> = a.opt("frame-size")?;
         let payload = match (frame, a.opt::<usize>("payload")?) {
-            (Some(f), None) => payload::payload_for_frame(f, dst.is_ipv6())?,
-            (None, Some(p)) if (payload::HEADER_LEN..=65507).contains(&p) => p,
-            (None, Some(p)) => return Err(format!("--payload {p}: must be 16..=65507")),
+            (Some(f), None) => match payload::payload_for_frame(f, dst.is_ipv6())? {
+                p if p > MAX_PAYLOAD => {
+                    return Err(format!(
+                        "--frame-size {f}: its UDP payload of {p} bytes is over the UDP maximum {MAX_PAYLOAD}"
+                    ))
+                }
+                p => p,
+            },
+            (None, Some(p)) if (payload::HEADER_LEN..=MAX_PAYLOAD).contains(&p) => p,
+            (None, Some(p)) => return Err(format!("--payload {p}: must be 16..={MAX_PAYLOAD}")),
             _ => return Err("give exactly one of --frame-size, --payload".into()),
         };
         let rate: u64 = a.req("rate")?;
@@ -70,6 +79,9 @@ impl Config {
             ));
         }
         let max_count = a.opt("max-count")?.unwrap_or(200_000_000u64);
+        if max_count == 0 {
+            return Err("--max-count 0: must be at least 1 (packets to send)".into());
+        }
         let batch = a.opt("batch")?.unwrap_or(32usize);
         if batch == 0 || batch > MAX_BATCH {
             return Err(format!("--batch {batch}: must be 1..={MAX_BATCH}"));
@@ -119,7 +131,7 @@ pub fn run(c: &Config) -> Result<String, String> {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
 
-    let total = ((c.rate as f64 * c.duration).round() as u64).clamp(1, c.max_count.max(1));
+    let total = ((c.rate as f64 * c.duration).round() as u64).clamp(1, c.max_count);
     let batch = c.batch;
     let mut out = Mmsg::new(batch, c.payload);
 
@@ -171,4 +183,56 @@ pub fn run(c: &Config) -> Result<String, String> {
         behind,
         !behind,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: &[&str]) -> Result<Config, String> {
+        let v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+        Config::from_args(&Args::parse(&v).unwrap())
+    }
+
+    const BASE: &[&str] = &[
+        "--dst",
+        "127.0.0.1:9",
+        "--frame-size",
+        "64",
+        "--rate",
+        "1000",
+        "--duration",
+        "1",
+    ];
+
+    /// `--max-count 0` used to send one packet (the count was raised to 1).
+    #[test]
+    fn max_count_zero_is_refused() {
+        let e = parse(&[BASE, &["--max-count", "0"]].concat())
+            .err()
+            .unwrap();
+        assert_eq!(e, "--max-count 0: must be at least 1 (packets to send)");
+        assert_eq!(
+            parse(&[BASE, &["--max-count", "1"]].concat())
+                .unwrap()
+                .max_count,
+            1
+        );
+        assert_eq!(parse(BASE).unwrap().max_count, 200_000_000);
+    }
+
+    /// A --frame-size whose payload no datagram can carry failed at the
+    /// first send (exit 1) instead of as a usage error.
+    #[test]
+    fn frame_size_over_the_udp_maximum_is_refused() {
+        let mut v = BASE.to_vec();
+        v[3] = "100000";
+        let e = parse(&v).err().unwrap();
+        assert_eq!(
+            e,
+            "--frame-size 100000: its UDP payload of 99954 bytes is over the UDP maximum 65507"
+        );
+        v[3] = "65553";
+        assert_eq!(parse(&v).unwrap().payload, 65507);
+    }
 }

@@ -58,11 +58,14 @@ pub fn parse_range(key: &str, s: &str) -> Result<(u16, u16), String> {
     Ok((lo, hi))
 }
 
-fn parse_addr_range(key: &str, s: &str, v6: bool) -> Result<(IpAddr, IpAddr), String> {
+/// `--src-addrs`/`--dst-addrs`: of family `v6` (None: of the family of
+/// the first address, when the family of `--dst` is not known).
+fn parse_addr_range(key: &str, s: &str, v6: Option<bool>) -> Result<(IpAddr, IpAddr), String> {
     let bad = |why: &str| format!("--{key} {s:?}: {why}");
     let (a, b) = s.split_once('-').unwrap_or((s, s));
     let a: IpAddr = a.trim().parse().map_err(|_| bad("not ADDR[-ADDR]"))?;
     let b: IpAddr = b.trim().parse().map_err(|_| bad("not ADDR[-ADDR]"))?;
+    let v6 = v6.unwrap_or(a.is_ipv6());
     if a.is_ipv6() != v6 || b.is_ipv6() != v6 {
         return Err(bad("wrong address family for this port"));
     }
@@ -95,6 +98,92 @@ fn cpu_opt(a: &Args, key: &str) -> Result<Option<usize>, String> {
         }
     }
     Ok(c)
+}
+
+/// `--src-port` (default 50000).
+fn src_port(a: &Args) -> Result<u16, String> {
+    let src_port: u16 = a.opt("src-port")?.unwrap_or(DEFAULT_SRC_PORT);
+    if src_port == 0 {
+        return Err("--src-port 0: not a port".into());
+    }
+    Ok(src_port)
+}
+
+/// `--recv-drop` (default on).
+fn recv_drop(a: &Args) -> Result<bool, String> {
+    match a.opt::<String>("recv-drop")?.as_deref() {
+        None | Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(o) => Err(format!("--recv-drop {o:?}: must be on or off")),
+    }
+}
+
+fn reverse_dst(s: &str) -> Result<SocketAddr, String> {
+    s.parse::<SocketAddr>()
+        .map_err(|_| format!("--reverse-dst {s:?}: not ADDR:PORT (IPv6 as [ADDR]:PORT)"))
+}
+
+/// `--background N/M`.
+fn background(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("--background {s:?}: not N/M with 1 <= N < M <= 1000");
+    let (n, m) = s.split_once('/').ok_or_else(bad)?;
+    let n: u32 = n.trim().parse().map_err(|_| bad())?;
+    let m: u32 = m.trim().parse().map_err(|_| bad())?;
+    if !(n >= 1 && n < m && m <= 1000) {
+        return Err(bad());
+    }
+    Ok((n, m))
+}
+
+/// `--background-dst [IPV6]:PORT`.
+fn background_dst(s: &str) -> Result<SocketAddr, String> {
+    let dst: SocketAddr = s
+        .parse()
+        .map_err(|_| "--background-dst: not [IPV6]:PORT".to_string())?;
+    // RFC 8219 section 6.1: background traffic is native IPv6.
+    if !dst.is_ipv6() {
+        return Err("--background-dst: background traffic is IPv6 (RFC 8219 section 6.1)".into());
+    }
+    Ok(dst)
+}
+
+/// `--background-src IPV6`.
+fn background_src(s: &str) -> Result<IpAddr, String> {
+    let src: IpAddr = s
+        .parse()
+        .map_err(|_| format!("--background-src {s:?}: not an IPv6 address"))?;
+    if !src.is_ipv6() {
+        return Err("--background-src: must be IPv6".into());
+    }
+    Ok(src)
+}
+
+/// The checks of the value of option `key` on its own, as [`apply`] makes
+/// them (without resolving interfaces or MACs); `v6`: the family of
+/// `--dst` when known. For the config-file tables of other subcommands.
+pub fn check_value(key: &str, a: &Args, v6: Option<bool>) -> Result<(), String> {
+    match key {
+        "io" => kind(a).map(drop),
+        "send-if" | "recv-if" | "bidirectional" => Ok(()),
+        "src-mac" | "dst-mac" | "reverse-dst-mac" => mac_opt(a, key).map(drop),
+        "send-cpu" | "recv-cpu" => cpu_opt(a, key).map(drop),
+        "src-port" => src_port(a).map(drop),
+        "recv-drop" => recv_drop(a).map(drop),
+        _ => {
+            let Some(s) = a.opt::<String>(key)? else {
+                return Ok(());
+            };
+            match key {
+                "dst-ports" => parse_range(key, &s).map(drop),
+                "src-addrs" | "dst-addrs" => parse_addr_range(key, &s, v6).map(drop),
+                "reverse-dst" => reverse_dst(&s).map(drop),
+                "background" => background(&s).map(drop),
+                "background-dst" => background_dst(&s).map(drop),
+                "background-src" => background_src(&s).map(drop),
+                _ => Err(format!("--{key}: no check of its value (a bug)")),
+            }
+        }
+    }
 }
 
 fn overlap(a: (u16, u16), b: (u16, u16)) -> bool {
@@ -194,10 +283,7 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         return Err("--bidirectional with --io xdp: not supported (one AF_XDP socket per interface queue); use --io packet".into());
     }
     let v6 = ep.dst.is_ipv6();
-    let src_port: u16 = a.opt("src-port")?.unwrap_or(DEFAULT_SRC_PORT);
-    if src_port == 0 {
-        return Err("--src-port 0: not a port".into());
-    }
+    let src_port = src_port(a)?;
     ep.io.src_port = src_port;
     let src_range = ep.src_ports.unwrap_or((src_port, src_port));
     if let Some(s) = a.opt::<String>("dst-ports")? {
@@ -213,22 +299,26 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         }
         ep.io.dst_ports = Some(r);
     } else if overlap((ep.dst.port(), ep.dst.port()), src_range) {
-        return Err(format!(
-            "the source port {src_port} equals the destination port {}: give --src-port",
-            ep.dst.port()
-        ));
+        // Name what the user did: a --src-port of theirs, or the default.
+        return Err(if a.has("src-port") {
+            format!(
+                "--src-port {src_port}: equals the destination port of --dst {}: give another --src-port",
+                ep.dst
+            )
+        } else {
+            format!(
+                "the default source port {src_port} equals the destination port of --dst {}: give --src-port",
+                ep.dst
+            )
+        });
     }
     if let Some(s) = a.opt::<String>("src-addrs")? {
-        ep.io.src_addrs = Some(parse_addr_range("src-addrs", &s, v6)?);
+        ep.io.src_addrs = Some(parse_addr_range("src-addrs", &s, Some(v6))?);
     }
     if let Some(s) = a.opt::<String>("dst-addrs")? {
-        ep.io.dst_addrs = Some(parse_addr_range("dst-addrs", &s, v6)?);
+        ep.io.dst_addrs = Some(parse_addr_range("dst-addrs", &s, Some(v6))?);
     }
-    ep.io.recv_drop = match a.opt::<String>("recv-drop")?.as_deref() {
-        None | Some("on") => true,
-        Some("off") => false,
-        Some(o) => return Err(format!("--recv-drop {o:?}: must be on or off")),
-    };
+    ep.io.recv_drop = recv_drop(a)?;
     ep.io.send_cpu = cpu_opt(a, "send-cpu")?;
     ep.io.recv_cpu = cpu_opt(a, "recv-cpu")?;
     // Sending port.
@@ -290,9 +380,7 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
     };
     if a.flag("bidirectional") {
         let rdst = match a.opt::<String>("reverse-dst")? {
-            Some(s) => s
-                .parse::<SocketAddr>()
-                .map_err(|_| format!("--reverse-dst {s:?}: not ADDR:PORT (IPv6 as [ADDR]:PORT)"))?,
+            Some(s) => reverse_dst(&s)?,
             None if ep.recv_bind.is_ipv6() == v6 => {
                 SocketAddr::new(ep.src.unwrap(), ep.dst.port())
             }
@@ -320,24 +408,11 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         return Err("--reverse-dst needs --bidirectional".into());
     }
     if let Some(s) = a.opt::<String>("background")? {
-        let bad = || format!("--background {s:?}: not N/M with 1 <= N < M <= 1000");
-        let (n, m) = s.split_once('/').ok_or_else(bad)?;
-        let n: u32 = n.trim().parse().map_err(|_| bad())?;
-        let m: u32 = m.trim().parse().map_err(|_| bad())?;
-        if !(n >= 1 && n < m && m <= 1000) {
-            return Err(bad());
-        }
-        let dst: SocketAddr = a
-            .req::<String>("background-dst")
-            .map_err(|_| "--background needs --background-dst [IPV6]:PORT".to_string())?
-            .parse()
-            .map_err(|_| "--background-dst: not [IPV6]:PORT".to_string())?;
-        // RFC 8219 section 6.1: background traffic is native IPv6.
-        if !dst.is_ipv6() {
-            return Err(
-                "--background-dst: background traffic is IPv6 (RFC 8219 section 6.1)".into(),
-            );
-        }
+        let (n, m) = background(&s)?;
+        let dst = background_dst(
+            &a.req::<String>("background-dst")
+                .map_err(|_| "--background needs --background-dst [IPV6]:PORT".to_string())?,
+        )?;
         // Through the same DUT port as the test frames: --dst-mac, when
         // given, is the next hop of both.
         let (bp, bsrc, _) = resolve_sender(
@@ -350,9 +425,7 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
             "dst-mac",
         )?;
         let src: IpAddr = match a.opt::<String>("background-src")? {
-            Some(s) => s
-                .parse()
-                .map_err(|_| format!("--background-src {s:?}: not an IPv6 address"))?,
+            Some(s) => background_src(&s)?,
             None => bsrc.ok_or(
                 "no IPv6 source address for the background traffic: give --background-src",
             )?,
@@ -494,10 +567,10 @@ mod tests {
         assert_eq!(kind(&args(&["--io", "socket"])).unwrap(), IoKind::Socket);
         assert_eq!(kind(&args(&["--io", "xdp"])).unwrap(), IoKind::Xdp);
         assert!(kind(&args(&["--io", "dpdk"])).unwrap_err().contains("--io"));
-        let r = parse_addr_range("src-addrs", "10.0.0.1-10.0.0.9", false).unwrap();
+        let r = parse_addr_range("src-addrs", "10.0.0.1-10.0.0.9", Some(false)).unwrap();
         assert_eq!(r.1, "10.0.0.9".parse::<IpAddr>().unwrap());
-        assert!(parse_addr_range("src-addrs", "10.0.0.9-10.0.0.1", false).is_err());
-        assert!(parse_addr_range("src-addrs", "2001:db8::1", false).is_err());
+        assert!(parse_addr_range("src-addrs", "10.0.0.9-10.0.0.1", Some(false)).is_err());
+        assert!(parse_addr_range("src-addrs", "2001:db8::1", Some(false)).is_err());
     }
 
     #[test]
@@ -509,5 +582,26 @@ mod tests {
         assert!(e.contains("--bidirectional"), "{e}");
         let e = apply(&args(&["--io", "xdp", "--bidirectional"]), &mut ep).unwrap_err();
         assert!(e.contains("--bidirectional with --io xdp"), "{e}");
+    }
+
+    /// A source port equal to the destination port: the hint said "give
+    /// --src-port" to a user who had given it.
+    #[test]
+    fn equal_ports_hint_names_given_or_default_src_port() {
+        let mut ep = Endpoints {
+            dst: "192.0.2.2:7000".parse().unwrap(),
+            ..Default::default()
+        };
+        let e = apply(&args(&["--src-port", "7000"]), &mut ep).unwrap_err();
+        assert_eq!(
+            e,
+            "--src-port 7000: equals the destination port of --dst 192.0.2.2:7000: give another --src-port"
+        );
+        ep.dst = "192.0.2.2:50000".parse().unwrap();
+        let e = apply(&args(&[]), &mut ep).unwrap_err();
+        assert_eq!(
+            e,
+            "the default source port 50000 equals the destination port of --dst 192.0.2.2:50000: give --src-port"
+        );
     }
 }

@@ -323,13 +323,19 @@ impl SelfTest {
                 c => c,
             },
         };
-        // Every feature's parameters are checked now (exit 2), with
-        // placeholders for the namespaces a veth pair of our own would have.
+        // The I/O options the run passes on, with throughput's own rules
+        // (the placeholder checks below use socket I/O without them).
+        for k in ["io", "batch", "send-cpu", "recv-cpu"] {
+            measure::check_value(Test::Throughput, k, a)?;
+        }
+        // Every feature's parameters are checked now (exit 2): in the
+        // caller's namespaces as the run will (interfaces, next-hop MACs),
+        // else with placeholders for the namespaces of a veth pair of our own.
         for (_, f) in &st.features {
             if st.send_netns.is_some() && st.addrs(f).is_none() {
                 continue;
             }
-            let args = st.feature_args(f, None, None, true)?;
+            let args = st.feature_args(f, None, None, st.send_netns.is_none())?;
             Params::from_args(Test::Throughput, &args)?;
         }
         Ok(st)
@@ -655,4 +661,30 @@ pub fn ceiling_from_file(
     best.map(|b| b.1).ok_or_else(|| {
         format!("--ceiling-file {path}: no self-test result for {frame}-byte {fam} frames")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: &[&str]) -> Result<SelfTest, String> {
+        let v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+        SelfTest::from_args(&Args::parse(&v).unwrap())
+    }
+
+    /// The I/O options passed on to the run were checked only by it (exit 1
+    /// for `--io bogus`).
+    #[test]
+    fn io_options_are_checked_before_the_run() {
+        let e = parse(&["--io", "bogus"]).err().unwrap();
+        assert!(e.starts_with("--io \"bogus\": must be packet"), "{e}");
+        let e = parse(&["--batch", "0"]).err().unwrap();
+        assert_eq!(e, "--batch 0: must be 1..=256");
+        let e = parse(&["--send-cpu", "100000"]).err().unwrap();
+        assert!(
+            e.starts_with("--send-cpu 100000: this machine has CPUs"),
+            "{e}"
+        );
+        assert!(parse(&["--io", "socket"]).is_ok());
+    }
 }

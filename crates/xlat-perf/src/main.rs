@@ -102,7 +102,7 @@ fn main() -> ExitCode {
     let result = match cmd.as_str() {
         "udp-flood" => flood::Config::from_args(&parsed).map(|c| flood::run(&c)),
         "udp-sink" => sink::Config::from_args(&parsed).map(|c| sink::run(&c)),
-        "frame-payload" => frame_payload(&parsed).map(Ok),
+        "frame-payload" => payload::frame_payload(&parsed).map(Ok),
         "throughput" => measured(measure::Test::Throughput, &parsed),
         "frame-loss" => measured(measure::Test::FrameLoss, &parsed),
         "latency" => measured(measure::Test::Latency, &parsed),
@@ -157,19 +157,4 @@ fn measured(test: measure::Test, a: &args::Args) -> Result<Result<String, String
 
 fn stateful_test(t: stateful::STest, a: &args::Args) -> Result<Result<String, String>, String> {
     stateful::SParams::from_args(t, a).map(|p| stateful::run(&p))
-}
-
-fn frame_payload(a: &args::Args) -> Result<String, String> {
-    a.check_known(&["frame-size", "ipv4", "ipv6"])?;
-    let frame: usize = a.req("frame-size")?;
-    let ipv6 = match (a.flag("ipv6"), a.flag("ipv4")) {
-        (true, false) => true,
-        (false, true) => false,
-        _ => return Err("give exactly one of --ipv4, --ipv6".into()),
-    };
-    let p = payload::payload_for_frame(frame, ipv6)?;
-    Ok(format!(
-        "{{\"frame_size\": {frame}, \"family\": \"{}\", \"udp_payload\": {p}}}",
-        if ipv6 { "ipv6" } else { "ipv4" }
-    ))
 }

@@ -51,6 +51,14 @@ impl Test {
             Test::SystemRecovery => "system-recovery",
         }
     }
+    /// Default `--duration`: 120 s for latency (RFC 8219 section 7.2), 60 s
+    /// otherwise (RFC 8219 sections 7.1, 7.3, 7.4).
+    fn default_duration(self) -> f64 {
+        match self {
+            Test::Latency => 120.0,
+            _ => 60.0,
+        }
+    }
     pub(crate) fn section(self) -> &'static str {
         match self {
             Test::Throughput => "RFC 8219 section 7.1",
@@ -261,6 +269,241 @@ fn parse_rates(s: &str, max_rate: u64) -> Result<Vec<u64>, String> {
     Ok(out)
 }
 
+/// `--dst ADDR:PORT` (port 0 refused).
+fn dst_opt(a: &Args) -> Result<Option<SocketAddr>, String> {
+    let Some(s) = a.opt::<String>("dst")? else {
+        return Ok(None);
+    };
+    let dst = parse_addr("dst", &s)?;
+    if dst.port() == 0 {
+        return Err("--dst: port 0 is not a destination".into());
+    }
+    Ok(Some(dst))
+}
+
+fn ip_opt(a: &Args, key: &str) -> Result<Option<IpAddr>, String> {
+    a.opt::<String>(key)?.map(|s| parse_ip(key, &s)).transpose()
+}
+
+fn addr_opt(a: &Args, key: &str) -> Result<Option<SocketAddr>, String> {
+    a.opt::<String>(key)?
+        .map(|s| parse_addr(key, &s))
+        .transpose()
+}
+
+/// A namespace option: the name of an existing network namespace.
+pub(crate) fn netns_opt(a: &Args, key: &str) -> Result<Option<String>, String> {
+    let n: Option<String> = a.opt(key)?;
+    if let Some(n) = &n {
+        check_netns(key, n)?;
+    }
+    Ok(n)
+}
+
+/// `--link-gbps` (default 10).
+pub(crate) fn link_gbps(a: &Args) -> Result<f64, String> {
+    let link_gbps: f64 = a.opt("link-gbps")?.unwrap_or(10.0);
+    if !(link_gbps > 0.0 && link_gbps <= 400.0) {
+        return Err(format!("--link-gbps {link_gbps}: must be in (0, 400]"));
+    }
+    Ok(link_gbps)
+}
+
+/// `--duration` of a trial (default `default`).
+pub(crate) fn duration(a: &Args, default: f64) -> Result<f64, String> {
+    let duration: f64 = a.opt("duration")?.unwrap_or(default);
+    if !(duration > 0.0 && duration <= 3600.0) {
+        return Err(format!("--duration {duration}: must be in (0, 3600] s"));
+    }
+    Ok(duration)
+}
+
+fn src_ports_opt(a: &Args) -> Result<Option<(u16, u16)>, String> {
+    a.opt::<String>("src-ports")?
+        .map(|s| parse_port_range(&s))
+        .transpose()
+}
+
+/// A rate option: at least 1 frame/s, within the media maximum.
+pub(crate) fn check_rate(key: &str, r: u64, frame: usize, gbps: f64) -> Result<(), String> {
+    if r == 0 {
+        return Err(format!("--{key} 0: must be at least 1 frame/s"));
+    }
+    check_media(key, r, frame, gbps)
+}
+
+fn check_throughput(thr: u64, frame: usize, gbps: f64) -> Result<(), String> {
+    if thr < 2 {
+        return Err(format!(
+            "--throughput {thr}: must be at least 2 frames/s (the measured throughput)"
+        ));
+    }
+    check_media("throughput", thr, frame, gbps)
+}
+
+fn check_ceiling(c: u64) -> Result<(), String> {
+    if c == 0 {
+        return Err("--ceiling 0: give the self-test throughput in frames/s".into());
+    }
+    Ok(())
+}
+
+/// `--warmup` (default 60 s, RFC 8219 section 7.2).
+fn warmup(a: &Args) -> Result<f64, String> {
+    let warmup: f64 = a.opt("warmup")?.unwrap_or(60.0);
+    if warmup.is_nan() || warmup < 0.0 {
+        return Err(format!("--warmup {warmup}: must be 0 or more"));
+    }
+    Ok(warmup)
+}
+
+/// `--tagged` (default 500, RFC 8219 section 7.2).
+fn tagged(a: &Args) -> Result<u64, String> {
+    let tagged: u64 = a.opt("tagged")?.unwrap_or(500);
+    if tagged == 0 {
+        return Err("--tagged 0: must be at least 1".into());
+    }
+    Ok(tagged)
+}
+
+fn recovery_duration(a: &Args) -> Result<f64, String> {
+    let r: f64 = a.opt("recovery-duration")?.unwrap_or(30.0);
+    if !(r > 0.0 && r <= 3600.0) {
+        return Err(format!("--recovery-duration {r}: must be in (0, 3600] s"));
+    }
+    Ok(r)
+}
+
+/// `--max-burst` (default `default`: 2 s at --rate, RFC 2544 section 26.4).
+fn max_burst(a: &Args, default: u64) -> Result<u64, String> {
+    let max_burst: u64 = a.opt("max-burst")?.unwrap_or(default);
+    if !(1..=engine::MAX_FRAMES).contains(&max_burst) {
+        return Err(format!(
+            "{}: must be 1..={}{}",
+            a.named(
+                "max-burst",
+                max_burst,
+                "2 s at --rate, RFC 2544 section 26.4"
+            ),
+            engine::MAX_FRAMES,
+            if a.has("max-burst") {
+                ""
+            } else {
+                ": give --max-burst"
+            }
+        ));
+    }
+    Ok(max_burst)
+}
+
+fn gap(a: &Args) -> Result<f64, String> {
+    let gap: f64 = a.opt("gap")?.unwrap_or(2.0);
+    if !(0.0..=600.0).contains(&gap) {
+        return Err(format!("--gap {gap}: must be in [0, 600] s"));
+    }
+    Ok(gap)
+}
+
+/// `--json` and `--csv` exclude each other.
+pub(crate) fn check_format(a: &Args) -> Result<(), String> {
+    if a.flag("json") && a.flag("csv") {
+        return Err("give at most one of --json, --csv".into());
+    }
+    Ok(())
+}
+
+/// The checks of the value of option `key` of `test` on its own, as
+/// `Params::from_args` makes them: its type and range, and its relation to
+/// the values of `a` it depends on when `a` holds them (a rate against the
+/// media maximum when `a` gives `link-gbps`, at `a`'s frame size or the
+/// smallest; a frame size against the minimum of the family of `a`'s
+/// `dst`). What the command line of that run may still give is not
+/// assumed, and interfaces and MACs are resolved by the run of `test`. For
+/// the config-file tables of other subcommands.
+pub fn check_value(test: Test, key: &str, a: &Args) -> Result<(), String> {
+    let dst = dst_opt(a).ok().flatten();
+    let v6 = dst.map(|d| d.is_ipv6());
+    let send_v6 = v6.unwrap_or(false);
+    let recv_v6 = addr_opt(a, "recv-bind")
+        .ok()
+        .flatten()
+        .map_or(send_v6, |r| r.is_ipv6());
+    let frame = a
+        .opt("frame-size")
+        .ok()
+        .flatten()
+        .filter(|&f| payload::test_frame_payload(f, send_v6).is_ok())
+        .unwrap_or(payload::min_test_frame(send_v6));
+    let frame_max = frame + if recv_v6 && !send_v6 { 20 } else { 0 };
+    // Without link-gbps in `a`, the run's command line may give any speed.
+    let gbps = match a.has("link-gbps") {
+        true => link_gbps(a).unwrap_or(f64::INFINITY),
+        false => f64::INFINITY,
+    };
+    let max_rate = a
+        .opt::<u64>("max-rate")
+        .ok()
+        .flatten()
+        .unwrap_or(media_max_fps(frame_max, gbps));
+    let rate = |k: &str| -> Result<(), String> {
+        match a.opt::<u64>(k)? {
+            Some(r) => check_rate(k, r, frame_max, gbps),
+            None => Ok(()),
+        }
+    };
+    match key {
+        "dst" => dst_opt(a).map(drop),
+        "src" => ip_opt(a, key).map(drop),
+        "recv-bind" => addr_opt(a, key).map(drop),
+        "send-netns" | "recv-netns" => netns_opt(a, key).map(drop),
+        "frame-size" => match a.opt::<usize>(key)? {
+            Some(f) => payload::test_frame_payload(f, send_v6).map(drop),
+            None => Ok(()),
+        },
+        "link-gbps" => link_gbps(a).map(drop),
+        "duration" => duration(a, test.default_duration()).map(drop),
+        "wait" | "repeat" | "batch" | "retries" | "error" | "max-trials" => {
+            RunOpts::from_args(a).map(drop)
+        }
+        "random-ports" => Ok(()),
+        "src-ports" => src_ports_opt(a).map(drop),
+        "json" | "csv" => check_format(a),
+        "max-rate" | "rate" => rate(key),
+        "rates" => match a.opt::<String>(key)? {
+            Some(s) => parse_rates(&s, max_rate)?
+                .into_iter()
+                .try_for_each(|r| check_rate(key, r, frame_max, gbps)),
+            None => Ok(()),
+        },
+        "ceiling" => a.opt::<u64>(key)?.map(check_ceiling).transpose().map(drop),
+        "ceiling-file" => match a.opt::<String>(key)? {
+            // The entry for the run's family and frame size, when `a` has them.
+            Some(f) if v6.is_none() || !a.has("frame-size") => std::fs::metadata(&f)
+                .map(drop)
+                .map_err(|e| format!("--ceiling-file {f}: {e}")),
+            Some(f) => crate::io_selftest::ceiling_from_file(
+                &f,
+                send_v6,
+                frame,
+                a.flag("random-ports"),
+                matches!(test, Test::Latency | Test::Pdv | Test::Ipdv),
+            )
+            .map(drop),
+            None => Ok(()),
+        },
+        "warmup" => warmup(a).map(drop),
+        "tagged" => tagged(a).map(drop),
+        "max-burst" => max_burst(a, 1).map(drop),
+        "gap" => gap(a).map(drop),
+        "throughput" => match a.opt::<u64>(key)? {
+            Some(t) => check_throughput(t, frame_max, gbps),
+            None => Ok(()),
+        },
+        "recovery-duration" => recovery_duration(a).map(drop),
+        _ => crate::io_opts::check_value(key, a, v6),
+    }
+}
+
 /// The options (and config-file keys) of a measurement subcommand.
 pub fn known_keys(test: Test) -> Vec<&'static str> {
     let mut known: Vec<&str> = COMMON.to_vec();
@@ -283,69 +526,29 @@ impl Params {
     pub fn from_args(test: Test, a: &Args) -> Result<Params, String> {
         let known = known_keys(test);
         a.check_known(&known)?;
-        let dst = parse_addr("dst", &a.req::<String>("dst")?)?;
-        if dst.port() == 0 {
-            return Err("--dst: port 0 is not a destination".into());
-        }
-        let src = match a.opt::<String>("src")? {
-            None => None,
-            Some(s) => Some(parse_ip("src", &s)?),
-        };
+        let dst = dst_opt(a)?.ok_or("--dst is required")?;
+        let src = ip_opt(a, "src")?;
         if let Some(s) = src {
             if s.is_ipv6() != dst.is_ipv6() {
                 return Err("--src and --dst are of different families".into());
             }
         }
-        let recv_bind = match a.opt::<String>("recv-bind")? {
-            None => dst,
-            Some(s) => parse_addr("recv-bind", &s)?,
-        };
-        let send_netns: Option<String> = a.opt("send-netns")?;
-        let recv_netns: Option<String> = a.opt("recv-netns")?;
-        if let Some(n) = &send_netns {
-            check_netns("send-netns", n)?;
-        }
-        if let Some(n) = &recv_netns {
-            check_netns("recv-netns", n)?;
-        }
+        let recv_bind = addr_opt(a, "recv-bind")?.unwrap_or(dst);
+        let send_netns = netns_opt(a, "send-netns")?;
+        let recv_netns = netns_opt(a, "recv-netns")?;
         // RFC 8219 section 5.1.1: frame sizes of the sending side; the smallest
         // carries the 18-byte timed payload (64 bytes IPv4, 84 bytes IPv6).
         let v6 = dst.is_ipv6();
-        let min_frame = payload::ETHERNET_OVERHEAD
-            + payload::l3_header(v6)
-            + payload::UDP_HEADER
-            + payload::TIMED_LEN;
-        let frame_size: usize = a.opt("frame-size")?.unwrap_or(min_frame);
-        if frame_size < min_frame {
-            return Err(format!(
-                "--frame-size {frame_size}: below the minimum {min_frame} for {} test frames (RFC 8219 section 5.1.1)",
-                if v6 { "IPv6" } else { "IPv4" }
-            ));
-        }
-        if frame_size > 9018 {
-            return Err(format!(
-                "--frame-size {frame_size}: over 9018 (jumbo) bytes"
-            ));
-        }
-        let udp_payload = payload::payload_for_frame(frame_size, v6)?;
+        let frame_size: usize = a.opt("frame-size")?.unwrap_or(payload::min_test_frame(v6));
+        let udp_payload = payload::test_frame_payload(frame_size, v6)?;
         let recv_frame_size = udp_payload
             + payload::ETHERNET_OVERHEAD
             + payload::l3_header(recv_bind.is_ipv6())
             + payload::UDP_HEADER;
-        let link_gbps: f64 = a.opt("link-gbps")?.unwrap_or(10.0);
-        if !(link_gbps > 0.0 && link_gbps <= 400.0) {
-            return Err(format!("--link-gbps {link_gbps}: must be in (0, 400]"));
-        }
+        let link_gbps = link_gbps(a)?;
         // The slower side (larger frames) limits the medium.
         let media_max = media_max_fps(frame_size.max(recv_frame_size), link_gbps);
-        let default_duration = match test {
-            Test::Latency => 120.0, // RFC 8219 section 7.2
-            _ => 60.0,              // RFC 8219 sections 7.1, 7.3, 7.4
-        };
-        let duration: f64 = a.opt("duration")?.unwrap_or(default_duration);
-        if !(duration > 0.0 && duration <= 3600.0) {
-            return Err(format!("--duration {duration}: must be in (0, 3600] s"));
-        }
+        let duration = duration(a, test.default_duration())?;
         let run = RunOpts::from_args(a)?;
         let src_ports = if a.flag("random-ports") {
             if a.opt::<String>("src-port")?.is_some() {
@@ -353,8 +556,8 @@ impl Params {
                     "--src-port: with --random-ports the source ports come from --src-ports".into(),
                 );
             }
-            let r = match a.opt::<String>("src-ports")? {
-                Some(s) => parse_port_range(&s)?,
+            let r = match src_ports_opt(a)? {
+                Some(r) => r,
                 // RFC 4814 section 4.5's 1024-65535, without the fixed
                 // destination port (a frame with equal ports would be
                 // ambiguous as a reply): its part above 49151 (RFC 4814's
@@ -391,12 +594,8 @@ impl Params {
             }
             None
         };
-        let check_rate = |key: &str, r: u64| -> Result<(), String> {
-            if r == 0 {
-                return Err(format!("--{key} 0: must be at least 1 frame/s"));
-            }
-            check_media(key, r, frame_size.max(recv_frame_size), link_gbps)
-        };
+        let check_rate =
+            |key: &str, r: u64| check_rate(key, r, frame_size.max(recv_frame_size), link_gbps);
         let max_rate: u64 = match test {
             Test::Throughput | Test::FrameLoss => a.opt("max-rate")?.unwrap_or(media_max),
             _ => 0,
@@ -418,9 +617,7 @@ impl Params {
                 delays,
             )?);
         }
-        if ceiling == Some(0) {
-            return Err("--ceiling 0: give the self-test throughput in frames/s".into());
-        }
+        ceiling.map(check_ceiling).transpose()?;
         let rates = match test {
             Test::Throughput => vec![],
             Test::FrameLoss => match a.opt::<String>("rates")? {
@@ -436,17 +633,7 @@ impl Params {
             // whichever is lower", then "50% of the above rate".
             Test::SystemRecovery => {
                 let thr: u64 = a.req("throughput")?;
-                if thr < 2 {
-                    return Err(format!(
-                        "--throughput {thr}: must be at least 2 frames/s (the measured throughput)"
-                    ));
-                }
-                check_media(
-                    "throughput",
-                    thr,
-                    frame_size.max(recv_frame_size),
-                    link_gbps,
-                )?;
+                check_throughput(thr, frame_size.max(recv_frame_size), link_gbps)?;
                 let overload = ((thr as f64 * 1.1).ceil() as u64).min(media_max);
                 vec![overload, (overload as f64 * 0.5).round() as u64]
             }
@@ -462,21 +649,37 @@ impl Params {
                 r,
             )?;
         }
-        let warmup: f64 = a.opt("warmup")?.unwrap_or(60.0);
-        let tagged: u64 = a.opt("tagged")?.unwrap_or(500);
+        let warmup = warmup(a)?;
+        let tagged = tagged(a)?;
         if test == Test::Latency {
-            if !(0.0..duration).contains(&warmup) {
-                return Err(format!(
-                    "--warmup {warmup}: must be in [0, --duration {duration})"
-                ));
+            // The defaults are RFC 8219 section 7.2's; an error names them
+            // as defaults, not as values the user gave.
+            let rfc = "RFC 8219 section 7.2";
+            let dur = a.named("duration", duration, rfc);
+            if warmup >= duration {
+                return Err(if a.has("warmup") {
+                    format!("--warmup {warmup}: must be less than {dur}")
+                } else {
+                    format!(
+                        "{} must be less than {dur}: give --warmup",
+                        a.named("warmup", warmup, rfc)
+                    )
+                });
             }
             let after = engine::planned_frames(rates[0], duration)
                 - engine::planned_frames(rates[0], warmup)
                     .min(engine::planned_frames(rates[0], duration));
-            if tagged == 0 || tagged > after {
-                return Err(format!(
-                    "--tagged {tagged}: must be 1..={after} (frames sent after the warm-up)"
-                ));
+            if tagged > after {
+                return Err(if a.has("tagged") {
+                    format!(
+                        "--tagged {tagged}: must be 1..={after} (frames sent after the warm-up)"
+                    )
+                } else {
+                    format!(
+                        "{} is more than the {after} frames sent after the warm-up: give --tagged, a longer --duration or a higher --rate",
+                        a.named("tagged", tagged, rfc)
+                    )
+                });
             }
         }
         let peak = rates.iter().copied().chain([max_rate]).max().unwrap_or(0);
@@ -484,12 +687,7 @@ impl Params {
             Test::Throughput | Test::FrameLoss => engine::MAX_FRAMES,
             _ => engine::MAX_DELAY_FRAMES,
         };
-        let recovery_duration: f64 = a.opt("recovery-duration")?.unwrap_or(30.0);
-        if !(recovery_duration > 0.0 && recovery_duration <= 3600.0) {
-            return Err(format!(
-                "--recovery-duration {recovery_duration}: must be in (0, 3600] s"
-            ));
-        }
+        let recovery_duration = recovery_duration(a)?;
         let planned_all = match test {
             Test::BackToBack => 0,
             Test::SystemRecovery => {
@@ -506,27 +704,16 @@ impl Params {
         }
         // RFC 2544 section 26.4: bursts of up to 2 s at the given rate by default.
         let max_burst: u64 = match test {
-            Test::BackToBack => a.opt("max-burst")?.unwrap_or(rates[0].saturating_mul(2)),
+            Test::BackToBack => max_burst(a, rates[0].saturating_mul(2))?,
             _ => 0,
         };
-        if test == Test::BackToBack && !(1..=engine::MAX_FRAMES).contains(&max_burst) {
-            return Err(format!(
-                "--max-burst {max_burst}: must be 1..={}",
-                engine::MAX_FRAMES
-            ));
-        }
-        let gap: f64 = a.opt("gap")?.unwrap_or(2.0);
-        if !(0.0..=600.0).contains(&gap) {
-            return Err(format!("--gap {gap}: must be in [0, 600] s"));
-        }
+        let gap = gap(a)?;
         if planned_all > limit {
             return Err(format!(
                 "{planned_all} frames per trial is over the limit {limit}: shorten --duration or lower the rate",
             ));
         }
-        if a.flag("json") && a.flag("csv") {
-            return Err("give at most one of --json, --csv".into());
-        }
+        check_format(a)?;
         let mut p = Params {
             test,
             ep: Endpoints {
@@ -581,8 +768,12 @@ impl Params {
                 _ => ("rate", p.rates.iter().copied().max().unwrap_or(0)),
             };
             if top > most {
+                // --max-rate defaults to the media maximum of the test
+                // frames alone.
                 return Err(format!(
-                    "--{key} {top}: with --background {n}/{m} ({bg_frame}-byte IPv6 frames among the {frame_size}-byte test frames) over the media maximum {most} frames/s at {link_gbps} Gbit/s"
+                    "{}: with --background {n}/{m} ({bg_frame}-byte IPv6 frames among the {frame_size}-byte test frames) over the media maximum {most} frames/s at {link_gbps} Gbit/s{}",
+                    a.named(key, top, "the media maximum of the test frames"),
+                    if a.has(key) { String::new() } else { format!(": give --{key}") }
                 ));
             }
         }
@@ -1753,5 +1944,62 @@ mod tests {
             ],
         );
         assert!(e.contains("--warmup"), "{e}");
+    }
+
+    /// Errors about RFC defaults the user did not give name them as
+    /// defaults ("--warmup 60: must be in [0, --duration 1)" named a
+    /// --warmup the user had not given).
+    #[test]
+    fn errors_name_defaults_as_defaults() {
+        let lat = |extra: &[&str]| {
+            let v = [&["--dst", "192.0.2.2:9", "--rate", "100"][..], extra].concat();
+            err(Test::Latency, &v)
+        };
+        assert_eq!(
+            lat(&["--duration", "1"]),
+            "the default --warmup 60 (RFC 8219 section 7.2) must be less than --duration 1: give --warmup"
+        );
+        assert_eq!(
+            lat(&["--duration", "1", "--warmup", "1"]),
+            "--warmup 1: must be less than --duration 1"
+        );
+        assert_eq!(
+            lat(&["--warmup", "130"]),
+            "--warmup 130: must be less than the default --duration 120 (RFC 8219 section 7.2)"
+        );
+        assert_eq!(lat(&["--warmup", "-1"]), "--warmup -1: must be 0 or more");
+        assert!(lat(&["--warmup", "NaN"]).starts_with("--warmup NaN: "));
+        assert_eq!(
+            lat(&["--duration", "3", "--warmup", "1"]),
+            "the default --tagged 500 (RFC 8219 section 7.2) is more than the 200 frames sent after the warm-up: give --tagged, a longer --duration or a higher --rate"
+        );
+        assert_eq!(
+            lat(&["--duration", "3", "--warmup", "1", "--tagged", "201"]),
+            "--tagged 201: must be 1..=200 (frames sent after the warm-up)"
+        );
+        let b2b = |extra: &[&str]| {
+            let v = [
+                &[
+                    "--dst",
+                    "192.0.2.2:9",
+                    "--src",
+                    "192.0.2.1",
+                    "--link-gbps",
+                    "400",
+                ][..],
+                extra,
+            ]
+            .concat();
+            let v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+            Params::from_args(Test::BackToBack, &Args::parse(&v).unwrap()).unwrap_err()
+        };
+        assert_eq!(
+            b2b(&["--rate", "500000001"]),
+            "the default --max-burst 1000000002 (2 s at --rate, RFC 2544 section 26.4): must be 1..=1000000000: give --max-burst"
+        );
+        assert_eq!(
+            b2b(&["--rate", "5", "--max-burst", "0"]),
+            "--max-burst 0: must be 1..=1000000000"
+        );
     }
 }

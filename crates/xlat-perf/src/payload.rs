@@ -43,6 +43,50 @@ pub fn payload_for_frame(frame: usize, ipv6: bool) -> Result<usize, String> {
     Ok(frame - overhead)
 }
 
+/// Largest test frame of the measurement subcommands (jumbo frames).
+pub const MAX_TEST_FRAME: usize = 9018;
+
+/// Smallest RFC 8219 test frame of the family: the one that carries the
+/// 18-byte timed payload (64 bytes IPv4, 84 bytes IPv6; section 5.1.1).
+pub fn min_test_frame(ipv6: bool) -> usize {
+    ETHERNET_OVERHEAD + l3_header(ipv6) + UDP_HEADER + TIMED_LEN
+}
+
+/// `--frame-size` of the measurement subcommands and of `frame-payload`:
+/// the UDP payload of a test frame of `frame` bytes, or the usage error.
+pub fn test_frame_payload(frame: usize, ipv6: bool) -> Result<usize, String> {
+    let min = min_test_frame(ipv6);
+    if frame < min {
+        return Err(format!(
+            "--frame-size {frame}: below the minimum {min} for {} test frames (RFC 8219 section 5.1.1)",
+            if ipv6 { "IPv6" } else { "IPv4" }
+        ));
+    }
+    if frame > MAX_TEST_FRAME {
+        return Err(format!(
+            "--frame-size {frame}: over {MAX_TEST_FRAME} (jumbo) bytes"
+        ));
+    }
+    payload_for_frame(frame, ipv6)
+}
+
+/// `xlat-perf frame-payload`: the UDP payload of a test frame, as JSON.
+pub fn frame_payload(a: &crate::args::Args) -> Result<String, String> {
+    a.check_known(&["frame-size", "ipv4", "ipv6"])?;
+    let frame: usize = a.req("frame-size")?;
+    let ipv6 = match (a.flag("ipv6"), a.flag("ipv4")) {
+        (true, false) => true,
+        (false, true) => false,
+        _ => return Err("give exactly one of --ipv4, --ipv6".into()),
+    };
+    // The limits of the measurement subcommands' --frame-size.
+    let p = test_frame_payload(frame, ipv6)?;
+    Ok(format!(
+        "{{\"frame_size\": {frame}, \"family\": \"{}\", \"udp_payload\": {p}}}",
+        if ipv6 { "ipv6" } else { "ipv4" }
+    ))
+}
+
 /// Writes the header for `seq` into `buf` (which is at least HEADER_LEN long).
 #[inline]
 pub fn write(buf: &mut [u8], stream: u32, seq: u64) {
@@ -142,5 +186,35 @@ mod tests {
         assert_eq!(parse_timed(&b[..17], 0xbeef), None, "too short");
         b[1] = 0;
         assert_eq!(parse_timed(&b, 0xbeef), None, "bad signature");
+    }
+
+    /// frame-payload took any size: 100000 (UDP payload 99954, over the
+    /// UDP maximum) and 63/83 (payload 17, below the timed payload).
+    #[test]
+    fn frame_payload_has_the_measurement_limits() {
+        let fp = |v: &[&str]| {
+            let v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+            frame_payload(&crate::args::Args::parse(&v).unwrap())
+        };
+        assert_eq!(
+            fp(&["--frame-size", "84", "--ipv6"]).unwrap(),
+            "{\"frame_size\": 84, \"family\": \"ipv6\", \"udp_payload\": 18}"
+        );
+        assert_eq!(
+            fp(&["--frame-size", "9018", "--ipv4"]).unwrap(),
+            "{\"frame_size\": 9018, \"family\": \"ipv4\", \"udp_payload\": 8972}"
+        );
+        assert_eq!(
+            fp(&["--frame-size", "100000", "--ipv4"]).unwrap_err(),
+            "--frame-size 100000: over 9018 (jumbo) bytes"
+        );
+        assert_eq!(
+            fp(&["--frame-size", "83", "--ipv6"]).unwrap_err(),
+            "--frame-size 83: below the minimum 84 for IPv6 test frames (RFC 8219 section 5.1.1)"
+        );
+        assert_eq!(
+            fp(&["--frame-size", "63", "--ipv4"]).unwrap_err(),
+            "--frame-size 63: below the minimum 64 for IPv4 test frames (RFC 8219 section 5.1.1)"
+        );
     }
 }

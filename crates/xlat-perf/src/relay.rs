@@ -77,6 +77,7 @@ impl Config {
                 if interface.is_empty() || interface.len() > 15 || interface.contains('/') {
                     return Err(format!("--interface {interface:?}: not an interface name"));
                 }
+                ifindex(&interface)?;
                 let dport: u16 = a.req("dport")?;
                 if dport == 0 {
                     return Err("--dport 0: not a port".into());
@@ -269,14 +270,22 @@ fn hop(mut pkt: Vec<u8>) -> Option<Vec<u8>> {
     Some(pkt)
 }
 
-fn run_router(interface: &str, dport: u16, d: Delay, duration: f64) -> Result<String, String> {
-    let delay = d.base;
-    let name = std::ffi::CString::new(interface).map_err(|_| "bad interface name")?;
+/// The index of `--interface` in this namespace (checked by `from_args`:
+/// an interface that does not exist is a usage error).
+fn ifindex(interface: &str) -> Result<u32, String> {
+    let name = std::ffi::CString::new(interface)
+        .map_err(|_| format!("--interface {interface:?}: not an interface name"))?;
     // SAFETY: valid NUL-terminated string.
     let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
     if ifindex == 0 {
         return Err(format!("--interface {interface:?}: no such interface"));
     }
+    Ok(ifindex)
+}
+
+fn run_router(interface: &str, dport: u16, d: Delay, duration: f64) -> Result<String, String> {
+    let delay = d.base;
+    let ifindex = ifindex(interface)?;
     let proto = (libc::ETH_P_ALL as u16).to_be();
     // SAFETY: plain socket(2).
     let fd = unsafe {
@@ -415,6 +424,21 @@ pub fn run(c: &Config) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An interface that does not exist was found only by the run (exit 1).
+    #[test]
+    fn unknown_interface_is_a_usage_error() {
+        let parse = |i: &str| {
+            let v: Vec<String> = ["--interface", i, "--dport", "9", "--delay-ms", "1"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            Config::from_args(&Args::parse(&v).unwrap())
+        };
+        let e = parse("xlpnosuch0").err().unwrap();
+        assert_eq!(e, "--interface \"xlpnosuch0\": no such interface");
+        assert!(parse("lo").is_ok());
+    }
 
     #[test]
     fn spikes_hold_every_nth_packet() {

@@ -27,7 +27,7 @@ use crate::args::Args;
 use crate::engine::{self, monotonic_ns, Rng};
 use crate::flows::{self, Dir, DirOut, Tuple};
 use crate::json::J;
-use crate::measure::{self, check_netns, parse_ip, RunOpts};
+use crate::measure::{self, parse_ip, RunOpts};
 use crate::payload;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -178,6 +178,227 @@ fn port_range(key: &str, s: &str) -> Result<(u16, u16), String> {
     Ok((lo, hi))
 }
 
+/// The hint after an error about `key` at its default: `: give --key`.
+fn give(a: &Args, key: &str) -> String {
+    if a.has(key) {
+        String::new()
+    } else {
+        format!(": give --{key}")
+    }
+}
+
+fn sports(a: &Args) -> Result<(u16, u16), String> {
+    a.opt::<String>("sports")?
+        .map_or(Ok((1024, 65535)), |s| port_range("sports", &s))
+}
+
+fn dports(a: &Args) -> Result<(u16, u16), String> {
+    a.opt::<String>("dports")?
+        .map_or(Ok((7000, 7099)), |s| port_range("dports", &s))
+}
+
+/// `--connections` (default 10000): at most the 4-tuples of the port
+/// ranges (`cer`, `validate`, `state-throughput`; `capacity` searches).
+fn connections(
+    a: &Args,
+    test: STest,
+    sports: (u16, u16),
+    dports: (u16, u16),
+) -> Result<u64, String> {
+    let connections: u64 = a.opt("connections")?.unwrap_or(10_000);
+    let space = span(sports) * span(dports);
+    if test != STest::Capacity && !(1..=engine::MAX_DELAY_FRAMES).contains(&connections) {
+        return Err(format!(
+            "--connections {connections}: must be 1..={}",
+            engine::MAX_DELAY_FRAMES
+        ));
+    }
+    if test != STest::Capacity && connections > space {
+        return Err(format!(
+            "{}: more than the {space} 4-tuples of --sports {}-{} x --dports {}-{}{}",
+            a.named("connections", connections, ""),
+            sports.0,
+            sports.1,
+            dports.0,
+            dports.1,
+            give(a, "connections")
+        ));
+    }
+    Ok(connections)
+}
+
+fn alpha(a: &Args) -> Result<f64, String> {
+    let alpha: f64 = a.opt("alpha")?.unwrap_or(1.0);
+    if !(alpha > 0.0 && alpha <= 10.0) {
+        return Err(format!("--alpha {alpha}: must be in (0, 10]"));
+    }
+    Ok(alpha)
+}
+
+fn between_cmd(a: &Args) -> Result<Option<String>, String> {
+    let between_cmd: Option<String> = a.opt("between-cmd")?;
+    if between_cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
+        return Err("--between-cmd \"\": empty command".into());
+    }
+    Ok(between_cmd)
+}
+
+fn between_wait(a: &Args) -> Result<f64, String> {
+    let between_wait: f64 = a.opt("between-wait")?.unwrap_or(0.0);
+    if !(0.0..=3600.0).contains(&between_wait) {
+        return Err(format!(
+            "--between-wait {between_wait}: must be in [0, 3600] s"
+        ));
+    }
+    Ok(between_wait)
+}
+
+fn direction(a: &Args) -> Result<Direction, String> {
+    match a.opt::<String>("direction")?.as_deref() {
+        None | Some("reverse") => Ok(Direction::Reverse),
+        Some("forward") => Ok(Direction::Forward),
+        Some("bidirectional") => Ok(Direction::Bidirectional),
+        Some(o) => Err(format!(
+            "--direction {o:?}: must be forward, reverse or bidirectional"
+        )),
+    }
+}
+
+/// `capacity --max-connections` (default: the 4-tuples of the port ranges,
+/// `space`, at most 10^7).
+fn max_connections(a: &Args, space: u64) -> Result<u64, String> {
+    let most = space.min(engine::MAX_DELAY_FRAMES);
+    let max_connections: u64 = a.opt("max-connections")?.unwrap_or(most);
+    if max_connections > most || max_connections < 2 {
+        return Err(format!(
+            "{}: must be 2..={most} (the 4-tuples of --sports x --dports){}",
+            a.named(
+                "max-connections",
+                max_connections,
+                "the 4-tuples of --sports x --dports"
+            ),
+            if a.has("max-connections") {
+                ""
+            } else {
+                ": give wider --sports/--dports"
+            }
+        ));
+    }
+    Ok(max_connections)
+}
+
+/// `capacity --c0` (default 1000), under `max_connections`.
+fn c0(a: &Args, max_connections: u64) -> Result<u64, String> {
+    let c0: u64 = a.opt("c0")?.unwrap_or(1000);
+    if c0 == 0 || c0 >= max_connections {
+        return Err(format!(
+            "{}: must be 1..{} (a number of connections the DUT surely holds){}",
+            a.named("c0", c0, ""),
+            a.named(
+                "max-connections",
+                max_connections,
+                "the 4-tuples of --sports x --dports"
+            ),
+            give(a, "c0")
+        ));
+    }
+    Ok(c0)
+}
+
+/// `capacity --beta`, `--gamma`: in (0, 1).
+fn fraction(a: &Args, key: &str, default: f64) -> Result<f64, String> {
+    let v: f64 = a.opt(key)?.unwrap_or(default);
+    if !(v > 0.0 && v < 1.0) {
+        return Err(format!("--{key} {v}: must be in (0, 1)"));
+    }
+    Ok(v)
+}
+
+fn capacity_error(a: &Args) -> Result<u64, String> {
+    let capacity_error: u64 = a.opt("capacity-error")?.unwrap_or(1);
+    if capacity_error == 0 {
+        return Err("--capacity-error 0: must be at least 1 connection".into());
+    }
+    Ok(capacity_error)
+}
+
+/// The checks of the value of option `key` of `test` on its own, as
+/// `SParams::from_args` makes them: its type and range, and its relation to
+/// the values of `a` it depends on when `a` holds them (`--connections`
+/// against the 4-tuples of `a`'s `sports` and `dports`, rates against the
+/// media maximum when `a` gives `link-gbps`). What the command line of that
+/// run may still give is not assumed. For the config-file tables of other
+/// subcommands.
+pub fn check_value(test: STest, key: &str, a: &Args) -> Result<(), String> {
+    let ip = |k: &str| -> Result<Option<IpAddr>, String> {
+        a.opt::<String>(k)?.map(|s| parse_ip(k, &s)).transpose()
+    };
+    let v6 = ip("initiator").ok().flatten().map(|i| i.is_ipv6());
+    let send_v6 = v6.unwrap_or(false);
+    let frame = a
+        .opt("frame-size")
+        .ok()
+        .flatten()
+        .filter(|&f| payload::test_frame_payload(f, send_v6).is_ok())
+        .unwrap_or(payload::min_test_frame(send_v6));
+    let responder_v6 = ip("responder").ok().flatten().map(|r| r.is_ipv6());
+    let longest = frame
+        + if !send_v6 && responder_v6 == Some(true) {
+            20
+        } else {
+            0
+        };
+    // Without link-gbps in `a`, the run's command line may give any speed;
+    // without both port ranges, any ranges.
+    let gbps = match a.has("link-gbps") {
+        true => measure::link_gbps(a).unwrap_or(f64::INFINITY),
+        false => f64::INFINITY,
+    };
+    let all = (1, 65535);
+    let ports = || match a.has("sports") && a.has("dports") {
+        true => Ok::<_, String>((sports(a)?, dports(a)?)),
+        false => Ok((all, all)),
+    };
+    let space = ports().map_or(u64::MAX, |(s, d)| span(s) * span(d));
+    match key {
+        "initiator" | "dst" | "responder" => ip(key).map(drop),
+        "initiator-netns" | "responder-netns" => measure::netns_opt(a, key).map(drop),
+        "sports" => sports(a).map(drop),
+        "dports" => dports(a).map(drop),
+        "frame-size" => match a.opt::<usize>(key)? {
+            Some(f) => payload::test_frame_payload(f, send_v6).map(drop),
+            None => Ok(()),
+        },
+        "batch" | "wait" | "repeat" | "retries" | "error" | "max-trials" => {
+            RunOpts::from_args(a).map(drop)
+        }
+        "between-cmd" => between_cmd(a).map(drop),
+        "between-wait" => between_wait(a).map(drop),
+        "alpha" => alpha(a).map(drop),
+        "link-gbps" => measure::link_gbps(a).map(drop),
+        "json" | "csv" => measure::check_format(a),
+        "connections" => match ports() {
+            Ok((s, d)) => connections(a, test, s, d).map(drop),
+            Err(_) => Ok(()),
+        },
+        "max-rate" | "prelim-rate" => match a.opt::<u64>(key)? {
+            Some(r) => measure::check_rate(key, r, longest, gbps),
+            None => Ok(()),
+        },
+        "direction" => direction(a).map(drop),
+        "duration" => measure::duration(a, 60.0).map(drop),
+        "max-connections" => max_connections(a, space).map(drop),
+        "c0" => match max_connections(a, space) {
+            Ok(m) => c0(a, m).map(drop),
+            Err(_) => Ok(()),
+        },
+        "beta" => fraction(a, key, 0.2).map(drop),
+        "gamma" => fraction(a, key, 0.4).map(drop),
+        "capacity-error" => capacity_error(a).map(drop),
+        _ => Err(format!("--{key}: no check of its value (a bug)")),
+    }
+}
+
 fn span(r: (u16, u16)) -> u64 {
     (r.1 - r.0) as u64 + 1
 }
@@ -196,66 +417,25 @@ impl SParams {
             Some(s) => parse_ip("responder", &s)?,
             None => dst,
         };
-        let initiator_netns: Option<String> = a.opt("initiator-netns")?;
-        let responder_netns: Option<String> = a.opt("responder-netns")?;
-        if let Some(n) = &initiator_netns {
-            check_netns("initiator-netns", n)?;
-        }
-        if let Some(n) = &responder_netns {
-            check_netns("responder-netns", n)?;
-        }
+        let initiator_netns = measure::netns_opt(a, "initiator-netns")?;
+        let responder_netns = measure::netns_opt(a, "responder-netns")?;
         if initiator_netns == responder_netns && initiator == responder {
             return Err("--initiator and --responder are the same address in the same namespace: the Responder would see the Initiator's own frames".into());
         }
         // RFC 9693 section 4.1: restricted port ranges; RFC 4814 section 4.5
         // source ports 1024-65535, destination ports 1-49151.
-        let sports = match a.opt::<String>("sports")? {
-            Some(s) => port_range("sports", &s)?,
-            None => (1024, 65535),
-        };
-        let dports = match a.opt::<String>("dports")? {
-            Some(s) => port_range("dports", &s)?,
-            None => (7000, 7099),
-        };
+        let (sports, dports) = (sports(a)?, dports(a)?);
         let space = span(sports) * span(dports);
         let v6 = initiator.is_ipv6();
-        let min_frame = payload::ETHERNET_OVERHEAD
-            + payload::l3_header(v6)
-            + payload::UDP_HEADER
-            + payload::TIMED_LEN;
-        let frame_size: usize = a.opt("frame-size")?.unwrap_or(min_frame);
-        if frame_size < min_frame || frame_size > 9018 {
-            return Err(format!(
-                "--frame-size {frame_size}: must be {min_frame}..=9018 for {} frames (RFC 8219 section 5.1.1)",
-                if v6 { "IPv6" } else { "IPv4" }
-            ));
-        }
-        let payload = payload::payload_for_frame(frame_size, v6)?;
-        let connections: u64 = a.opt("connections")?.unwrap_or(10_000);
-        if test != STest::Capacity && !(1..=engine::MAX_DELAY_FRAMES).contains(&connections) {
-            return Err(format!(
-                "--connections {connections}: must be 1..={}",
-                engine::MAX_DELAY_FRAMES
-            ));
-        }
-        if test != STest::Capacity && connections > space {
-            return Err(format!(
-                "--connections {connections}: more than the {space} 4-tuples of --sports {}-{} x --dports {}-{}",
-                sports.0, sports.1, dports.0, dports.1
-            ));
-        }
-        let link_gbps: f64 = a.opt("link-gbps")?.unwrap_or(10.0);
-        if !(link_gbps > 0.0 && link_gbps <= 400.0) {
-            return Err(format!("--link-gbps {link_gbps}: must be in (0, 400]"));
-        }
+        let frame_size: usize = a.opt("frame-size")?.unwrap_or(payload::min_test_frame(v6));
+        let payload = payload::test_frame_payload(frame_size, v6)?;
+        let connections = connections(a, test, sports, dports)?;
+        let link_gbps = measure::link_gbps(a)?;
         // The Responder's frames are 20 bytes longer when it is on IPv6 and
         // the Initiator on IPv4 (RFC 8219 section 5.1.1): the longer counts.
         let longest = frame_size + if !v6 && responder.is_ipv6() { 20 } else { 0 };
         let rate_ok = |key: &str, r: u64| -> Result<u64, String> {
-            if r == 0 {
-                return Err(format!("--{key} 0: must be at least 1 frame/s"));
-            }
-            crate::measure::check_media(key, r, longest, link_gbps)?;
+            measure::check_rate(key, r, longest, link_gbps)?;
             Ok(r)
         };
         let prelim_rate = match test {
@@ -268,74 +448,35 @@ impl SParams {
             STest::Validate => 0,
             _ => rate_ok("max-rate", a.req("max-rate")?)?,
         };
-        let alpha: f64 = a.opt("alpha")?.unwrap_or(1.0);
-        if !(alpha > 0.0 && alpha <= 10.0) {
-            return Err(format!("--alpha {alpha}: must be in (0, 10]"));
-        }
+        let alpha = alpha(a)?;
         let run = RunOpts::from_args(a)?;
-        let between_cmd: Option<String> = a.opt("between-cmd")?;
-        if between_cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
-            return Err("--between-cmd \"\": empty command".into());
-        }
-        let between_wait: f64 = a.opt("between-wait")?.unwrap_or(0.0);
-        if !(0.0..=3600.0).contains(&between_wait) {
-            return Err(format!(
-                "--between-wait {between_wait}: must be in [0, 3600] s"
-            ));
-        }
-        let direction = match a.opt::<String>("direction")?.as_deref() {
-            None | Some("reverse") => Direction::Reverse,
-            Some("forward") => Direction::Forward,
-            Some("bidirectional") => Direction::Bidirectional,
-            Some(o) => {
-                return Err(format!(
-                    "--direction {o:?}: must be forward, reverse or bidirectional"
-                ))
-            }
-        };
-        let duration: f64 = a.opt("duration")?.unwrap_or(60.0);
-        if !(duration > 0.0 && duration <= 3600.0) {
-            return Err(format!("--duration {duration}: must be in (0, 3600] s"));
-        }
+        let between_cmd = between_cmd(a)?;
+        let between_wait = between_wait(a)?;
+        let direction = direction(a)?;
+        let duration = measure::duration(a, 60.0)?;
         if test == STest::StateThroughput
             && engine::planned_frames(max_rate, duration) > engine::MAX_DELAY_FRAMES
         {
             return Err(format!(
-                "--max-rate {max_rate} x --duration {duration}: over {} frames per trial",
+                "--max-rate {max_rate} x {}: over {} frames per trial",
+                a.named("duration", duration, ""),
                 engine::MAX_DELAY_FRAMES
             ));
         }
-        let c0: u64 = a.opt("c0")?.unwrap_or(1000);
-        let max_connections: u64 = a
-            .opt("max-connections")?
-            .unwrap_or(space.min(engine::MAX_DELAY_FRAMES));
-        let beta: f64 = a.opt("beta")?.unwrap_or(0.2);
-        let gamma: f64 = a.opt("gamma")?.unwrap_or(0.4);
-        let capacity_error: u64 = a.opt("capacity-error")?.unwrap_or(1);
-        if test == STest::Capacity {
-            if max_connections > space.min(engine::MAX_DELAY_FRAMES) || max_connections < 2 {
-                return Err(format!(
-                    "--max-connections {max_connections}: must be 2..={} (the 4-tuples of --sports x --dports)",
-                    space.min(engine::MAX_DELAY_FRAMES)
-                ));
-            }
-            if c0 == 0 || c0 >= max_connections {
-                return Err(format!(
-                    "--c0 {c0}: must be 1..{max_connections} (a number of connections the DUT surely holds)"
-                ));
-            }
-            for (k, v) in [("beta", beta), ("gamma", gamma)] {
-                if !(v > 0.0 && v < 1.0) {
-                    return Err(format!("--{k} {v}: must be in (0, 1)"));
-                }
-            }
-            if capacity_error == 0 {
-                return Err("--capacity-error 0: must be at least 1 connection".into());
-            }
-        }
-        if a.flag("json") && a.flag("csv") {
-            return Err("give at most one of --json, --csv".into());
-        }
+        let (max_connections, c0, beta, gamma, capacity_error) = if test == STest::Capacity {
+            let max_connections = max_connections(a, space)?;
+            let (beta, gamma) = (fraction(a, "beta", 0.2)?, fraction(a, "gamma", 0.4)?);
+            (
+                max_connections,
+                c0(a, max_connections)?,
+                beta,
+                gamma,
+                capacity_error(a)?,
+            )
+        } else {
+            (space.min(engine::MAX_DELAY_FRAMES), 1000, 0.2, 0.4, 1)
+        };
+        measure::check_format(a)?;
         Ok(SParams {
             test,
             initiator_netns,
@@ -1206,6 +1347,60 @@ mod tests {
         );
     }
 
+    /// An error about a value the user did not give names it as the
+    /// default (it said "--connections 10000" to a user who gave none).
+    #[test]
+    fn errors_name_defaults_as_defaults() {
+        let base = [
+            "--initiator",
+            "2001:db8::1",
+            "--dst",
+            "64:ff9b::c633:6402",
+            "--responder",
+            "198.51.100.2",
+            "--sports",
+            "2000-2009",
+            "--dports",
+            "7000-7009",
+        ];
+        let e = |extra: &[&str], t: STest| {
+            let mut v = base.to_vec();
+            v.extend_from_slice(extra);
+            SParams::from_args(t, &args(&v)).unwrap_err()
+        };
+        assert_eq!(
+            e(&["--max-rate", "1000"], STest::Cer),
+            "the default --connections 10000: more than the 100 4-tuples of --sports 2000-2009 x --dports 7000-7009: give --connections"
+        );
+        assert_eq!(
+            e(&["--max-rate", "1000", "--connections", "101"], STest::Cer),
+            "--connections 101: more than the 100 4-tuples of --sports 2000-2009 x --dports 7000-7009"
+        );
+        assert_eq!(
+            e(&["--max-rate", "1000"], STest::Capacity),
+            "the default --c0 1000: must be 1..the default --max-connections 100 (the 4-tuples of --sports x --dports) (a number of connections the DUT surely holds): give --c0"
+        );
+        assert_eq!(
+            e(
+                &["--max-rate", "1000", "--c0", "10", "--max-connections", "5"],
+                STest::Capacity
+            ),
+            "--c0 10: must be 1..--max-connections 5 (a number of connections the DUT surely holds)"
+        );
+        assert!(e(
+            &[
+                "--prelim-rate",
+                "10",
+                "--max-rate",
+                "1000000",
+                "--connections",
+                "50"
+            ],
+            STest::StateThroughput
+        )
+        .starts_with("--max-rate 1000000 x the default --duration 60: over "));
+    }
+
     #[test]
     fn bad_parameters_are_refused() {
         let base = [
@@ -1257,7 +1452,8 @@ mod tests {
             STest::Cer
         )
         .contains("no such network namespace"));
-        assert!(e(&["--max-rate", "10", "--frame-size", "64"], STest::Cer).contains("84..=9018"));
+        assert!(e(&["--max-rate", "10", "--frame-size", "64"], STest::Cer)
+            .contains("--frame-size 64: below the minimum 84 for IPv6"));
         let ok = SParams::from_args(
             STest::Cer,
             &args(&[&base[..], &["--max-rate", "1000"]].concat()),
