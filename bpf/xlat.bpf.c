@@ -1082,7 +1082,7 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	struct hdr4 h;
 	if (load(skb, ETH_LEN, &h, sizeof(h)) < 0)
 		return pass(P_MALFORMED);
-	if ((h.vihl >> 4) != 4)
+	if ((h.vihl >> 4) != 4 || (h.vihl & 15) < 5)
 		return pass(P_MALFORMED);
 	if ((h.vihl & 15) != 5)
 		return pass(P_V4_OPTIONS);
