@@ -505,7 +505,7 @@ def test_pool6_back_to_discovery_when_the_file_drops_it():
         )
         assert bad != base
         log = _reload(x, bad, "reload rejected")
-        assert "overlaps the EAM entry" in log, log
+        assert "clat.ipv6: 2001:db8:64::100/124: lies inside pool6" in log, log
         assert f'ipv6 = "{t.clat_v6_prefix}"' in e.pool6()
         assert ping(t.lab, t.app, t.srv_v4, count=1).returncode == 0, x.log()
     finally:

@@ -285,6 +285,9 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                         None
                     }
                 };
+                // A bad prefix or protocol still lets the entry's other
+                // keys be checked: every problem is reported in one run.
+                let mut bad = false;
                 if let Some(p) = prefix {
                     if p.len() < 16 {
                         ctx.err(
@@ -292,7 +295,7 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                             p.to_string(),
                             "prefix shorter than /16",
                         );
-                        continue;
+                        bad = true;
                     }
                 }
                 let protos: Vec<Proto> = match ctx.string(e, &path, "protocol").as_deref() {
@@ -305,7 +308,8 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                                 x,
                                 "expected \"tcp\", \"udp\", \"icmp\" or \"all\"",
                             );
-                            continue;
+                            bad = true;
+                            vec![]
                         }
                     },
                 };
@@ -319,6 +323,13 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                         "must be between 0 and 4294967295",
                     )
                     .unwrap_or(0) as u32;
+                if bad {
+                    if let Some(v) = e.get("ports") {
+                        let icmp = protos == [Proto::Icmp];
+                        parse_ports(ctx, &join(&path, "ports"), v, icmp);
+                    }
+                    continue;
+                }
                 let Some(prefix) = prefix else { continue };
                 // pool4 addresses must be routable unicast: the IPv4 side
                 // has to send the replies back to them (RFC 6146 §3.5.1.1
@@ -841,6 +852,32 @@ ipv4 = "203.0.113.1#8080"
         }
         // The control commands (xlat bib add TCP ...) still take any case.
         assert_eq!(super::proto_parse("TCP"), Some(Proto::Tcp));
+    }
+
+    /// A bad protocol or a short prefix does not hide the entry's other
+    /// problems: every one is reported in the same run.
+    #[test]
+    fn a_bad_pool4_protocol_or_prefix_hides_no_other_problem() {
+        let ps = problems(
+            "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\nprotocol = \"tcpp\"\nmark = -1\nports = \"9-1\"\n",
+        );
+        for k in [
+            "nat64.pool4[0].protocol",
+            "nat64.pool4[0].mark",
+            "nat64.pool4[0].ports",
+        ] {
+            assert!(ps.iter().any(|p| p.key == k), "{k}: {ps:?}");
+        }
+        let ps = problems(
+            "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"10.0.0.0/8\"\nmark = -1\nports = \"9-1\"\n",
+        );
+        for k in [
+            "nat64.pool4[0].prefix",
+            "nat64.pool4[0].mark",
+            "nat64.pool4[0].ports",
+        ] {
+            assert!(ps.iter().any(|p| p.key == k), "{k}: {ps:?}");
+        }
     }
 
     /// Overlapping pool4 entries are refused whatever their marks, and the

@@ -119,6 +119,12 @@ fn build_translator(
     // As `xlat check` refuses for a pool6 in the file; here also for a
     // discovered one (at start, on reload, on re-discovery).
     if let Some(p) = pool6 {
+        if let Some(c) = s.clat.filter(|c| p.overlaps(&c.v6)) {
+            return Err(format!(
+                "clat.ipv6: {}: lies inside pool6 {p}: the CLAT's own IPv6 addresses must be outside the PLAT's prefix",
+                c.v6
+            ));
+        }
         if let Some(e) = all.iter().find(|e| p.overlaps(&e.v6)) {
             return Err(format!(
                 "pool6 {p} overlaps the EAM entry {} {}",
