@@ -274,6 +274,17 @@ fn show_plain(v: &Value) -> String {
     }
 }
 
+/// The `[clat]` entry `clat` and why it cannot be used with pool6 `p`, if
+/// its IPv6 side overlaps `p` (`xlat check`, and the daemon for a discovered
+/// pool6).
+pub fn clat_in_pool6(p: &Ipv6Prefix, clat: Option<EamEntry>) -> Option<(EamEntry, String)> {
+    let c = clat.filter(|c| p.overlaps(&c.v6))?;
+    Some((
+        c,
+        format!("lies inside pool6 {p}: the CLAT's own IPv6 addresses must be outside the PLAT's prefix"),
+    ))
+}
+
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_string()
@@ -1058,12 +1069,8 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         // The [clat] entry is no [[eamt]] entry: name its own key. (Its
         // ipv6 is /96 or longer, equal suffixes: overlapping pool6, whose
         // length is at most 96, means lying inside it.)
-        if let Some(c) = s.clat.filter(|c| p.overlaps(&c.v6)) {
-            ctx.err(
-                "clat.ipv6",
-                c.v6.to_string(),
-                format!("lies inside pool6 {p}: the CLAT's own IPv6 addresses must be outside the PLAT's prefix"),
-            );
+        if let Some((c, why)) = clat_in_pool6(p, s.clat) {
+            ctx.err("clat.ipv6", c.v6.to_string(), why);
         }
     }
 

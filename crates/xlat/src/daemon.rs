@@ -119,11 +119,8 @@ fn build_translator(
     // As `xlat check` refuses for a pool6 in the file; here also for a
     // discovered one (at start, on reload, on re-discovery).
     if let Some(p) = pool6 {
-        if let Some(c) = s.clat.filter(|c| p.overlaps(&c.v6)) {
-            return Err(format!(
-                "clat.ipv6: {}: lies inside pool6 {p}: the CLAT's own IPv6 addresses must be outside the PLAT's prefix",
-                c.v6
-            ));
+        if let Some((c, why)) = config::clat_in_pool6(&p, s.clat) {
+            return Err(format!("clat.ipv6: {}: {why}", c.v6));
         }
         if let Some(e) = all.iter().find(|e| p.overlaps(&e.v6)) {
             return Err(format!(
@@ -860,9 +857,6 @@ fn install_panic_hook() {
     }));
 }
 
-/// Loads and attaches the eBPF fast path as `[datapath] kind` says, and
-/// logs which datapath carries the traffic and why. `Err` (already logged):
-/// kind = "ebpf" and the fast path cannot start.
 /// The fast path's programs loaded (the kernel's verdict) and the
 /// interfaces it attaches to looked up, before the TUN device and its routes
 /// exist: with kind = "ebpf" a fast path that cannot start fails the start
@@ -895,6 +889,9 @@ fn preload_fast(s: &Settings) -> PreloadedFast {
     Some(crate::ebpf::FastPath::load_sized(s.datapath.flow_entries).map(|fp| (fp, devs)))
 }
 
+/// Attaches the eBPF fast path (`preloaded` by [`preload_fast`]) as
+/// `[datapath] kind` says, and logs which datapath carries the traffic and
+/// why. `Err` (already logged): kind = "ebpf" and the fast path cannot start.
 fn start_datapath(
     s: &Settings,
     pool6: Option<Ipv6Prefix>,

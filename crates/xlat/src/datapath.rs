@@ -113,16 +113,6 @@ pub struct Worker {
     pub counters: Arc<WorkerCounters>,
 }
 
-/// `n` ICMP fragments given up by the reassembly (crate::reasm).
-fn count_icmp_fragments_dropped(c: &WorkerCounters, n: u64) {
-    if n > 0 {
-        c.add(FIXED_FRAGMENTED_ICMP, n);
-        c.add(stats::DROPPED, n);
-    }
-}
-
-const FIXED_FRAGMENTED_ICMP: usize = stats::FIXED + DropReason::FragmentedIcmp as usize;
-
 /// "SRC -> DST protocol N" of an IP packet, for log lines.
 fn describe(p: &[u8]) -> String {
     use std::net::{Ipv4Addr, Ipv6Addr};
@@ -210,7 +200,7 @@ impl Worker {
             r.expire(now);
             std::mem::take(&mut r.timed_out)
         };
-        count_icmp_fragments_dropped(c, n);
+        c.dropped(DropReason::FragmentedIcmp, n);
     }
 
     pub fn run(self) {
@@ -279,8 +269,7 @@ impl Worker {
             // The kernel's own MLD reports on the TUN (sent from ::): not
             // translated (RFC 7915 §1.3), counted without asking the core.
             if in_v6 && len >= 40 && buf[BASE + 24] == 0xff {
-                c.drop_reason(DropReason::Ipv6Multicast);
-                c.add(stats::DROPPED, 1);
+                c.dropped(DropReason::Ipv6Multicast, 1);
                 continue;
             }
             // RFC 7915 §4.2 / §5.2: an ICMP message is translated whole;
@@ -297,12 +286,12 @@ impl Worker {
                     (o, std::mem::take(&mut r.timed_out))
                 };
                 // Fragments of datagrams that did not all come in time.
-                count_icmp_fragments_dropped(c, timed_out);
+                c.dropped(DropReason::FragmentedIcmp, timed_out);
                 match o {
                     Offer::NotMine => {}
                     Offer::Held => continue,
                     Offer::Dropped(n) => {
-                        count_icmp_fragments_dropped(c, n);
+                        c.dropped(DropReason::FragmentedIcmp, n);
                         let r = DropReason::FragmentedIcmp;
                         if !seen[r as usize] {
                             seen[r as usize] = true;
@@ -488,8 +477,7 @@ impl Worker {
                     reason,
                 } => {
                     // Not translated: counted as dropped, and the error sent.
-                    c.drop_reason(reason);
-                    c.add(stats::DROPPED, 1);
+                    c.dropped(reason, 1);
                     if start >= vlen {
                         buf[start - vlen..start].fill(0);
                         if !self.shared.icmp_error_allowed(&buf[start..start + olen]) {
@@ -511,8 +499,7 @@ impl Worker {
                 Verdict::Drop(r) => Some(r),
             };
             if let Some(r) = reason {
-                c.drop_reason(r);
-                c.add(stats::DROPPED, 1);
+                c.dropped(r, 1);
                 let first = !seen[r as usize];
                 if first || crate::log::enabled(crate::config::Level::Debug) {
                     seen[r as usize] = true;

@@ -246,25 +246,23 @@ impl Reassembler {
     /// Drops the datagrams whose time is up; their fragments are added to
     /// [`Self::timed_out`].
     pub fn expire(&mut self, now_ms: u64) {
-        let mut n = 0;
-        self.entries.retain(|e| {
-            let keep = now_ms.saturating_sub(e.born_ms) < TIMEOUT_MS;
-            if !keep {
-                n += e.frags;
-            }
-            keep
-        });
-        self.timed_out += n;
+        self.timed_out += self.remove_where(|e| now_ms.saturating_sub(e.born_ms) >= TIMEOUT_MS);
     }
 
     /// Removes the datagram `key`; the number of fragments it held.
     fn remove(&mut self, key: Key) -> u64 {
+        self.remove_where(|e| e.key == key)
+    }
+
+    /// Removes the datagrams `gone` says; the number of fragments they held.
+    fn remove_where(&mut self, gone: impl Fn(&Entry) -> bool) -> u64 {
         let mut n = 0;
         self.entries.retain(|e| {
-            if e.key == key {
+            if gone(e) {
                 n += e.frags;
+                return false;
             }
-            e.key != key
+            true
         });
         n
     }

@@ -75,9 +75,12 @@ impl WorkerCounters {
         let c = &self.v[i];
         c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
     }
+    /// `n` packets not translated for reason `r`: the reason and
+    /// `dropped_packets`.
     #[inline]
-    pub fn drop_reason(&self, r: DropReason) {
-        self.add(FIXED + r as usize, 1);
+    pub fn dropped(&self, r: DropReason, n: u64) {
+        self.add(FIXED + r as usize, n);
+        self.add(DROPPED, n);
     }
     pub fn get(&self, i: usize) -> u64 {
         self.v[i].load(Ordering::Relaxed)
@@ -483,9 +486,10 @@ mod tests {
         let b = r.new_worker();
         a.add(T46_PKTS, 2);
         b.add(T46_PKTS, 3);
-        b.drop_reason(DropReason::Src4Denied);
+        b.dropped(DropReason::Src4Denied, 1);
         let s = r.snapshot();
         assert_eq!(s.fixed[T46_PKTS], 5);
+        assert_eq!(s.fixed[DROPPED], 1);
         let p = s.pairs();
         // + config_reloads, config_reload_failures, datapath_ebpf.
         assert_eq!(p.len(), FIXED + 3 + DropReason::COUNT);
