@@ -341,6 +341,20 @@ def test_check_names_bad_datapath_keys(tmp_path):
     assert (
         "datapath=auto: tun (load failure forced by XLAT_EBPF_FORCE_FAIL" in cp.stdout
     )
+    # kind = "ebpf" where the kernel refuses the programs: the file is valid,
+    # but `xlat run` would exit 1, and so does `xlat check`.
+    f.write_text('pool6 = "64:ff9b::/96"\n[datapath]\nkind = "ebpf"\n')
+    cp = subprocess.run(
+        [str(XLAT), "check", "-c", str(f)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={"XLAT_EBPF_FORCE_FAIL": "1", "PATH": "/usr/bin:/bin"},
+    )
+    assert cp.returncode == 1, cp
+    assert cp.stdout.startswith("valid: "), cp.stdout
+    assert "datapath=ebpf: `xlat run` would fail here" in cp.stdout, cp.stdout
+    assert 'error: datapath.kind: "ebpf": the kernel refuses' in cp.stderr, cp.stderr
 
 
 def _udp(side: str, t, port: int, payload: bytes) -> bytes:

@@ -90,28 +90,34 @@ fn json_stats(body: &str) -> String {
 
 /// Which datapath `xlat run` would use for `s`, and why (the eBPF programs
 /// are loaded and unloaded again to ask the kernel; nothing is attached).
-fn datapath_verdict(s: &config::Settings) -> String {
+/// `Err` carries the verdict when `xlat run` would fail here: `kind =
+/// "ebpf"` and the kernel refuses the programs.
+fn datapath_verdict(s: &config::Settings) -> Result<String, (String, String)> {
     use config::DatapathKind;
     let kind = s.datapath.kind;
     if kind == DatapathKind::Tun {
-        return "tun (kind = \"tun\")".into();
+        return Ok("tun (kind = \"tun\")".into());
     }
     if let (DatapathKind::Auto, Some(why)) = (kind, ebpf::unsupported(s)) {
-        return format!("auto: tun ({why})");
+        return Ok(format!("auto: tun ({why})"));
     }
     match ebpf::FastPath::load_sized(s.datapath.flow_entries) {
-        Ok(_) => format!(
+        Ok(_) => Ok(format!(
             "{}: ebpf with the tun slow path (the kernel accepts the programs)",
             kind.name()
-        ),
-        Err(e) if kind == DatapathKind::Auto => format!("auto: tun ({e})"),
-        Err(e) => format!("ebpf: `xlat run` would fail here ({e})"),
+        )),
+        Err(e) if kind == DatapathKind::Auto => Ok(format!("auto: tun ({e})")),
+        Err(e) => Err((
+            format!("ebpf: `xlat run` would fail here ({e})"),
+            e.to_string(),
+        )),
     }
 }
 
 fn check(path: &str) -> i32 {
     match config::load(path) {
         Ok(s) => {
+            let verdict = datapath_verdict(&s);
             let nat = if s.mode == config::Mode::Nat64 {
                 format!(
                     " pool4={} static-bib={}",
@@ -122,7 +128,9 @@ fn check(path: &str) -> i32 {
                 String::new()
             };
             println!(
-                "ok: {path}: mode={} pool6={} eamt={} tun={} queues={} routes={} socket={}{nat} datapath={}",
+                "{}: {path}: mode={} pool6={} eamt={} tun={} queues={} routes={} socket={}{nat} datapath={}",
+                // "valid": the file is, but `xlat run` would fail here.
+                if verdict.is_ok() { "ok" } else { "valid" },
                 s.mode.name(),
                 s.pool6
                     .map(|p| p.to_string())
@@ -140,7 +148,9 @@ fn check(path: &str) -> i32 {
                 },
                 s.tun.routes,
                 s.control_socket,
-                datapath_verdict(&s)
+                match &verdict {
+                    Ok(v) | Err((v, _)) => v,
+                }
             );
             // Interfaces are looked up when xlat runs: one that is missing
             // here now may come later, but say so.
@@ -157,6 +167,15 @@ fn check(path: &str) -> i32 {
             }
             if let Some(n) = config::wkp_note(&s, s.pool6) {
                 eprintln!("note: {n}");
+            }
+            // The file is valid, but `xlat run` would exit 1 here: say so
+            // in the status too, for scripts (ExecStartPre, the lab).
+            if let Err((_, why)) = verdict {
+                eprintln!(
+                    "error: datapath.kind: \"ebpf\": the kernel refuses the fast path here ({why}); \
+                     `xlat run` would exit 1 (kind = \"auto\" would run on tun)"
+                );
+                return 1;
             }
             0
         }
