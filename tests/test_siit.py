@@ -534,3 +534,57 @@ def test_rfc7757_simple_hairpin_through_the_kernel_is_one_hop_not_a_loop(datapat
         assert "routing loop" not in x.log()
     finally:
         close_siit(t, x)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc7915_s5_1_identification_is_not_a_counter(datapath):
+    """RFC 7915 section 5.1: the IPv4 Identification of a translated IPv6 packet is
+    set by a Fragment Identification algorithm; for the DF = 0 packets (up to 1260
+    bytes) it must not repeat for one address pair within the datagram lifetime
+    (RFC 6864 section 4.1) and should not be predictable (RFC 7739). 64 datagrams
+    of one address pair (other ports, so the TUN's queues share them): at most 2
+    Identifications repeat (random 16-bit values: 0.03 pairs expected), and they
+    are not a counter (each queue counting from its own start gave 1, 2, 1, 3, 2,
+    ...)."""
+    t, x = make_siit(datapath=datapath)
+    try:
+        cap = t.lab.spawn(
+            t.h4,
+            [
+                "tcpdump",
+                "-n",
+                "-l",
+                "-v",
+                "-c",
+                "64",
+                "-i",
+                "eth0",
+                "udp dst port 7300",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(0.5)  # tcpdump attaches
+        mac = mac_of(t.lab, t.router, t.dev6)
+        frames = [
+            bytes(
+                IPv6(src=t.h6_addr, dst=t.h4_v6)
+                / UDP(sport=20000 + i, dport=7300)
+                / b"id"
+            ).hex()
+            for i in range(64)
+        ]
+        send_l2(t.lab, t.h6, mac, *frames, ethertype="0x86dd")
+        try:
+            out, _ = cap.communicate(timeout=10)
+        finally:
+            t.lab.stop(cap)
+        ids = [int(m) for m in re.findall(r"\bid (\d+),", out)]
+        assert len(ids) == 64, out
+        assert "[DF]" not in out, out
+        assert len(set(ids)) >= 62, sorted(ids)
+        assert max(ids) - min(ids) > 4096, sorted(ids)
+    finally:
+        close_siit(t, x)

@@ -105,6 +105,50 @@ const BASE: usize = 16 + HEADROOM;
 /// Largest packet: 64 KiB GSO super-packet plus growth.
 const BUF: usize = BASE + 65_536 + 256;
 
+/// 16 random bytes from the kernel (keys NAT64's table hashes and its RFC
+/// 6056 port function, seeds each queue's [`IdentRng`]).
+pub(crate) fn kernel_random() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    // SAFETY: b is a valid writable buffer of 16 bytes.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != 16 {
+        // Fall back on the clock and pid: weaker, but never fails.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        b = (t ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
+    }
+    b
+}
+
+/// The IPv4 Identifications a queue invents (RFC 7915 §5.1: "set according
+/// to a Fragment Identification algorithm"; the eBPF fast path takes
+/// `bpf_get_prandom_u32`): xorshift64* seeded from the kernel, one per
+/// queue. Random, not a counter: each queue counting from its own start
+/// gave the same Identification to packets of one address pair within
+/// microseconds when both queues carried it, and a counter is predictable
+/// (RFC 7739 §3, RFC 6864 §4.1).
+pub(crate) struct IdentRng(u64);
+
+impl IdentRng {
+    pub(crate) fn new() -> IdentRng {
+        let b = kernel_random();
+        let s = u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]));
+        // xorshift's state must not be zero.
+        IdentRng(if s == 0 { 0x9e37_79b9_7f4a_7c15 } else { s })
+    }
+
+    pub(crate) fn next(&mut self) -> u32 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+    }
+}
+
 pub struct Worker {
     pub id: usize,
     pub fd: RawFd,
@@ -212,7 +256,8 @@ impl Worker {
         let zero_hdr = [0u8; VNET_HDR_LEN];
         let mut gen = self.shared.generation.load(Ordering::Acquire);
         let mut tr = self.shared.current();
-        let mut seq: u32 = (self.id as u32) << 24;
+        let mut seq: u32 = 0;
+        let mut ident = IdentRng::new();
         let mut limit = RateLimit::new(5.0, 20.0);
         let mut seen = [false; DropReason::COUNT];
         let c = &*self.counters;
@@ -343,7 +388,7 @@ impl Worker {
             }
             let meta = PacketMeta {
                 csum_partial: hdr.needs_csum(),
-                ident_seed: seq,
+                ident_seed: ident.next(),
                 gso: hdr.is_gso(),
                 looped,
             };
@@ -412,7 +457,7 @@ impl Worker {
                                         &h,
                                         &mut buf[start..start + olen],
                                         l4,
-                                        seq as u16,
+                                        ident.next() as u16,
                                     );
                                 }
                             }

@@ -19,26 +19,10 @@ use crate::config::{proto_parse, ta4_parse, ta6_parse, Nat64Settings, StaticBib}
 use crate::datapath::Shared;
 use crate::vnet::VNET_HDR_LEN;
 
-/// 16 random bytes from the kernel (keys the table hashes and the RFC 6056
-/// port function).
-fn secret() -> [u8; 16] {
-    let mut b = [0u8; 16];
-    // SAFETY: b is a valid writable buffer of 16 bytes.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != 16 {
-        // Fall back on the clock and pid: weaker, but never fails.
-        let t = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        b = (t ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
-    }
-    b
-}
-
 /// Builds the state and installs the static BIB entries (RFC 6146 §3.1).
 pub fn build_state(n: &Nat64Settings) -> Result<Arc<Nat64State>, String> {
-    let st = Nat64State::new(n.core(), secret()).map_err(|e| format!("nat64.pool4: {e}"))?;
+    let st = Nat64State::new(n.core(), crate::datapath::kernel_random())
+        .map_err(|e| format!("nat64.pool4: {e}"))?;
     for (i, b) in n.bib.iter().enumerate() {
         st.add_static(b.proto, b.v6, b.v4, 0)
             .map_err(|e| format!("nat64.bib[{i}]: {} {}: {e:?}", b.v6, b.v4))?;
