@@ -27,7 +27,7 @@ from conftest import (
     ping,
     send_l2,
 )
-from scapy.layers.inet import UDP
+from scapy.layers.inet import IP, UDP, fragment
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment, fragment6
 
 from lab.topology import nat64_single, xlat464
@@ -333,6 +333,56 @@ def test_rfc6146_3_4_held_fragments_that_time_out_are_dropped(env):
     assert after["dropped_packets"] - before["dropped_packets"] >= 2, after
     d = after["translated_6to4_packets"] - before["translated_6to4_packets"]
     assert d == 0, d
+
+
+@pytest.mark.timeout(40)
+def test_rfc6146_3_4_ipv4_udp_without_checksum_gets_one(env):
+    """RFC 6146 section 3.4: the NAT64 calculates the checksum of an IPv4 UDP datagram
+    that has none (0), and reassembles a fragmented one to do so. On a client's UDP
+    session the IPv4 server answers with checksum 0: unfragmented, in 3 fragments in
+    order, and in 3 fragments last first (the first arrives after the NAT64 held the
+    others). The client's kernel takes all three intact, so the checksums are right."""
+    t = env.t
+    before = env.x.stats()
+    rx = nsio_bg(
+        t.lab, t.c1, "udp-recv", "--bind", "::", "--port", 7330, "--count", 3,
+        "--timeout", 6,
+    )  # fmt: skip
+    try:
+        open6 = IPv6(src=t.c1_addr, dst=t.h4_v6) / UDP(sport=7330, dport=7331) / b"o"
+        send_l2(
+            t.lab, t.c1, mac_of(t.lab, t.router, "eth6a"), bytes(open6).hex(),
+            ethertype="0x86dd",
+        )  # fmt: skip
+        sess = sessions(env.x, t.c1_addr)
+        udp = [s for s in sess if s[0] == "udp" and s[1].endswith("#7330")]
+        assert udp and udp[0][2].startswith(POOL4_ADDR + "#"), sess
+        port = int(udp[0][2].split("#")[1])
+        payloads = [b"zero-sum whole", bytes(range(256)) * 10, bytes(2500)]
+        ids = [0, 0x7A01, 0x7A02]
+        dgrams = [
+            IP(src=t.h4_addr, dst=POOL4_ADDR, id=i)
+            / UDP(sport=7331, dport=port, chksum=0)
+            / p
+            for i, p in zip(ids, payloads)
+        ]
+        frames = [bytes(dgrams[0]).hex()]
+        frames += [bytes(f).hex() for f in fragment(IP(bytes(dgrams[1])), 1000)]
+        last_first = [bytes(f).hex() for f in fragment(IP(bytes(dgrams[2])), 1000)]
+        assert len(frames) == 4 and len(last_first) == 3
+        frames += list(reversed(last_first))
+        send_l2(t.lab, t.h4, mac_of(t.lab, t.router, "eth4"), *frames)
+        out, _ = rx.communicate(timeout=10)
+    finally:
+        if rx.poll() is None:
+            t.lab.stop(rx)
+    got = [bytes.fromhex(g["data"]) for g in json.loads(out)]
+    assert got == payloads, [len(g) for g in got]
+    after = env.x.stats()
+    d = after["udp_checksum_zero_reassembled"] - before["udp_checksum_zero_reassembled"]
+    assert d == 2, after
+    for reason in ("udp_checksum_zero", "udp_checksum_zero_fragmented"):
+        assert after[reason] == before[reason], (reason, after)
 
 
 @pytest.mark.timeout(40)

@@ -149,6 +149,19 @@ impl IdentRng {
     }
 }
 
+/// The fragments NAT64 held (RFC 6146 §3.4, out of order) for the datagram
+/// whose first fragment is `first`, an IPv4 UDP fragment without checksum:
+/// taken out of the core's fragment table to be reassembled with it.
+fn held_before_first(t: &Nat64Translator, first: &[u8]) -> Vec<Vec<u8>> {
+    let a = |o: usize| std::net::Ipv4Addr::new(first[o], first[o + 1], first[o + 2], first[o + 3]);
+    t.state().frag_take_held4(
+        a(12),
+        a(16),
+        u16::from_be_bytes([first[4], first[5]]),
+        first[9],
+    )
+}
+
 pub struct Worker {
     pub id: usize,
     pub fd: RawFd,
@@ -232,7 +245,7 @@ fn writev2(fd: RawFd, a: &[u8], b: &[u8]) -> bool {
 }
 
 impl Worker {
-    /// Counts the fragments of ICMP datagrams whose time ran out (when the
+    /// Counts the fragments of reassemblies whose time ran out (when the
     /// queue is idle, and now and then under load).
     fn expire_reassembly(&self, c: &WorkerCounters) {
         let now = self.shared.now_ms();
@@ -242,9 +255,28 @@ impl Worker {
                 return;
             }
             r.expire(now);
-            std::mem::take(&mut r.timed_out)
+            (
+                std::mem::take(&mut r.timed_out),
+                std::mem::take(&mut r.timed_out_udp),
+            )
         };
-        c.dropped(DropReason::FragmentedIcmp, n);
+        c.dropped(DropReason::FragmentedIcmp, n.0);
+        c.dropped(DropReason::UdpChecksumZeroFragmented, n.1);
+    }
+
+    /// NAT64 only: whether the IPv4 packet `p` goes to the reassembler as
+    /// part of a UDP datagram without checksum (RFC 6146 §3.4): its first
+    /// fragment, or a later one of a datagram in progress there.
+    fn nat64_udp0_fragment(&self, tr: &Engine, p: &[u8]) -> bool {
+        matches!(tr, Engine::Nat64(_))
+            && (reasm::is_udp4_zero_checksum_first_fragment(p)
+                || (reasm::is_udp4_later_fragment(p)
+                    && self
+                        .shared
+                        .reasm
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .holds(p)))
     }
 
     pub fn run(self) {
@@ -318,26 +350,62 @@ impl Worker {
                 continue;
             }
             // RFC 7915 §4.2 / §5.2: an ICMP message is translated whole;
-            // its fragments are put back together first (crate::reasm).
+            // its fragments are put back together first (crate::reasm). So
+            // is, in NAT64, an IPv4 UDP datagram without checksum (RFC 6146
+            // §3.4), with the fragments NAT64 held before its first one.
             let mut len = len;
             let mut reasm_ident = None;
-            if !hdr.is_gso() && reasm::is_icmp_fragment(&buf[BASE..BASE + len]) {
+            let udp0 = !hdr.is_gso() && self.nat64_udp0_fragment(&tr, &buf[BASE..BASE + len]);
+            if udp0 || (!hdr.is_gso() && reasm::is_icmp_fragment(&buf[BASE..BASE + len])) {
                 let now = self.shared.now_ms();
+                let early = match &*tr {
+                    Engine::Nat64(t) if udp0 => held_before_first(t, &buf[BASE..BASE + len]),
+                    _ => Vec::new(),
+                };
                 // offer() does not panic on any input; a poisoned lock must
                 // not stop the queue all the same.
-                let (o, timed_out) = {
+                let (o, timed_out, timed_out_udp) = {
                     let mut r = self.shared.reasm.lock().unwrap_or_else(|e| e.into_inner());
-                    let o = r.offer(&mut buf, BASE, len, now);
-                    (o, std::mem::take(&mut r.timed_out))
+                    let mut gone = 0;
+                    if !early.is_empty() {
+                        // The held fragments go in first, the first fragment
+                        // (which comes back whole at BASE) last.
+                        let first = buf[BASE..BASE + len].to_vec();
+                        for f in &early {
+                            buf[BASE..BASE + f.len()].copy_from_slice(f);
+                            if let Offer::Dropped(n) = r.offer(&mut buf, BASE, f.len(), now) {
+                                gone += n;
+                            }
+                        }
+                        buf[BASE..BASE + len].copy_from_slice(&first);
+                    }
+                    let o = match r.offer(&mut buf, BASE, len, now) {
+                        Offer::Dropped(n) => Offer::Dropped(n + gone),
+                        o => {
+                            c.dropped(DropReason::UdpChecksumZeroFragmented, gone);
+                            o
+                        }
+                    };
+                    (
+                        o,
+                        std::mem::take(&mut r.timed_out),
+                        std::mem::take(&mut r.timed_out_udp),
+                    )
                 };
                 // Fragments of datagrams that did not all come in time.
                 c.dropped(DropReason::FragmentedIcmp, timed_out);
+                c.dropped(DropReason::UdpChecksumZeroFragmented, timed_out_udp);
+                let why = if udp0 {
+                    DropReason::UdpChecksumZeroFragmented
+                } else {
+                    DropReason::FragmentedIcmp
+                };
                 match o {
                     Offer::NotMine => {}
                     Offer::Held => continue,
                     Offer::Dropped(n) => {
-                        c.dropped(DropReason::FragmentedIcmp, n);
-                        let r = DropReason::FragmentedIcmp;
+                        c.dropped(why, n);
+                        let r = why;
                         if !seen[r as usize] {
                             seen[r as usize] = true;
                             if limit.allow(Instant::now()) {
@@ -348,7 +416,14 @@ impl Worker {
                     }
                     Offer::Complete { len: l, ident } => {
                         len = l;
-                        c.add(stats::ICMP_REASSEMBLED, 1);
+                        c.add(
+                            if udp0 {
+                                stats::UDP_REASSEMBLED
+                            } else {
+                                stats::ICMP_REASSEMBLED
+                            },
+                            1,
+                        );
                         if in_v6 {
                             reasm_ident = Some(ident);
                         }

@@ -93,7 +93,7 @@ pub fn dns64_any(data: &[u8]) {
     }
 }
 
-/// The TUN datapath's ICMP reassembly on a sequence of packets: `data` is
+/// The TUN datapath's reassembly (ICMP, NAT64's UDP without checksum) on a sequence of packets: `data` is
 /// cut into packets, each preceded by a length byte and a clock step byte.
 /// The table stays bounded, and a completed datagram is a whole packet (no
 /// fragment fields, lengths that match).

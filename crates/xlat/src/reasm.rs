@@ -1,4 +1,5 @@
-//! Reassembly of fragmented ICMP messages for the TUN datapath.
+//! Reassembly of fragmented ICMP messages, and of NAT64's zero-checksum
+//! IPv4 UDP datagrams, for the TUN datapath.
 //!
 //! RFC 7915 §4.2 / §5.2: the ICMPv6 checksum covers the whole message and a
 //! pseudo-header, the ICMPv4 one the whole message without it, so a fragment
@@ -11,16 +12,25 @@
 //! datapath sends it without DF and the kernel fragments it on the egress
 //! link, RFC 7915 §5.1.1).
 //!
+//! RFC 6146 §3.4: a NAT64 "MUST reassemble" IPv4 UDP datagrams with a zero
+//! checksum and calculate the checksum (the IPv6 one is mandatory and covers
+//! the whole datagram). In NAT64 mode the datapath offers the first fragment
+//! of such a datagram (the one that shows the zero checksum), the fragments
+//! NAT64 held for it before it came, and then every fragment of the same
+//! datagram ([`Reassembler::holds`]); the whole datagram goes to the core,
+//! which computes the checksum.
+//!
 //! Bounded: at most [`MAX_ENTRIES`] datagrams in progress (when full, a
 //! fragment of a new datagram is refused and the datagrams in progress are
 //! kept), each at most 65535 bytes, dropped after [`TIMEOUT_MS`] (its
-//! fragments counted in [`Reassembler::timed_out`]; the datapath also
-//! expires them when it is idle, so they are counted without waiting for
-//! the next ICMP fragment).
+//! fragments counted in [`Reassembler::timed_out`] or
+//! [`Reassembler::timed_out_udp`]; the datapath also expires them when it
+//! is idle, so they are counted without waiting for the next fragment).
 //! Overlapping fragments drop the datagram (RFC 5722 for IPv6; the same rule
 //! for IPv4 keeps the code small: a real sender never overlaps). Every
 //! fragment given up is counted once: [`Offer::Dropped`] carries how many.
-//! Only ICMP fragments come here, so the normal path pays one header test.
+//! Only ICMP fragments (and NAT64's UDP fragments) come here, so the normal
+//! path pays one header test.
 
 /// Datagrams being reassembled at once.
 pub const MAX_ENTRIES: usize = 64;
@@ -36,6 +46,7 @@ enum Key {
         src: [u8; 4],
         dst: [u8; 4],
         id: u16,
+        proto: u8,
     },
     V6 {
         src: [u8; 16],
@@ -58,6 +69,12 @@ struct Entry {
     frags: u64,
 }
 
+impl Entry {
+    fn is_udp(&self) -> bool {
+        matches!(self.key, Key::V4 { proto: 17, .. })
+    }
+}
+
 /// What [`Reassembler::offer`] did with a packet.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Offer {
@@ -77,9 +94,46 @@ pub enum Offer {
 #[derive(Default)]
 pub struct Reassembler {
     entries: Vec<Entry>,
-    /// Fragments of datagrams that did not all come within [`TIMEOUT_MS`],
-    /// dropped and not yet collected by the caller (who counts them).
+    /// Fragments of ICMP datagrams that did not all come within
+    /// [`TIMEOUT_MS`], dropped and not yet collected by the caller (who
+    /// counts them).
     pub timed_out: u64,
+    /// The same for UDP datagrams.
+    pub timed_out_udp: u64,
+}
+
+/// The key of the IPv4 fragment `pkt` (at least 20 bytes).
+fn key4(pkt: &[u8]) -> Key {
+    Key::V4 {
+        src: pkt[12..16].try_into().unwrap(),
+        dst: pkt[16..20].try_into().unwrap(),
+        id: u16::from_be_bytes([pkt[4], pkt[5]]),
+        proto: pkt[9],
+    }
+}
+
+/// Whether `pkt` is a fragment (offset or MF) of an IPv4 UDP datagram.
+fn is_udp4_fragment(pkt: &[u8]) -> bool {
+    pkt.len() >= 20
+        && pkt[0] >> 4 == 4
+        && pkt[9] == 17
+        && u16::from_be_bytes([pkt[6], pkt[7]]) & 0x3fff != 0
+}
+
+/// Whether `pkt` is the first fragment of an IPv4 UDP datagram without
+/// checksum (RFC 768: 0 means none), the fragment that starts a NAT64
+/// reassembly (RFC 6146 §3.4).
+pub fn is_udp4_zero_checksum_first_fragment(pkt: &[u8]) -> bool {
+    if !is_udp4_fragment(pkt) || u16::from_be_bytes([pkt[6], pkt[7]]) & 0x1fff != 0 {
+        return false;
+    }
+    let ihl = usize::from(pkt[0] & 0x0f) * 4;
+    ihl >= 20 && pkt.len() >= ihl + 8 && pkt[ihl + 6] == 0 && pkt[ihl + 7] == 0
+}
+
+/// Whether `pkt` is a non-first fragment of an IPv4 UDP datagram.
+pub fn is_udp4_later_fragment(pkt: &[u8]) -> bool {
+    is_udp4_fragment(pkt) && u16::from_be_bytes([pkt[6], pkt[7]]) & 0x1fff != 0
 }
 
 /// Whether `pkt` is a fragment of an ICMP / ICMPv6 message of a shape this
@@ -108,9 +162,11 @@ impl Reassembler {
     /// Offer the packet `buf[start..start + len]`. On `Complete` the whole
     /// datagram has been written at `buf[start..]` (which must be able to
     /// hold 65535 bytes).
+    /// IPv4 UDP fragments are taken too (the caller decides which: see the
+    /// module doc).
     pub fn offer(&mut self, buf: &mut [u8], start: usize, len: usize, now_ms: u64) -> Offer {
         let pkt = &buf[start..start + len];
-        if !is_icmp_fragment(pkt) {
+        if !is_icmp_fragment(pkt) && !is_udp4_fragment(pkt) {
             return Offer::NotMine;
         }
         self.expire(now_ms);
@@ -121,11 +177,7 @@ impl Reassembler {
                 return Offer::NotMine; // malformed: the core counts it
             }
             let ff = u16::from_be_bytes([pkt[6], pkt[7]]);
-            let key = Key::V4 {
-                src: pkt[12..16].try_into().unwrap(),
-                dst: pkt[16..20].try_into().unwrap(),
-                id: u16::from_be_bytes([pkt[4], pkt[5]]),
-            };
+            let key = key4(pkt);
             (
                 key,
                 ihl,
@@ -243,10 +295,21 @@ impl Reassembler {
         self.entries.len()
     }
 
+    /// Whether the IPv4 packet `pkt` belongs to a datagram in progress.
+    pub fn holds(&self, pkt: &[u8]) -> bool {
+        if pkt.len() < 20 || pkt[0] >> 4 != 4 {
+            return false;
+        }
+        let k = key4(pkt);
+        self.entries.iter().any(|e| e.key == k)
+    }
+
     /// Drops the datagrams whose time is up; their fragments are added to
-    /// [`Self::timed_out`].
+    /// [`Self::timed_out`] (ICMP) and [`Self::timed_out_udp`].
     pub fn expire(&mut self, now_ms: u64) {
-        self.timed_out += self.remove_where(|e| now_ms.saturating_sub(e.born_ms) >= TIMEOUT_MS);
+        let late = |e: &Entry| now_ms.saturating_sub(e.born_ms) >= TIMEOUT_MS;
+        self.timed_out_udp += self.remove_where(|e| late(e) && e.is_udp());
+        self.timed_out += self.remove_where(late);
     }
 
     /// Removes the datagram `key`; the number of fragments it held.
@@ -304,16 +367,25 @@ mod tests {
     /// An ICMPv4 echo of `n` payload bytes split at `cut` (a multiple of 8):
     /// (whole packet, first fragment, second fragment).
     fn v4_frags(n: usize, cut: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+        v4_frags_of(n, cut, 1)
+    }
+
+    /// The same for protocol `proto` (UDP: with the checksum field, bytes
+    /// 6-7 of the payload, zero).
+    fn v4_frags_of(n: usize, cut: usize, proto: u8) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
         let mut whole = vec![0u8; 20 + n];
         whole[0] = 0x45;
         whole[2..4].copy_from_slice(&((20 + n) as u16).to_be_bytes());
         whole[4..6].copy_from_slice(&0x1234u16.to_be_bytes());
         whole[8] = 64;
-        whole[9] = 1;
+        whole[9] = proto;
         whole[12..16].copy_from_slice(&[198, 51, 100, 2]);
         whole[16..20].copy_from_slice(&[192, 0, 2, 2]);
         for (i, b) in whole[20..].iter_mut().enumerate() {
             *b = i as u8;
+        }
+        if proto == 17 {
+            whole[26..28].copy_from_slice(&[0, 0]);
         }
         ipv4_header_checksum(&mut whole);
         let mk = |off: usize, data: &[u8], more: bool| {
@@ -354,12 +426,50 @@ mod tests {
         }
     }
 
+    /// RFC 6146 §3.4: a NAT64's IPv4 UDP datagram without checksum. Only
+    /// its first fragment starts a reassembly; a later one joins a datagram
+    /// in progress (`holds`); one whose time is up is counted as UDP.
+    #[test]
+    fn udp_without_checksum_is_reassembled_from_its_first_fragment() {
+        let (whole, a, b) = v4_frags_of(3008, 1480, 17);
+        assert!(is_udp4_zero_checksum_first_fragment(&a));
+        assert!(!is_udp4_zero_checksum_first_fragment(&b));
+        assert!(is_udp4_later_fragment(&b) && !is_udp4_later_fragment(&a));
+        assert!(!is_udp4_zero_checksum_first_fragment(&whole));
+        let mut with_sum = a.clone();
+        with_sum[27] = 1;
+        assert!(!is_udp4_zero_checksum_first_fragment(&with_sum));
+        let (_, icmp, _) = v4_frags(3008, 1480);
+        assert!(!is_udp4_zero_checksum_first_fragment(&icmp));
+
+        let mut r = Reassembler::new();
+        assert!(!r.holds(&b));
+        assert_eq!(offer(&mut r, &a, 0).0, Offer::Held);
+        assert!(r.holds(&b));
+        // Another protocol with the same addresses and Identification is
+        // another datagram (RFC 791).
+        let mut other = b.clone();
+        other[9] = 6;
+        assert!(!r.holds(&other));
+        let (o, out) = offer(&mut r, &b, 1);
+        assert!(matches!(o, Offer::Complete { len: 3028, .. }), "{o:?}");
+        assert_eq!(out, whole);
+
+        assert_eq!(offer(&mut r, &a, 10).0, Offer::Held);
+        let (_, icmp_a, _) = v4_frags(3008, 1480);
+        assert_eq!(offer(&mut r, &icmp_a, 10).0, Offer::Held);
+        r.expire(10 + TIMEOUT_MS);
+        assert_eq!((r.timed_out, r.timed_out_udp), (1, 1));
+    }
+
     #[test]
     fn whole_packets_and_other_protocols_are_not_mine() {
         let (whole, mut a, _) = v4_frags(100, 48);
         let mut r = Reassembler::new();
         assert_eq!(offer(&mut r, &whole, 0).0, Offer::NotMine);
-        a[9] = 17;
+        // TCP (UDP fragments are taken: the caller chooses which, NAT64's
+        // without checksum).
+        a[9] = 6;
         assert_eq!(offer(&mut r, &a, 0).0, Offer::NotMine);
     }
 

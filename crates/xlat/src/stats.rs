@@ -9,7 +9,7 @@ use xlat_core::nat64::{Counts, Nat64State, Proto};
 use xlat_core::DropReason;
 
 /// The datapath's own counters, by index.
-pub const NAMES: [&str; 18] = [
+pub const NAMES: [&str; 19] = [
     "translated_4to6_packets",
     "translated_4to6_bytes",
     "translated_6to4_packets",
@@ -28,6 +28,7 @@ pub const NAMES: [&str; 18] = [
     "routing_loop_packets",
     "icmp_errors_rate_limited",
     "fragments_held",
+    "udp_checksum_zero_reassembled",
 ];
 pub const T46_PKTS: usize = 0;
 pub const T46_BYTES: usize = 1;
@@ -51,6 +52,9 @@ pub const ROUTING_LOOP: usize = 15;
 pub const ICMP_RATE_LIMITED: usize = 16;
 /// NAT64 fragments held until their first fragment came (not translated yet).
 pub const FRAGMENTS_HELD: usize = 17;
+/// NAT64: IPv4 UDP datagrams without checksum put back together from
+/// fragments to calculate it (RFC 6146 §3.4, crate::reasm).
+pub const UDP_REASSEMBLED: usize = 18;
 pub const FIXED: usize = NAMES.len();
 pub const TOTAL: usize = FIXED + DropReason::COUNT;
 
@@ -402,6 +406,11 @@ impl Snapshot {
                 "xlat_icmp_reassembled_total",
                 ICMP_REASSEMBLED,
                 "Fragmented ICMP messages reassembled to be translated whole.",
+            ),
+            (
+                "xlat_udp_checksum_zero_reassembled_total",
+                UDP_REASSEMBLED,
+                "NAT64: IPv4 UDP datagrams without checksum reassembled to calculate it (RFC 6146 section 3.4).",
             ),
             (
                 "xlat_routing_loop_packets_total",

@@ -277,6 +277,19 @@ impl FragTable {
         Ok(Lookup::Held)
     }
 
+    /// Takes out the fragments held for `key` while its first fragment has
+    /// not been seen (for a reassembly elsewhere: RFC 6146 §3.4, UDP
+    /// without checksum); the entry goes with them. An entry that has its
+    /// addresses is left alone.
+    pub fn take_held(&mut self, key: &FragKey) -> Vec<Vec<u8>> {
+        if self.map.get(key).is_none_or(|e| e.map.is_some()) {
+            return Vec::new();
+        }
+        let held = self.map.remove(key).map(|e| e.held).unwrap_or_default();
+        self.held_bytes -= held.iter().map(Vec::len).sum::<usize>();
+        held
+    }
+
     /// Removes the entries whose deadline is at or before `now`, dropping
     /// the fragments they still hold. Cost proportional to what expires.
     pub fn expire(&mut self, now: u64) -> FragExpired {
@@ -345,6 +358,30 @@ mod tests {
             src: "64:ff9b::c633:6407".parse().unwrap(),
             dst: "2001:db8::5".parse().unwrap(),
         }
+    }
+
+    /// RFC 6146 §3.4 (UDP without checksum, reassembled elsewhere): the
+    /// fragments held before the first one are taken out with their entry
+    /// and their bytes; an entry that has its addresses is left alone.
+    #[test]
+    fn take_held_empties_only_entries_without_addresses() {
+        let mut f = t(8);
+        let last = FragPiece {
+            offset: 2464,
+            len: 100,
+            last: true,
+        };
+        assert_eq!(f.lookup_or_hold(k4(1), &[1; 50], MID, 0), Ok(Lookup::Held));
+        assert_eq!(f.lookup_or_hold(k4(1), &[2; 60], last, 1), Ok(Lookup::Held));
+        assert_eq!(f.held_bytes(), 110);
+        assert_eq!(f.take_held(&k4(1)), vec![vec![1; 50], vec![2; 60]]);
+        assert_eq!((f.held_bytes(), f.len()), (0, 0));
+        assert_eq!(f.take_held(&k4(1)), Vec::<Vec<u8>>::new());
+        // Its deadline no longer counts anything.
+        assert_eq!(f.expire(FRAG_TIMEOUT_MS + 5), FragExpired::default());
+        f.insert(k4(2), m4(), FIRST, 0).unwrap();
+        assert_eq!(f.take_held(&k4(2)), Vec::<Vec<u8>>::new());
+        assert_eq!(f.lookup(&k4(2), 1), Some(m4()));
     }
 
     /// RFC 6146 §3.4: the first fragment's addresses serve the later ones

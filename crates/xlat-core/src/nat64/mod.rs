@@ -1936,6 +1936,24 @@ impl Nat64State {
         lock(&self.frags).lookup_or_hold(key, pkt, piece, now)
     }
 
+    /// The fragments held for the IPv4 datagram (`src`, `dst`, `ident`,
+    /// `proto`) before its first fragment came, taken out of the fragment
+    /// table (see [`frag::FragTable::take_held`]).
+    pub fn frag_take_held4(
+        &self,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        ident: u16,
+        proto: u8,
+    ) -> Vec<Vec<u8>> {
+        lock(&self.frags).take_held(&frag::FragKey::V4 {
+            src,
+            dst,
+            ident,
+            proto,
+        })
+    }
+
     /// Held fragments dropped because their first fragment did not come in
     /// time, since start (the `nat64_fragment_timeout` drop reason).
     pub fn frag_timeouts(&self) -> u64 {

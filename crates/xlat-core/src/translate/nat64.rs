@@ -368,8 +368,12 @@ pub struct Nat64Translator {
 
 impl Nat64Translator {
     /// `cfg.addressing.pool6` must be set (RFC 6146 §2: Pref64::/n).
-    pub fn new(cfg: Config, state: Arc<Nat64State>) -> Result<Self, &'static str> {
+    /// RFC 6146 §3.4: the NAT64 calculates the checksum of an IPv4 UDP
+    /// datagram that has none, so `amend_udp_checksum_zero` (RFC 7915 §4.5,
+    /// a SIIT option) is always on here.
+    pub fn new(mut cfg: Config, state: Arc<Nat64State>) -> Result<Self, &'static str> {
         let pool6 = cfg.addressing.pool6.ok_or("nat64 needs pool6")?;
+        cfg.amend_udp_checksum_zero = true;
         Ok(Nat64Translator { cfg, pool6, state })
     }
 
@@ -895,13 +899,18 @@ impl Nat64Translator {
                 );
             }
         };
-        // RFC 7915 §4.5: a fragmented UDP datagram without checksum is
-        // dropped (below, by the translation). Its addresses are not
-        // recorded, so its other fragments are not translated either: they
-        // wait for a first fragment and time out (RFC 6146 §3.4).
+        // RFC 6146 §3.4: a fragmented UDP datagram without checksum is
+        // reassembled so that its checksum can be calculated; the daemon's
+        // TUN datapath does that before calling the core (crate::reasm of
+        // xlat). A first fragment that still comes here (no resources to
+        // reassemble it) is silently discarded, as the RFC says. Its
+        // addresses are not recorded, so its other fragments are not
+        // translated either: they wait for a first fragment and time out.
         let csum0 = p == Proto::Udp && !meta.csum_partial && be16(buf, l4s + 6) == 0;
+        if csum0 && fkey.is_some() {
+            return Err(DropReason::UdpChecksumZeroFragmented);
+        }
         let held = match fkey {
-            Some(_) if csum0 => Vec::new(),
             // RFC 6146 §3.4: first fragment; remember its addresses.
             Some(key) => {
                 let map = FragMap::To6 {

@@ -907,12 +907,38 @@ fn rfc6146_3_4_held_fragment_times_out() {
     assert_eq!(st.frag_entries(), 0);
 }
 
-/// RFC 7915 §4.5 with RFC 6146 §3.4: the first fragment of an IPv4 UDP
-/// datagram without checksum is dropped (answered with 3/13); its other
-/// fragments must not pass either: they wait for a first fragment and time
-/// out, as for a datagram whose first fragment never came.
+/// RFC 6146 §3.4: the NAT64 "MUST calculate the checksum" of an IPv4 UDP
+/// datagram without one, whatever `amend_udp_checksum_zero` (a SIIT option,
+/// off here) says.
 #[test]
-fn rfc7915_4_5_zero_checksum_datagram_drops_all_its_fragments() {
+fn rfc6146_3_4_zero_checksum_datagram_gets_its_checksum() {
+    let st = state_with(|_| {});
+    let t = xlat(st.clone());
+    assert!(t.config().amend_udp_checksum_zero);
+    let o = run(&t, &udp6(CLIENT, 40011, 7000), 0);
+    let out = fwd(&o).to_vec();
+    let (pool, mapped) = (v4src(&out), be16(&out, 20));
+    let r = ip4(
+        a4(SERVER4),
+        pool,
+        proto::UDP,
+        &udp_raw(7000, mapped, b"no sum"),
+    );
+    assert_eq!(be16(&r, 26), 0, "no checksum");
+    let o = run(&t, &r, 1);
+    let p = fwd(&o);
+    assert_ne!(be16(p, 46), 0);
+    assert_eq!(&p[48..], b"no sum");
+}
+
+/// RFC 6146 §3.4: an IPv4 UDP datagram without checksum is reassembled
+/// (by the daemon's datapath) to calculate one; a first fragment that still
+/// reaches the core (no resources to reassemble) is "silently discarded"
+/// (no 3/13, unlike SIIT's RFC 7915 §4.5); its other fragments must not
+/// pass either: they wait for a first fragment and time out, as for a
+/// datagram whose first fragment never came.
+#[test]
+fn rfc6146_3_4_zero_checksum_first_fragment_is_silently_discarded_with_its_datagram() {
     let st = state_with(|_| {});
     let t = xlat(st.clone());
     // A session: the client's datagram creates the BIB entry.
@@ -935,17 +961,7 @@ fn rfc7915_4_5_zero_checksum_datagram_drops_all_its_fragments() {
     };
     let (g1, g2, g3) = (g(0, 96, true), g(96, 192, true), g(192, r.len(), false));
     let o1 = run(&t, &g1, 10);
-    assert!(
-        matches!(
-            o1.v,
-            Verdict::Reply {
-                reason: DropReason::UdpChecksumZeroFragmented,
-                ..
-            }
-        ),
-        "{:?}",
-        o1.v
-    );
+    assert_eq!(o1.v, Verdict::Drop(DropReason::UdpChecksumZeroFragmented));
     for (g, now) in [(&g2, 11), (&g3, 12)] {
         assert_eq!(run_frags(&t, g, now), (Verdict::Fragments, vec![]));
     }
