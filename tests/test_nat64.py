@@ -336,6 +336,39 @@ def test_rfc6146_3_4_held_fragments_that_time_out_are_dropped(env):
 
 
 @pytest.mark.timeout(40)
+def test_rfc6146_3_4_every_held_fragment_that_times_out_is_counted(env):
+    """60 lone non-first fragments over 3 s, each of its own datagram: every one is
+    held and then dropped on timeout, and each is counted (nat64_fragment_timeout,
+    dropped_packets). Those expired by the arrival of a later fragment (not by the
+    housekeeping) went uncounted before."""
+    t = env.t
+    frames = []
+    for i in range(60):
+        pkt = (
+            IPv6(src=t.c1_addr, dst=t.h4_v6, hlim=64)
+            / IPv6ExtHdrFragment(id=0x5A5B0000 + i, offset=150, m=0, nh=17)
+            / bytes(200)
+        )
+        frames.append(bytes(pkt).hex())
+    before = env.x.stats()
+    nsio(
+        t.lab, t.c1, "send-l2", "--dev", "eth0", "--mac",
+        mac_of(t.lab, t.router, "eth6a"), "--ethertype", "0x86dd", "--gap", 0.05,
+        *frames, timeout=30,
+    )  # fmt: skip
+    deadline = time.monotonic() + 15
+    while True:
+        after = env.x.stats()
+        d = after["nat64_fragment_timeout"] - before["nat64_fragment_timeout"]
+        if d >= 60 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert after["fragments_held"] - before["fragments_held"] == 60, after
+    assert d == 60, d
+    assert after["dropped_packets"] - before["dropped_packets"] >= 60, after
+
+
+@pytest.mark.timeout(40)
 def test_rfc6146_3_4_ipv4_udp_without_checksum_gets_one(env):
     """RFC 6146 section 3.4: the NAT64 calculates the checksum of an IPv4 UDP datagram
     that has none (0), and reassembles a fragmented one to do so. On a client's UDP

@@ -935,7 +935,6 @@ pub struct Nat64State {
     /// locked while a shard lock is held).
     frags: Mutex<frag::FragTable>,
     /// Held fragments dropped on timeout, since start (`nat64_fragment_timeout`).
-    frag_timeouts: AtomicU64,
     /// Per-shard bound of the cache log (0: not recorded), see
     /// [`Nat64State::set_cache_log`].
     cache_log_cap: AtomicUsize,
@@ -1053,7 +1052,6 @@ impl Nat64State {
                 frag::FRAG_TIMEOUT_MS,
                 SipBuild::derive(&secret, 3),
             )),
-            frag_timeouts: AtomicU64::new(0),
             cache_log_cap: AtomicUsize::new(0),
             cache_log_overflow: AtomicU64::new(0),
         })
@@ -1776,8 +1774,6 @@ impl Nat64State {
         let fx = lock(&self.frags).expire(now);
         out.fragments_expired = fx.entries;
         out.fragments_timed_out = fx.held_dropped;
-        self.frag_timeouts
-            .fetch_add(fx.held_dropped as u64, Ordering::Relaxed);
         let n = self.shards.len();
         let start = self.expire_cursor.fetch_add(1, Ordering::Relaxed) % n;
         let mut left = budget;
@@ -1957,7 +1953,8 @@ impl Nat64State {
     /// Held fragments dropped because their first fragment did not come in
     /// time, since start (the `nat64_fragment_timeout` drop reason).
     pub fn frag_timeouts(&self) -> u64 {
-        self.frag_timeouts.load(Ordering::Relaxed)
+        // Counted by the table: inserts and lookups expire entries too.
+        lock(&self.frags).held_timed_out()
     }
 
     /// Entries in the fragment table.
