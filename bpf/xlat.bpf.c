@@ -117,6 +117,18 @@ struct {
 	__type(value, struct xlat_cfg);
 } xlat_cfg SEC(".maps");
 
+/* The daemon's lease (bpf_ktime_get_ns, CLOCK_MONOTONIC): the program
+ * translates only while the daemon renews it. A daemon that dies without
+ * detaching (SIGKILL, a crash) leaves the filters attached; within the lease
+ * they stop translating with its stale configuration and pass everything
+ * on. ~0: no lease (loaded, not attached: the differential tests). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} xlat_lease SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__uint(max_entries, 131072);
@@ -238,10 +250,13 @@ static __always_inline int count(__u32 i)
 	return 0;
 }
 
+/* Not ours, or for the slow path: on up the stack. TC_ACT_UNSPEC, not
+ * TC_ACT_OK: the filters after ours on the hook (another xlat's, an
+ * operator's) still see the packet; at the end of the chain it passes. */
 static __always_inline int pass(__u32 reason)
 {
 	count(reason);
-	return TC_ACT_OK;
+	return TC_ACT_UNSPEC;
 }
 
 struct hdr4 {
@@ -1282,13 +1297,16 @@ int xlat_ingress(struct __sk_buff *skb)
 	__u32 z = 0;
 	__u32 *g = bpf_map_lookup_elem(&xlat_gen, &z);
 	if (!g)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	/* The configuration word: its low bit selects the active half of the
 	 * double-buffered configuration, the rest counts installs. */
 	__u32 cw = *g;
 	__u32 gen = cw & 1;
 	struct xlat_cfg *c = bpf_map_lookup_elem(&xlat_cfg, &gen);
 	if (!c || !(c->flags & F_ENABLED))
+		return pass(P_DISABLED);
+	__u64 *lease = bpf_map_lookup_elem(&xlat_lease, &z);
+	if (!lease || (*lease != ~0ULL && bpf_ktime_get_ns() > *lease))
 		return pass(P_DISABLED);
 	/* A VLAN tag (accelerated) belongs to a VLAN device: not ours. */
 	if (skb->vlan_present)

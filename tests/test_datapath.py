@@ -226,6 +226,121 @@ def test_restart_interrupts_siit_only_for_the_restart():
         close_siit(t, x)
 
 
+def _filters(t, dev: str) -> int:
+    """How many xlat programs sit on ``dev``'s tc ingress hook in the router."""
+    cp = t.lab.exec(t.router, ["tc", "filter", "show", "dev", dev, "ingress"])
+    return sum("xlat_ingress" in ln for ln in cp.stdout.splitlines())
+
+
+@pytest.mark.timeout(60)
+def test_a_killed_daemon_leaves_no_translator_behind():
+    """A daemon killed with SIGKILL cannot detach its programs. They stop
+    translating within the lease (3 s), so that no translator runs on with the dead
+    daemon's configuration (it did, from its route cache, for ever), and the next
+    start of the same instance replaces them (one filter per interface)."""
+    t, x = make_siit(datapath="ebpf")
+    try:
+        assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0
+        assert x.stats()["ebpf_translated_6to4_packets"] >= 2
+        x.signal(signal.SIGKILL)
+        x.proc.wait(timeout=10)
+        assert _filters(t, t.dev6) == 1, "left attached: no one could detach it"
+        time.sleep(4)
+        cp = ping(t.lab, t.h6, t.h4_v6, count=3, wait=1)
+        assert cp.returncode != 0, cp.stdout
+        x.stop()
+        x.logpath.write_text("")  # start() waits for this run's "ready"
+        x.start()
+        assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0
+        assert x.stats()["ebpf_translated_6to4_packets"] >= 2
+        assert (_filters(t, t.dev6), _filters(t, t.dev4)) == (1, 1)
+    finally:
+        close_siit(t, x)
+
+
+@pytest.mark.timeout(60)
+def test_an_interface_created_again_gets_the_program_again():
+    """The router's IPv4 link (a veth pair) is deleted and made again under the
+    same names: the daemon logs the deletion, attaches the program to the new
+    interface within about a second, and the replies from h4 are translated on
+    the fast path again (they took the TUN datapath, silently, for ever)."""
+    t, x = make_siit(datapath="ebpf")
+    try:
+        assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0
+        r, h4 = t.router, t.h4
+        t.lab.exec(r, ["ip", "link", "del", t.dev4])
+        deadline = time.monotonic() + 5
+        while "interface deleted" not in x.log():
+            assert time.monotonic() < deadline, x.log()
+            time.sleep(0.1)
+        t.lab.exec(
+            r, ["ip", "link", "add", t.dev4, "type", "veth", "peer", "name", "eth0",
+                "netns", h4],
+        )  # fmt: skip
+        for ns, cmd in [
+            (r, ["ip", "addr", "add", f"{t.router_v4}/24", "dev", t.dev4]),
+            (r, ["ip", "link", "set", t.dev4, "up"]),
+            (h4, ["ip", "addr", "add", f"{t.h4_addr}/24", "dev", "eth0"]),
+            (h4, ["ip", "link", "set", "eth0", "up"]),
+            (h4, ["ip", "route", "add", "default", "via", t.router_v4]),
+            (r, ["ip", "route", "add", "198.51.100.0/25", "dev", t.dev4]),
+        ]:
+            t.lab.exec(ns, cmd)
+        deadline = time.monotonic() + 5
+        while "program attached" not in x.log():
+            assert time.monotonic() < deadline, x.log()
+            time.sleep(0.1)
+        assert _filters(t, t.dev4) == 1
+        before = x.stats()["ebpf_translated_4to6_packets"]
+        assert ping(t.lab, t.h6, t.h4_v6, count=3).returncode == 0, x.log()
+        assert x.stats()["ebpf_translated_4to6_packets"] - before >= 3
+        assert x.stop() == 0, x.log()
+        assert f"interfaces={t.dev4},{t.dev6}" in x.log() or (
+            f"interfaces={t.dev6},{t.dev4}" in x.log()
+        ), x.log()
+    finally:
+        close_siit(t, x)
+
+
+@pytest.mark.timeout(60)
+def test_a_second_instance_leaves_the_first_ones_fast_path_alone():
+    """Two xlat instances on the same interfaces (SIIT on xlat0, NAT64 on xlat9):
+    each has its own filter, and the packets one does not translate go on to the
+    other's. The second one's start and stop leave the first one's fast path
+    translating (the second replaced it, and its stop left the hook empty)."""
+    t, x = make_siit(datapath="ebpf")
+    d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+    y = Xlat(
+        t.lab,
+        t.router,
+        'mode = "nat64"\npool6 = "64:ff9b::/96"\n'
+        '[[nat64.pool4]]\nprefix = "203.0.113.0/28"\n'
+        f'[tun]\nname = "xlat9"\n[control]\nsocket = "{d}/xlat9.sock"\n'
+        '[privileges]\nuser = ""\n',
+        d,
+        name="xlat9",
+        datapath="ebpf",
+    )
+
+    def fast_pings() -> int:
+        before = x.stats()["ebpf_translated_6to4_packets"]
+        assert ping(t.lab, t.h6, t.h4_v6, count=3).returncode == 0
+        return x.stats()["ebpf_translated_6to4_packets"] - before
+
+    try:
+        assert fast_pings() >= 3
+        y.start()
+        assert (_filters(t, t.dev6), _filters(t, t.dev4)) == (2, 2)
+        assert fast_pings() >= 3
+        assert y.stop() == 0, y.log()
+        assert (_filters(t, t.dev6), _filters(t, t.dev4)) == (1, 1)
+        assert fast_pings() >= 3
+    finally:
+        y.stop()
+        shutil.rmtree(d, ignore_errors=True)
+        close_siit(t, x)
+
+
 @pytest.mark.timeout(40)
 def test_sighup_pool6_change_updates_the_fast_path():
     """SIGHUP with a new pool6: the fast path's maps follow (no stale mapping):

@@ -331,6 +331,34 @@ impl Daemon {
     }
 
     /// SIGHUP: re-read the file; keep the old config if it is invalid.
+    /// The fast path follows its interfaces (every second): one deleted is
+    /// logged, one created again gets the program again.
+    fn follow_interfaces(&self) {
+        use crate::ebpf::IfEvent;
+        let Some(f) = self
+            .fast
+            .lock()
+            .unwrap()
+            .as_mut()
+            .map(|f| f.follow_interfaces())
+        else {
+            return;
+        };
+        for e in f {
+            match e {
+                IfEvent::Gone(dev) => {
+                    warn!("eBPF fast path: interface deleted; traffic arriving there again takes the TUN datapath until it is created again", "interface" => dev)
+                }
+                IfEvent::Attached(dev) => {
+                    info!("eBPF fast path: interface created again, program attached", "interface" => dev)
+                }
+                IfEvent::Failed(e) => {
+                    warn!("eBPF fast path: interface created again, cannot attach (its traffic takes the TUN datapath)", "error" => e)
+                }
+            }
+        }
+    }
+
     pub fn reload(&self) {
         let mut st = self.state.lock().unwrap();
         info!("reloading configuration", "file" => st.path);
@@ -949,6 +977,7 @@ fn start_fast(
         .ok_or_else(|| format!("{}: no such device", s.tun.name))?;
     let t = crate::ebpf::tables(s, pool6, eamt, tun_ifindex as u32, false);
     fp.install(&t)?;
+    fp.set_instance(&s.tun.name);
     for d in devs {
         fp.attach(d)?; // FastPath's Drop detaches what was attached
     }
@@ -1290,7 +1319,7 @@ pub fn run(path: &str) -> i32 {
                 info!("shutting down", "signal" => if s == libc::SIGTERM { "SIGTERM" } else { "SIGINT" });
                 break;
             }
-            _ => {}
+            _ => daemon.follow_interfaces(),
         }
     }
     // The fast path goes first, so nothing is translated by a half-stopped

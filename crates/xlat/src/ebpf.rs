@@ -71,9 +71,112 @@ const F_SRC_EAM_ONLY: u32 = 128;
 const S_DENY: u32 = 1;
 const S_NONGLOBAL: u32 = 2;
 
-/// tc filter handle and priority of our program on the clsact ingress hook.
-const TC_HANDLE: u32 = 0x786c;
+/// tc filter priority of our program on the clsact ingress hook; the handle
+/// is per instance ([`tc_handle`]).
 const TC_PRIORITY: u32 = 0x786c;
+
+/// The tc filter handle of the xlat whose TUN device is `tun`: one per
+/// instance, so that a second xlat on the same interfaces adds its filter
+/// next to the first one's instead of replacing it, while a restart of the
+/// same instance (after a crash too) replaces its own leftover. 0x786c in
+/// the high half, a 16-bit FNV-1a hash of the name in the low half.
+pub fn tc_handle(tun: &str) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in tun.bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    0x786c_0000 | ((h >> 16) ^ (h & 0xffff))
+}
+
+/// How long the programs translate without the daemon renewing its lease
+/// (`xlat_lease` in bpf/xlat.bpf.c), and how often it renews it.
+const LEASE: std::time::Duration = std::time::Duration::from_secs(3);
+const LEASE_RENEW: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// CLOCK_MONOTONIC in ns, the clock of `bpf_ktime_get_ns`.
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: t is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    (t.tv_sec as u64) * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// Writes `until` (ns, or u64::MAX: no lease) into the lease map `fd`.
+fn write_lease(fd: c_int, until: u64) -> c_int {
+    let k = 0u32;
+    // SAFETY: key and value point to values of the map's sizes.
+    unsafe {
+        ffi::bpf_map_update_elem(
+            fd,
+            &k as *const u32 as *const c_void,
+            &until as *const u64 as *const c_void,
+            0,
+        )
+    }
+}
+
+/// A change of an attached interface ([`FastPath::follow_interfaces`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum IfEvent {
+    /// Deleted: its traffic takes the TUN datapath (if it reaches it).
+    Gone(String),
+    /// Created again under its name: the program is attached again.
+    Attached(String),
+    /// Created again, but attaching failed (the reason names it).
+    Failed(String),
+}
+
+/// The thread that renews the lease while the daemon lives (stopped and
+/// joined on drop; a daemon that dies without dropping it lets the lease
+/// run out).
+struct LeaseRenewer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LeaseRenewer {
+    fn start(map_fd: c_int) -> Result<LeaseRenewer, String> {
+        let fd = unsafe { libc::fcntl(map_fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(format!("cannot duplicate the lease map fd: {}", errstr(0)));
+        }
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let renew =
+            |fd: c_int| -> c_int { write_lease(fd, monotonic_ns() + LEASE.as_nanos() as u64) };
+        let rc = renew(fd.as_raw_fd());
+        if rc != 0 {
+            return Err(format!("cannot write the lease map: {}", errstr(rc)));
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("xlat-lease".into())
+            .spawn(move || {
+                while !stop2.load(Ordering::Acquire) {
+                    std::thread::park_timeout(LEASE_RENEW);
+                    renew(fd.as_raw_fd());
+                }
+            })
+            .map_err(|e| format!("cannot start the lease thread: {e}"))?;
+        Ok(LeaseRenewer {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for LeaseRenewer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
 
 /// Entries of `xlat_flows` (bpf/xlat.bpf.c) unless `[datapath]
 /// flow-entries` says otherwise: two per cached session.
@@ -263,6 +366,11 @@ pub struct FastPath {
     installs: u32,
     current: Option<Tables>,
     attached: Vec<(i32, String)>,
+    /// The tc filter handle of this instance ([`tc_handle`]).
+    handle: u32,
+    lease_fd: c_int,
+    /// Renews the lease once the programs are attached.
+    lease: Option<LeaseRenewer>,
 }
 
 /// Reads the per-CPU counters (shared with the stats registry).
@@ -364,6 +472,12 @@ impl FastPath {
         if cpus <= 0 {
             return Err(format!("cannot count the possible CPUs: {}", errstr(cpus)));
         }
+        // No lease until attached (test runs need none).
+        let lease_fd = map("xlat_lease")?;
+        let rc = write_lease(lease_fd, u64::MAX);
+        if rc != 0 {
+            return Err(format!("cannot write the lease map: {}", errstr(rc)));
+        }
         Ok(FastPath {
             prog_fd,
             gen_fd: map("xlat_gen")?,
@@ -382,6 +496,9 @@ impl FastPath {
             installs: 0,
             current: None,
             attached: vec![],
+            handle: tc_handle(""),
+            lease_fd,
+            lease: None,
             _obj: obj,
         })
     }
@@ -480,10 +597,57 @@ impl FastPath {
         }
     }
 
+    /// Names the instance: its TUN device gives the tc filter handle
+    /// ([`tc_handle`]). Before [`FastPath::attach`].
+    pub fn set_instance(&mut self, tun: &str) {
+        self.handle = tc_handle(tun);
+    }
+
     /// Attaches the program to `dev`'s tc ingress hook (clsact created if
-    /// missing), replacing a stale copy left by a previous xlat.
+    /// missing), replacing a stale copy left by a previous run of this
+    /// instance. The first attach starts the lease: from then on the
+    /// program translates only while this process renews it.
     pub fn attach(&mut self, dev: &str) -> Result<(), String> {
         let ifindex = ifindex(dev).ok_or_else(|| format!("{dev}: no such interface"))?;
+        if self.lease.is_none() {
+            self.lease = Some(LeaseRenewer::start(self.lease_fd)?);
+        }
+        self.attach_index(ifindex, dev)?;
+        self.attached.push((ifindex, dev.to_string()));
+        Ok(())
+    }
+
+    /// Follows the interfaces attached to (the daemon calls it every
+    /// second): one that was deleted is reported once; one created again
+    /// under the same name (a new ifindex: a veth pair or VLAN made anew)
+    /// gets the program again. What changed, for the log.
+    pub fn follow_interfaces(&mut self) -> Vec<IfEvent> {
+        let mut out = vec![];
+        for i in 0..self.attached.len() {
+            let (was, ref dev) = self.attached[i];
+            let dev = dev.clone();
+            match ifindex(&dev) {
+                Some(now) if now == was => {}
+                None if was == 0 => {}
+                None => {
+                    self.attached[i].0 = 0;
+                    out.push(IfEvent::Gone(dev));
+                }
+                Some(now) => {
+                    // Tried once per new ifindex: a failure is not retried
+                    // every second.
+                    self.attached[i].0 = now;
+                    out.push(match self.attach_index(now, &dev) {
+                        Ok(()) => IfEvent::Attached(dev),
+                        Err(e) => IfEvent::Failed(e),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    fn attach_index(&mut self, ifindex: i32, dev: &str) -> Result<(), String> {
         let mut hook = Self::hook(ifindex);
         let rc = unsafe { ffi::bpf_tc_hook_create(&mut hook) };
         if rc != 0 && rc != -libc::EEXIST {
@@ -497,7 +661,7 @@ impl FastPath {
             prog_fd: self.prog_fd,
             flags: ffi::BPF_TC_F_REPLACE,
             prog_id: 0,
-            handle: TC_HANDLE,
+            handle: self.handle,
             priority: TC_PRIORITY,
             _pad: 0,
         };
@@ -508,26 +672,29 @@ impl FastPath {
                 errstr(rc)
             ));
         }
-        self.attached.push((ifindex, dev.to_string()));
         Ok(())
     }
 
-    /// The interfaces the program is attached to.
+    /// The interfaces the program is attached to (not those deleted since).
     pub fn attached(&self) -> Vec<String> {
-        self.attached.iter().map(|(_, n)| n.clone()).collect()
+        self.attached
+            .iter()
+            .filter(|(i, _)| *i != 0)
+            .map(|(_, n)| n.clone())
+            .collect()
     }
 
     /// Detaches from every interface (the clsact qdisc stays: others may use it).
     pub fn detach_all(&mut self) -> Vec<String> {
         let mut errs = vec![];
-        for (ifindex, dev) in self.attached.drain(..) {
+        for (ifindex, dev) in self.attached.drain(..).filter(|(i, _)| *i != 0) {
             let hook = Self::hook(ifindex);
             let opts = ffi::bpf_tc_opts {
                 sz: std::mem::size_of::<ffi::bpf_tc_opts>(),
                 prog_fd: 0,
                 flags: 0,
                 prog_id: 0,
-                handle: TC_HANDLE,
+                handle: self.handle,
                 priority: TC_PRIORITY,
                 _pad: 0,
             };
@@ -590,6 +757,7 @@ impl FastPath {
 impl Drop for FastPath {
     fn drop(&mut self) {
         self.detach_all();
+        self.lease = None;
         self.counters.fd.store(-1, Ordering::Release);
         // The object (`_obj`, the first field) is closed next.
     }

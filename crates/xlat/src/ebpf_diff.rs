@@ -3,7 +3,7 @@
 //! cases plus generated TCP / UDP / ICMP packets of both families) is run
 //! through the tc program with BPF_PROG_TEST_RUN (test flag: no FIB lookup,
 //! no redirect) and through `xlat_core::Translator` (TTL policy Decrement:
-//! the fast path is the one hop). The program must either return TC_ACT_OK
+//! the fast path is the one hop). The program must either return TC_ACT_UNSPEC
 //! with the frame unchanged (slow path) or return TC_ACT_REDIRECT with a
 //! frame whose IP packet is byte-identical to the core's `Forward` output.
 //! Anything else fails.
@@ -17,7 +17,8 @@ use xlat_core::checksum;
 use xlat_core::translate::TtlPolicy;
 use xlat_core::{FragBuf, PacketMeta, Translator, Verdict, HEADROOM};
 
-const TC_ACT_OK: u32 = 0;
+/// On up the stack (and to the filters after ours on the hook).
+const TC_ACT_UNSPEC: u32 = -1i32 as u32;
 const TC_ACT_REDIRECT: u32 = 7;
 /// `passed_denied` in COUNTERS.
 const P_DENIED_IDX: usize = 13;
@@ -377,8 +378,8 @@ fn check_with(
         .test_run_gso(&f, gso_size.map(|s| (u32::from(s), 2)))
         .expect("test run");
     match ret {
-        TC_ACT_OK => {
-            assert_eq!(out, f, "TC_ACT_OK but the frame changed: {pkt:02x?}");
+        TC_ACT_UNSPEC => {
+            assert_eq!(out, f, "TC_ACT_UNSPEC but the frame changed: {pkt:02x?}");
             t.passed += 1;
         }
         TC_ACT_REDIRECT => {
@@ -790,7 +791,7 @@ fn ebpf_vectors_translated_or_passed_as_documented() {
             let f = frame_to(dst, et, p);
             let before = counters.read();
             let (ret, out) = fp.test_run(&f).unwrap();
-            assert_eq!((ret, &out), (TC_ACT_OK, &f), "frame to {name}");
+            assert_eq!((ret, &out), (TC_ACT_UNSPEC, &f), "frame to {name}");
             assert_eq!(
                 moved(&before, &counters.read()),
                 ["passed_not_for_xlat"],
@@ -803,7 +804,7 @@ fn ebpf_vectors_translated_or_passed_as_documented() {
         let f = frame(et, &tcp4);
         let before = counters.read();
         let (ret, out) = fp.test_run(&f).unwrap();
-        assert_eq!((ret, &out), (TC_ACT_OK, &f));
+        assert_eq!((ret, &out), (TC_ACT_UNSPEC, &f));
         assert_eq!(moved(&before, &counters.read()), ["passed_not_ip"]);
     }
     // The translations were counted too.
@@ -1037,7 +1038,7 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
         set_flow(&mut pkt, &pool6, &sessions[0], &mut r);
         let f = frame(0x86dd, &pkt);
         let (ret, out) = fp.test_run(&f).unwrap();
-        assert_eq!((ret, &out), (TC_ACT_OK, &f));
+        assert_eq!((ret, &out), (TC_ACT_UNSPEC, &f));
     }
     let _ = pkt;
     eprintln!("ebpf nat64 differential: {t:?} icmp/udp/tcp {by_proto:?}");
