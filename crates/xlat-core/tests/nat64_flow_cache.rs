@@ -79,6 +79,42 @@ fn issue7_rfc6146_3_5_1_cached_udp_session_lives_while_seen() {
     assert_eq!(n.session_count(), 0);
 }
 
+/// A cached session's copy elsewhere (the fast path's flow map) is dropped
+/// through `gone` while the session still holds its pool4 address, before
+/// the expiry frees it: exactly the sessions listed in `seen_removed`.
+#[test]
+fn issue7_gone_is_told_before_the_pool4_address_is_freed() {
+    let n = nat();
+    n.set_cache_log(16);
+    let mut maps = vec![];
+    for port in [4000, 4001] {
+        let m = n
+            .lookup_or_create_6to4(Proto::Udp, c6(port), r4(53), None, 0)
+            .unwrap();
+        maps.push(m.src4);
+    }
+    let mut told = vec![];
+    let o = n.expire_cached(11_000, 1000, &mut |_, _, _| Some(0), &mut |s| {
+        told.push((s.v6, s.v4, s.remote))
+    });
+    assert_eq!(o.sessions_removed, 2);
+    let mut listed: Vec<_> = o
+        .seen_removed
+        .iter()
+        .map(|s| (s.v6, s.v4, s.remote))
+        .collect();
+    told.sort_by_key(|t| t.0.port);
+    listed.sort_by_key(|t| t.0.port);
+    assert_eq!(told, listed);
+    assert_eq!(told.len(), 2);
+    assert_eq!((told[0].1, told[1].1), (maps[0], maps[1]));
+    // Not cached (None): nothing to tell.
+    n.lookup_or_create_6to4(Proto::Udp, c6(4002), r4(53), None, 20_000)
+        .unwrap();
+    let o = n.expire_cached(40_000, 1000, &mut |_, _, _| None, &mut |_| panic!("told"));
+    assert_eq!(o.sessions_removed, 1);
+}
+
 #[test]
 fn issue7_rfc6146_3_5_3_uncached_and_tcp_sessions_expire_as_before() {
     let n = nat();

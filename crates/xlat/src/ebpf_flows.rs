@@ -308,7 +308,21 @@ impl FlowCache {
 
     /// Removes a session's entries (if cached).
     pub fn remove(&self, proto: Proto, pool: Ta4, remote: Ta4) {
-        let c = self.reg.lock().unwrap().remove(&(proto, pool, remote));
+        self.remove_of(proto, pool, remote, None);
+    }
+
+    /// [`FlowCache::remove`], if the cached session is still the one of
+    /// client `v6` (when given): a session found gone a moment ago may have
+    /// been replaced since by another client's on the same pool4 address.
+    fn remove_of(&self, proto: Proto, pool: Ta4, remote: Ta4, v6: Option<Ta6>) {
+        let c = {
+            let mut reg = self.reg.lock().unwrap();
+            let key = (proto, pool, remote);
+            match (reg.get(&key), v6) {
+                (Some(c), Some(v6)) if c.v6 != v6 => None,
+                _ => reg.remove(&key),
+            }
+        };
         if let Some(c) = c {
             self.del(&c.k64);
             self.del(&c.k46);
@@ -368,7 +382,7 @@ impl FlowCache {
                 None => continue,
             };
             if !st.session_exists(p, v6, pool, remote) {
-                self.remove(p, pool, remote);
+                self.remove_of(p, pool, remote, Some(v6));
             }
         }
         pass.is_empty()
@@ -378,15 +392,16 @@ impl FlowCache {
     /// a pool4 change, ...). O(cached sessions): for those events, right
     /// after them.
     pub fn reconcile(&self, st: &Nat64State) {
-        let gone: Vec<SessKey> = {
+        // The state's shard locks are never taken under `reg`: the expiry
+        // takes `reg` under a shard lock (`last_seen_ms`, `remove`).
+        let all: Vec<(SessKey, Ta6)> = {
             let reg = self.reg.lock().unwrap();
-            reg.iter()
-                .filter(|((p, pool, remote), c)| !st.session_exists(*p, c.v6, *pool, *remote))
-                .map(|(k, _)| *k)
-                .collect()
+            reg.iter().map(|(k, c)| (*k, c.v6)).collect()
         };
-        for (p, pool, remote) in gone {
-            self.remove(p, pool, remote);
+        for ((p, pool, remote), v6) in all {
+            if !st.session_exists(p, v6, pool, remote) {
+                self.remove_of(p, pool, remote, Some(v6));
+            }
         }
     }
 

@@ -257,6 +257,10 @@ fn sync_flows(
     if over > 0 {
         fc.count_not_cached(over);
     }
+    // Only sessions that still exist (one removed since it was logged, by
+    // `bib remove` or a pool4 change, must not leave entries behind: its
+    // pool4 address may be another client's already).
+    new.retain(|s| state.session_exists(s.proto, s.v6, s.v4, s.remote));
     if let Some(p) = pool6 {
         fc.insert_batch(state, p, new);
     }
@@ -315,17 +319,19 @@ pub fn housekeeping(
         for _ in 0..16 {
             // A cached flow's packets may all have taken the fast path:
             // its last-seen time decides (RFC 6146 §3.5.1 / §3.5.3).
+            // A cached session's entries go before its pool4 address can
+            // be another client's (`expire_cached`): removed after the
+            // expiry, a reply to that client found the old one's
+            // translation meanwhile and went to the old client's port.
             let out = match &flows {
-                Some(fc) => state.expire_seen(now, 20_000, &mut |p, pool, remote| {
-                    fc.last_seen_ms(p, pool, remote, now)
-                }),
+                Some(fc) => state.expire_cached(
+                    now,
+                    20_000,
+                    &mut |p, pool, remote| fc.last_seen_ms(p, pool, remote, now),
+                    &mut |s| fc.remove(s.proto, s.v4, s.remote),
+                ),
                 None => state.expire(now, 20_000),
             };
-            if let Some(fc) = &flows {
-                for s in &out.seen_removed {
-                    fc.remove(s.proto, s.v4, s.remote);
-                }
-            }
             if !out.stored_syn_expired.is_empty() || !out.stored_syn_discarded.is_empty() {
                 let mut syns = shared.syns.lock().unwrap();
                 for k in &out.stored_syn_discarded {

@@ -1769,6 +1769,23 @@ impl Nat64State {
         budget: usize,
         seen: &mut dyn FnMut(Proto, Ta4, Ta4) -> Option<u64>,
     ) -> ExpireOutput {
+        self.expire_cached(now, budget, seen, &mut |_| {})
+    }
+
+    /// As [`Nat64State::expire_seen`]; `gone` is called for each session
+    /// listed in `seen_removed` at the moment it leaves the other carrier's
+    /// care: under its shard's lock, before the session (and with it maybe
+    /// its BIB entry and pool4 transport address) is removed. So the other
+    /// carrier drops its copy before the pool4 address can go to another
+    /// client: a reply to the new client must never find the old one's
+    /// translation.
+    pub fn expire_cached(
+        &self,
+        now: u64,
+        budget: usize,
+        seen: &mut dyn FnMut(Proto, Ta4, Ta4) -> Option<u64>,
+        gone: &mut dyn FnMut(&SessionInfo),
+    ) -> ExpireOutput {
         let mut out = ExpireOutput::default();
         // RFC 6146 §3.4: fragment state lives FRAGMENT_MIN.
         let fx = lock(&self.frags).expire(now);
@@ -1790,7 +1807,7 @@ impl Nat64State {
                 }
                 sh.heap.pop();
                 left -= 1;
-                self.expire_one(sh, top, now, &mut out, seen);
+                self.expire_one(sh, top, now, &mut out, seen, gone);
             }
             if let Some(Reverse(top)) = sh.heap.peek() {
                 if secs_ms(top.deadline()) <= now {
@@ -1808,6 +1825,7 @@ impl Nat64State {
         now: u64,
         out: &mut ExpireOutput,
         seen: &mut dyn FnMut(Proto, Ta4, Ta4) -> Option<u64>,
+        gone: &mut dyn FnMut(&SessionInfo),
     ) {
         let k = e.key();
         let d = e.deadline();
@@ -1845,14 +1863,16 @@ impl Nat64State {
                         return;
                     }
                     if let Some(b) = sh.bib4.get(&k.k4()) {
-                        out.seen_removed.push(SessionInfo {
+                        let info = SessionInfo {
                             proto: Proto::Tcp,
                             v6: b.ta6(),
                             v4: k.pool(),
                             remote: k.remote(),
                             tcp_state: Some(TcpState::Trans),
                             expires_ms: secs_ms(v.expires()),
-                        });
+                        };
+                        gone(&info);
+                        out.seen_removed.push(info);
                     }
                 }
                 // RFC 6146 §3.5.2.2 ESTABLISHED: when TCP_EST runs out the
@@ -1895,6 +1915,9 @@ impl Nat64State {
                         expires_ms: secs_ms(v.expires()),
                     });
                 }
+            }
+            if let Some(c) = &cached {
+                gone(c);
             }
             self.remove_session(sh, k, now, Some(out));
             out.sessions_removed += 1;
