@@ -302,6 +302,29 @@ def test_an_interface_created_again_gets_the_program_again():
         close_siit(t, x)
 
 
+@pytest.mark.timeout(40)
+def test_interfaces_down_at_start_are_named_in_the_log():
+    """With `interfaces = []` the program goes on the Ethernet interfaces that are
+    up; those down at start are left out, and the start log names them (they were
+    left out silently)."""
+    t, x = make_siit(datapath="ebpf")
+    try:
+        assert x.stop() == 0, x.log()
+        t.lab.exec(
+            t.router, ["ip", "link", "add", "xdn0", "type", "veth", "peer", "xdn1"]
+        )
+        x.logpath.write_text("")
+        x.start()
+        assert re.search(
+            r"msg=\"eBPF fast path: Ethernet interfaces that are down are not attached "
+            r"[^\n]*interfaces=xdn0,xdn1",
+            x.log(),
+        ), x.log()
+        assert (_filters(t, "xdn0"), _filters(t, t.dev4)) == (0, 1)
+    finally:
+        close_siit(t, x)
+
+
 @pytest.mark.timeout(60)
 def test_a_second_instance_leaves_the_first_ones_fast_path_alone():
     """Two xlat instances on the same interfaces (SIIT on xlat0, NAT64 on xlat9):
@@ -414,12 +437,21 @@ def test_check_names_bad_datapath_keys(tmp_path):
     the key (KEY: VALUE: reason), before anything starts."""
     need_xlat()
     f = tmp_path / "x.toml"
-    f.write_text(
+
+    def check(text: str, force_fail: bool = False) -> subprocess.CompletedProcess:
+        f.write_text(text)
+        env = {"XLAT_EBPF_FORCE_FAIL": "1", "PATH": "/usr/bin:/bin"}
+        return subprocess.run(
+            [str(XLAT), "check", "-c", str(f)],
+            check=False,
+            capture_output=True,
+            text=True,
+            env=env if force_fail else None,
+        )
+
+    cp = check(
         'pool6 = "64:ff9b::/96"\n[datapath]\nkind = "xdp"\ninterfaces = ["a/b", "xlat0"]\n'
         "flow-entries = 1\n"
-    )
-    cp = subprocess.run(
-        [str(XLAT), "check", "-c", str(f)], check=False, capture_output=True, text=True
     )
     out = cp.stdout + cp.stderr
     assert cp.returncode == 2, cp
@@ -430,42 +462,24 @@ def test_check_names_bad_datapath_keys(tmp_path):
         "error: datapath.flow-entries: 1: must be between 2 and 4194304 "
         "(two entries per cached NAT64 session)" in out
     ), out
-    f.write_text('pool6 = "64:ff9b::/96"\n[datapath]\nflow-entries = 1001\n')
-    cp = subprocess.run(
-        [str(XLAT), "check", "-c", str(f)], check=False, capture_output=True, text=True
-    )
+    cp = check('pool6 = "64:ff9b::/96"\n[datapath]\nflow-entries = 1001\n')
     assert cp.returncode == 2, cp
     assert (
         "error: datapath.flow-entries: 1001: must be even (two entries per cached "
         "NAT64 session)" in cp.stdout + cp.stderr
     ), cp
-    f.write_text('pool6 = "64:ff9b::/96"\n[datapath]\nkind = "auto"\n')
-    cp = subprocess.run(
-        [str(XLAT), "check", "-c", str(f)], check=False, capture_output=True, text=True
-    )
+    auto = 'pool6 = "64:ff9b::/96"\n[datapath]\nkind = "auto"\n'
+    cp = check(auto)
     assert cp.returncode == 0, cp
     assert "datapath=auto: ebpf" in cp.stdout, cp.stdout
-    cp = subprocess.run(
-        [str(XLAT), "check", "-c", str(f)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env={"XLAT_EBPF_FORCE_FAIL": "1", "PATH": "/usr/bin:/bin"},
-    )
+    cp = check(auto, force_fail=True)
     assert cp.returncode == 0, cp
     assert (
         "datapath=auto: tun (load failure forced by XLAT_EBPF_FORCE_FAIL" in cp.stdout
     )
     # kind = "ebpf" where the kernel refuses the programs: the file is valid,
     # but `xlat run` would exit 1, and so does `xlat check`.
-    f.write_text('pool6 = "64:ff9b::/96"\n[datapath]\nkind = "ebpf"\n')
-    cp = subprocess.run(
-        [str(XLAT), "check", "-c", str(f)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env={"XLAT_EBPF_FORCE_FAIL": "1", "PATH": "/usr/bin:/bin"},
-    )
+    cp = check('pool6 = "64:ff9b::/96"\n[datapath]\nkind = "ebpf"\n', force_fail=True)
     assert cp.returncode == 1, cp
     assert cp.stdout.startswith("valid: "), cp.stdout
     assert "datapath=ebpf: `xlat run` would fail here" in cp.stdout, cp.stdout

@@ -901,7 +901,11 @@ fn preload_fast(s: &Settings) -> PreloadedFast {
         return None;
     }
     let devs = if s.datapath.interfaces.is_empty() {
-        crate::ebpf::default_interfaces(&s.tun.name)
+        let (up, down) = crate::ebpf::default_interfaces(&s.tun.name);
+        if !down.is_empty() {
+            info!("eBPF fast path: Ethernet interfaces that are down are not attached (name them in datapath.interfaces, or restart xlat once they are up)", "interfaces" => down.join(","));
+        }
+        up
     } else {
         s.datapath.interfaces.clone()
     };

@@ -769,12 +769,13 @@ pub fn ifindex(dev: &str) -> Option<i32> {
     (i != 0).then_some(i as i32)
 }
 
-/// The default interfaces to attach to: every interface that is up, but
-/// the loopback and the TUN device.
-pub fn default_interfaces(tun: &str) -> Vec<String> {
-    let mut v = vec![];
+/// The default interfaces to attach to: every Ethernet interface that is
+/// up, but the TUN device; and the Ethernet interfaces left out because
+/// they are down (for the log).
+pub fn default_interfaces(tun: &str) -> (Vec<String>, Vec<String>) {
+    let (mut v, mut down) = (vec![], vec![]);
     let Ok(rd) = std::fs::read_dir("/sys/class/net") else {
-        return v;
+        return (v, down);
     };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
@@ -786,12 +787,13 @@ pub fn default_interfaces(tun: &str) -> Vec<String> {
             .is_ok_and(|f| f & 1 != 0);
         // ARPHRD_ETHER (1): the program reads an Ethernet header.
         let ty = std::fs::read_to_string(e.path().join("type")).unwrap_or_default();
-        if up && ty.trim() == "1" {
-            v.push(name);
+        if ty.trim() == "1" {
+            if up { &mut v } else { &mut down }.push(name);
         }
     }
     v.sort();
-    v
+    down.sort();
+    (v, down)
 }
 
 #[cfg(test)]
