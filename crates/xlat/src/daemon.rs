@@ -330,7 +330,6 @@ impl Daemon {
         }
     }
 
-    /// SIGHUP: re-read the file; keep the old config if it is invalid.
     /// The fast path follows its interfaces (every second): one deleted is
     /// logged, one created again gets the program again.
     fn follow_interfaces(&self) {
@@ -359,6 +358,7 @@ impl Daemon {
         }
     }
 
+    /// SIGHUP: re-read the file; keep the old config if it is invalid.
     pub fn reload(&self) {
         let mut st = self.state.lock().unwrap();
         info!("reloading configuration", "file" => st.path);

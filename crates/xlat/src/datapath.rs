@@ -358,8 +358,17 @@ impl Worker {
             let udp0 = !hdr.is_gso() && self.nat64_udp0_fragment(&tr, &buf[BASE..BASE + len]);
             if udp0 || (!hdr.is_gso() && reasm::is_icmp_fragment(&buf[BASE..BASE + len])) {
                 let now = self.shared.now_ms();
+                // Only a first fragment can find fragments NAT64 held: the
+                // later ones of its datagram come here, not to NAT64.
                 let early = match &*tr {
-                    Engine::Nat64(t) if udp0 => held_before_first(t, &buf[BASE..BASE + len]),
+                    Engine::Nat64(t)
+                        if udp0
+                            && reasm::is_udp4_zero_checksum_first_fragment(
+                                &buf[BASE..BASE + len],
+                            ) =>
+                    {
+                        held_before_first(t, &buf[BASE..BASE + len])
+                    }
                     _ => Vec::new(),
                 };
                 // offer() does not panic on any input; a poisoned lock must

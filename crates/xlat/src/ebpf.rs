@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void, CString};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use xlat_bpf::{errstr, ffi, Object};
@@ -93,15 +93,15 @@ pub fn tc_handle(tun: &str) -> u32 {
 const LEASE: std::time::Duration = std::time::Duration::from_secs(3);
 const LEASE_RENEW: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// CLOCK_MONOTONIC in ns, the clock of `bpf_ktime_get_ns`.
-fn monotonic_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: t is a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    (t.tv_sec as u64) * 1_000_000_000 + t.tv_nsec as u64
+/// A file descriptor of its own for the map `fd` (`what` names it in the
+/// error), for a thread or a cache that outlives the borrow.
+fn dup_fd(fd: c_int, what: &str) -> Result<std::os::fd::OwnedFd, String> {
+    let fd = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(format!("cannot duplicate the {what} map fd: {}", errstr(0)));
+    }
+    // SAFETY: fd is a new descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 /// Writes `until` (ns, or u64::MAX: no lease) into the lease map `fd`.
@@ -139,13 +139,9 @@ struct LeaseRenewer {
 
 impl LeaseRenewer {
     fn start(map_fd: c_int) -> Result<LeaseRenewer, String> {
-        let fd = unsafe { libc::fcntl(map_fd, libc::F_DUPFD_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(format!("cannot duplicate the lease map fd: {}", errstr(0)));
-        }
-        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let fd = dup_fd(map_fd, "lease")?;
         let renew =
-            |fd: c_int| -> c_int { write_lease(fd, monotonic_ns() + LEASE.as_nanos() as u64) };
+            |fd: c_int| -> c_int { write_lease(fd, flows::ktime_ns() + LEASE.as_nanos() as u64) };
         let rc = renew(fd.as_raw_fd());
         if rc != 0 {
             return Err(format!("cannot write the lease map: {}", errstr(rc)));
@@ -409,11 +405,7 @@ impl Counters {
 /// Bumps the route generation of the map `fd` (xlat_rgen) on every
 /// rtnetlink change (see route_watch.rs).
 fn watch_routes(fd: c_int) -> Result<crate::route_watch::RouteWatch, String> {
-    let fd = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(format!("cannot duplicate the route map fd: {}", errstr(0)));
-    }
-    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    let fd = dup_fd(fd, "route")?;
     let mut gen = 0u32;
     crate::route_watch::spawn(move || {
         gen = gen.wrapping_add(1);
@@ -510,10 +502,7 @@ impl FastPath {
     /// The NAT64 flow cache on this program's flow map (its own file
     /// descriptor: the map lives as long as the cache does).
     pub fn flow_cache(&self) -> Result<FlowCache, String> {
-        let fd = unsafe { libc::fcntl(self.flows_fd, libc::F_DUPFD_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(format!("cannot duplicate the flow map fd: {}", errstr(0)));
-        }
+        let fd = dup_fd(self.flows_fd, "flow")?.into_raw_fd();
         Ok(FlowCache::new(fd, self.flow_entries as usize / 2))
     }
 
