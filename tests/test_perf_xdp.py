@@ -203,3 +203,134 @@ def test_xdp_io_bad_setup_fails_before_sending(lab, tmp_path):
     )
     sent = r["repetitions"][0]["trials"][0]["sent"]
     assert sent > 0 and test_frames() == sent, (sent, test_frames())
+
+
+def _netdev_tables(lab: netns.Lab, ns: str) -> list[str]:
+    out = lab.exec(ns, ["nft", "list", "tables", "netdev"]).stdout
+    return [ln.split()[-1] for ln in out.splitlines() if ln.startswith("table netdev")]
+
+
+def _frame_loss_until_killed(lab, s, d, io: str, sig: int) -> tuple[int, str]:
+    """A 20 s frame-loss run on ``io`` ended by ``sig`` once its receiving
+    port is set up (the drop table or the XDP program is there)."""
+    proc = lab.spawn(
+        None,
+        [
+            str(PERF),
+            "frame-loss",
+            *_common(s, d),
+            "--io",
+            io,
+            "--max-rate",
+            "2000",
+            "--rates",
+            "100%",
+            "--duration",
+            "20",
+            "--retries",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if (_xdp_attached(lab, d) if io == "xdp" else _netdev_tables(lab, d)) != []:
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=15)
+    return proc.returncode, err
+
+
+# A run ended by SIGTERM or SIGINT (a timeout wrapper, Ctrl-C) removes what
+# it set up, as a normal end does (docs/xlat-perf.md, Signals): a receiving
+# port's drop table (packet I/O) or XDP program (xdp I/O) left behind would
+# drop or steal the test frames of every later run. The exit code is the
+# shell's 128 + signal. A table that SIGKILL left is removed by the next run
+# on that port; a measurement through the same router then loses nothing.
+@pytest.mark.timeout(90)
+def test_a_stopped_run_leaves_nothing_that_drops_later_frames(lab):
+    import signal
+
+    s, d = _router(lab, "counter")
+    for io, sig in (("packet", signal.SIGTERM), ("xdp", signal.SIGINT)):
+        rc, err = _frame_loss_until_killed(lab, s, d, io, sig)
+        assert rc == 128 + sig, (io, rc, err)
+        assert f"stopped by {signal.Signals(sig).name}" in err, err
+        assert _netdev_tables(lab, d) == [], io
+        assert _xdp_attached(lab, d) == [], io
+
+    rc, _ = _frame_loss_until_killed(lab, s, d, "packet", signal.SIGKILL)
+    assert rc == -signal.SIGKILL
+    assert len(_netdev_tables(lab, d)) == 1  # nothing can run after SIGKILL
+    t = perf_json(
+        "frame-loss",
+        *_common(s, d),
+        "--io",
+        "socket",
+        "--max-rate",
+        "2000",
+        "--rates",
+        "100%",
+        "--duration",
+        "0.5",
+        "--wait",
+        "0.2",
+    )
+    # The socket I/O installs no table, so the leftover still drops: the
+    # next packet-I/O run removes it before its own.
+    assert t["repetitions"][0]["trials"][0]["received"] == 0
+    t = perf_json(
+        "frame-loss",
+        *_common(s, d),
+        "--max-rate",
+        "2000",
+        "--rates",
+        "100%",
+        "--duration",
+        "0.5",
+        "--wait",
+        "0.2",
+    )["repetitions"][0]["trials"][0]
+    assert t["received"] == t["sent"] > 0, t
+    assert _netdev_tables(lab, d) == []
+
+
+# The self-test ended by a signal removes its two namespaces.
+@pytest.mark.timeout(60)
+def test_a_stopped_self_test_removes_its_namespaces():
+    import signal
+
+    proc = subprocess.Popen(
+        [str(PERF), "self-test", "--duration", "5", "--repeat", "3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    tag = f"xlpst{proc.pid:x}"
+
+    def mine() -> list[str]:
+        out = subprocess.run(
+            ["ip", "netns", "list"], capture_output=True, text=True, check=True
+        ).stdout
+        return [ln.split()[0] for ln in out.splitlines() if ln.startswith(tag)]
+
+    try:
+        deadline = time.monotonic() + 15
+        while len(mine()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(mine()) == 2
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=15)
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert mine() == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for ns in mine():
+            subprocess.run(["ip", "netns", "del", ns], check=False)

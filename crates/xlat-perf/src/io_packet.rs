@@ -834,6 +834,7 @@ pub(crate) fn count_frame(
 pub struct IngressDrop {
     netns: Option<String>,
     table: String,
+    _undo: crate::undo::Undo,
 }
 
 fn nft(netns: Option<&str>, script: &str) -> Result<(), String> {
@@ -882,12 +883,61 @@ impl IngressDrop {
             "table netdev {table} {{\n chain in {{\n  type filter hook ingress device \"{ifname}\" priority 0; policy accept;\n  udp length >= 26 @th,64,32 0x{:08x} counter drop\n }}\n}}\n",
             u32::from_be_bytes(crate::payload::TIMED_SIGNATURE)
         );
+        remove_stale_tables(netns);
+        let _undo = crate::undo::Undo::register(vec![crate::undo::in_netns(
+            netns,
+            &["nft", "delete", "table", "netdev", &table],
+        )]);
         nft(netns, &script)?;
         Ok(IngressDrop {
             netns: netns.map(str::to_string),
             table,
+            _undo,
         })
     }
+}
+
+/// Deletes the drop tables (`xlp_rx_PID_N`) that an xlat-perf killed with
+/// SIGKILL left in `netns`: their process is gone, and they would drop the
+/// test frames of every later run. Tables of running processes stay.
+fn remove_stale_tables(netns: Option<&str>) {
+    let argv = crate::undo::in_netns(netns, &["nft", "list", "tables", "netdev"]);
+    let Ok(out) = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let script: String = stale_tables(&text, |pid| {
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+    })
+    .iter()
+    .map(|t| format!("delete table netdev {t}\n"))
+    .collect();
+    if !script.is_empty() {
+        let _ = nft(netns, &script);
+    }
+}
+
+/// The `xlp_rx_PID_N` tables in `nft list tables netdev` output whose PID
+/// is not `alive`.
+fn stale_tables(listing: &str, alive: impl Fn(u32) -> bool) -> Vec<String> {
+    listing
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("table netdev "))
+        .filter(|name| {
+            let mut parts = name.strip_prefix("xlp_rx_").map(|r| r.split('_'));
+            let pid = parts.as_mut().and_then(|p| p.next()?.parse::<u32>().ok());
+            let n_ok = parts
+                .as_mut()
+                .and_then(|p| p.next())
+                .is_some_and(|n| n.parse::<u64>().is_ok());
+            matches!(pid, Some(pid) if n_ok && pid != std::process::id() && !alive(pid))
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 impl Drop for IngressDrop {
@@ -1448,6 +1498,18 @@ pub fn run_trial(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Only xlat-perf's own tables of processes that are gone are stale.
+    #[test]
+    fn stale_tables_are_those_of_dead_processes() {
+        let me = std::process::id();
+        let listing = format!(
+            "table netdev xlp_rx_4242_0\ntable netdev xlp_rx_77_3\ntable netdev xlp_rx_{me}_1\n\
+             table netdev filter\ntable netdev xlp_rx_x_1\ntable netdev xlp_rx_5\n"
+        );
+        let got = stale_tables(&listing, |pid| pid == 77);
+        assert_eq!(got, vec!["xlp_rx_4242_0".to_string()]);
+    }
 
     // RFC 8219 section 6.1: n of every m frames are background traffic; the
     // count over any prefix of the schedule matches the per-frame choice.

@@ -102,6 +102,7 @@ fn ip(args: &[&str]) -> Result<(), String> {
 pub struct VethPair {
     pub a: String,
     pub b: String,
+    _undo: crate::undo::Undo,
 }
 
 pub const IF_NAME: &str = "xlpst0";
@@ -117,10 +118,14 @@ impl VethPair {
             std::process::id(),
             engine::monotonic_ns() & 0xffff
         );
-        let p = VethPair {
-            a: format!("{tag}a"),
-            b: format!("{tag}b"),
-        };
+        let (a, b) = (format!("{tag}a"), format!("{tag}b"));
+        // Registered before the namespaces exist: a signal in between
+        // finds them all (see undo.rs).
+        let _undo = crate::undo::Undo::register(vec![
+            crate::undo::argv(&["ip", "netns", "del", &a]),
+            crate::undo::argv(&["ip", "netns", "del", &b]),
+        ]);
+        let p = VethPair { a, b, _undo };
         ip(&["netns", "add", &p.a])?;
         // From here on, Drop removes what exists.
         ip(&["netns", "add", &p.b])?;

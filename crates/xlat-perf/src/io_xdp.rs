@@ -474,13 +474,15 @@ struct XdpProg {
     _obj: Object,
     ifindex: c_int,
     mode: u32,
+    /// The detach for a signal's clean-up (undo.rs), once attached.
+    undo: Option<crate::undo::Undo>,
 }
 
 impl XdpProg {
     /// Loads the program, points XSKMAP entry 0 at `xsk_fd` and attaches it
     /// to `ifname` (generic XDP, or native first with
     /// XLAT_PERF_XDP_MODE=native), never replacing another program.
-    fn attach(ifname: &str, xsk_fd: c_int) -> Result<XdpProg, String> {
+    fn attach(netns: Option<&str>, ifname: &str, xsk_fd: c_int) -> Result<XdpProg, String> {
         quiet_libbpf();
         let c = CString::new(ifname).map_err(|_| format!("bad interface name {ifname:?}"))?;
         // SAFETY: valid C string.
@@ -500,6 +502,7 @@ impl XdpProg {
             _obj: obj,
             ifindex: ifi,
             mode: 0,
+            undo: None,
         };
         let key = 0u32;
         let val = xsk_fd as u32;
@@ -537,11 +540,28 @@ impl XdpProg {
             };
             if rc == 0 {
                 p.mode = mode;
+                // Registered once attached: before, a signal's clean-up
+                // could remove another program that the attach refused.
+                let off = if mode == XDP_FLAGS_DRV_MODE {
+                    "xdpdrv"
+                } else {
+                    "xdpgeneric"
+                };
+                let mut cmd = crate::undo::argv(&["ip"]);
+                if let Some(ns) = netns {
+                    cmd.extend(crate::undo::argv(&["-n", ns]));
+                }
+                cmd.extend(crate::undo::argv(&[
+                    "link", "set", "dev", ifname, off, "off",
+                ]));
+                p.undo = Some(crate::undo::Undo::register(vec![cmd]));
                 return Ok(p);
             }
             if -rc == libc::EBUSY || -rc == libc::EEXIST {
                 return Err(format!(
-                    "attaching the XDP program to {ifname}: another XDP program is attached"
+                    "attaching the XDP program to {ifname}: another XDP program is attached \
+                     (one named xlp_rx is left by an xlat-perf killed with SIGKILL: \
+                     `ip link set dev {ifname} xdpgeneric off` removes it)"
                 ));
             }
             last = errstr(rc);
@@ -570,8 +590,8 @@ fn rx_setup(p: &RxPlan) -> Result<RxParts, String> {
     io_packet::pin(p.cpu)?;
     let x = Xsk::open(&p.ifname, RX_FRAMES, true, RX_FRAMES as u32, 64)
         .map_err(|e| format!("--io xdp: AF_XDP socket on {}: {e}", p.ifname))?;
-    let prog =
-        XdpProg::attach(&p.ifname, x.fd.as_raw_fd()).map_err(|e| format!("--io xdp: {e}"))?;
+    let prog = XdpProg::attach(p.netns.as_deref(), &p.ifname, x.fd.as_raw_fd())
+        .map_err(|e| format!("--io xdp: {e}"))?;
     Ok((x, prog))
 }
 

@@ -47,6 +47,7 @@ pub mod sink;
 pub mod sockopt;
 pub mod stateful;
 pub mod stats;
+pub mod undo;
 
 /// A free loopback UDP port for a test receiver to bind a moment later.
 /// Taken below the ephemeral range (32768-60999): a port found with

@@ -1,7 +1,7 @@
 //! `xlat-perf`: the command line of the tester (see lib.rs and docs/xlat-perf.md).
 
 use xlat_perf::{
-    args, config, flood, idle_poll, io_selftest, measure, payload, relay, sink, stateful,
+    args, config, flood, idle_poll, io_selftest, measure, payload, relay, sink, stateful, undo,
 };
 
 use std::process::ExitCode;
@@ -63,6 +63,9 @@ frame - 18 - L3 header (20 or 40) - 8. 84-byte IPv6 frames => 18-byte payload
 Output (udp-flood, udp-sink, frame-payload): one JSON object on stdout. Exit: 0 ok, 1 runtime error, 2 usage.";
 
 fn main() -> ExitCode {
+    // First, before any thread: SIGINT/SIGTERM/SIGHUP remove what a run set
+    // up (drop tables, XDP programs, self-test namespaces) and end it.
+    undo::on_signals();
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let Some(cmd) = argv.first() else {
         eprintln!("{USAGE}");
