@@ -766,3 +766,32 @@ def test_rfc8219_s6_1_bidirectional_and_background_traffic(lab):
         check=False,
     )
     assert cp.returncode == 2 and "with --background 1/4" in cp.stderr, cp.stderr
+
+
+# Both ports in one namespace: the route to --dst goes through lo (it is a
+# local address), so packet I/O would send every frame on lo and never to
+# the DUT (FLR 100%, throughput 0 for a working DUT). A usage error instead,
+# before anything is sent; --send-if with the DUT's MAC is the way.
+@pytest.mark.timeout(30)
+def test_both_ports_in_one_namespace_needs_the_send_interface(lab):
+    t, r = lab.add_ns("t"), lab.add_ns("r")
+    lab.veth(t, "p0", r, "p0")
+    lab.veth(t, "p1", r, "p1")
+    lab.addr(t, "p0", "192.0.2.1/24")
+    lab.addr(r, "p0", "192.0.2.254/24")
+    lab.addr(t, "p1", "198.51.100.2/24")
+    lab.addr(r, "p1", "198.51.100.254/24")
+    cp = perf(
+        "frame-loss",
+        *_common(t, t),
+        "--max-rate",
+        "1000",
+        "--rates",
+        "100%",
+        "--duration",
+        "0.5",
+        check=False,
+    )
+    assert cp.returncode == 2, (cp.returncode, cp.stdout, cp.stderr)
+    assert "address of the sending namespace itself" in cp.stderr, cp.stderr
+    assert "--send-if" in cp.stderr and cp.stdout == "", cp.stdout

@@ -254,11 +254,11 @@ mod tests {
     fn file_values_apply_and_the_command_line_overrides() {
         let a = apply_to(
             "frame-loss",
-            "dst = \"192.0.2.2:9\"\nmax-rate = 1000\nrates = [\"50%\", 250]\nduration = 0.5\njson = true\n[frame-loss]\nmax-rate = 2000\n[latency]\nrate = 10\n",
+            "dst = \"127.0.0.1:9\"\nmax-rate = 1000\nrates = [\"50%\", 250]\nduration = 0.5\njson = true\n[frame-loss]\nmax-rate = 2000\n[latency]\nrate = 10\n",
             &["--duration", "2"],
         )
         .unwrap();
-        assert_eq!(a.req::<String>("dst").unwrap(), "192.0.2.2:9");
+        assert_eq!(a.req::<String>("dst").unwrap(), "127.0.0.1:9");
         assert_eq!(
             a.req::<u64>("max-rate").unwrap(),
             2000,
@@ -275,7 +275,7 @@ mod tests {
     /// throughput file with `[latency] rate = "abc"` ran and exited 0.
     #[test]
     fn other_tables_values_are_checked_with_their_rules() {
-        let thr = "dst = \"192.0.2.2:9\"\nmax-rate = 1000\n";
+        let thr = "dst = \"127.0.0.1:9\"\nmax-rate = 1000\n";
         let e = |table: &str| apply_to("throughput", &format!("{thr}{table}"), &[]).unwrap_err();
         assert_eq!(
             e("[latency]\nrate = \"abc\"\n"),
@@ -386,7 +386,7 @@ mod tests {
 
     #[test]
     fn bad_keys_and_values_name_key_value_and_reason() {
-        let e = apply_to("throughput", "dst = \"192.0.2.2:9\"\nrate = 5\n", &[]).unwrap_err();
+        let e = apply_to("throughput", "dst = \"127.0.0.1:9\"\nrate = 5\n", &[]).unwrap_err();
         assert_eq!(e, "error: rate: 5: unknown key for throughput");
         let e = apply_to("throughput", "json = 1\n", &[]).unwrap_err();
         assert_eq!(e, "error: json: 1: expected true or false");
@@ -416,7 +416,7 @@ mod tests {
         // Semantic checks are the subcommand's, in the same form.
         let a = apply_to(
             "throughput",
-            "dst = \"192.0.2.2:9\"\nmax-rate = 20000000\n",
+            "dst = \"127.0.0.1:9\"\nmax-rate = 20000000\n",
             &[],
         )
         .unwrap();

@@ -373,6 +373,18 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
             "--recv-if {recv_if:?}: not an Ethernet device; use --io socket"
         ));
     }
+    // The route to --dst through loopback means --dst is an address of the
+    // sending namespace itself (both ports in one namespace): the frames
+    // would never leave it for the DUT. Refused unless the receiving port
+    // is loopback too (a test of the tester on lo).
+    if sp.ifname == "lo" && recv_if != "lo" && a.opt::<String>("send-if")?.is_none() {
+        return Err(format!(
+            "{} is an address of the sending namespace itself (its route goes through lo, \
+             so the frames would not leave it for the DUT): give --send-if IF and --dst-mac MAC \
+             (the DUT's), or put the two ports in different namespaces",
+            ep.dst.ip()
+        ));
+    }
     let mut rp = PortIo {
         ifname: recv_if.clone(),
         mac: rlink.mac,

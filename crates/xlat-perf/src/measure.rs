@@ -1636,7 +1636,7 @@ mod tests {
                 "--dst",
                 "[2001:db8::2]:9",
                 "--recv-bind",
-                "192.0.2.2:9",
+                "127.0.0.1:9",
                 "--max-rate",
                 "1000",
             ]),
@@ -1653,12 +1653,12 @@ mod tests {
         assert!(e.contains("below the minimum 84 for IPv6"), "{e}");
         let e = err(
             Test::Throughput,
-            &["--dst", "192.0.2.2:9", "--frame-size", "63"],
+            &["--dst", "127.0.0.1:9", "--frame-size", "63"],
         );
         assert!(e.contains("below the minimum 64 for IPv4"), "{e}");
         let p = Params::from_args(
             Test::Throughput,
-            &args(&["--dst", "192.0.2.2:9", "--frame-size", "1518"]),
+            &args(&["--dst", "127.0.0.1:9", "--frame-size", "1518"]),
         )
         .unwrap();
         assert_eq!(p.ep.payload, 1472);
@@ -1671,14 +1671,14 @@ mod tests {
         assert_eq!(media_max_fps(84, 1.0), 1_201_923);
         let e = err(
             Test::Throughput,
-            &["--dst", "192.0.2.2:9", "--max-rate", "20000000"],
+            &["--dst", "127.0.0.1:9", "--max-rate", "20000000"],
         );
         assert!(e.contains("over the media maximum 14880952"), "{e}");
         let e = err(
             Test::Latency,
             &[
                 "--dst",
-                "192.0.2.2:9",
+                "127.0.0.1:9",
                 "--rate",
                 "2000000",
                 "--link-gbps",
@@ -1686,13 +1686,13 @@ mod tests {
             ],
         );
         assert!(e.contains("media maximum"), "{e}");
-        let e = err(Test::Pdv, &["--dst", "192.0.2.2:9", "--rate", "0"]);
+        let e = err(Test::Pdv, &["--dst", "127.0.0.1:9", "--rate", "0"]);
         assert!(e.contains("at least 1"), "{e}");
         let e = err(
             Test::FrameLoss,
             &[
                 "--dst",
-                "192.0.2.2:9",
+                "127.0.0.1:9",
                 "--max-rate",
                 "1000",
                 "--rates",
@@ -1710,32 +1710,32 @@ mod tests {
         assert!(e.contains("not ADDR:PORT"), "{e}");
         let e = err(
             Test::Throughput,
-            &["--dst", "192.0.2.2:9", "--src", "2001:db8::1"],
+            &["--dst", "127.0.0.1:9", "--src", "2001:db8::1"],
         );
         assert!(e.contains("different families"), "{e}");
         let e = err(
             Test::Throughput,
-            &["--dst", "192.0.2.2:9", "--src", "bogus"],
+            &["--dst", "127.0.0.1:9", "--src", "bogus"],
         );
         assert!(e.contains("not an IP address"), "{e}");
         let e = err(
             Test::Throughput,
-            &["--dst", "192.0.2.2:9", "--send-netns", "xlp-surely-absent"],
+            &["--dst", "127.0.0.1:9", "--send-netns", "xlp-surely-absent"],
         );
         assert!(e.contains("no such network namespace"), "{e}");
         let e = err(
             Test::Throughput,
-            &["--dst", "192.0.2.2:9", "--recv-netns", "../etc"],
+            &["--dst", "127.0.0.1:9", "--recv-netns", "../etc"],
         );
         assert!(e.contains("not a namespace name"), "{e}");
         let e = err(
             Test::Throughput,
-            &["--dst", "192.0.2.2:9", "--retries", "11"],
+            &["--dst", "127.0.0.1:9", "--retries", "11"],
         );
         assert!(e.contains("--retries 11"), "{e}");
-        let e = err(Test::Throughput, &["--dst", "192.0.2.2:0"]);
+        let e = err(Test::Throughput, &["--dst", "127.0.0.1:0"]);
         assert!(e.contains("port 0"), "{e}");
-        let e = err(Test::Throughput, &["--dst", "192.0.2.2:9", "--rate", "5"]);
+        let e = err(Test::Throughput, &["--dst", "127.0.0.1:9", "--rate", "5"]);
         assert!(e.contains("unknown option --rate"), "{e}");
     }
 
@@ -1747,7 +1747,7 @@ mod tests {
             Test::Throughput,
             &args(&[
                 "--dst",
-                "192.0.2.2:9",
+                "127.0.0.1:9",
                 "--src",
                 "192.0.2.1",
                 "--random-ports",
@@ -1759,7 +1759,7 @@ mod tests {
             Test::Throughput,
             &[
                 "--dst",
-                "192.0.2.2:2000",
+                "127.0.0.1:2000",
                 "--src",
                 "192.0.2.1",
                 "--random-ports",
@@ -1772,7 +1772,7 @@ mod tests {
             Test::Throughput,
             &[
                 "--dst",
-                "192.0.2.2:9",
+                "127.0.0.1:9",
                 "--src",
                 "192.0.2.1",
                 "--random-ports",
@@ -1783,12 +1783,12 @@ mod tests {
         assert!(e.contains("LO <= HI"), "{e}");
         let e = err(
             Test::Throughput,
-            &["--dst", "192.0.2.2:9", "--random-ports"],
+            &["--dst", "127.0.0.1:9", "--random-ports"],
         );
         assert!(e.contains("needs --src"), "{e}");
         let e = err(
             Test::Throughput,
-            &["--dst", "192.0.2.2:9", "--src-ports", "2000-3000"],
+            &["--dst", "127.0.0.1:9", "--src-ports", "2000-3000"],
         );
         assert!(e.contains("needs --random-ports"), "{e}");
         // --src-port would be silently ignored next to --random-ports.
@@ -1796,7 +1796,7 @@ mod tests {
             Test::Throughput,
             &[
                 "--dst",
-                "192.0.2.2:9",
+                "127.0.0.1:9",
                 "--src",
                 "192.0.2.1",
                 "--random-ports",
@@ -1816,9 +1816,9 @@ mod tests {
             .ep
             .src_ports
         };
-        assert_eq!(with("192.0.2.2:7000"), Some((49152, 65535)));
-        assert_eq!(with("192.0.2.2:50000"), Some((1024, 49999)));
-        assert_eq!(with("192.0.2.2:9"), Some((1024, 65535)));
+        assert_eq!(with("127.0.0.1:7000"), Some((49152, 65535)));
+        assert_eq!(with("127.0.0.1:50000"), Some((1024, 49999)));
+        assert_eq!(with("127.0.0.1:9"), Some((1024, 65535)));
     }
 
     #[test]
@@ -1834,7 +1834,7 @@ mod tests {
     fn rfc2544_s26_3_default_flr_rates() {
         let p = Params::from_args(
             Test::FrameLoss,
-            &args(&["--dst", "192.0.2.2:9", "--max-rate", "1000"]),
+            &args(&["--dst", "127.0.0.1:9", "--max-rate", "1000"]),
         )
         .unwrap();
         assert_eq!(
@@ -1845,7 +1845,7 @@ mod tests {
             Test::FrameLoss,
             &args(&[
                 "--dst",
-                "192.0.2.2:9",
+                "127.0.0.1:9",
                 "--max-rate",
                 "1000",
                 "--rates",
@@ -1860,7 +1860,7 @@ mod tests {
     // the media maximum, whichever is lower, then 50% of that rate.
     #[test]
     fn rfc2544_s26_5_system_recovery_rates() {
-        let base = ["--dst", "192.0.2.2:9", "--src", "192.0.2.1"];
+        let base = ["--dst", "127.0.0.1:9", "--src", "192.0.2.1"];
         // system-recovery takes no --io (its own raw-socket sender).
         let args =
             |v: &[&str]| Args::parse(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
@@ -1893,7 +1893,7 @@ mod tests {
         let p = |v: &[&str]| {
             Params::from_args(
                 Test::Throughput,
-                &args(&[&["--dst", "192.0.2.2:9"], v].concat()),
+                &args(&[&["--dst", "127.0.0.1:9"], v].concat()),
             )
             .unwrap()
         };
@@ -1918,7 +1918,7 @@ mod tests {
             Test::Latency,
             &[
                 "--dst",
-                "192.0.2.2:9",
+                "127.0.0.1:9",
                 "--rate",
                 "100",
                 "--duration",
@@ -1934,7 +1934,7 @@ mod tests {
             Test::Latency,
             &[
                 "--dst",
-                "192.0.2.2:9",
+                "127.0.0.1:9",
                 "--rate",
                 "100",
                 "--duration",
@@ -1952,7 +1952,7 @@ mod tests {
     #[test]
     fn errors_name_defaults_as_defaults() {
         let lat = |extra: &[&str]| {
-            let v = [&["--dst", "192.0.2.2:9", "--rate", "100"][..], extra].concat();
+            let v = [&["--dst", "127.0.0.1:9", "--rate", "100"][..], extra].concat();
             err(Test::Latency, &v)
         };
         assert_eq!(
@@ -1981,7 +1981,7 @@ mod tests {
             let v = [
                 &[
                     "--dst",
-                    "192.0.2.2:9",
+                    "127.0.0.1:9",
                     "--src",
                     "192.0.2.1",
                     "--link-gbps",
