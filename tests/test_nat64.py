@@ -844,6 +844,93 @@ FIN_THEN_RST_CLIENT = textwrap.dedent(
 )
 
 
+# The IPv4 server closes the first connection itself (FIN first), then echoes
+# everything on the second one until the client closes it.
+CLOSE_THEN_ECHO_SERVER = textwrap.dedent(
+    """
+    import socket, sys
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((sys.argv[1], int(sys.argv[2])))
+    s.listen(2)
+    s.settimeout(20)
+    print("listening", file=sys.stderr, flush=True)
+    c, _ = s.accept()
+    c.sendall(c.recv(10))
+    c.close()
+    c, _ = s.accept()
+    c.settimeout(20)
+    while True:
+        b = c.recv(10)
+        if not b:
+            break
+        c.sendall(b)
+    """
+)
+# The client uses one source port for both connections: the first ends with
+# both FINs, the second opens at once and talks again after ``sys.argv[3]`` s.
+SAME_PORT_CLIENT = textwrap.dedent(
+    """
+    import socket, sys, time
+    dst, port, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    def conn():
+        c = socket.socket(socket.AF_INET6)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        c.settimeout(4)
+        c.bind(("", 40123))
+        c.connect((dst, port))
+        return c
+    c = conn()
+    c.sendall(b"one")
+    print(c.recv(10).decode(), c.recv(10) == b"", flush=True)
+    c.close()
+    time.sleep(0.3)
+    c = conn()
+    c.sendall(b"two")
+    print(c.recv(10).decode(), flush=True)
+    time.sleep(pause)
+    try:
+        c.sendall(b"three")
+        print(c.recv(10).decode(), flush=True)
+    except OSError as e:
+        print("lost", e, flush=True)
+    c.close()
+    """
+)
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc6146_3_5_2_2_new_connection_on_a_closed_sessions_ports(datapath):
+    """A client that reuses its port right after a connection ended with both FINs
+    (V4 FIN + V6 FIN RCV, TCP_TRANS: here 3 s) opens a new connection on the same
+    session. Its SYN restarts the state machine (V6 INIT, then ESTABLISHED with
+    TCP_EST), so the new connection outlives the old one's deadline. Before, the
+    session stayed in V4 FIN + V6 FIN RCV and was removed 3 s after the old
+    connection's last FIN, and the new connection's later segments with it."""
+    e = Env(nat64="[nat64.timeouts]\ntcp-trans = 3\n", datapath=datapath)
+    try:
+        t, x = e.t, e.x
+        srv = t.lab.spawn(
+            t.h4,
+            [PY, "-c", CLOSE_THEN_ECHO_SERVER, t.h4_addr, "7600"],
+            stderr=subprocess.PIPE,
+        )
+        try:
+            assert b"listening" in srv.stderr.readline()
+            cp = t.lab.exec(
+                t.c1, [PY, "-c", SAME_PORT_CLIENT, t.h4_v6, "7600", "5"], timeout=25
+            )
+            out = cp.stdout.split()
+            assert out == ["one", "True", "two", "three"], (cp.stdout, cp.stderr)
+            st = [s for s in sessions(x, t.c1_addr) if s[3] == f"{t.h4_addr}#7600"]
+            assert st and st[0][4] == "state=v4finv6finrcv", st
+        finally:
+            t.lab.stop(srv)
+    finally:
+        e.close()
+
+
 @pytest.mark.timeout(40)
 @pytest.mark.parametrize("datapath", DATAPATHS)
 def test_rfc7857_2_2_rst_after_fin_ends_the_session(datapath):

@@ -6,6 +6,8 @@ pub const FIN: u8 = 0x01;
 pub const SYN: u8 = 0x02;
 /// TCP RST flag.
 pub const RST: u8 = 0x04;
+/// TCP ACK flag.
+pub const ACK: u8 = 0x10;
 
 /// RFC 6146 §3.5.2.1 session states. `Closed` is never stored: a session
 /// that reaches it is deleted.
@@ -141,8 +143,20 @@ pub fn step(state: TcpState, side: Side, flags: u8) -> Option<(TcpState, Lifetim
             (Side::V4, true, _) => (V4FinV6FinRcv, L::Trans),
             _ => (V6FinRcv, L::Est),
         },
-        // Both FINs seen: packets pass, the lifetime is not refreshed.
-        V4FinV6FinRcv => (V4FinV6FinRcv, L::Keep),
+        // Both FINs seen: packets pass, the lifetime is not refreshed. A
+        // SYN without ACK, the first segment of a new connection on the
+        // same addresses and ports (a client reusing its port while the
+        // old connection waits out TCP_TRANS), opens again as from CLOSED:
+        // V6 SYN -> V6 INIT, V4 SYN -> V4 INIT, with TCP_TRANS. RFC 6146
+        // has no such case; kept in this state, the new connection lost its
+        // session and BIB entry at the old one's deadline and then every
+        // segment (as a host's TCP stack accepts such a SYN in TIME-WAIT,
+        // RFC 6191, and conntrack opens a new connection).
+        V4FinV6FinRcv => match (side, syn && flags & ACK == 0) {
+            (Side::V6, true) => (V6Init, L::Trans),
+            (Side::V4, true) => (V4Init, L::Trans),
+            _ => (V4FinV6FinRcv, L::Keep),
+        },
         // TRANS: any packet but a RST brings the session back to
         // ESTABLISHED; a RST leaves it to expire.
         Trans => {
@@ -195,7 +209,6 @@ mod tests {
         use Lifetime as L;
         use Side::{V4, V6};
         use TcpState::*;
-        const ACK: u8 = 0x10;
         type Row = (TcpState, Side, u8, Option<(TcpState, Lifetime)>);
         #[rustfmt::skip]
         let table: &[Row] = &[
@@ -260,6 +273,36 @@ mod tests {
                 "{st:?} {side:?} {flags:#x}"
             );
         }
+    }
+
+    /// After both FINs, a new connection's SYN (no ACK) on the same
+    /// 5-tuple opens the session again (see `step`); a SYN+ACK, a FIN or
+    /// data do not, and leave the lifetime alone.
+    #[test]
+    fn a_new_syn_after_both_fins_opens_again() {
+        use TcpState::*;
+        assert_eq!(
+            step(V4FinV6FinRcv, Side::V6, SYN),
+            Some((V6Init, Lifetime::Trans))
+        );
+        assert_eq!(
+            step(V4FinV6FinRcv, Side::V4, SYN),
+            Some((V4Init, Lifetime::Trans))
+        );
+        for side in [Side::V6, Side::V4] {
+            for flags in [SYN | ACK, ACK, FIN | ACK, RST] {
+                assert_eq!(
+                    step(V4FinV6FinRcv, side, flags),
+                    Some((V4FinV6FinRcv, Lifetime::Keep)),
+                    "{side:?} {flags:#x}"
+                );
+            }
+        }
+        // The new connection then completes as from CLOSED.
+        assert_eq!(
+            step(V6Init, Side::V4, SYN | ACK),
+            Some((Established, Lifetime::Est))
+        );
     }
 
     /// RFC 6146 §3.5.2.2: every state name round-trips through u8.
