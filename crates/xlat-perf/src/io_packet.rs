@@ -745,6 +745,8 @@ pub(crate) struct StreamRx {
     /// The Ethernet type its frames must arrive with (the receive port's
     /// family: a DUT that forwards them untranslated delivers none).
     ethertype: u16,
+    /// Where its frames must arrive (see [`RxPlan::dst`]).
+    dst: Expect,
     planned: u64,
     seen: Seen,
     received: u64,
@@ -772,6 +774,11 @@ pub(crate) fn rx_streams(p: &RxPlan) -> Vec<StreamRx> {
                 0
             } else {
                 p.ethertype
+            },
+            dst: if stream & STREAM_BACKGROUND != 0 {
+                Expect::default()
+            } else {
+                p.dst
             },
             planned,
             seen: Seen::new(planned),
@@ -804,6 +811,9 @@ pub(crate) fn count_frame(
             {
                 *foreign += 1
             }
+            // Delivered to another address or port than it was sent to (a
+            // DUT that translates or forwards to the wrong place): foreign.
+            Some(s) if !s.dst.holds(data) => *foreign += 1,
             Some(s) => {
                 let seq = seq as u64;
                 if seq >= s.planned {
@@ -962,6 +972,52 @@ pub(crate) struct RxPlan {
     streams: Vec<(u16, u64, bool)>,
     /// The Ethernet type of the family the frames must arrive in.
     ethertype: u16,
+    /// The destination the frames must arrive with: the receiving port's
+    /// address (unless the sender draws destinations from a range) and the
+    /// UDP destination port(s) they were sent to.
+    dst: Expect,
+}
+
+/// The destination address (if fixed) and UDP destination port range a
+/// received test frame must carry (RFC 2544 section 10: only the frames
+/// that reach the receiving port as sent are counted).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Expect {
+    pub(crate) addr: Option<IpAddr>,
+    pub(crate) ports: (u16, u16),
+}
+
+impl Default for Expect {
+    fn default() -> Expect {
+        Expect {
+            addr: None,
+            ports: (0, u16::MAX),
+        }
+    }
+}
+
+impl Expect {
+    /// Whether Ethernet frame `f` (a test frame that `io_frame::parse`
+    /// accepted: IPv4 or IPv6 without extension headers, UDP) is addressed
+    /// as expected.
+    fn holds(&self, f: &[u8]) -> bool {
+        let (dst, l4): (IpAddr, usize) = match u16::from_be_bytes([f[12], f[13]]) {
+            0x0800 if f.len() >= 34 => {
+                let a: [u8; 4] = f[30..34].try_into().unwrap();
+                (a.into(), 14 + (f[14] & 0x0f) as usize * 4)
+            }
+            0x86dd if f.len() >= 54 => {
+                let a: [u8; 16] = f[38..54].try_into().unwrap();
+                (a.into(), 54)
+            }
+            _ => return false,
+        };
+        let Some(p) = f.get(l4 + 2..l4 + 4) else {
+            return false;
+        };
+        let port = u16::from_be_bytes([p[0], p[1]]);
+        self.addr.is_none_or(|a| a == dst) && (self.ports.0..=self.ports.1).contains(&port)
+    }
 }
 
 /// The Ethernet type of `a`'s family.
@@ -1294,6 +1350,12 @@ pub fn run_trial(
             drain: (io.dst_ports.is_none() && io.dst_addrs.is_none()).then_some(ep.recv_bind),
             streams: rx_streams,
             ethertype: ethertype_of(ep.recv_bind.ip()),
+            dst: Expect {
+                // A wildcard --recv-bind (0.0.0.0, ::) names no address.
+                addr: (io.dst_addrs.is_none() && !ep.recv_bind.ip().is_unspecified())
+                    .then_some(ep.recv_bind.ip()),
+                ports: io.dst_ports.unwrap_or((ep.dst.port(), ep.dst.port())),
+            },
         },
     }];
     if let Some(rdst) = io.reverse_dst {
@@ -1336,6 +1398,10 @@ pub fn run_trial(
                     .then_some(SocketAddr::new(src, rdst.port())),
                 streams: vec![(rstream, planned, spec.delays)],
                 ethertype: ethertype_of(src),
+                dst: Expect {
+                    addr: io.src_addrs.is_none().then_some(src),
+                    ports: io.dst_ports.unwrap_or((rdst.port(), rdst.port())),
+                },
             },
         });
     }
@@ -1351,6 +1417,7 @@ pub fn run_trial(
             drain: d.rx.drain,
             streams: std::mem::take(&mut d.rx.streams),
             ethertype: d.rx.ethertype,
+            dst: d.rx.dst,
         };
         match spawn_rx(plan, stop_at.clone(), limit_s, io.kind) {
             Ok(h) => rxs.push(h),
@@ -1558,6 +1625,10 @@ mod tests {
             drain: None,
             streams: vec![(5, 10, false), (5 | STREAM_BACKGROUND, 10, false)],
             ethertype: ethertype_of("192.0.2.2".parse().unwrap()),
+            dst: Expect {
+                addr: Some("192.0.2.2".parse().unwrap()),
+                ports: (7000, 7000),
+            },
         };
         let mut streams = rx_streams(&plan);
         let (mut foreign, mut other) = (0, 0);
@@ -1569,6 +1640,35 @@ mod tests {
         }
         assert_eq!((streams[0].received, streams[1].received), (1, 1));
         assert_eq!((foreign, other), (1, 0));
+        // RFC 2544 section 10: a test frame delivered to another address
+        // or UDP port than it was sent to is not received (foreign).
+        let elsewhere = frame("198.51.100.1", "192.0.2.3", 5);
+        let other_port = {
+            let b = Builder::new(&FrameSpec {
+                l2: Some(([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])),
+                src: "198.51.100.1".parse().unwrap(),
+                dst: "192.0.2.2".parse().unwrap(),
+                sport: 1234,
+                dport: 7001,
+                payload: 18,
+                stream: 5,
+            })
+            .unwrap();
+            let mut f = b.template.clone();
+            b.finish(&mut f, 1234, 7001, 1, 1, None);
+            f
+        };
+        assert!(matches!(
+            io_frame::parse(&other_port, true),
+            Rx::Test(5, 1, _)
+        ));
+        for f in [&elsewhere, &other_port] {
+            count_frame(&mut streams, f, 1, 0, &mut foreign, &mut other);
+        }
+        assert_eq!(streams[0].received, 1);
+        assert_eq!((foreign, other), (3, 0));
+        let any = Expect::default();
+        assert!(any.holds(&elsewhere) && any.holds(&other_port));
     }
 
     #[test]

@@ -1141,9 +1141,11 @@ pub fn run(p: &Params) -> Result<String, String> {
     for rep in 1..=p.repeat {
         match p.test {
             Test::Throughput => {
-                let mut trials: Vec<TrialOut> = Vec::new();
+                // Every attempt, in order, and whether it was retried.
+                let mut trials: Vec<(TrialOut, bool)> = Vec::new();
                 let res = search::binary_search(p.max_rate, p.error, 1, p.max_trials, |rate| {
-                    let t = trial_with_retries(p, rate, false, &mut stream, &mut trials)?;
+                    let mut again = Vec::new();
+                    let t = trial_with_retries(p, rate, false, &mut stream, &mut again)?;
                     let o = if !t.valid() {
                         Outcome::Invalid
                     } else if t.zero_loss() {
@@ -1151,12 +1153,21 @@ pub fn run(p: &Params) -> Result<String, String> {
                     } else {
                         Outcome::Fail
                     };
-                    trials.push(t);
+                    trials.extend(again.into_iter().map(|t| (t, true)));
+                    trials.push((t, false));
                     Ok::<Outcome, String>(o)
                 })?;
-                let invalid = trials.iter().filter(|t| !t.valid()).count();
-                for t in &trials {
-                    let note = if !t.valid() {
+                let invalid = trials.iter().filter(|(t, _)| !t.valid()).count();
+                if res.throughput == 0 && !trials.is_empty() && invalid == trials.len() {
+                    warnings.push(format!(
+                        "repetition {rep}: every trial was invalid (the sender fell behind): \
+                         the throughput 0 says nothing about the DUT; lower --max-rate"
+                    ));
+                }
+                for (t, retried) in &trials {
+                    let note = if *retried {
+                        "invalid: sender behind (retried)"
+                    } else if !t.valid() {
                         "invalid: sender behind"
                     } else if t.zero_loss() {
                         "pass"
@@ -1220,7 +1231,21 @@ pub fn run(p: &Params) -> Result<String, String> {
                     ),
                     (
                         "trials",
-                        J::Arr(trials.iter().map(|t| trial_json(t, vec![])).collect()),
+                        J::Arr(
+                            trials
+                                .iter()
+                                .map(|(t, retried)| {
+                                    trial_json(
+                                        t,
+                                        if *retried {
+                                            vec![("retried", J::Bool(true))]
+                                        } else {
+                                            vec![]
+                                        },
+                                    )
+                                })
+                                .collect(),
+                        ),
                     ),
                 ]));
             }
