@@ -57,10 +57,6 @@ impl Default for Nat64Settings {
 }
 
 impl Nat64Settings {
-    /// The session timeouts set below the minimum the RFCs require, as
-    /// (key, value, minimum) in seconds: UDP 120 (RFC 4787 REQ-5, RFC 6146
-    /// §4 UDP_MIN), TCP_EST 7440 (RFC 5382 REQ-5), TCP_TRANS 240 (RFC 6146
-    /// §4). Accepted (labs shorten them), but worth a warning.
     /// The keys whose values differ between `self` and `o`, other than
     /// pool4 and the static BIB (what a reload cannot apply names them).
     pub fn changed_keys(&self, o: &Nat64Settings) -> Vec<&'static str> {
@@ -95,11 +91,17 @@ impl Nat64Settings {
         v
     }
 
+    /// The session timeouts set below the minimum the RFCs require, as
+    /// (key, value, minimum) in seconds: UDP 120 (RFC 4787 REQ-5, RFC 6146
+    /// §4 UDP_MIN), TCP_EST 7440 (RFC 5382 REQ-5), TCP_TRANS 240 (RFC 6146
+    /// §4), ICMP 60 (RFC 5508 REQ-1). Accepted (labs shorten them), but
+    /// worth a warning.
     pub fn timeouts_below_rfc(&self) -> Vec<(&'static str, u64, u64)> {
         [
             ("nat64.timeouts.udp", self.udp_timeout, 120),
             ("nat64.timeouts.tcp-est", self.tcp_est_timeout, 7440),
             ("nat64.timeouts.tcp-trans", self.tcp_trans_timeout, 240),
+            ("nat64.timeouts.icmp", self.icmp_timeout, 60),
         ]
         .into_iter()
         .filter(|&(_, v, min)| v < min)
@@ -712,6 +714,15 @@ ipv4 = "203.0.113.1#8080"
             vec![("nat64.timeouts.udp", 30, 120)]
         );
         assert_eq!(super::Nat64Settings::default().timeouts_below_rfc(), vec![]);
+        // RFC 5508 REQ-1: an ICMP query session lives at least 60 s.
+        let short_icmp = super::Nat64Settings {
+            icmp_timeout: 5,
+            ..Default::default()
+        };
+        assert_eq!(
+            short_icmp.timeouts_below_rfc(),
+            vec![("nat64.timeouts.icmp", 5, 60)]
+        );
         let c = n.core();
         assert_eq!(c.timeouts.udp_ms, 30_000);
         assert_eq!(c.source_quota.unwrap().prefix_len, 64);

@@ -193,7 +193,9 @@ fn format_sessions(mut v: Vec<xlat_core::nat64::SessionInfo>, now: u64) -> Strin
             s.tcp_state
                 .map(tcp_state_name)
                 .unwrap_or_else(|| "-".into()),
-            s.expires_ms.saturating_sub(now).div_ceil(1000)
+            // Whole seconds left, rounded down: a deadline is kept in whole
+            // seconds rounded up, so a new session showed its timeout + 1.
+            s.expires_ms.saturating_sub(now) / 1000
         ));
     }
     o
