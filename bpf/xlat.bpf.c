@@ -987,6 +987,13 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	__u32 seg_len = gso ? 20 + l4hdr + skb->gso_size : total;
 	if (seg_len > total)
 		seg_len = total;
+	/* The TUN datapath takes IPv6 packets up to the TUN MTU (ipv6_mtu);
+	 * the kernel answers bigger ones with Packet Too Big for it, as the
+	 * router we stand for. Bigger ones go there too, so that a host sees
+	 * the same from both datapaths (each IPv6 packet is 20 bytes more
+	 * than its translation). */
+	if (c->ipv6_mtu && seg_len + 20 > c->ipv6_mtu)
+		return pass(P_TOO_BIG);
 
 	if (nat64) {
 		sv = route(skb, c, cw, AF_INET, s4, d4, tos, d4);

@@ -15,6 +15,7 @@ import time
 import pytest
 from conftest import (
     DATAPATHS,
+    PY,
     close_siit,
     first_packet,
     first_packet_line,
@@ -421,6 +422,94 @@ def test_df_packet_over_tun_mtu_answered_by_xlat(siit_mod):
     assert after["icmp_errors_sent"] == before["icmp_errors_sent"] + 1
     # Not translated: nothing 1520 bytes long went to the IPv6 side.
     assert after["translated_4to6_bytes"] - before["translated_4to6_bytes"] < 1520
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_ipv6_packet_over_tun_mtu_gets_packet_too_big_on_both_datapaths(datapath):
+    """Contract `[tun] mtu` (packets up to this size enter the translator): on
+    jumbo links (9000) with the TUN at its default 1500, an IPv6 packet of 1508
+    bytes is not translated; the IPv6 host gets Packet Too Big (MTU 1500) as from
+    the router the translator stands for, on both datapaths. The eBPF fast path
+    translated it (a 1488-byte IPv4 packet on a 9000 link) and the host saw
+    another path MTU than through the TUN datapath."""
+    t, x = make_siit(mtu6=9000, datapath=datapath)
+    try:
+        lab = t.lab
+        lab.set_mtu(t.router, t.dev4, 9000)
+        lab.set_mtu(t.h4, "eth0", 9000)
+        # Warm up (neighbours, and the fast path's route cache).
+        ping(lab, t.h6, t.h4_v6, count=2)
+        before = x.stats()
+        cp = lab.exec(t.h6, [*_ping_cmd(1460, "do", count=2), t.h4_v6], check=False)
+        out = cp.stdout + cp.stderr
+        assert re.search(r"mtu\s*=\s*1500", out), out
+        assert " 0% packet loss" not in out, out
+        after = x.stats()
+        assert after["translated_6to4_bytes"] - before["translated_6to4_bytes"] < 1488
+        # Within the TUN MTU the same host is translated on both datapaths.
+        assert ping(lab, t.h6, t.h4_v6, size=1452, count=2, df=True).returncode == 0
+    finally:
+        close_siit(t, x)
+
+
+# One UDP datagram of argv[3] bytes from [argv[1]] to [argv[2]]:7300, echoed by a
+# socket on [argv[4]]:7300 in the same namespace; prints the echo's length.
+HAIRPIN_ECHO = """
+import socket, sys, threading
+src, dst, size, peer = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+e = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+e.bind((peer, 7300))
+def echo():
+    d, a = e.recvfrom(70000)
+    e.sendto(d, a)
+threading.Thread(target=echo, daemon=True).start()
+c = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+c.bind((src, 0))
+c.settimeout(3)
+c.sendto(b"h" * size, (dst, 7300))
+try:
+    print(len(c.recv(70000)))
+except OSError as x:
+    print("none", x)
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc7757_4_2_2_intrinsic_hairpin_carries_fragmented_datagrams(datapath):
+    """RFC 7757 section 4.2.2 (the default `eam-hairpin-mode = "intrinsic"`): two
+    EAM'd IPv6 hosts reach each other through pool6 whatever the datagram size.
+    A datagram the IPv6 sender fragments (UDP of 3000 bytes, an EDNS answer's
+    size) is echoed back through the hairpin, and so is a 3000-byte ping (whose
+    ICMPv6 fragments the datapath reassembles). Before, every fragment was
+    dropped (`hairpin_denied`) and the ping got a useless Packet Too Big."""
+    t, x = make_siit(datapath=datapath)
+    try:
+        lab = t.lab
+        # Deprecated: bound by the echo socket, never picked as a source.
+        lab.addr(t.h6, "eth0", "2001:db8:6::3/64", deprecated=True)
+        hairpin = "2001:db8:64::c000:203"  # pool6 + 192.0.2.3, EAM'd to ::3
+        for size in (100, 3000):
+            cp = lab.exec(
+                t.h6,
+                [
+                    PY,
+                    "-c",
+                    HAIRPIN_ECHO,
+                    t.h6_addr,
+                    hairpin,
+                    str(size),
+                    "2001:db8:6::3",
+                ],
+                timeout=10,
+            )
+            assert cp.stdout.strip() == str(size), (size, cp.stdout, x.stats())
+        cp = ping(lab, t.h6, hairpin, size=3000, count=2)
+        assert cp.returncode == 0, (cp.stdout, x.stats())
+        assert x.stats().get("hairpin_denied", 0) == 0
+    finally:
+        close_siit(t, x)
 
 
 @pytest.mark.timeout(60)

@@ -80,8 +80,8 @@ reasons! {
     Pool6UOctetNonZero = "pool6_u_octet_nonzero",
     /// Multicast IPv6 source or destination (not translated, RFC 7915 §1.3).
     Ipv6Multicast = "ipv6_multicast",
-    /// An IPv6 packet whose source and destination map into EAM space
-    /// hairpins back to IPv6 and the hairpinning mode forbids it (RFC 7757 §4.2).
+    /// Kept so that counter names stay stable; no hairpinning mode
+    /// produces it (intrinsic hairpinning dropped fragments with it).
     HairpinDenied = "hairpin_denied",
 
     // --- TTL / hop limit ----------------------------------------------------

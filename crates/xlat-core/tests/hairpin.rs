@@ -211,3 +211,91 @@ fn rfc7757_4_2_2_intrinsic_hairpin_icmp_error() {
     assert_eq!(inner[7], 63, "inner hop limit not decremented");
     assert_eq!(&inner[40..], &sent[40..], "inner UDP (checksum included)");
 }
+
+/// An IPv6 packet from A to pool6(192.0.2.2): UDP, `payload` bytes of
+/// datagram after the 8-byte header; with `frag`, the first fragment of a
+/// bigger datagram (Fragment Header, M=1, the UDP length the whole one's).
+fn big_packet(payload: usize, frag: bool) -> Vec<u8> {
+    let (s, d) = (a6("2001:db8:a::1"), a6("2001:db8:64::c000:202"));
+    let whole = 8 + payload + if frag { 1000 } else { 0 };
+    let mut u = vec![0x5au8; 8 + payload];
+    u[0..2].copy_from_slice(&4000u16.to_be_bytes());
+    u[2..4].copy_from_slice(&53u16.to_be_bytes());
+    u[4..6].copy_from_slice(&(whole as u16).to_be_bytes());
+    u[6..8].copy_from_slice(&[0x12, 0x34]); // a fragment's sum is not checked
+    let mut p = vec![0u8; 40];
+    if frag {
+        ipv6::emit_header(
+            &mut p,
+            0,
+            0,
+            (8 + u.len()) as u16,
+            proto::IPV6_FRAG,
+            64,
+            &s,
+            &d,
+        );
+        p.extend_from_slice(&[proto::UDP, 0, 0, 1, 0, 0, 0x12, 0x34]);
+    } else {
+        let c = checksum::finish(checksum::sum(
+            checksum::pseudo_v6(&s, &d, proto::UDP, u.len() as u32),
+            &u,
+        ));
+        u[6..8].copy_from_slice(&c.to_be_bytes());
+        ipv6::emit_header(&mut p, 0, 0, u.len() as u16, proto::UDP, 64, &s, &d);
+    }
+    p.extend_from_slice(&u);
+    p
+}
+
+fn run_big(t: &Translator, p: &[u8]) -> (Verdict, Vec<Vec<u8>>) {
+    let mut buf = vec![0u8; HEADROOM + p.len() + 64];
+    buf[HEADROOM..HEADROOM + p.len()].copy_from_slice(p);
+    let mut frags = FragBuf::new();
+    let v = t.translate(
+        &mut buf,
+        HEADROOM,
+        p.len(),
+        PacketMeta::default(),
+        &mut frags,
+    );
+    let out = frags.iter().map(<[u8]>::to_vec).collect();
+    (v, out)
+}
+
+/// RFC 7757 §4.2.2 with RFC 7915 §4: a hairpinned IPv6 fragment (an IPv4
+/// fragment, no DF, in between) leaves as IPv6 fragments of at most
+/// `lowest-ipv6-mtu`, and a reassembled datagram bigger than the TUN
+/// (`ipv6_mtu`) is fragmented again, not answered with Packet Too Big. Both
+/// were dropped (`hairpin_denied`) or refused: big UDP answers (EDNS) and
+/// big pings between two EAM'd IPv6 nodes never arrived.
+#[test]
+fn rfc7757_4_2_2_intrinsic_hairpin_of_fragments_and_big_datagrams() {
+    let plain = translator(HairpinMode::Intrinsic);
+    let mut cfg = plain.config().clone();
+    cfg.ipv6_mtu = Some(1500); // the TUN MTU
+    let tun = Translator::new(cfg);
+    for (t, p, frag) in [
+        (&plain, big_packet(1444, true), true),
+        (&tun, big_packet(1444, true), true),
+        (&tun, big_packet(2952, false), false),
+    ] {
+        let (v, out) = run_big(t, &p);
+        assert_eq!(v, Verdict::Fragments, "fragment {frag}");
+        assert!(out.len() >= 2, "{}", out.len());
+        let mut payload = 0;
+        for f in &out {
+            let ip = Ipv6Packet::new_checked(&f[..]).expect("IPv6");
+            assert!(f.len() <= 1280, "{}", f.len());
+            assert_eq!(ip.src(), a6("2001:db8:64::c000:201"));
+            assert_eq!(ip.dst(), a6("2001:db8:b::1"));
+            assert_eq!(ip.next_header(), proto::IPV6_FRAG);
+            assert_eq!(ip.hop_limit(), 63);
+            payload += f.len() - 48;
+        }
+        assert_eq!(payload, p.len() - if frag { 48 } else { 40 });
+    }
+    // Within the TUN MTU: one IPv6 packet, as before.
+    let (v, _) = run_big(&tun, &big_packet(1400, false));
+    assert!(matches!(v, Verdict::Forward { .. }), "{v:?}");
+}

@@ -305,7 +305,7 @@ impl Translator {
     ) -> Verdict {
         match buf.get(start).map(|b| b >> 4) {
             Some(4) => self.translate_4to6(buf, start, len, meta, frags),
-            Some(6) => self.translate_6to4(buf, start, len, meta),
+            Some(6) => self.translate_6to4(buf, start, len, meta, frags),
             _ => Verdict::Drop(DropReason::UnknownVersion),
         }
     }
@@ -330,13 +330,15 @@ impl Translator {
         )
     }
 
-    /// IPv6 -> IPv4 (RFC 7915 §5).
+    /// IPv6 -> IPv4 (RFC 7915 §5). `frags` is used only by an intrinsic
+    /// hairpin (it leaves as IPv6, which may need fragmenting).
     pub fn translate_6to4(
         &self,
         buf: &mut [u8],
         start: usize,
         len: usize,
         meta: PacketMeta,
+        frags: &mut FragBuf,
     ) -> Verdict {
         // The IPv6 destination is overwritten by the translation: keep it
         // for the hairpin test (16 bytes, only in intrinsic mode).
@@ -348,7 +350,7 @@ impl Translator {
         let v = v6_to_v4::translate(&self.cfg, &self.cfg.addressing, buf, start, len, meta);
         match (v, dst6) {
             (Verdict::Forward { start, len }, Some(dst6)) => self
-                .intrinsic_hairpin(buf, start, len, &dst6, meta)
+                .intrinsic_hairpin(buf, start, len, &dst6, meta, frags)
                 .unwrap_or(v),
             _ => v,
         }
@@ -367,6 +369,7 @@ impl Translator {
         len: usize,
         dst6: &Ipv6Addr,
         meta: PacketMeta,
+        frags: &mut FragBuf,
     ) -> Option<Verdict> {
         let a = &self.cfg.addressing;
         let mut ip = Ipv4Packet::new_checked(buf.get_mut(start..start + len)?).ok()?;
@@ -385,15 +388,32 @@ impl Translator {
             TtlPolicy::CompensateKernel => ip.set_ttl(ttl.saturating_sub(1).max(1)),
             TtlPolicy::Keep => {}
         }
+        // It leaves as IPv6 of the size it came in with, so it fits the
+        // TUN unless the datapath reassembled it (fragmented ICMPv6, whose
+        // checksum needs the whole message): then it is fragmented again,
+        // as an IPv4 packet without DF is (RFC 7915 §4, `lowest-ipv6-mtu`),
+        // not answered with Packet Too Big. An IPv6 fragment came as an
+        // IPv4 fragment (no DF) and leaves as fragments of at most
+        // `lowest-ipv6-mtu` too (it was dropped as `hairpin_denied`).
+        if !meta.gso
+            && self
+                .cfg
+                .ipv6_mtu
+                .is_some_and(|m| usize::from(ip.total_len()) + 20 > usize::from(m))
+        {
+            let ff = ip.flags_frag();
+            ip.set_flags_frag(ff & !crate::wire::ipv4::FLAG_DF);
+        }
         ip.fill_checksum();
-        // A hairpinned packet never needs fragmenting (it came in as IPv6
-        // of the same size); an empty FragBuf costs no allocation.
-        let mut frags = FragBuf::default();
-        let v = v4_to_v6::translate(&self.cfg, &Hairpin(a), buf, start, len, meta, &mut frags);
-        Some(match v {
-            Verdict::Fragments => Verdict::Drop(DropReason::HairpinDenied),
-            v => v,
-        })
+        Some(v4_to_v6::translate(
+            &self.cfg,
+            &Hairpin(a),
+            buf,
+            start,
+            len,
+            meta,
+            frags,
+        ))
     }
 }
 
