@@ -279,11 +279,21 @@ def test_rfc9693_validation_of_established_connections(lab):
         "--csv",
     ).stdout.splitlines()
     assert rows[0].startswith("test,repetition,step,connections,prelim_rate,"), rows
-    # One row per trial (an invalid attempt, retried, is listed too).
-    for row in rows[1:]:
+    assert rows[0].endswith(",result,figure,value"), rows
+    width = len(rows[0].split(","))
+    # One row per trial (an invalid attempt, retried, is listed too), then
+    # the result rows: median, p1, p99, mean of the validated connections.
+    trials = [r for r in rows[1:] if r.split(",")[2] != "result"]
+    for row in trials:
         assert row.split(",")[:5] == ["validate", "1", "validate", "100", "5000"], rows
-    assert rows[-1].split(",")[5:7] == ["100", "100"], rows
-    assert rows[-1].endswith(",pass"), rows
+        assert len(row.split(",")) == width, row
+    assert trials[-1].split(",")[5:7] == ["100", "100"], rows
+    assert trials[-1].endswith(",pass,,"), rows
+    res = {r.split(",")[1]: r.split(",") for r in rows[1:] if r not in trials}
+    assert sorted(res) == ["mean", "median", "p1", "p99"], rows
+    assert all(len(r) == width for r in res.values()), res
+    assert res["median"][-2] == "validated connections (connections)", res
+    assert float(res["median"][-1]) == 100, res
     lab.exec(
         r,
         [

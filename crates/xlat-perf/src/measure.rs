@@ -683,6 +683,14 @@ impl Params {
             }
         }
         let peak = rates.iter().copied().chain([max_rate]).max().unwrap_or(0);
+        // A trial shorter than one frame interval sends one frame whatever
+        // its length: its rate would be a fiction.
+        if test != Test::BackToBack && peak > 0 && (peak as f64) * duration < 1.0 {
+            return Err(format!(
+                "--duration {duration}: shorter than one frame interval at {peak} frames/s \
+                 (a trial must last at least 1/rate seconds)"
+            ));
+        }
         let limit = match test {
             Test::Throughput | Test::FrameLoss => engine::MAX_FRAMES,
             _ => engine::MAX_DELAY_FRAMES,
@@ -1711,6 +1719,18 @@ mod tests {
             ],
         );
         assert!(e.contains("media maximum"), "{e}");
+        let e = err(
+            Test::Throughput,
+            &[
+                "--dst",
+                "127.0.0.1:9",
+                "--max-rate",
+                "100",
+                "--duration",
+                "0.001",
+            ],
+        );
+        assert!(e.contains("shorter than one frame interval"), "{e}");
         let e = err(Test::Pdv, &["--dst", "127.0.0.1:9", "--rate", "0"]);
         assert!(e.contains("at least 1"), "{e}");
         let e = err(

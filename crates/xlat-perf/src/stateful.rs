@@ -1243,10 +1243,29 @@ pub fn run(p: &SParams) -> Result<String, String> {
     }
     if p.csv {
         let mut out = vec![
-            "test,repetition,step,connections,prelim_rate,prelim_sent,prelim_received,validated,phase2_rate,phase2_planned,phase2_received,valid,result"
+            "test,repetition,step,connections,prelim_rate,prelim_sent,prelim_received,validated,phase2_rate,phase2_planned,phase2_received,valid,result,figure,value"
                 .to_string(),
         ];
-        out.extend(rows.iter().map(|r| format!("{},{}", p.test.name(), r.1)));
+        out.extend(rows.iter().map(|r| format!("{},{},,", p.test.name(), r.1)));
+        // The results, as the stateless tests' CSV ends: per figure its
+        // median, 1st and 99th percentile and mean over the repetitions.
+        for (name, unit, v) in &headline {
+            let Some(s) = crate::stats::summary(v) else {
+                continue;
+            };
+            for (what, x) in [
+                ("median", s.median),
+                ("p1", s.p1),
+                ("p99", s.p99),
+                ("mean", v.iter().sum::<f64>() / v.len() as f64),
+            ] {
+                out.push(format!(
+                    "{},{what},result,,,,,,,,,,,{} ({unit}),{x}",
+                    p.test.name(),
+                    name.replace(',', ";")
+                ));
+            }
+        }
         return Ok(out.join("\n"));
     }
     let mut out = vec![
