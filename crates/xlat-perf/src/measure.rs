@@ -1004,22 +1004,31 @@ fn csv_rows(test: Test, r: &Row) -> Vec<String> {
 /// valid repetitions (`repetition` = median, p1, p99, mean; `stream` =
 /// result; `note` = the figure and its unit; `value`).
 fn csv_results(test: Test, headline: &[(String, String, Vec<f64>)]) -> Vec<String> {
+    result_values(headline)
+        .into_iter()
+        .map(|(what, figure, x)| format!("{},{what},result,,,,,,,,,,,{figure},{x}", test.name()))
+        .collect()
+}
+
+/// Per headline figure (name, unit, one value per repetition) its median,
+/// p1, p99 and mean, as (statistic, "name (unit)" without commas, value):
+/// the result rows of the CSV outputs.
+pub(crate) fn result_values(
+    headline: &[(String, String, Vec<f64>)],
+) -> Vec<(&'static str, String, f64)> {
     let mut out = Vec::new();
     for (name, unit, v) in headline {
         let Some(s) = stats::summary(v) else {
             continue;
         };
+        let figure = format!("{} ({unit})", name.replace(',', ";"));
         for (what, x) in [
             ("median", s.median),
             ("p1", s.p1),
             ("p99", s.p99),
             ("mean", v.iter().sum::<f64>() / v.len() as f64),
         ] {
-            out.push(format!(
-                "{},{what},result,,,,,,,,,,,{} ({unit}),{x}",
-                test.name(),
-                name.replace(',', ";")
-            ));
+            out.push((what, figure.clone(), x));
         }
     }
     out

@@ -1249,22 +1249,11 @@ pub fn run(p: &SParams) -> Result<String, String> {
         out.extend(rows.iter().map(|r| format!("{},{},,", p.test.name(), r.1)));
         // The results, as the stateless tests' CSV ends: per figure its
         // median, 1st and 99th percentile and mean over the repetitions.
-        for (name, unit, v) in &headline {
-            let Some(s) = crate::stats::summary(v) else {
-                continue;
-            };
-            for (what, x) in [
-                ("median", s.median),
-                ("p1", s.p1),
-                ("p99", s.p99),
-                ("mean", v.iter().sum::<f64>() / v.len() as f64),
-            ] {
-                out.push(format!(
-                    "{},{what},result,,,,,,,,,,,{} ({unit}),{x}",
-                    p.test.name(),
-                    name.replace(',', ";")
-                ));
-            }
+        for (what, figure, x) in measure::result_values(&headline) {
+            out.push(format!(
+                "{},{what},result,,,,,,,,,,,{figure},{x}",
+                p.test.name()
+            ));
         }
         return Ok(out.join("\n"));
     }
