@@ -1228,6 +1228,35 @@ def _reload(x: Xlat, conf: str) -> None:
     assert x.log().count("configuration reloaded") > before, x.log()
 
 
+@pytest.mark.timeout(40)
+def test_pool4_change_with_the_static_entry_moved_in_one_edit():
+    """docs/nat64.md, pool4 changes: a `[[nat64.bib]]` entry must stay inside the
+    new pool4, so the operator moves it in the same edit. The old entry is then
+    logged as removed only, not also as "outside the new pool4, kept" (both were
+    logged for it in the same millisecond); the new one is added and in force."""
+    a, b = "203.0.113.1", "203.0.113.9"
+    pool = {p: f'[[nat64.pool4]]\nprefix = "{p}/32"\n' for p in (a, b)}
+    bib = {
+        p: f'[[nat64.bib]]\nprotocol = "tcp"\nipv6 = "2001:db8:6::2#80"\n'
+        f'ipv4 = "{p}#8080"\n'
+        for p in (a, b)
+    }
+    e = Env(pool4=pool[a] + bib[a])
+    try:
+        x = e.x
+        conf = x.conf.read_text()
+        assert pool[a] in conf and bib[a] in conf
+        _reload(x, conf.replace(pool[a], pool[b]).replace(bib[a], bib[b]))
+        log = x.log()
+        assert "static bib entry removed" in log, log[-2000:]
+        assert "outside the new pool4, kept" not in log, log[-2000:]
+        assert "static bib entry added" in log, log[-2000:]
+        shown = x.cli("bib", "show", "tcp").stdout
+        assert f"{b}#8080" in shown and f"{a}#8080" not in shown, shown
+    finally:
+        e.close()
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("datapath", DATAPATHS)
 def test_issue4_rfc6146_3_5_1_1_sighup_pool4_change_drains_sessions(datapath):

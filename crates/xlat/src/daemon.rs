@@ -464,7 +464,19 @@ impl Daemon {
             .set(new.icmp_errors_per_second, new.icmp_errors_burst);
         self.update_fast(&new, pool6, &eamt);
         if let (Some(wanted), Some(nat)) = (pool4_wanted, st.nat64.as_ref()) {
-            if crate::nat64d::apply_pool4(nat, &wanted, self.shared.now_ms()) {
+            // Static entries the reloaded file leaves out go next: no
+            // "kept" warning for them.
+            let leaving: Vec<_> = match &bib_wanted {
+                Some(b) => new
+                    .nat64
+                    .bib
+                    .iter()
+                    .filter(|e| !b.contains(e))
+                    .copied()
+                    .collect(),
+                None => Vec::new(),
+            };
+            if crate::nat64d::apply_pool4(nat, &wanted, &leaving, self.shared.now_ms()) {
                 new.nat64.pool4 = wanted;
             }
         }

@@ -33,13 +33,23 @@ pub fn build_state(n: &Nat64Settings) -> Result<Arc<Nat64State>, String> {
 /// SIGHUP with a changed `[[nat64.pool4]]` (issue 4): swaps pool4 in the
 /// running state. Sessions on transport addresses still in pool4 are kept;
 /// dynamic BIB entries outside it are removed with their sessions (logged,
-/// counted); static BIB entries outside it are kept with a warning.
-/// Returns false (and keeps the running pool4) if the new one is refused.
-pub fn apply_pool4(st: &Nat64State, wanted: &[Pool4Entry], now: u64) -> bool {
+/// counted); static BIB entries outside it are kept with a warning, except
+/// those in `leaving` (left out of the reloaded file: removed next, by
+/// [`apply_static_bib`]). Returns false (and keeps the running pool4) if
+/// the new one is refused.
+pub fn apply_pool4(
+    st: &Nat64State,
+    wanted: &[Pool4Entry],
+    leaving: &[StaticBib],
+    now: u64,
+) -> bool {
     match st.set_pool4(wanted, now) {
         Ok(ch) => {
             info!("nat64 pool4 changed", "entries" => wanted.len(), "bib_removed" => ch.bib_removed, "sessions_removed" => ch.sessions_removed, "sessions_removed_total" => st.pool4_drained_sessions());
             for b in &ch.static_outside {
+                if leaving.iter().any(|l| l.proto == b.proto && l.v4 == b.v4) {
+                    continue;
+                }
                 warn!("static bib entry is outside the new pool4, kept", "proto" => b.proto.name(), "ipv6" => b.v6, "ipv4" => b.v4);
             }
             true
