@@ -322,6 +322,61 @@ def test_rfc9693_validation_of_established_connections(lab):
     assert rep["all_validated"] is False
 
 
+# RFC 9693 section 4.5: a connection is validated only if the Responder's
+# reply reaches the Initiator's own port of it. A NAT whose reverse
+# translation is broken (here: every reply's destination port rewritten to 9)
+# validates nothing, and its state-table throughput in the reverse direction
+# is 0. Before, every reply counted (300 of 300 validated).
+@pytest.mark.timeout(60)
+def test_rfc9693_replies_to_the_wrong_port_do_not_validate(lab):
+    s, r, d = router(lab, nat=True)
+    lab.exec(
+        r,
+        [
+            "nft",
+            "add",
+            "rule",
+            "inet",
+            "xlq",
+            "xforward",
+            "iifname",
+            "p1",
+            "udp",
+            "dport",
+            "set",
+            "9",
+        ],
+    )
+    out = perf_json(
+        "validate",
+        *stateful(s, d, r),
+        "--connections",
+        "300",
+        "--prelim-rate",
+        "2000",
+    )
+    rep = out["repetitions"][0]
+    assert rep["established"] == 300 and rep["validated"] == 0, rep
+    assert rep["all_validated"] is False
+    out = perf_json(
+        "state-throughput",
+        *stateful(s, d, r),
+        "--connections",
+        "300",
+        "--prelim-rate",
+        "2000",
+        "--max-rate",
+        "2000",
+        "--direction",
+        "reverse",
+        "--duration",
+        "0.5",
+        "--error",
+        "0.25",
+    )
+    assert out["repetitions"][0]["throughput_fps"] == 0, out["repetitions"][0]
+
+
 # RFC 9693 section 4.5: the preliminary phase offers new connections at a
 # constant rate. A NAT44 that admits 5000 new connections/s with nft's
 # default bucket of 5 establishes every connection offered at 500/s (10 % of

@@ -65,7 +65,14 @@ pub struct Dir {
     /// besides the relative 0.1% before the trial is invalid (short
     /// back-to-back bursts last less than a scheduler tick).
     pub slack_ns: u64,
+    /// The UDP destination port frame `seq` must arrive with (RFC 9693:
+    /// a reply reaches the Initiator's port of its connection); a frame
+    /// with another one is foreign. `None`: not checked.
+    pub expect_dport: Option<ExpectPort>,
 }
+
+/// See [`Dir::expect_dport`].
+pub type ExpectPort = Arc<dyn Fn(u64) -> u16 + Send + Sync>;
 
 impl Dir {
     pub fn planned(&self) -> u64 {
@@ -453,6 +460,10 @@ fn recv_loop(
             };
             let seq = seq as u64;
             if seq >= planned {
+                foreign += 1;
+                continue;
+            }
+            if d.expect_dport.as_ref().is_some_and(|f| f(seq) != dport) {
                 foreign += 1;
                 continue;
             }

@@ -228,6 +228,7 @@ fn dir(
         record_times: times,
         record_send_times: times,
         slack_ns,
+        expect_dport: None,
     })
 }
 

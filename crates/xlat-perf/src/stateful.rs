@@ -709,9 +709,18 @@ impl Runner<'_> {
             record_times: false,
             record_send_times: false,
             slack_ns: STATE_SLACK_NS,
+            expect_dport: None,
         };
         let prelim = flows::run(&[prelim_dir], p.wait)?.remove(0);
-        let recorded: Vec<Tuple> = prelim.tuples.iter().flatten().copied().collect();
+        // The recorded 4-tuples, and for each the Initiator's source port of
+        // the connection that made it: where a reply must arrive.
+        let (recorded, back_ports): (Vec<Tuple>, Vec<u16>) = prelim
+            .tuples
+            .iter()
+            .enumerate()
+            .filter_map(|(seq, t)| t.map(|t| (t, ports_of(order[seq], sports, dports).0)))
+            .unzip();
+        let back_ports = Arc::new(back_ports);
         let mut t = Trial {
             connections: n,
             rate,
@@ -735,6 +744,8 @@ impl Runner<'_> {
                 let tu = r2[seq as usize];
                 (tu.src, tu.dport, tu.sport)
             });
+            let bp = back_ports.clone();
+            let expect: flows::ExpectPort = Arc::new(move |seq| bp[seq as usize]);
             let stream = self.next_stream();
             let d = Dir {
                 tx_netns: p.responder_netns.clone(),
@@ -750,6 +761,9 @@ impl Runner<'_> {
                 record_times: false,
                 record_send_times: false,
                 slack_ns: STATE_SLACK_NS,
+                // RFC 9693 section 4.5: a connection is valid only if its
+                // reply reaches the Initiator's own port of it.
+                expect_dport: Some(expect),
             };
             t.validation = Some(flows::run(&[d], p.wait)?.remove(0));
             if !t.validation_ok() || !t.prelim_ok() {
@@ -785,6 +799,7 @@ impl Runner<'_> {
                     record_times: false,
                     record_send_times: false,
                     slack_ns: STATE_SLACK_NS,
+                    expect_dport: None,
                 });
                 names.push("forward");
             }
@@ -792,11 +807,17 @@ impl Runner<'_> {
                 // Responder -> Initiator to the recorded 4-tuples (RFC 9693:
                 // the Responder uses its state table).
                 let rec = Arc::new(t.recorded.clone());
-                let gen: flows::Gen = Arc::new(move |seq| {
+                let len = rec.len() as u64;
+                let pick = move |seq: u64| {
                     let mut r = Rng::new(seed ^ 0x5555 ^ seq.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-                    let tu = rec[(r.next() % rec.len() as u64) as usize];
+                    (r.next() % len) as usize
+                };
+                let gen: flows::Gen = Arc::new(move |seq| {
+                    let tu = rec[pick(seq)];
                     (tu.src, tu.dport, tu.sport)
                 });
+                let bp = back_ports.clone();
+                let expect: flows::ExpectPort = Arc::new(move |seq| bp[pick(seq)]);
                 dirs.push(Dir {
                     tx_netns: p.responder_netns.clone(),
                     src: p.responder,
@@ -811,6 +832,7 @@ impl Runner<'_> {
                     record_times: false,
                     record_send_times: false,
                     slack_ns: STATE_SLACK_NS,
+                    expect_dport: Some(expect),
                 });
                 names.push("reverse");
             }
