@@ -56,6 +56,14 @@ impl Config {
         }
         let frame: Option<usize> = a.opt("frame-size")?;
         let payload = match (frame, a.opt::<usize>("payload")?) {
+            // RFC 8219 section 5.1.1: 64 bytes (IPv4), 84 (IPv6) at least.
+            (Some(f), None) if f < payload::min_test_frame(dst.is_ipv6()) => {
+                return Err(format!(
+                    "--frame-size {f}: below the minimum {} for {} test frames (RFC 8219 section 5.1.1)",
+                    payload::min_test_frame(dst.is_ipv6()),
+                    if dst.is_ipv6() { "IPv6" } else { "IPv4" }
+                ))
+            }
             (Some(f), None) => match payload::payload_for_frame(f, dst.is_ipv6())? {
                 p if p > MAX_PAYLOAD => {
                     return Err(format!(
@@ -234,5 +242,9 @@ mod tests {
         );
         v[3] = "65553";
         assert_eq!(parse(&v).unwrap().payload, 65507);
+        // RFC 8219 section 5.1.1: the smallest test frame is 64 bytes (IPv4).
+        v[3] = "63";
+        let e = parse(&v).err().unwrap();
+        assert!(e.contains("below the minimum 64"), "{e}");
     }
 }

@@ -534,6 +534,9 @@ impl Params {
             }
         }
         let recv_bind = addr_opt(a, "recv-bind")?.unwrap_or(dst);
+        if recv_bind.port() == 0 {
+            return Err("--recv-bind: port 0 (give the port the frames arrive at)".into());
+        }
         let send_netns = netns_opt(a, "send-netns")?;
         let recv_netns = netns_opt(a, "recv-netns")?;
         // RFC 8219 section 5.1.1: frame sizes of the sending side; the smallest
@@ -1789,6 +1792,11 @@ mod tests {
         assert!(e.contains("--retries 11"), "{e}");
         let e = err(Test::Throughput, &["--dst", "127.0.0.1:0"]);
         assert!(e.contains("port 0"), "{e}");
+        let e = err(
+            Test::Throughput,
+            &["--dst", "127.0.0.1:9", "--recv-bind", "127.0.0.1:0"],
+        );
+        assert!(e.starts_with("--recv-bind: port 0"), "{e}");
         let e = err(Test::Throughput, &["--dst", "127.0.0.1:9", "--rate", "5"]);
         assert!(e.contains("unknown option --rate"), "{e}");
     }
