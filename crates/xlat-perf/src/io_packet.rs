@@ -842,9 +842,9 @@ pub(crate) fn count_frame(
 /// lookup, no ICMP port unreachable back to the DUT, less work on the CPU
 /// that delivers the frames). Removed on drop.
 pub struct IngressDrop {
-    netns: Option<String>,
-    table: String,
-    _undo: crate::undo::Undo,
+    /// `nft delete table netdev TABLE` in its namespace: run on drop, or by
+    /// a signal's clean-up.
+    undo: crate::undo::Undo,
 }
 
 fn nft(netns: Option<&str>, script: &str) -> Result<(), String> {
@@ -894,16 +894,12 @@ impl IngressDrop {
             u32::from_be_bytes(crate::payload::TIMED_SIGNATURE)
         );
         remove_stale_tables(netns);
-        let _undo = crate::undo::Undo::register(vec![crate::undo::in_netns(
+        let undo = crate::undo::Undo::register(vec![crate::undo::in_netns(
             netns,
             &["nft", "delete", "table", "netdev", &table],
         )]);
         nft(netns, &script)?;
-        Ok(IngressDrop {
-            netns: netns.map(str::to_string),
-            table,
-            _undo,
-        })
+        Ok(IngressDrop { undo })
     }
 }
 
@@ -952,10 +948,7 @@ fn stale_tables(listing: &str, alive: impl Fn(u32) -> bool) -> Vec<String> {
 
 impl Drop for IngressDrop {
     fn drop(&mut self) {
-        let _ = nft(
-            self.netns.as_deref(),
-            &format!("delete table netdev {}\n", self.table),
-        );
+        self.undo.run();
     }
 }
 

@@ -102,7 +102,7 @@ fn ip(args: &[&str]) -> Result<(), String> {
 pub struct VethPair {
     pub a: String,
     pub b: String,
-    _undo: crate::undo::Undo,
+    undo: crate::undo::Undo,
 }
 
 pub const IF_NAME: &str = "xlpst0";
@@ -121,11 +121,11 @@ impl VethPair {
         let (a, b) = (format!("{tag}a"), format!("{tag}b"));
         // Registered before the namespaces exist: a signal in between
         // finds them all (see undo.rs).
-        let _undo = crate::undo::Undo::register(vec![
+        let undo = crate::undo::Undo::register(vec![
             crate::undo::argv(&["ip", "netns", "del", &a]),
             crate::undo::argv(&["ip", "netns", "del", &b]),
         ]);
-        let p = VethPair { a, b, _undo };
+        let p = VethPair { a, b, undo };
         ip(&["netns", "add", &p.a])?;
         // From here on, Drop removes what exists.
         ip(&["netns", "add", &p.b])?;
@@ -180,9 +180,9 @@ impl VethPair {
 
 impl Drop for VethPair {
     fn drop(&mut self) {
-        // Deleting a namespace deletes its end of the veth pair, and the pair.
-        let _ = ip(&["netns", "del", &self.a]);
-        let _ = ip(&["netns", "del", &self.b]);
+        // Deleting a namespace deletes its end of the veth pair, and the
+        // pair: `ip netns del` of both (the commands a signal runs too).
+        self.undo.run();
     }
 }
 

@@ -547,14 +547,10 @@ impl XdpProg {
                 } else {
                     "xdpgeneric"
                 };
-                let mut cmd = crate::undo::argv(&["ip"]);
-                if let Some(ns) = netns {
-                    cmd.extend(crate::undo::argv(&["-n", ns]));
-                }
-                cmd.extend(crate::undo::argv(&[
-                    "link", "set", "dev", ifname, off, "off",
-                ]));
-                p.undo = Some(crate::undo::Undo::register(vec![cmd]));
+                p.undo = Some(crate::undo::Undo::register(vec![crate::undo::in_netns(
+                    netns,
+                    &["ip", "link", "set", "dev", ifname, off, "off"],
+                )]));
                 return Ok(p);
             }
             if -rc == libc::EBUSY || -rc == libc::EEXIST {

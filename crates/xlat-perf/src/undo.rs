@@ -35,6 +35,19 @@ impl Undo {
     }
 }
 
+impl Undo {
+    /// Runs the commands now (the owner's normal removal: one list of
+    /// commands serves both it and a signal's clean-up). Failures are
+    /// ignored, as in a clean-up.
+    pub fn run(&self) {
+        let mine: Vec<Entry> = {
+            let r = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+            r.iter().filter(|(id, _)| *id == self.0).cloned().collect()
+        };
+        run_all(&mine);
+    }
+}
+
 impl Drop for Undo {
     fn drop(&mut self) {
         let mut r = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
