@@ -463,30 +463,24 @@ impl Daemon {
             .icmp_limit
             .set(new.icmp_errors_per_second, new.icmp_errors_burst);
         self.update_fast(&new, pool6, &eamt);
+        // Static entries the file leaves out go first, then pool4 is
+        // swapped, then the new static entries (which may use it) come.
+        let bib_kept = match (&bib_wanted, st.nat64.as_ref()) {
+            (Some(wanted), Some(nat)) => Some(crate::nat64d::remove_static_bib(
+                nat,
+                &new.nat64.bib,
+                wanted,
+                self.shared.now_ms(),
+            )),
+            _ => None,
+        };
         if let (Some(wanted), Some(nat)) = (pool4_wanted, st.nat64.as_ref()) {
-            // Static entries the reloaded file leaves out go next: no
-            // "kept" warning for them.
-            let leaving: Vec<_> = match &bib_wanted {
-                Some(b) => new
-                    .nat64
-                    .bib
-                    .iter()
-                    .filter(|e| !b.contains(e))
-                    .copied()
-                    .collect(),
-                None => Vec::new(),
-            };
-            if crate::nat64d::apply_pool4(nat, &wanted, &leaving, self.shared.now_ms()) {
+            if crate::nat64d::apply_pool4(nat, &wanted, self.shared.now_ms()) {
                 new.nat64.pool4 = wanted;
             }
         }
-        if let (Some(wanted), Some(nat)) = (bib_wanted, st.nat64.clone()) {
-            new.nat64.bib = crate::nat64d::apply_static_bib(
-                &nat,
-                &new.nat64.bib,
-                &wanted,
-                self.shared.now_ms(),
-            );
+        if let (Some(wanted), Some(kept), Some(nat)) = (bib_wanted, bib_kept, st.nat64.as_ref()) {
+            new.nat64.bib = crate::nat64d::add_static_bib(nat, kept, &wanted, self.shared.now_ms());
         }
         // Sessions drained by a pool4 or static BIB change leave the fast
         // path's flow map now: until the background check reached them, it

@@ -33,23 +33,15 @@ pub fn build_state(n: &Nat64Settings) -> Result<Arc<Nat64State>, String> {
 /// SIGHUP with a changed `[[nat64.pool4]]` (issue 4): swaps pool4 in the
 /// running state. Sessions on transport addresses still in pool4 are kept;
 /// dynamic BIB entries outside it are removed with their sessions (logged,
-/// counted); static BIB entries outside it are kept with a warning, except
-/// those in `leaving` (left out of the reloaded file: removed next, by
-/// [`apply_static_bib`]). Returns false (and keeps the running pool4) if
+/// counted); static BIB entries outside it are kept with a warning (the
+/// reload removes those its file leaves out before, with
+/// [`remove_static_bib`]). Returns false (and keeps the running pool4) if
 /// the new one is refused.
-pub fn apply_pool4(
-    st: &Nat64State,
-    wanted: &[Pool4Entry],
-    leaving: &[StaticBib],
-    now: u64,
-) -> bool {
+pub fn apply_pool4(st: &Nat64State, wanted: &[Pool4Entry], now: u64) -> bool {
     match st.set_pool4(wanted, now) {
         Ok(ch) => {
             info!("nat64 pool4 changed", "entries" => wanted.len(), "bib_removed" => ch.bib_removed, "sessions_removed" => ch.sessions_removed, "sessions_removed_total" => st.pool4_drained_sessions());
             for b in &ch.static_outside {
-                if leaving.iter().any(|l| l.proto == b.proto && l.v4 == b.v4) {
-                    continue;
-                }
                 warn!("static bib entry is outside the new pool4, kept", "proto" => b.proto.name(), "ipv6" => b.v6, "ipv4" => b.v4);
             }
             true
@@ -61,32 +53,48 @@ pub fn apply_pool4(
     }
 }
 
-/// SIGHUP: makes the configured static BIB entries `wanted` instead of
-/// `current` (entries added at run time with `xlat bib add` are left
-/// alone). Returns the entries now in force; failures are logged.
-pub fn apply_static_bib(
+/// SIGHUP, first half of making the configured static BIB entries
+/// `wanted` instead of `current`: removes (with their sessions) the
+/// entries of `current` that `wanted` leaves out, and returns those kept.
+/// It runs before a pool4 swap, so that an entry the file drops is not
+/// reported as kept outside the new pool4. Entries added at run time with
+/// `xlat bib add` are left alone.
+pub fn remove_static_bib(
     st: &Nat64State,
     current: &[StaticBib],
     wanted: &[StaticBib],
     now: u64,
 ) -> Vec<StaticBib> {
-    let mut out: Vec<StaticBib> = Vec::with_capacity(wanted.len());
+    let mut kept = Vec::with_capacity(wanted.len());
     for b in current {
         if wanted.contains(b) {
-            out.push(*b);
-        } else {
-            match st.remove_bib(b.proto, b.v4, now) {
-                Ok(_) => {
-                    info!("static bib entry removed", "proto" => b.proto.name(), "ipv6" => b.v6, "ipv4" => b.v4)
-                }
-                Err(e) => {
-                    warn!("static bib entry already gone", "ipv4" => b.v4, "error" => format!("{e:?}"))
-                }
+            kept.push(*b);
+            continue;
+        }
+        match st.remove_bib(b.proto, b.v4, now) {
+            Ok(_) => {
+                info!("static bib entry removed", "proto" => b.proto.name(), "ipv6" => b.v6, "ipv4" => b.v4)
+            }
+            Err(e) => {
+                warn!("static bib entry already gone", "ipv4" => b.v4, "error" => format!("{e:?}"))
             }
         }
     }
+    kept
+}
+
+/// SIGHUP, second half (after any pool4 swap, so that new entries may use
+/// the new pool4): adds the entries of `wanted` not in `kept`. Returns the
+/// entries now in force; failures are logged.
+pub fn add_static_bib(
+    st: &Nat64State,
+    kept: Vec<StaticBib>,
+    wanted: &[StaticBib],
+    now: u64,
+) -> Vec<StaticBib> {
+    let mut out = kept;
     for b in wanted {
-        if current.contains(b) {
+        if out.contains(b) {
             continue;
         }
         match st.add_static(b.proto, b.v6, b.v4, now) {
