@@ -88,6 +88,12 @@ def test_ping_v4_to_v6(siit_mod, size, pmtu):
             assert cp.returncode == 0, out
             assert after["fragments_emitted"] - before["fragments_emitted"] >= 2 * 3
             assert after["icmp_reassembled"] - before["icmp_reassembled"] >= 3
+            # Each reply's fragments before its last are held, not translated
+            # alone: counted, so that received = translated + dropped + held.
+            held = (
+                after["reassembly_fragments_held"] - before["reassembly_fragments_held"]
+            )
+            assert held >= 3, (before, after)
         return
     assert cp.returncode == 0, out
     assert " 0% packet loss" in cp.stdout
@@ -114,6 +120,10 @@ def test_ping_v6_to_v4(siit_mod, size, pmtu):
             assert cp.returncode == 0, out
             after = x.stats()
             assert after["icmp_reassembled"] - before["icmp_reassembled"] >= 3
+            held = (
+                after["reassembly_fragments_held"] - before["reassembly_fragments_held"]
+            )
+            assert held >= 3, (before, after)
         else:
             assert cp.returncode != 0, out
         return

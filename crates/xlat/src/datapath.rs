@@ -411,7 +411,10 @@ impl Worker {
                 };
                 match o {
                     Offer::NotMine => {}
-                    Offer::Held => continue,
+                    Offer::Held => {
+                        c.add(stats::REASSEMBLY_HELD, 1);
+                        continue;
+                    }
                     Offer::Dropped(n) => {
                         c.dropped(why, n);
                         let r = why;

@@ -9,7 +9,7 @@ use xlat_core::nat64::{Counts, Nat64State, Proto};
 use xlat_core::DropReason;
 
 /// The datapath's own counters, by index.
-pub const NAMES: [&str; 19] = [
+pub const NAMES: [&str; 20] = [
     "translated_4to6_packets",
     "translated_4to6_bytes",
     "translated_6to4_packets",
@@ -29,6 +29,7 @@ pub const NAMES: [&str; 19] = [
     "icmp_errors_rate_limited",
     "fragments_held",
     "udp_checksum_zero_reassembled",
+    "reassembly_fragments_held",
 ];
 pub const T46_PKTS: usize = 0;
 pub const T46_BYTES: usize = 1;
@@ -55,6 +56,9 @@ pub const FRAGMENTS_HELD: usize = 17;
 /// NAT64: IPv4 UDP datagrams without checksum put back together from
 /// fragments to calculate it (RFC 6146 §3.4, crate::reasm).
 pub const UDP_REASSEMBLED: usize = 18;
+/// Fragments kept by a reassembly (ICMP, NAT64 UDP without checksum) until
+/// their message was whole: not translated on their own (crate::reasm).
+pub const REASSEMBLY_HELD: usize = 19;
 pub const FIXED: usize = NAMES.len();
 pub const TOTAL: usize = FIXED + DropReason::COUNT;
 
@@ -411,6 +415,11 @@ impl Snapshot {
                 "xlat_udp_checksum_zero_reassembled_total",
                 UDP_REASSEMBLED,
                 "NAT64: IPv4 UDP datagrams without checksum reassembled to calculate it (RFC 6146 section 3.4).",
+            ),
+            (
+                "xlat_reassembly_fragments_held_total",
+                REASSEMBLY_HELD,
+                "Fragments kept by a reassembly until their message was whole (translated with it, or dropped when it was not whole in time).",
             ),
             (
                 "xlat_routing_loop_packets_total",
