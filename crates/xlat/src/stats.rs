@@ -219,8 +219,17 @@ impl Snapshot {
             .zip(self.fixed.iter())
             .map(|(n, x)| (n.to_string(), *x))
             .collect();
-        // Split by datapath: the counters above are the TUN datapath's,
-        // `ebpf_*` the fast path's (docs/datapaths.md).
+        v.push(("config_reloads".into(), self.reloads));
+        v.push(("config_reload_failures".into(), self.reload_failures));
+        if let Some(d) = &self.discovery {
+            for (n, x) in DiscoveryCounters::NAMES.iter().zip(d.iter()) {
+                v.push((n.to_string(), *x));
+            }
+        }
+        v.extend(self.drops.iter().map(|(r, x)| (r.name().to_string(), *x)));
+        // Split by datapath (the order of docs/configuration.md): the
+        // counters above are the TUN datapath's, `ebpf_*` the fast path's
+        // (docs/datapaths.md).
         v.push(("datapath_ebpf".into(), u64::from(self.fast.is_some())));
         if let Some(f) = &self.fast {
             for (n, x) in crate::ebpf::COUNTERS.iter().zip(f.iter()) {
@@ -232,14 +241,6 @@ impl Snapshot {
                 v.push((format!("ebpf_{n}"), *x));
             }
         }
-        v.push(("config_reloads".into(), self.reloads));
-        v.push(("config_reload_failures".into(), self.reload_failures));
-        if let Some(d) = &self.discovery {
-            for (n, x) in DiscoveryCounters::NAMES.iter().zip(d.iter()) {
-                v.push((n.to_string(), *x));
-            }
-        }
-        v.extend(self.drops.iter().map(|(r, x)| (r.name().to_string(), *x)));
         if let Some(c) = &self.nat64 {
             for p in Proto::ALL {
                 v.push((
@@ -515,6 +516,12 @@ mod tests {
         assert!(!p.iter().any(|(k, _)| k.starts_with("ebpf_")));
         assert!(p.contains(&("src4_denied".to_string(), 1)));
         assert!(p.contains(&("ipv4_truncated".to_string(), 0)));
+        // The order of docs/configuration.md: the TUN datapath's counters
+        // (fixed ones, reloads, drop reasons), then the datapath split.
+        let at = |k: &str| p.iter().position(|(n, _)| n == k).unwrap();
+        assert!(at(NAMES[FIXED - 1]) < at("config_reloads"));
+        assert!(at("config_reload_failures") < at("src4_denied"));
+        assert!(at("src4_denied") < at("datapath_ebpf"));
         let prom = s.prometheus();
         assert!(prom.contains("xlat_packets_total{direction=\"4to6\"} 5"));
         assert!(prom.contains("xlat_drops_total{reason=\"src4_denied\"} 1"));
