@@ -183,6 +183,22 @@ def test_check_accepts_good_config(tmp_path):
 
 
 @pytest.mark.timeout(20)
+def test_check_summary_of_a_clat_that_discovers_pool6(tmp_path):
+    """docs/clat.md: a CLAT without pool6 discovers it, PREF64 from Router
+    Advertisements first (RFC 8781 section 5.1), then RFC 7050; the summary
+    says both (it said rfc7050 alone)."""
+    xlat = need_xlat()
+    conf = _write(
+        tmp_path,
+        'mode = "clat"\n[clat]\nipv4 = "192.0.2.0/24"\n'
+        'ipv6 = "2001:db8:aaaa::/120"\n[tun]\nname = "xlat0"\n',
+    )
+    cp = run([xlat, "check", "-c", conf], check=False)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert " mode=clat pool6=discovered(rfc8781,rfc7050) " in cp.stdout, cp.stdout
+
+
+@pytest.mark.timeout(20)
 def test_check_notes_a_missing_interface(tmp_path):
     """A [datapath] interface that does not exist (yet) is valid, but `xlat check`
     says that `xlat run` will need it (it passed silently, then run failed)."""

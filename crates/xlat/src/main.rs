@@ -135,7 +135,7 @@ fn check(path: &str) -> i32 {
                 s.pool6
                     .map(|p| p.to_string())
                     .unwrap_or_else(|| if s.mode == config::Mode::Clat {
-                        "rfc7050".into()
+                        "discovered(rfc8781,rfc7050)".into()
                     } else {
                         "none".into()
                     }),
