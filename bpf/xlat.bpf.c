@@ -565,6 +565,35 @@ struct {
 	__type(value, __u32);
 } xlat_rgen SEC(".maps");
 
+/* The smallest MTU of the routes that carry one (`ip route ... mtu N`), per
+ * output device and family; ifindex 0: every device. bpf_fib_lookup
+ * reports a route's MTU only when it is locked, while the kernel's
+ * forwarding honours it always, so the loader reads the routes
+ * (crates/xlat/src/route_mtu.rs) before it bumps xlat_rgen. */
+struct route_mtu_key {
+	__u32 ifindex;
+	__u32 family;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 2048); /* route_mtu.rs MAX_KEYS, twice */
+	__type(key, struct route_mtu_key);
+	__type(value, __u32);
+} xlat_route_mtu SEC(".maps");
+
+static __always_inline void lower_to_route_mtu(struct route_val *v, int family)
+{
+	struct route_mtu_key k = {.ifindex = v->ifindex, .family = family};
+	__u32 *m = bpf_map_lookup_elem(&xlat_route_mtu, &k);
+	if (m && *m < v->mtu)
+		v->mtu = *m;
+	k.ifindex = 0;
+	m = bpf_map_lookup_elem(&xlat_route_mtu, &k);
+	if (m && *m < v->mtu)
+		v->mtu = *m;
+}
+
 /* Per-CPU scratch space of the route cache (the stack is too small for it). */
 struct route_scratch {
 	struct bpf_fib_lookup p;
@@ -660,7 +689,7 @@ static __always_inline int cache_get(struct route_scratch *sc, struct __sk_buff 
 /* The route of (family, src, dst, tos) into v's ifindex, next hop and MTU
  * (ifindex 0: no route). A lookup whose length exceeds any MTU reports the
  * route's MTU (FRAG_NEEDED) before anything else; the second one, the
- * device. */
+ * device. The MTU is then lowered to xlat_route_mtu's for the device. */
 static __always_inline void fib_route(struct route_scratch *sc, struct __sk_buff *skb, int family,
 				      const __u8 *src, const __u8 *dst, __u8 tos)
 {
@@ -682,6 +711,7 @@ static __always_inline void fib_route(struct route_scratch *sc, struct __sk_buff
 			__builtin_memcpy(v->nh, &p->ipv4_dst, 4);
 		else
 			__builtin_memcpy(v->nh, p->ipv6_dst, 16);
+		lower_to_route_mtu(v, family);
 	}
 }
 

@@ -415,6 +415,68 @@ def test_packet_too_big_mtu_bounded_by_next_hop_links(datapath):
         close_siit(t, x)
 
 
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc7915_pmtud_honours_route_mtu_attributes(datapath):
+    """RFC 7915 sections 4 and 5 (PMTUD through the translator) with the next
+    hops' MTUs set on routes (``ip route ... mtu N``, as on tunnels), not on
+    links. A DF packet whose translation exceeds the route's MTU is answered
+    (Fragmentation Needed / Packet Too Big, the MTU by RFC 7915's arithmetic),
+    not sent on: the eBPF fast path once forwarded it (bpf_fib_lookup reports
+    an unlocked route MTU as the device's), a black hole on such links. The
+    routes change after xlat started, and the MTUs go again at the end."""
+    t, x = make_siit(datapath=datapath)
+    lab = t.lab
+    routes = [
+        ["-6", "2001:db8:6::/125", t.dev6, "1400"],
+        ["-4", "198.51.100.0/25", t.dev4, "1300"],
+    ]
+    try:
+        for fam, dst, dev, mtu in routes:
+            lab.exec(
+                t.router, ["ip", fam, "route", "replace", dst, "dev", dev, "mtu", mtu]
+            )
+        before = x.stats()
+        # 1428 IPv4 bytes are 1448 as IPv6: over 1400; the answer's MTU is
+        # min(1400 - 20, 1300 of the IPv4 next hop) (section 5.2).
+        cp = ping(lab, t.h4, t.h6_v4, size=1400, count=2, df=True)
+        out = cp.stdout + cp.stderr
+        assert cp.returncode != 0 and re.search(r"mtu\s*=\s*1300", out), out
+        # 1348 IPv6 bytes are 1328 as IPv4 with DF: over 1300 (1300 + 20).
+        cp = ping(lab, t.h6, t.h4_v6, size=1300, count=2, df=True)
+        out = cp.stdout + cp.stderr
+        assert cp.returncode != 0 and re.search(
+            r"[Pp]acket too big.*mtu\s*=\s*1320", out
+        ), out
+        # What fits passes.
+        assert ping(lab, t.h4, t.h6_v4, size=1200, count=2, df=True).returncode == 0
+        assert ping(lab, t.h6, t.h4_v6, size=1200, count=2, df=True).returncode == 0
+        after = x.stats()
+        if datapath == "ebpf":
+            # The fast path left the big ones to the slow path (one each way:
+            # the senders then know the path MTU).
+            assert after["ebpf_passed_too_big"] - before["ebpf_passed_too_big"] >= 2, (
+                after
+            )
+        # The MTUs go: big DF packets are translated again (the fast path
+        # forgets the routes' MTUs).
+        for fam, dst, dev, _mtu in routes:
+            lab.exec(t.router, ["ip", fam, "route", "replace", dst, "dev", dev])
+        for _ in range(2):
+            lab.exec(t.h4, ["ip", "-4", "route", "flush", "cache"], check=False)
+            lab.exec(t.h6, ["ip", "-6", "route", "flush", "cache"], check=False)
+            big4 = ping(lab, t.h4, t.h6_v4, size=1400, count=2, df=True)
+            big6 = ping(lab, t.h6, t.h4_v6, size=1300, count=2, df=True)
+            if big4.returncode == 0 and big6.returncode == 0:
+                break
+            time.sleep(0.5)
+        assert big4.returncode == 0, big4.stdout + big4.stderr
+        assert big6.returncode == 0, big6.stdout + big6.stderr
+        assert x.alive(), x.log()
+    finally:
+        close_siit(t, x)
+
+
 @pytest.mark.timeout(30)
 def test_df_packet_over_tun_mtu_answered_by_xlat(siit_mod):
     """Contract `[tun] mtu` (IPv6-side packets up to this size) and RFC 7915 section 4 /

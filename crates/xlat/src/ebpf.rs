@@ -402,12 +402,58 @@ impl Counters {
     }
 }
 
-/// Bumps the route generation of the map `fd` (xlat_rgen) on every
-/// rtnetlink change (see route_watch.rs).
-fn watch_routes(fd: c_int) -> Result<crate::route_watch::RouteWatch, String> {
-    let fd = dup_fd(fd, "route")?;
+/// Writes the smallest route MTU per (device, family) into the map `fd`
+/// (xlat_route_mtu, route_mtu.rs), deleting the keys of `old` that are
+/// gone; returns what is now in the map. A failed dump keeps the map.
+fn sync_route_mtus(fd: c_int, old: &RouteMtus) -> RouteMtus {
+    let new = match crate::route_mtu::dump() {
+        Ok(r) => crate::route_mtu::minima(&r),
+        Err(e) => {
+            crate::warn!("cannot read the route MTUs for the eBPF fast path, keeping the last ones", "error" => e);
+            return old.clone();
+        }
+    };
+    let key = |(ifindex, family): (u32, u8)| {
+        let mut k = [0u8; 8];
+        k[0..4].copy_from_slice(&ifindex.to_ne_bytes());
+        k[4..8].copy_from_slice(&u32::from(family).to_ne_bytes());
+        k
+    };
+    for (&k, &mtu) in &new {
+        let k = key(k);
+        unsafe {
+            ffi::bpf_map_update_elem(
+                fd,
+                k.as_ptr() as *const c_void,
+                &mtu as *const u32 as *const c_void,
+                0,
+            );
+        }
+    }
+    for k in old.keys().filter(|k| !new.contains_key(k)) {
+        let k = key(*k);
+        unsafe {
+            ffi::bpf_map_delete_elem(fd, k.as_ptr() as *const c_void);
+        }
+    }
+    new
+}
+
+type RouteMtus = std::collections::BTreeMap<(u32, u8), u32>;
+
+/// Bumps the route generation of the map `gen_fd` (xlat_rgen) on every
+/// rtnetlink change (see route_watch.rs), after bringing the route MTUs of
+/// `mtu_fd` (xlat_route_mtu) up to date when routes changed: a route cached
+/// under the new generation has the new MTUs.
+fn watch_routes(gen_fd: c_int, mtu_fd: c_int) -> Result<crate::route_watch::RouteWatch, String> {
+    let fd = dup_fd(gen_fd, "route")?;
+    let mtu_fd = dup_fd(mtu_fd, "route MTU")?;
+    let mut mtus = RouteMtus::new();
     let mut gen = 0u32;
-    crate::route_watch::spawn(move || {
+    crate::route_watch::spawn(move |routes| {
+        if routes {
+            mtus = sync_route_mtus(mtu_fd.as_raw_fd(), &mtus);
+        }
         gen = gen.wrapping_add(1);
         let k = 0u32;
         unsafe {
@@ -483,7 +529,7 @@ impl FastPath {
                 fd: AtomicI32::new(map("xlat_counters")?),
                 cpus: cpus as usize,
             }),
-            _routes: watch_routes(map("xlat_rgen")?)?,
+            _routes: watch_routes(map("xlat_rgen")?, map("xlat_route_mtu")?)?,
             gen: 0,
             installs: 0,
             current: None,

@@ -3,7 +3,8 @@
 //! over generated inputs. They cover the parsers outside the core: the
 //! configuration file, RFC 8781 Router Advertisements, RFC 7050 DNS answers,
 //! the ICMP reassembly of the TUN datapath, virtio-net headers, the NAT64
-//! control requests and the metrics endpoint's HTTP requests. Each function must never panic on any input; the
+//! control requests, the metrics endpoint's HTTP requests and the rtnetlink
+//! route dumps read for the eBPF fast path's route MTUs. Each function must never panic on any input; the
 //! `assert!`s state the invariants a fuzzer should find violated.
 
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use xlat_core::nat64::Nat64State;
 
 use crate::reasm::{Offer, Reassembler, MAX_ENTRIES};
 use crate::vnet::{VnetHdr, VNET_HDR_LEN};
-use crate::{config, metrics, nat64d, rfc7050, rfc8781, vnet};
+use crate::{config, metrics, nat64d, rfc7050, rfc8781, route_mtu, vnet};
 
 /// RFC 6052 §2.2: the prefix lengths a NAT64 prefix may have.
 fn rfc6052_length(p: &Ipv6Prefix) -> bool {
@@ -208,4 +209,19 @@ pub fn metrics_request_any(data: &[u8]) {
         .and_then(|v| v.parse().ok())
         .expect("a Content-Length");
     assert!(body.is_empty() || body.len() == len, "{r}");
+}
+
+/// rtnetlink RTM_GETROUTE dump replies (route_mtu.rs): never a panic; every
+/// route returned carries an MTU; the minima are the smallest MTU of their
+/// (device, family) and stay within the key limit.
+pub fn route_dump_any(data: &[u8]) {
+    let mut out = Vec::new();
+    let _ = route_mtu::parse(data, &mut out);
+    assert!(out.iter().all(|r| r.mtu != 0));
+    let m = route_mtu::minima(&out);
+    assert!(m.len() <= route_mtu::MAX_KEYS);
+    for r in &out {
+        let per_dev = m.get(&(r.oif, r.family)).or_else(|| m.get(&(0, r.family)));
+        assert!(per_dev.is_some_and(|v| *v <= r.mtu), "{r:?} not covered");
+    }
 }

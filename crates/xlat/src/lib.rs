@@ -20,6 +20,7 @@ pub mod privs;
 pub mod reasm;
 pub mod rfc7050;
 pub mod rfc8781;
+pub mod route_mtu;
 pub mod route_watch;
 pub mod stats;
 pub mod tun;

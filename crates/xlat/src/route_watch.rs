@@ -3,7 +3,9 @@
 //! forwarding switch) and bumps the route generation in the `xlat_rgen` map
 //! on every one, which invalidates every cached FIB lookup result of the
 //! fast path (bpf/xlat.bpf.c, `route()`). A lost notification (the socket's
-//! buffer overflowed) bumps it too.
+//! buffer overflowed) bumps it too. Before the bump, a batch with a route
+//! or nexthop change (or a lost one) lets the caller read the routes again
+//! (route_mtu.rs).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -100,11 +102,33 @@ fn socket() -> Result<OwnedFd, String> {
     Ok(fd)
 }
 
+/// Whether a buffer of rtnetlink notifications holds a route or nexthop
+/// change (RTM_NEWROUTE, RTM_DELROUTE, RTM_NEWNEXTHOP, RTM_DELNEXTHOP).
+pub fn has_route_change(buf: &[u8]) -> bool {
+    let mut i = 0;
+    while i + 16 <= buf.len() {
+        let len = u32::from_ne_bytes(buf[i..i + 4].try_into().unwrap()) as usize;
+        let ty = u16::from_ne_bytes([buf[i + 4], buf[i + 5]]);
+        if matches!(ty, 24 | 25 | 104 | 105) {
+            return true;
+        }
+        if len < 16 {
+            return false;
+        }
+        i += (len + 3) & !3;
+    }
+    false
+}
+
 /// Starts the watcher; `bump` is called once per batch of notifications
-/// (and for a lost one). The socket is subscribed before this returns, so
-/// no change after it is missed.
-pub fn spawn(mut bump: impl FnMut() + Send + 'static) -> Result<RouteWatch, String> {
+/// (and for a lost one), with whether the batch changed routes (a lost
+/// notification counts as one). The socket is subscribed before this
+/// returns, so no change after it is missed.
+pub fn spawn(mut bump: impl FnMut(bool) + Send + 'static) -> Result<RouteWatch, String> {
     let fd = socket()?;
+    // Subscribed: now the caller reads the routes for the first time, and
+    // any change from here on comes as a notification.
+    bump(true);
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     std::thread::Builder::new()
@@ -126,13 +150,14 @@ pub fn spawn(mut bump: impl FnMut() + Send + 'static) -> Result<RouteWatch, Stri
                         Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
                         // ENOBUFS: notifications were lost; anything may have changed.
                         _ => {
-                            bump();
+                            bump(true);
                             std::thread::sleep(std::time::Duration::from_millis(10));
                         }
                     }
                     continue;
                 }
                 // Drain what is queued, then bump once.
+                let mut routes = has_route_change(&buf[..n as usize]);
                 loop {
                     let m = unsafe {
                         libc::recv(
@@ -145,10 +170,41 @@ pub fn spawn(mut bump: impl FnMut() + Send + 'static) -> Result<RouteWatch, Stri
                     if m <= 0 {
                         break;
                     }
+                    routes |= has_route_change(&buf[..m as usize]);
                 }
-                bump();
+                bump(routes);
             }
         })
         .map_err(|e| format!("cannot start the route watcher: {e}"))?;
     Ok(RouteWatch { stop })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_route_change;
+
+    fn msg(ty: u16, body: usize) -> Vec<u8> {
+        let mut m = ((16 + body) as u32).to_ne_bytes().to_vec();
+        m.extend(ty.to_ne_bytes());
+        m.extend([0u8; 10]);
+        m.extend(vec![0u8; body]);
+        m
+    }
+
+    #[test]
+    fn route_and_nexthop_changes_are_seen_among_others() {
+        // RTM_NEWADDR (20), then RTM_DELROUTE (25).
+        let mut b = msg(20, 13);
+        b.extend([0u8; 3]); // alignment
+        b.extend(msg(25, 12));
+        assert!(has_route_change(&b));
+        assert!(has_route_change(&msg(104, 8))); // RTM_NEWNEXTHOP
+        assert!(!has_route_change(&msg(16, 16))); // RTM_NEWLINK
+        assert!(!has_route_change(&[]));
+        // A zero length ends the walk (no endless loop).
+        let mut z = msg(20, 0);
+        z[0..4].copy_from_slice(&0u32.to_ne_bytes());
+        z.extend(msg(24, 0));
+        assert!(!has_route_change(&z));
+    }
 }

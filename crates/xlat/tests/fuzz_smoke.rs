@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use xlat::fuzz_entry::{
     config_any, dns64_any, metrics_request_any, nat64_control_any, nat64_state, ra_any, reasm_any,
-    vnet_any,
+    route_dump_any, vnet_any,
 };
 
 /// Configuration lines built from the real keys, so generated files reach
@@ -56,6 +56,58 @@ fn config_text() -> impl Strategy<Value = String> {
             }
             t
         })
+}
+
+/// Plausible RTM_NEWROUTE messages: a netlink header whose length is mostly
+/// right, an rtmsg, then attributes (RTA_OIF, RTA_METRICS with RTAX_MTU,
+/// RTA_MULTIPATH, anything) whose lengths are mostly right.
+fn route_dump_bytes() -> impl Strategy<Value = Vec<u8>> {
+    let attr = (
+        prop_oneof![
+            Just(4u16),
+            Just(8u16),
+            Just(0x8008u16),
+            Just(9u16),
+            any::<u16>()
+        ],
+        proptest::collection::vec(any::<u8>(), 0..24),
+        0u16..3,
+    )
+        .prop_map(|(ty, body, skew)| {
+            let body = if ty & 0x3fff == 8 && body.len() >= 4 {
+                // A nested RTAX_MTU (type 2) with its value.
+                let mut b = vec![8, 0, 2, 0];
+                b.extend_from_slice(&body[..4]);
+                b
+            } else {
+                body
+            };
+            let mut a = ((4 + body.len()) as u16 + skew).to_ne_bytes().to_vec();
+            a.extend(ty.to_ne_bytes());
+            a.extend(body);
+            while !a.len().is_multiple_of(4) {
+                a.push(0);
+            }
+            a
+        });
+    let msg = (
+        prop_oneof![Just(24u16), Just(2u16), Just(3u16), any::<u16>()],
+        prop_oneof![Just(2u8), Just(10u8)],
+        proptest::collection::vec(attr, 0..5),
+        0u32..2,
+    )
+        .prop_map(|(ty, family, attrs, skew)| {
+            let mut body = vec![family, 24, 0, 0, 254, 3, 0, 1, 0, 0, 0, 0];
+            for a in attrs {
+                body.extend(a);
+            }
+            let mut m = ((16 + body.len()) as u32 + skew).to_ne_bytes().to_vec();
+            m.extend(ty.to_ne_bytes());
+            m.extend([2, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+            m.extend(body);
+            m
+        });
+    proptest::collection::vec(msg, 0..4).prop_map(|ms| ms.concat())
 }
 
 /// A plausible Router Advertisement: the 16-byte header, then options of
@@ -120,6 +172,16 @@ proptest! {
     }
 
     #[test]
+    fn route_dump_any_bytes(data in proptest::collection::vec(any::<u8>(), 0..200)) {
+        route_dump_any(&data);
+    }
+
+    #[test]
+    fn route_dump_generated(data in route_dump_bytes()) {
+        route_dump_any(&data);
+    }
+
+    #[test]
     fn vnet_any_bytes(data in proptest::collection::vec(any::<u8>(), 0..200)) {
         vnet_any(&data);
     }
@@ -178,6 +240,7 @@ fn fuzz_regressions_replay() {
             "dns64" => dns64_any(&data),
             "reasm" => reasm_any(&data),
             "vnet" => vnet_any(&data),
+            "route_dump" => route_dump_any(&data),
             "metrics_request" => metrics_request_any(&data),
             "nat64_control" => nat64_control_any(&nat64_state(), &data),
             t => panic!("{name}: unknown target {t}"),
