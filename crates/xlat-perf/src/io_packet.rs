@@ -654,7 +654,37 @@ fn rand_addr(rng: &mut Rng, r: (IpAddr, IpAddr)) -> IpAddr {
     }
 }
 
-fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16) -> Result<TxOut, String> {
+/// The end of the post-trial wait (RFC 2544 section 23), set as soon as the
+/// last sender has sent its last frame: the wait counts from there, not
+/// from when the senders were done closing their sockets (an AF_PACKET
+/// socket's close waits for an RCU grace period, tens of milliseconds, in
+/// which frames that arrived after a short wait would still have counted).
+struct WaitClock {
+    senders_left: std::sync::atomic::AtomicUsize,
+    last_end: AtomicU64,
+    wait_ns: u64,
+    stop_at: Arc<AtomicU64>,
+}
+
+impl WaitClock {
+    /// A sender sent its last frame at `end_ns` (monotonic).
+    fn sender_done(&self, end_ns: u64) {
+        self.last_end.fetch_max(end_ns, Ordering::AcqRel);
+        if self.senders_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let end = self.last_end.load(Ordering::Acquire);
+            self.stop_at
+                .store(stop_time(end, self.wait_ns), Ordering::Release);
+        }
+    }
+}
+
+/// The receivers' stop time for a last frame sent at `end` (never 0 or 1,
+/// which mean "not yet" and "abort").
+fn stop_time(end: u64, wait_ns: u64) -> u64 {
+    end + wait_ns + 2
+}
+
+fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16, clock: &WaitClock) -> Result<TxOut, String> {
     // SAFETY: plain prctl with integer arguments (precise sleeps).
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
@@ -726,6 +756,7 @@ fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16) -> Result<TxOut, String> {
     }
     let elapsed = pacer.elapsed();
     let end_ns = monotonic_ns();
+    clock.sender_done(end_ns);
     Ok(TxOut {
         end_ns,
         cpu_s: thread_cpu_s(),
@@ -1426,11 +1457,17 @@ pub fn run_trial(
     // Senders: set up every ring first, then start the schedules together
     // (a sender whose setup failed makes all of them stop before sending).
     let go = Arc::new(std::sync::Barrier::new(dirs.len()));
+    let clock = Arc::new(WaitClock {
+        senders_left: std::sync::atomic::AtomicUsize::new(dirs.len()),
+        last_end: AtomicU64::new(0),
+        wait_ns: (spec.wait * 1e9) as u64,
+        stop_at: stop_at.clone(),
+    });
     let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut txs = Vec::new();
     let kind = io.kind;
     for d in dirs {
-        let (go, failed) = (go.clone(), failed.clone());
+        let (go, failed, clock) = (go.clone(), failed.clone(), clock.clone());
         let tx = d.tx;
         let h = std::thread::Builder::new()
             .name("xlp-ptx".into())
@@ -1466,7 +1503,7 @@ pub fn run_trial(
                 if failed.load(Ordering::Acquire) {
                     return Err("sender: another sender failed to start".into());
                 }
-                tx_loop(&tx, ring, stream).map_err(|e| format!("sender: {e}"))
+                tx_loop(&tx, ring, stream, &clock).map_err(|e| format!("sender: {e}"))
             })
             .map_err(|e| format!("spawn sender: {e}"))?;
         txs.push(h);
@@ -1476,14 +1513,14 @@ pub fn run_trial(
         .map(|h| h.join().unwrap_or_else(|_| Err("sender panicked".into())))
         .collect();
     // RFC 2544 section 23 / RFC 8219 section 7.1: wait for late frames, then
-    // stop; the wait starts when the last frame was sent, not when the
-    // sender threads were done closing their sockets.
+    // stop; the wait starts when the last frame was sent (WaitClock has set
+    // the same time already unless a sender failed).
     let end = txo
         .iter()
         .filter_map(|t| t.as_ref().ok().map(|t| t.end_ns))
         .max()
         .unwrap_or_else(monotonic_ns);
-    stop_at.store(end + (spec.wait * 1e9) as u64 + 2, Ordering::Release);
+    stop_at.store(stop_time(end, (spec.wait * 1e9) as u64), Ordering::Release);
     let rxo: Vec<Result<RxOut, String>> = rxs
         .into_iter()
         .map(|h| h.join().unwrap_or_else(|_| Err("receiver panicked".into())))
