@@ -374,10 +374,11 @@ fn recovery_duration(a: &Args) -> Result<f64, String> {
     Ok(r)
 }
 
-/// `--max-burst` (default `default`: 2 s at --rate, RFC 2544 section 26.4).
+/// `--max-burst` (default `default`: 2 s at --rate, RFC 2544 section 26.4),
+/// at most the frames one trial that records every arrival may plan.
 fn max_burst(a: &Args, default: u64) -> Result<u64, String> {
     let max_burst: u64 = a.opt("max-burst")?.unwrap_or(default);
-    if !(1..=engine::MAX_FRAMES).contains(&max_burst) {
+    if !(1..=engine::MAX_DELAY_FRAMES).contains(&max_burst) {
         return Err(format!(
             "{}: must be 1..={}{}",
             a.named(
@@ -385,7 +386,7 @@ fn max_burst(a: &Args, default: u64) -> Result<u64, String> {
                 max_burst,
                 "2 s at --rate, RFC 2544 section 26.4"
             ),
-            engine::MAX_FRAMES,
+            engine::MAX_DELAY_FRAMES,
             if a.has("max-burst") {
                 ""
             } else {
@@ -721,7 +722,12 @@ impl Params {
         let gap = gap(a)?;
         if planned_all > limit {
             return Err(format!(
-                "{planned_all} frames per trial is over the limit {limit}: shorten --duration or lower the rate",
+                "{planned_all} frames per trial is over the limit {limit}: shorten --duration{} or lower the rate",
+                if test == Test::SystemRecovery {
+                    " and --recovery-duration"
+                } else {
+                    ""
+                }
             ));
         }
         check_format(a)?;
@@ -2055,13 +2061,20 @@ mod tests {
             let v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
             Params::from_args(Test::BackToBack, &Args::parse(&v).unwrap()).unwrap_err()
         };
+        // The default is 2 s at --rate: over the 10,000,000 frames a trial
+        // may record from 5,000,001 frames/s (14,880,952 is 10GbE's media
+        // maximum); it was refused only once the trial started (exit 1).
         assert_eq!(
-            b2b(&["--rate", "500000001"]),
-            "the default --max-burst 1000000002 (2 s at --rate, RFC 2544 section 26.4): must be 1..=1000000000: give --max-burst"
+            b2b(&["--rate", "6000000"]),
+            "the default --max-burst 12000000 (2 s at --rate, RFC 2544 section 26.4): must be 1..=10000000: give --max-burst"
         );
         assert_eq!(
             b2b(&["--rate", "5", "--max-burst", "0"]),
-            "--max-burst 0: must be 1..=1000000000"
+            "--max-burst 0: must be 1..=10000000"
+        );
+        assert_eq!(
+            b2b(&["--rate", "6000000", "--max-burst", "10000001"]),
+            "--max-burst 10000001: must be 1..=10000000"
         );
     }
 }
