@@ -55,8 +55,21 @@ pub(crate) fn render(
         .render();
     }
     if p.csv {
-        let mut out = vec![csv_head.to_string()];
-        out.extend(csv);
+        // The trial rows, then the results as in the other tests' CSV:
+        // per figure its median, p1, p99 and mean over the valid
+        // repetitions (`repetition` = the statistic, third column =
+        // `result`, the figure and its unit in `figure`, the number in
+        // `value`).
+        let cols = csv_head.split(',').count();
+        let mut out = vec![format!("{csv_head},figure,value")];
+        out.extend(csv.into_iter().map(|r| format!("{r},,")));
+        for (what, figure, x) in measure::result_values(headline) {
+            out.push(format!(
+                "{},{what},result,{}{figure},{x}",
+                p.test.name(),
+                ",".repeat(cols - 3)
+            ));
+        }
         return out.join("\n");
     }
     let mut out = table;
@@ -436,6 +449,59 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/xlat-perf.md, CSV: the trial rows, then per figure its median,
+    /// p1, p99 and mean (`result` rows, the figure and the number in the
+    /// last two columns); back-to-back and system-recovery printed the
+    /// trials alone, so their result was not in the CSV.
+    #[test]
+    fn csv_ends_with_the_result_rows() {
+        let v: Vec<String> = [
+            "--dst",
+            "127.0.0.1:9",
+            "--src",
+            "127.0.0.1",
+            "--rate",
+            "1000",
+            "--csv",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let p = Params::from_args(
+            measure::Test::BackToBack,
+            &crate::args::Args::parse(&v).unwrap(),
+        )
+        .unwrap();
+        let head = "test,repetition,rate,burst,note";
+        let headline = vec![(
+            "back-to-back".to_string(),
+            "frames".to_string(),
+            vec![300.0, 100.0, 200.0],
+        )];
+        let out = render(
+            &p,
+            vec![],
+            &headline,
+            vec![],
+            vec!["back-to-back,1,1000,300,pass".into()],
+            head,
+            &[],
+        );
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "test,repetition,rate,burst,note,figure,value");
+        assert_eq!(lines[1], "back-to-back,1,1000,300,pass,,");
+        assert_eq!(
+            lines[2],
+            "back-to-back,median,result,,,back-to-back (frames),200"
+        );
+        assert_eq!(
+            lines[5],
+            "back-to-back,mean,result,,,back-to-back (frames),200"
+        );
+        assert_eq!(lines.len(), 6);
+        assert!(lines.iter().all(|l| l.split(',').count() == 7), "{out}");
+    }
 
     // RFC 2544 section 26.5: recovery time = B - A, B the last lost frame
     // after the rate reduction at A; losses before A do not count.
