@@ -485,6 +485,13 @@ pub fn trial_json_extra(t: &TrialOut, v: &mut Vec<(&str, J)>, sub: impl Fn(&Tria
             J::f((t.tx_cpu_s * 1e9 / t.sent as f64).round()),
         ));
     }
+    if t.reverse.is_some() || t.background.is_some() {
+        // The top-level counts are the forward stream's, its `loss_rate`
+        // and `zero_loss` the trial's (every stream): the forward stream's
+        // own, as in the CSV's `forward` line.
+        v.push(("forward_loss_rate", J::f(t.own_loss_rate())));
+        v.push(("forward_zero_loss", J::Bool(t.own_zero_loss())));
+    }
     if let Some(r) = &t.reverse {
         v.push(("reverse", sub(r)));
     }

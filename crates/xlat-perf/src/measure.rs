@@ -1663,6 +1663,30 @@ fn latency_of(t: &TrialOut, p: &Params) -> (f64, f64, u64) {
 mod tests {
     use super::*;
 
+    /// A bidirectional trial's JSON: top-level counts are the forward
+    /// stream's and `loss_rate` the trial's (both streams); the forward
+    /// stream's own rate is there too (it was only in the CSV).
+    #[test]
+    fn multi_stream_trial_json_has_the_forward_streams_own_rate() {
+        let fwd = |planned, received| TrialOut {
+            rate: 1000,
+            planned,
+            sent: planned,
+            received,
+            ..Default::default()
+        };
+        let mut t = fwd(1000, 900);
+        t.reverse = Some(Box::new(fwd(1000, 1000)));
+        let j = trial_json(&t, vec![]).render();
+        assert!(j.contains("\"lost\": 100"), "{j}");
+        assert!(j.contains("\"loss_rate\": 0.05"), "{j}");
+        assert!(j.contains("\"forward_loss_rate\": 0.1"), "{j}");
+        assert!(j.contains("\"forward_zero_loss\": false"), "{j}");
+        // A single stream has no forward_* fields (its loss_rate is its own).
+        let j = trial_json(&fwd(1000, 900), vec![]).render();
+        assert!(!j.contains("forward_loss_rate"), "{j}");
+    }
+
     /// Parameter checks only: socket I/O unless a test asks for packet I/O
     /// (which resolves interfaces and MACs in real namespaces).
     fn args(v: &[&str]) -> Args {
