@@ -481,6 +481,36 @@ def test_rfc9693_capacity_calibrated_against_connection_limit(lab):
     assert rep["reached_max_connections"] is False
 
 
+# RFC 9693 section 4.8: a capacity search that reaches --max-connections
+# (a NAT44 with no limit, max 600 from C0 = 300) knows that the table holds
+# at least 600, not its upper bound: capacity_upper_bound is null and a
+# warning says so (it reported 600 as the upper bound too).
+@pytest.mark.timeout(60)
+def test_rfc9693_capacity_at_max_connections_has_no_upper_bound(lab):
+    s, r, d = router(lab, "counter", nat=True)
+    out = perf_json(
+        "capacity",
+        *stateful(s, d, r),
+        "--c0",
+        "300",
+        "--max-rate",
+        "5000",
+        "--error",
+        "0.3",
+        "--max-connections",
+        "600",
+        "--retries",
+        "4",
+    )
+    rep = out["repetitions"][0]
+    assert rep["reached_max_connections"] is True, rep
+    assert rep["capacity"] == 600, rep
+    assert rep["capacity_upper_bound"] is None, rep
+    assert any("reached --max-connections 600" in w for w in out["warnings"]), out[
+        "warnings"
+    ]
+
+
 # RFC 9693 (phase 2, Responder -> Initiator over the recorded 4-tuples):
 # throughput with the state table filled, through a NAT44 whose established
 # traffic is limited to 10000 frames/s, within +-5%.

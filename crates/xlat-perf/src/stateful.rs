@@ -404,6 +404,16 @@ fn span(r: (u16, u16)) -> u64 {
 }
 
 impl SParams {
+    /// The size of the Responder's frames (the Initiator's payload in the
+    /// Responder's family).
+    fn responder_frame_size(&self) -> usize {
+        match (self.initiator.is_ipv6(), self.responder.is_ipv6()) {
+            (true, false) => self.frame_size - 20,
+            (false, true) => self.frame_size + 20,
+            _ => self.frame_size,
+        }
+    }
+
     pub fn from_args(test: STest, a: &Args) -> Result<SParams, String> {
         a.check_known(&known_keys(test))?;
         let initiator = parse_ip("initiator", &a.req::<String>("initiator")?)?;
@@ -449,6 +459,20 @@ impl SParams {
             _ => rate_ok("max-rate", a.req("max-rate")?)?,
         };
         let alpha = alpha(a)?;
+        // RFC 9693 section 4.3: the validation sends at alpha times the
+        // preliminary phase's rate (at most --max-rate in a search); that
+        // rate is bounded by the media as any other.
+        let (base_key, base) = match test {
+            STest::Validate | STest::StateThroughput => ("prelim-rate", prelim_rate),
+            _ => ("max-rate", max_rate),
+        };
+        let vrate = ((base as f64 * alpha).round() as u64).max(1);
+        let media_max = measure::media_max_fps(longest, link_gbps);
+        if vrate > media_max {
+            return Err(format!(
+                "--alpha {alpha} x --{base_key} {base}: the validation's {vrate} frames/s is over the media maximum {media_max} frames/s for {longest}-byte frames at {link_gbps} Gbit/s: lower --alpha"
+            ));
+        }
         let run = RunOpts::from_args(a)?;
         let between_cmd = between_cmd(a)?;
         let between_wait = between_wait(a)?;
@@ -541,6 +565,19 @@ impl SParams {
             ("alpha", J::f(self.alpha)),
             ("link_gbps", J::f(self.link_gbps)),
             ("frame_size", J::u(self.frame_size as u64)),
+            // The Responder's frames carry the same payload in its own
+            // family (RFC 8219 section 5.1.1: 20 bytes more for IPv6).
+            (
+                "responder_frame_size",
+                J::u(self.responder_frame_size() as u64),
+            ),
+            (
+                "media_max_fps",
+                J::u(measure::media_max_fps(
+                    self.frame_size.max(self.responder_frame_size()),
+                    self.link_gbps,
+                )),
+            ),
             ("udp_payload", J::u(self.payload as u64)),
             ("batch", J::u(self.batch as u64)),
             ("wait", J::f(self.wait)),
@@ -1090,6 +1127,8 @@ pub fn run(p: &SParams) -> Result<String, String> {
         first_tuple: Rng::new(monotonic_ns()).next() % (span(p.sports) * span(p.dports)),
     };
     let mut reps = Vec::new();
+    // Repetitions whose capacity search stopped at --max-connections.
+    let mut reached_max: Vec<usize> = Vec::new();
     let mut rows: Vec<(String, String)> = Vec::new();
     let mut headline: Vec<(String, String, Vec<f64>)> = Vec::new();
     let mut push = |name: &str, unit: &str, v: f64| {
@@ -1224,7 +1263,15 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 );
                 push("rate at capacity", "connections/s", rs as f64);
                 res.push(("capacity", J::u(cs)));
-                res.push(("capacity_upper_bound", J::u(cap.upper)));
+                // Stopped at --max-connections: the table holds at least
+                // that many; how many more is not known.
+                res.push((
+                    "capacity_upper_bound",
+                    if hit_max { J::Null } else { J::u(cap.upper) },
+                ));
+                if hit_max {
+                    reached_max.push(rep);
+                }
                 res.push(("rate_at_capacity", J::u(rs)));
                 res.push(("reached_max_connections", J::Bool(hit_max)));
                 res.push(("steps", J::Arr(steps)));
@@ -1244,6 +1291,12 @@ pub fn run(p: &SParams) -> Result<String, String> {
         warnings.push(format!(
             "--wait {}: frames later than this are lost; RFC 2544 section 23 waits 2 s",
             p.wait
+        ));
+    }
+    if !reached_max.is_empty() {
+        warnings.push(format!(
+            "repetition(s) {:?} reached --max-connections {}: the table holds at least that many; its capacity is not known (raise --max-connections)",
+            reached_max, p.max_connections
         ));
     }
     if p.test == STest::StateThroughput && p.duration < 60.0 {
@@ -1476,6 +1529,19 @@ mod tests {
         )
         .contains("--direction \"up\""));
         assert!(e(&["--max-rate", "10", "--c0", "0"], STest::Capacity).contains("--c0 0"));
+        // RFC 9693 section 4.3: the validation at alpha x the preliminary
+        // rate is bounded by the media maximum (84-byte IPv6 frames at 10
+        // Gbit/s: 12,019,230/s); it ran at 15 M/s.
+        let m = e(
+            &["--prelim-rate", "1500000", "--alpha", "10"],
+            STest::Validate,
+        );
+        assert!(
+            m.contains("--alpha 10 x --prelim-rate 1500000: the validation's 15000000 frames/s is over the media maximum"),
+            "{m}"
+        );
+        let m = e(&["--max-rate", "2000000", "--alpha", "10"], STest::Cer);
+        assert!(m.contains("--alpha 10 x --max-rate 2000000"), "{m}");
         assert!(e(&["--max-rate", "10", "--beta", "1.5"], STest::Capacity).contains("--beta 1.5"));
         assert!(e(
             &["--max-rate", "10", "--initiator-netns", "xlp-nope"],
@@ -1498,6 +1564,13 @@ mod tests {
             "{j}"
         );
         assert!(!j.contains("\"duration\"") && !j.contains("\"c0\""), "{j}");
+        // Both sides' frame sizes (84-byte IPv6 Initiator, 64-byte IPv4
+        // Responder) and the media maximum of the larger at 10 Gbit/s.
+        assert!(
+            j.contains("\"frame_size\": 84") && j.contains("\"responder_frame_size\": 64"),
+            "{j}"
+        );
+        assert!(j.contains("\"media_max_fps\": 12019230"), "{j}");
         let e = SParams::from_args(
             STest::Cer,
             &args(&[
