@@ -216,6 +216,13 @@ def test_rfc8219_s7_1_self_test_ceiling(lab, tmp_path):
         if t["zero_loss"]:
             assert t["received"] == t["planned"], t
     assert r["environment"]["kernel"] and r["environment"]["clocksource"]
+    # Which tester wrote the results, and when.
+    version = perf("--version").stdout.split()
+    assert (
+        version[0] == "xlat-perf"
+        and r["environment"]["xlat_perf_version"] == version[1]
+    )
+    assert abs(r["environment"]["unix_time"] - time.time()) < 120, r["environment"]
     # Its namespaces (and with them the veth pair) are gone.
     left = netns.list_ns()
     assert r["namespaces"] and not set(r["namespaces"]) & set(left), left

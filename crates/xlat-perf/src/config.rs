@@ -90,36 +90,55 @@ pub fn apply_text(cmd: &str, path: &str, text: &str, args: &mut Args) -> Result<
     let mut top: Vec<(String, toml::Value)> = Vec::new();
     let mut own: Vec<(String, toml::Value)> = Vec::new();
     let mut others: Vec<(&str, &toml::Table)> = Vec::new();
+    // Every problem of the file, one line each (not just the first).
+    let mut problems: Vec<String> = Vec::new();
     for (k, v) in &doc {
         if let toml::Value::Table(t) = v {
             let Some((_, sub_known)) = subs.iter().find(|(n, _)| n == k) else {
-                return Err(format!(
+                problems.push(format!(
                     "error: {k}: [table]: not a subcommand (tables are named after subcommands: {})",
                     subs.iter().map(|s| s.0).collect::<Vec<_>>().join(", ")
                 ));
+                continue;
             };
+            let mut ok = true;
             for (sk, sv) in t {
                 if !sub_known.contains(&sk.as_str()) || sk == "config" {
-                    return Err(format!("error: {k}.{sk}: {sv}: unknown key for {k}"));
+                    problems.push(format!("error: {k}.{sk}: {sv}: unknown key for {k}"));
+                    continue;
                 }
-                value_of(&format!("{k}.{sk}"), sv)?;
+                if let Err(e) = value_of(&format!("{k}.{sk}"), sv) {
+                    problems.push(e);
+                    ok = false;
+                    continue;
+                }
                 if k == cmd {
                     own.push((sk.clone(), sv.clone()));
                 }
             }
-            if k != cmd {
+            if k != cmd && ok {
                 others.push((k, t));
             }
             continue;
         }
         if !known.contains(&k.as_str()) {
-            return Err(format!("error: {k}: {v}: unknown key for {cmd}"));
+            problems.push(format!("error: {k}: {v}: unknown key for {cmd}"));
+            continue;
+        }
+        if let Err(e) = value_of(k, v) {
+            problems.push(e);
+            continue;
         }
         top.push((k.clone(), v.clone()));
     }
     // The values of the other subcommands' tables, with their own rules.
     for (sub, t) in others {
-        check_table(sub, t, &top)?;
+        if let Err(e) = check_table(sub, t, &top) {
+            problems.push(e);
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems.join("\n"));
     }
     // The subcommand's table first: set_default keeps the first value.
     // The output format given on the command line wins over the file's.
@@ -166,17 +185,27 @@ fn check_table(sub: &str, t: &toml::Table, top: &[(String, toml::Value)]) -> Res
             Ok(())
         }
     };
-    for key in t.keys() {
+    let mut problems = Vec::new();
+    // Unknown keys are reported by the caller.
+    for key in t.keys().filter(|k| known.contains(&k.as_str())) {
         if let Err(e) = check(key) {
             let e = format_error(&e);
             let own = format!("error: {key}: ");
-            return Err(match e.strip_prefix(&own) {
+            let msg = match e.strip_prefix(&own) {
                 Some(rest) => format!("error: {sub}.{key}: {rest}"),
                 None => format!("error: {sub}: {}", e.trim_start_matches("error: ")),
-            });
+            };
+            // A check of two keys (--json with --csv) fails for both.
+            if !problems.contains(&msg) {
+                problems.push(msg);
+            }
         }
     }
-    Ok(())
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n"))
+    }
 }
 
 /// Puts a parameter error in the form `error: KEY: VALUE: reason`: messages
@@ -430,5 +459,35 @@ mod tests {
             "error: dst: -: is required"
         );
         assert_eq!(format_error("oops"), "error: oops");
+        // Every problem of the file at once, one line each (only the first
+        // was reported, so a file took one run per mistake).
+        let e = apply_to(
+            "throughput",
+            "dst = \"127.0.0.1:9\"\nrate = 5\n[cer]\nconnections = 0\n\
+             [latency]\nrate = \"abc\"\nbogus = 1\n[pdv]\nframe-size = 50\n",
+            &[],
+        )
+        .unwrap_err();
+        let lines: Vec<&str> = e.lines().collect();
+        for want in [
+            "error: rate: 5: unknown key for throughput",
+            "error: latency.bogus: 1: unknown key for latency",
+            "error: cer.connections: 0: must be 1..=10000000",
+        ] {
+            assert!(lines.contains(&want), "{want} not in:\n{e}");
+        }
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("error: pdv.frame-size: 50: ")),
+            "{e}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("error: latency.rate: \"abc\": ")),
+            "{e}"
+        );
+        assert_eq!(lines.len(), 5, "{e}");
     }
 }

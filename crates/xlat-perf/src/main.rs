@@ -7,6 +7,7 @@ use xlat_perf::{
 use std::process::ExitCode;
 
 const USAGE: &str = "usage:
+  xlat-perf --version
   xlat-perf udp-flood --dst ADDR:PORT [--src ADDR[:PORT]] (--frame-size BYTES | --payload BYTES)
                       --rate PPS --duration SECS [--max-count N] [--batch N] [--stream ID]
   xlat-perf udp-sink  --bind ADDR:PORT --timeout SECS [--expect N] [--idle SECS] [--stream ID]
@@ -71,6 +72,10 @@ fn main() -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
+    if cmd == "-V" || cmd == "--version" {
+        println!("xlat-perf {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
     let rest = &argv[1..];
     if let Some((_, known)) = config::subcommands().iter().find(|(n, _)| n == cmd) {
         if let Some(k) = args::Args::unknown_option(rest, known) {

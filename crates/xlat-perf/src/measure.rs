@@ -261,6 +261,13 @@ fn parse_rates(s: &str, max_rate: u64) -> Result<Vec<u64>, String> {
             item.parse()
                 .map_err(|_| format!("--rates: {item:?}: not a rate"))?
         };
+        // The summary is per rate: one given twice would be counted as two
+        // repetitions of one trial.
+        if out.contains(&r) {
+            return Err(format!(
+                "--rates: {item:?}: {r} frames/s is in the list already (--repeat repeats)"
+            ));
+        }
         out.push(r);
     }
     if out.is_empty() {
@@ -626,10 +633,17 @@ impl Params {
             Test::Throughput => vec![],
             Test::FrameLoss => match a.opt::<String>("rates")? {
                 // RFC 2544 section 26.3: 100% of the maximum, then 10% steps down.
-                None => (1..=10)
-                    .rev()
-                    .map(|k| (max_rate as f64 * k as f64 / 10.0).round() as u64)
-                    .collect(),
+                // Under 10 frames/s the steps round onto each other (or to
+                // 0): each rate once, none of 0.
+                None => {
+                    let mut r: Vec<u64> = (1..=10)
+                        .rev()
+                        .map(|k| (max_rate as f64 * k as f64 / 10.0).round() as u64)
+                        .filter(|&r| r > 0)
+                        .collect();
+                    r.dedup();
+                    r
+                }
                 Some(s) => parse_rates(&s, max_rate)?,
             },
             // RFC 2544 section 26.5 (RFC 8219 section 7.6): "a rate 110% of
@@ -872,7 +886,13 @@ pub fn environment() -> J {
             .map(|(_, v)| v.trim().to_string())
     });
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get() as u64);
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     J::obj(vec![
+        ("xlat_perf_version", J::s(env!("CARGO_PKG_VERSION"))),
+        // When the results were written (seconds since 1970, UTC).
+        ("unix_time", J::u(started)),
         ("cpu_model", cpu.map_or(J::Null, J::s)),
         ("cpus", J::u(cpus)),
         (
@@ -1946,6 +1966,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.rates, vec![500, 250]);
+        // A rate twice would be summarised as two repetitions of one trial.
+        let e = Params::from_args(
+            Test::FrameLoss,
+            &args(&[
+                "--dst",
+                "127.0.0.1:9",
+                "--max-rate",
+                "1000",
+                "--rates",
+                "100%,1000",
+            ]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "--rates: \"1000\": 1000 frames/s is in the list already (--repeat repeats)"
+        );
+        let p = Params::from_args(
+            Test::FrameLoss,
+            &args(&["--dst", "127.0.0.1:9", "--max-rate", "4"]),
+        )
+        .unwrap();
+        assert_eq!(p.rates, vec![4, 3, 2, 1]);
     }
 
     // RFC 2544 section 26.5 / RFC 8219 section 7.6: 110% of the throughput or
