@@ -161,6 +161,37 @@ def test_route_taken_from_another_device_is_logged(one_ns):
         first.stop()
 
 
+@pytest.mark.timeout(30)
+def test_eam_routes_taken_over_from_another_instance(one_ns):
+    """docs/configuration.md: a new instance takes the routes over from an old
+    one before the old one stops. The EAM sides too: a route of the old TUN to
+    an EAM prefix was taken for the place its hosts live (as a LAN route is),
+    so the new instance left it, and once the old one stopped the EAM'd
+    addresses had no route. xlat's routes carry protocol 88 to tell them."""
+    lab, ns, d = one_ns
+    eam = '[[eamt]]\nipv4 = "203.0.113.0/24"\nipv6 = "2001:db8:6::/120"\n'
+    first = Xlat(lab, ns, _conf(d, "a.sock", extra=eam), d, name="a").start()
+    try:
+        routes = lab.ip(ns, "-4", "route", "show", "203.0.113.0/24").stdout
+        assert "dev xlat0" in routes and "proto 88" in routes, routes
+        second = Xlat(lab, ns, _conf(d, "b.sock", tun="xlat1", extra=eam), d, name="b")
+        second.start()
+        try:
+            first.stop()
+            assert _route_dev(lab, ns, "2001:db8:6::/120") == "xlat1"
+            routes = lab.ip(ns, "-4", "route", "show", "203.0.113.0/24").stdout
+            assert "dev xlat1" in routes, routes
+            assert re.search(
+                r"msg=\"route taken over from another device\" "
+                r"dst=203\.0\.113\.0/24 dev=xlat1 was_dev=xlat0",
+                second.log(),
+            ), second.log()
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+
+
 @pytest.mark.timeout(40)
 def test_full_eamt_refuses_new_entries_and_keeps_the_old(one_ns):
     """The contract: "a full table refuses new entries and keeps the old ones".

@@ -267,11 +267,19 @@ fn ip(args: &[&str]) -> Result<String, String> {
 /// without one, e.g. `unreachable` or multipath). Read once per change, not
 /// once per EAM entry: with a large EAMT, one `ip` per entry took minutes.
 pub struct MainTable {
+    /// Destination, prefix length, device; routes an xlat made (protocol
+    /// [`ROUTE_PROTO`]) are left out: they are no host's.
     routes: Vec<(std::net::IpAddr, u8, Option<String>)>,
     /// Destinations as `ip` prints them (a host route without `/32` or
     /// `/128`) -> device.
     devs: std::collections::HashMap<String, String>,
 }
+
+/// The routing protocol number (`ip route ... proto 88`, "X") of the routes
+/// an xlat installs into its TUN: another instance tells them from the
+/// routes to where hosts live (and takes them over, docs/configuration.md).
+/// Unassigned in linux/rtnetlink.h and iproute2's rt_protos.
+pub const ROUTE_PROTO: u8 = 88;
 
 /// Route types `ip` prints before the destination.
 const ROUTE_TYPES: &[&str] = &[
@@ -304,17 +312,18 @@ impl MainTable {
                 w.next();
             }
             let Some(dst) = w.next() else { continue };
-            let mut dev = None;
+            let (mut dev, mut proto) = (None, None);
             while let Some(x) = w.next() {
-                if x == "dev" {
-                    dev = w.next().map(str::to_string);
-                    break;
+                match x {
+                    "dev" => dev = w.next().map(str::to_string),
+                    "proto" => proto = w.next(),
+                    _ => {}
                 }
             }
             if let Some(d) = &dev {
                 t.devs.insert(dst.to_string(), d.clone());
             }
-            if dst == "default" {
+            if dst == "default" || proto == Some(ROUTE_PROTO.to_string().as_str()) {
                 continue;
             }
             let (a, len) = dst.split_once('/').unwrap_or((dst, ""));
@@ -487,7 +496,7 @@ pub fn apply_routes(dev: &str, old: &Routes, new: &Routes, tables: &RouteTables)
     let cmds: Vec<String> = ops
         .iter()
         .map(|o| match o {
-            Op::Replace(s, _) => format!("route replace {s} dev {dev}"),
+            Op::Replace(s, _) => format!("route replace {s} dev {dev} proto {ROUTE_PROTO}"),
             Op::Del(s) => format!("route del {s} dev {dev}"),
         })
         .collect();
@@ -596,6 +605,24 @@ mod tests {
                 .get("203.0.113.7")
                 .map(String::as_str),
             Some("eth2")
+        );
+    }
+
+    /// Another xlat's route into its TUN (protocol ROUTE_PROTO) is no
+    /// host's: an EAM side routed there is taken over, not left to it.
+    #[test]
+    fn another_xlats_routes_are_not_where_hosts_live() {
+        let t = MainTable::parse(
+            "203.0.113.0/24 dev xlatA proto 88 scope link\n\
+             198.18.0.0/24 dev tun9 proto static scope link\n",
+        );
+        let e = t.not_on("xlatB");
+        assert!(!e.contains(a("203.0.113.2")));
+        assert!(e.contains(a("198.18.0.2")));
+        // Its device is still known for the "taken over" warning.
+        assert_eq!(
+            t.devs.get("203.0.113.0/24").map(String::as_str),
+            Some("xlatA")
         );
     }
 
