@@ -118,6 +118,17 @@ def test_eamt_add_rejects_bad_entry(siit_fn):
     assert cp.returncode != 0
     cp = x.cli("eamt", "add", t.eamt[0][0], "2001:db8:7::/124", check=False)
     assert cp.returncode != 0, "overlapping EAM accepted"
+    # Only the IPv4 side is the configured entry's: an overlap, not a duplicate.
+    assert "IPv4 prefix overlaps the entry" in cp.stderr, cp.stderr
+    # A side no host can be in (it routed ff02::/112 or 127.0.0.0/24 into the TUN).
+    for v4, v6 in (
+        ("10.6.0.0/16", "ff02::/112"),
+        ("127.0.0.0/24", "2001:db8:99::/120"),
+    ):
+        cp = x.cli("eamt", "add", v4, v6, check=False)
+        assert cp.returncode == 1 and "no host there" in cp.stderr, cp.stderr
+    routes = t.lab.exec(t.router, ["ip", "-6", "route"]).stdout
+    assert "ff02::/112" not in routes, routes
     # The sides swapped, and a prefix with host bits: each error says what is wrong.
     cp = x.cli("eamt", "add", "2001:db8:6::20/124", "192.0.2.32/28", check=False)
     assert "the IPv4 prefix comes first" in cp.stderr, cp.stderr

@@ -493,7 +493,28 @@ pub fn check_pool6(p: &Ipv6Prefix) -> Result<(), String> {
     Ok(())
 }
 
-/// RFC 7757 §3.1: both prefixes of an EAM have suffixes of equal length.
+/// Address blocks no host of an EAM entry can be in: an entry inside one
+/// maps nothing (its packets are dropped by the denylists, RFC 7915 §4.1 /
+/// §5.1) and routes, say, `127.0.0.0/24` or `ff02::/112` into the TUN.
+const EAM_UNUSABLE_V4: [(&str, [u8; 4], u8); 4] = [
+    ("\"this network\" (RFC 791)", [0, 0, 0, 0], 8),
+    ("loopback", [127, 0, 0, 0], 8),
+    ("multicast", [224, 0, 0, 0], 4),
+    ("reserved / broadcast (RFC 1112)", [240, 0, 0, 0], 4),
+];
+const EAM_UNUSABLE_V6: [(&str, u128, u8); 4] = [
+    (
+        "IPv4-compatible, with the unspecified and loopback addresses (RFC 4291 section 2.5.5.1)",
+        0,
+        96,
+    ),
+    ("IPv4-mapped (RFC 4291 section 2.5.5.2)", 0xffff << 32, 96),
+    ("link-local", 0xfe80 << 112, 10),
+    ("multicast", 0xff << 120, 8),
+];
+
+/// RFC 7757 §3.1: both prefixes of an EAM have suffixes of equal length;
+/// and neither lies inside a block no host can be in.
 pub fn check_eam(e: &EamEntry) -> Result<(), String> {
     let s4 = 32 - u32::from(e.v4.len());
     let s6 = 128 - u32::from(e.v6.len());
@@ -504,13 +525,31 @@ pub fn check_eam(e: &EamEntry) -> Result<(), String> {
             e.v6.len()
         ));
     }
+    for (what, a, len) in EAM_UNUSABLE_V4 {
+        let block = Ipv4Prefix::truncating(a.into(), len);
+        if e.v4.len() >= len && block.contains(e.v4.addr()) {
+            return Err(format!(
+                "IPv4 prefix {} lies inside {block}, {what}: no host there",
+                e.v4
+            ));
+        }
+    }
+    for (what, a, len) in EAM_UNUSABLE_V6 {
+        let block = Ipv6Prefix::truncating(a.into(), len);
+        if e.v6.len() >= len && block.contains(&e.v6.addr()) {
+            return Err(format!(
+                "IPv6 prefix {} lies inside {block}, {what}: no host there",
+                e.v6
+            ));
+        }
+    }
     Ok(())
 }
 
 /// Checks a new EAM entry against existing ones (duplicates, overlaps).
 pub fn check_eam_conflict(e: &EamEntry, existing: &[EamEntry]) -> Result<(), String> {
     for o in existing {
-        if o.v4 == e.v4 || o.v6 == e.v6 {
+        if o.v4 == e.v4 && o.v6 == e.v6 {
             return Err(format!("duplicate of the entry {} {}", o.v4, o.v6));
         }
         if o.v4.overlaps(&e.v4) {
@@ -558,7 +597,7 @@ impl EamIndex {
         let o6 = overlapping(&self.v6, lo6, hi6);
         for o in [o4, o6].into_iter().flatten() {
             let o = all[o];
-            if o.v4 == e.v4 || o.v6 == e.v6 {
+            if o.v4 == e.v4 && o.v6 == e.v6 {
                 return Err(format!("duplicate of the entry {} {}", o.v4, o.v6));
             }
         }
@@ -1474,13 +1513,52 @@ ipv4 = "192.0.2.128/25"
 ipv6 = "2001:db8:9::/121"
 [[eamt]]
 ipv6 = "2001:db8:9::/121"
+[[eamt]]
+ipv4 = "192.0.2.0/24"
+ipv6 = "2001:db8:7::/120"
 "#,
         );
         assert!(has(&ps, "eamt[0]", "suffix lengths differ"));
-        assert!(has(&ps, "eamt[2]", "duplicate"));
+        // The same IPv4 prefix with another IPv6 one overlaps; it is no
+        // duplicate (that is both sides).
+        assert!(has(
+            &ps,
+            "eamt[2]",
+            "IPv4 prefix overlaps the entry 192.0.2.0/24"
+        ));
         assert!(has(&ps, "eamt[3]", "overlaps"));
         assert!(has(&ps, "eamt[4].ipv4", "missing"));
-        assert_eq!(ps.len(), 4);
+        assert!(has(&ps, "eamt[5]", "duplicate of the entry 192.0.2.0/24"));
+        assert_eq!(ps.len(), 5);
+    }
+
+    /// An EAM side inside a block no host can be in maps nothing and routed
+    /// e.g. ff02::/112 or 127.0.0.0/24 into the TUN; a prefix around such a
+    /// block (0.0.0.0/0) is still an entry.
+    #[test]
+    fn eamt_sides_no_host_can_have_are_refused() {
+        let entry = |v4: &str, v6: &str| EamEntry {
+            v4: v4.parse().unwrap(),
+            v6: v6.parse().unwrap(),
+        };
+        for (v4, v6, why) in [
+            ("10.6.0.0/16", "ff02::/112", "multicast"),
+            ("10.7.0.0/16", "::/112", "IPv4-compatible"),
+            ("10.8.0.0/16", "fe80::/112", "link-local"),
+            ("10.9.0.0/16", "::ffff:0:0/112", "IPv4-mapped"),
+            ("127.0.0.0/24", "2001:db8::/120", "loopback"),
+            ("224.0.0.0/24", "2001:db8::/120", "multicast"),
+            ("0.0.0.0/24", "2001:db8::/120", "this network"),
+            ("255.255.255.255/32", "2001:db8::1/128", "broadcast"),
+        ] {
+            let e = check_eam(&entry(v4, v6)).unwrap_err();
+            assert!(
+                e.contains(why) && e.contains("no host there"),
+                "{v4} {v6}: {e}"
+            );
+        }
+        check_eam(&entry("0.0.0.0/0", "2001:db8::/96")).unwrap();
+        check_eam(&entry("192.0.2.0/24", "2001:db8:6::/120")).unwrap();
     }
 
     #[test]
