@@ -93,7 +93,10 @@ pub fn accept_clients<S: Send + AsRawFd + 'static>(
                 }
             }
         }
-        waiting.retain(|(_, t)| t.elapsed() < IDLE_LIMIT);
+        // A client that said nothing for IDLE_LIMIT goes; one that sent its
+        // request while every thread was busy stays until one is free (it
+        // was closed too, and got a reset instead of its answer).
+        waiting.retain(|(s, t)| t.elapsed() < IDLE_LIMIT || readable(s.as_raw_fd()));
         // While every thread is busy, only new clients are watched (a
         // waiting client with data stays readable until a thread is free).
         let full = busy.load(Ordering::Acquire) >= MAX_CLIENTS;
@@ -115,16 +118,19 @@ pub fn accept_clients<S: Send + AsRawFd + 'static>(
         if full {
             continue;
         }
-        // Readable (a request, or a hang-up): to a thread, newest index first
-        // so that the indices of the others stay valid.
+        // Readable (a request, or a hang-up): to a thread, the longest
+        // waiting first, as many as there are free threads; taken out
+        // newest index first so that the indices of the others stay valid.
+        let free = MAX_CLIENTS.saturating_sub(busy.load(Ordering::Acquire));
         let ready: Vec<usize> = (1..fds.len())
             .filter(|&i| fds[i].revents != 0)
             .map(|i| i - 1)
+            .take(free)
             .collect();
         for i in ready.into_iter().rev() {
             if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
                 busy.fetch_sub(1, Ordering::AcqRel);
-                break;
+                continue;
             }
             let Some((s, _)) = waiting.remove(i) else {
                 busy.fetch_sub(1, Ordering::AcqRel);
@@ -143,6 +149,17 @@ pub fn accept_clients<S: Send + AsRawFd + 'static>(
             }
         }
     }
+}
+
+/// Whether `fd` has something to read (or was hung up), without waiting.
+fn readable(fd: std::os::fd::RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one live pollfd.
+    unsafe { libc::poll(&mut p, 1, 0) > 0 }
 }
 
 /// Serves requests until `stop` is set.
@@ -266,6 +283,29 @@ mod tests {
             t0.elapsed()
         );
         drop(silent);
+        // Clients that send half a request hold every thread for up to the
+        // 2 s read timeout. One that connected just before them and sent its
+        // whole request within its 2 s is served when a thread frees up:
+        // it was closed 2 s after it connected, while every thread was
+        // still busy (a reset instead of its answer).
+        let mut early = UnixStream::connect(&path).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let slow: Vec<UnixStream> = (0..MAX_CLIENTS)
+            .map(|_| {
+                let mut c = UnixStream::connect(&path).unwrap();
+                c.write_all(b"st").unwrap();
+                c
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        early.write_all(b"stats\n").unwrap();
+        early
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut answer = String::new();
+        let got = early.read_to_string(&mut answer);
+        assert!(got.is_ok() && answer == "ok\na 1\n", "{got:?} {answer:?}");
+        drop(slow);
         // A request cut at the length limit is refused, not run cut short.
         let long = format!("stats{}", " ".repeat(5000));
         assert!(request(&path, &long)
