@@ -33,17 +33,39 @@ fn parse_args(raw: &[String]) -> Result<Args, String> {
         json: false,
         address: None,
     };
+    // An option given twice is a usage error: `-c A -c B` ran B alone.
+    fn once(slot: &mut Option<String>, name: &str, v: String) -> Result<(), String> {
+        if let Some(old) = slot {
+            return Err(format!("{name} given twice ({old}, {v})"));
+        }
+        *slot = Some(v);
+        Ok(())
+    }
     let mut it = raw.iter();
     while let Some(x) = it.next() {
         match x.as_str() {
-            "-c" | "--config" => a.config = Some(it.next().ok_or("-c needs a FILE")?.clone()),
-            "-s" | "--socket" => a.socket = Some(it.next().ok_or("-s needs a SOCKET")?.clone()),
+            "-c" | "--config" => once(
+                &mut a.config,
+                "-c/--config",
+                it.next().ok_or("-c needs a FILE")?.clone(),
+            )?,
+            "-s" | "--socket" => once(
+                &mut a.socket,
+                "-s/--socket",
+                it.next().ok_or("-s needs a SOCKET")?.clone(),
+            )?,
             "--json" => a.json = true,
-            "-a" | "--address" => {
-                a.address = Some(it.next().ok_or("--address needs an ADDRESS")?.clone())
+            "-a" | "--address" => once(
+                &mut a.address,
+                "-a/--address",
+                it.next().ok_or("--address needs an ADDRESS")?.clone(),
+            )?,
+            s if s.starts_with("--config=") => {
+                once(&mut a.config, "-c/--config", s[9..].to_string())?
             }
-            s if s.starts_with("--config=") => a.config = Some(s[9..].to_string()),
-            s if s.starts_with("--socket=") => a.socket = Some(s[9..].to_string()),
+            s if s.starts_with("--socket=") => {
+                once(&mut a.socket, "-s/--socket", s[9..].to_string())?
+            }
             s if s.starts_with('-') && s.len() > 1 && s.parse::<f64>().is_err() => {
                 return Err(format!("unknown option {s}"))
             }
@@ -270,6 +292,15 @@ mod tests {
         assert!(a.json);
         assert_eq!(a.pos, vec!["stats"]);
         assert!(parse_args(&["--bogus".to_string()]).is_err());
+        // `run -c A -c B` ran B alone, silently.
+        let twice: Vec<String> = ["run", "-c", "a.toml", "--config=b.toml"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            parse_args(&twice).err().as_deref(),
+            Some("-c/--config given twice (a.toml, b.toml)")
+        );
         assert_eq!(json_stats("a 1\nb 2\n"), "{\n  \"a\": 1,\n  \"b\": 2\n}");
     }
 }
