@@ -104,12 +104,8 @@ fn map_error(
                 .min(u32::from(u16::MAX));
             (icmp4::DEST_UNREACH, icmp4::FRAG_NEEDED, mtu, false)
         }
-        icmp6::TIME_EXCEEDED => {
-            if c6 > icmp6::FRAG_REASSEMBLY_EXCEEDED {
-                return Err(DropReason::Icmp6UntranslatableCode);
-            }
-            (icmp4::TIME_EXCEEDED, c6, 0, true)
-        }
+        // "The Code is unchanged" (any code, as §4.2 does the other way).
+        icmp6::TIME_EXCEEDED => (icmp4::TIME_EXCEEDED, c6, 0, true),
         icmp6::PARAM_PROBLEM => match c6 {
             icmp6::ERRONEOUS_HEADER => {
                 let p = pointer_6to4(rest6)?;

@@ -872,12 +872,14 @@ fn rfc7915_5_2_dest_unreach_codes() {
     }
 }
 
-/// RFC 7915 §5.2: Time Exceeded keeps its code; Parameter Problem pointer
-/// map (Figure 6), code 1 -> Protocol Unreachable, code 2 dropped.
+/// RFC 7915 §5.2: Time Exceeded keeps its code (any code: "The Code is
+/// unchanged", as §4.2 does the other way; code 2 was dropped); Parameter
+/// Problem pointer map (Figure 6), code 1 -> Protocol Unreachable, code 2
+/// dropped.
 #[test]
 fn rfc7915_5_2_time_exceeded_and_param_problem() {
     let inner = inner_tcp();
-    for c in [0u8, 1] {
+    for c in [0u8, 1, 2, 255] {
         let (v, buf) = run(&error6(h6(), 3, c, 0, &inner));
         check_error(&fwd(v, &buf), 11, c);
     }
