@@ -16,7 +16,7 @@
 //! (route_watch.rs), before the route cache is invalidated.
 
 use std::collections::BTreeMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 
 const RTM_GETROUTE: u16 = 26;
 const RTM_NEWROUTE: u16 = 24;
@@ -176,34 +176,8 @@ pub fn minima(routes: &[RouteMtu]) -> BTreeMap<(u32, u8), u32> {
 /// Dumps the routes of every table of both families (the calling thread's
 /// network namespace) and returns those that carry an MTU.
 pub fn dump() -> Result<Vec<RouteMtu>, String> {
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    };
-    if fd < 0 {
-        return Err(format!(
-            "rtnetlink socket: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // A dump that stalls must not stall the watcher for ever.
-    let tv = libc::timeval {
-        tv_sec: 2,
-        tv_usec: 0,
-    };
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            &tv as *const libc::timeval as *const libc::c_void,
-            std::mem::size_of::<libc::timeval>() as u32,
-        );
-    }
+    let fd = crate::route_watch::rtnetlink_socket(2)?;
     let mut out = Vec::new();
     let mut buf = vec![0u8; 1 << 16];
     for (seq, family) in [(1u32, libc::AF_INET as u8), (2, libc::AF_INET6 as u8)] {

@@ -38,7 +38,9 @@ impl Drop for RouteWatch {
     }
 }
 
-fn socket() -> Result<OwnedFd, String> {
+/// An rtnetlink socket whose receives give up after `timeout_s` seconds
+/// (EAGAIN), so that a reader notices a stop request or a stalled dump.
+pub fn rtnetlink_socket(timeout_s: libc::time_t) -> Result<OwnedFd, String> {
     let fd = unsafe {
         libc::socket(
             libc::AF_NETLINK,
@@ -53,6 +55,26 @@ fn socket() -> Result<OwnedFd, String> {
         ));
     }
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let tv = libc::timeval {
+        tv_sec: timeout_s,
+        tv_usec: 0,
+    };
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            &tv as *const libc::timeval as *const libc::c_void,
+            std::mem::size_of::<libc::timeval>() as u32,
+        );
+    }
+    Ok(fd)
+}
+
+/// The notification socket: subscribed to [`GROUPS`], waking up once a
+/// second to notice a stop request.
+fn socket() -> Result<OwnedFd, String> {
+    let fd = rtnetlink_socket(1)?;
     let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
     sa.nl_family = libc::AF_NETLINK as u16;
     let rc = unsafe {
@@ -84,20 +106,6 @@ fn socket() -> Result<OwnedFd, String> {
                 std::io::Error::last_os_error()
             ));
         }
-    }
-    // Wake up once a second to notice a stop request.
-    let tv = libc::timeval {
-        tv_sec: 1,
-        tv_usec: 0,
-    };
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            &tv as *const libc::timeval as *const libc::c_void,
-            std::mem::size_of::<libc::timeval>() as u32,
-        );
     }
     Ok(fd)
 }
