@@ -18,6 +18,8 @@ from conftest import (
     DATAPATHS,
     PY,
     Xlat,
+    first_packet,
+    first_packet_line,
     iperf3,
     mac_of,
     need_tool,
@@ -749,6 +751,72 @@ def test_issue7_rfc6146_3_5_1_flow_cached_from_its_second_packet(env):
     # Every datagram arrived, from pool4 (RFC 6146 section 3.5.1).
     assert len(got) == len(one) + 12, got
     assert {g["src"] for g in got} == {POOL4_ADDR}, got
+
+
+# A TCP client that waits between its first bytes (the connection is then
+# ESTABLISHED and cached on the fast path) and the rest.
+TCP_LATE_BULK = textwrap.dedent(
+    """
+    import socket, sys, time
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=20)
+    s.sendall(b"x" * 100)
+    time.sleep(float(sys.argv[3]))
+    s.sendall(b"y" * int(sys.argv[4]))
+    s.close()
+    print("sent")
+    """
+)
+
+
+@pytest.mark.timeout(60)
+def test_issue7_fast_path_honours_a_route_mtu_attribute():
+    """kind = "ebpf", RFC 7915 section 5 / RFC 6146 section 3.5: the IPv4 route to
+    the server carries `mtu 1300` (a tunnel, say). A cached TCP session's segments
+    of 1480 IPv4 bytes (DF) must not leave on it: the fast path passes them to the
+    slow path, whose kernel forwarding sends Fragmentation Needed, which comes back
+    to the client as Packet Too Big, and the transfer goes on in 1300-byte
+    packets. bpf_fib_lookup reports an unlocked route MTU as the device's, and the
+    fast path sent them on whole."""
+    need_tool("tcpdump")
+    need_tool("ethtool")
+    e = Env(datapath="ebpf")
+    try:
+        t, x = e.t, e.x
+        lab = t.lab
+        lab.exec(
+            t.router,
+            ["ip", "route", "replace", "198.51.100.0/24", "dev", "eth4", "mtu", "1300"],
+        )
+        # Packets as they are on the wire: the router segments what it sends
+        # to the server, and the server merges nothing.
+        lab.exec(t.router, ["ethtool", "-K", "eth4", "tso", "off", "gso", "off"])
+        lab.exec(t.h4, ["ethtool", "-K", "eth0", "gro", "off"])
+        before = x.stats()
+        big = first_packet(lab, t.h4, "ip and greater 1315")
+        rx = nsio_bg(lab, t.h4, "tcp-sink", "--bind", t.h4_addr, "--port", 7401)
+        try:
+            cp = lab.exec(
+                t.c1,
+                [PY, "-c", TCP_LATE_BULK, t.h4_v6, "7401", "1", "2000000"],
+                timeout=40,
+            )
+            assert cp.stdout.strip() == "sent", cp.stdout + cp.stderr
+            out, _ = rx.communicate(timeout=25)
+            assert json.loads(out)["received"] == 2_000_100, out
+        finally:
+            lab.stop(rx)
+        seen = first_packet_line(lab, big, timeout=1)
+        assert seen == "", f"a packet over the route MTU left: {seen}"
+        after = x.stats()
+        assert after["ebpf_passed_too_big"] > before["ebpf_passed_too_big"], after
+        fast = (
+            after["ebpf_translated_6to4_packets"]
+            - before["ebpf_translated_6to4_packets"]
+        )
+        # The rest went on by the fast path (GSO packets count once).
+        assert fast >= 20, (fast, after)
+    finally:
+        e.close()
 
 
 @pytest.mark.timeout(60)
