@@ -12,9 +12,10 @@ python -m lab cleanup [--prefix P]     remove leftovers of crashed lab runs (nam
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
+
+from lab import netns
 
 
 def cmd_list(_a) -> int:
@@ -49,10 +50,11 @@ def cmd_run(a) -> int:
     if why:
         print(f"lab: {why}", file=sys.stderr)
         return 2
-    # SIGINT as the default Ctrl-C even when started in the background by a
+    # SIGINT as Ctrl-C even when started in the background by a
     # non-interactive shell (which sets it to ignored): kill -INT then stops
-    # the run like Ctrl-C, with the cleanup and the partial report.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # the run like Ctrl-C, with the cleanup and the partial report; only the
+    # first signal counts (run_scenario installs the same).
+    netns.stop_on_first_signal()
     try:
         out, meta = run_scenario(a.scenario, out, only, a.budget_min)
     except (KeyboardInterrupt, SystemExit) as e:

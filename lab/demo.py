@@ -18,12 +18,11 @@ nothing itself (``make demo`` builds first).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 
-from lab import report
+from lab import netns, report
 from lab.adapters import make_adapter
 from lab.cleanup import claim
 from lab.netns import ns_exec, random_prefix
@@ -152,7 +151,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("demo: must run as root (network namespaces)", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    netns.stop_on_first_signal()
     try:
         return demo()
     except Exception as e:  # noqa: BLE001 - one clear line, topology already removed

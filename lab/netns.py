@@ -32,6 +32,7 @@ import os
 import secrets
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from typing import Self
@@ -233,6 +234,25 @@ def cleanup_prefix(prefix: str, kill_leftover_pids: bool = True) -> list[str]:
 # Prefixes of every Lab made in this process, so a test session can check
 # that what *it* created is gone without blaming concurrent runs.
 CREATED_PREFIXES: set[str] = set()
+
+
+def stop_on_first_signal() -> None:
+    """SIGINT raises KeyboardInterrupt and SIGTERM SystemExit(143), once: the
+    first of them ignores both from then on, so that a second one cannot
+    interrupt the cleanup the first started. A Ctrl-C under
+    ``timeout --foreground`` (make demo, make bench) reaches the lab twice,
+    from the terminal and from timeout, and the second one used to land in
+    the teardown and leave namespaces and daemons behind. Main thread only."""
+
+    def first(signum, _frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        sys.exit(143)
+
+    signal.signal(signal.SIGINT, first)
+    signal.signal(signal.SIGTERM, first)
 
 
 class Lab:

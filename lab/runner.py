@@ -19,14 +19,12 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import signal
-import sys
 import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import hostinfo
+from lab import hostinfo, netns
 from lab.adapters import Unsupported, make_adapter, repo_root
 from lab.cleanup import claim
 from lab.netns import random_prefix
@@ -240,12 +238,14 @@ class Run:
             return 0
         self.progress(f"== {dut}: {a.description} (topology {a.topology})")
         left = list(trials)
+        # Trials of a batch the time budget stopped: pending like `left`.
+        unrun = 0
         while left:
             if time.monotonic() > self.deadline:
                 self.progress(
                     f"{dut}: time budget spent, {len(left)} trial(s) left pending"
                 )
-                return len(left)
+                return unrun + len(left)
             # Stateful workloads each get a fresh topology and DUT (no state carried over).
             if left[0].workload in STATEFUL:
                 batch = [left.pop(0)]
@@ -254,7 +254,7 @@ class Run:
                 while left and left[0].workload not in STATEFUL:
                     batch.append(left.pop(0))
             try:
-                self.run_batch(a, batch, rec)
+                unrun += self.run_batch(a, batch, rec)
             except Unsupported as e:
                 self.progress(f"{dut}: SKIPPED: {e}")
                 rec["skipped"] = str(e)
@@ -270,11 +270,26 @@ class Run:
                 self.progress(f"{dut}: FAILED: {e}")
                 rec["error"] = str(e)
                 rec["log_tail"] = a.log_tail()
+                # Its trials that did not run failed with it: recorded as
+                # errors (the run fails, the report lists them, a resume
+                # retries them), not left out.
+                for t in batch:
+                    if trial_status(self.out, t) is None:
+                        _write(
+                            self.out / "trials" / dut / t.file,
+                            {
+                                **_trial_head(t),
+                                "status": "error",
+                                "error": f"the DUT failed: {e}",
+                            },
+                        )
             finally:
                 _write(rec_path, rec)
-        return 0
+        return unrun
 
-    def run_batch(self, a, batch: list[Trial], rec: dict) -> None:
+    def run_batch(self, a, batch: list[Trial], rec: dict) -> int:
+        """Runs ``batch`` on one topology; returns how many of its trials the
+        time budget left pending."""
         build = TOPOLOGIES[a.topology]
         prefix = random_prefix(LAB_PREFIX)
         rec.setdefault("prefixes", []).append(prefix)
@@ -292,9 +307,12 @@ class Run:
                     raise RuntimeError(
                         f"{flow.dst_addr} not reachable from {flow.src_ns}"
                     )
-                for t in batch:
+                for i, t in enumerate(batch):
                     if time.monotonic() > self.deadline:
-                        return
+                        self.progress(
+                            f"{t.dut}: time budget spent, {len(batch) - i} trial(s) left pending"
+                        )
+                        return len(batch) - i
                     if t.workload == "http" and server is None:
                         server = w_http.Nginx(
                             topo.lab, flow.dst_ns, flow.dst_local or flow.sink_bind
@@ -306,6 +324,7 @@ class Run:
                 if server is not None:
                     server.stop()
                 a.stop()
+        return 0
 
     def run_trial(self, a, topo, flow, t: Trial, server) -> None:
         self.done_count += 1
@@ -505,7 +524,8 @@ def run_scenario(
         raise SystemExit(f"lab: {why}")
     if os.geteuid() != 0:
         raise SystemExit("lab: must run as root (network namespaces)")
-    # SIGTERM -> SystemExit, so every topology's cleanup runs (as on Ctrl-C).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # SIGTERM -> SystemExit, so every topology's cleanup runs (as on Ctrl-C);
+    # a second signal does not interrupt it.
+    netns.stop_on_first_signal()
     meta = Run(SCENARIOS[name], out, only, budget_min).run()
     return out, meta

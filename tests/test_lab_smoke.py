@@ -191,7 +191,12 @@ def test_ctrl_c_cleans_up_and_keeps_finished_trials(tmp_path):
         else:
             pytest.fail("the first trial did not finish")
         time.sleep(0.5)
-        os.kill(p.pid, signal.SIGINT)
+        # A Ctrl-C under `timeout --foreground` (make demo) comes twice, from
+        # the terminal and from timeout; more of them must not cut the cleanup
+        # short either (the second used to leave namespaces and daemons).
+        for _ in range(4):
+            os.kill(p.pid, signal.SIGINT)
+            time.sleep(0.03)
         p.wait(timeout=30)
     finally:
         if p.poll() is None:
@@ -216,3 +221,102 @@ def test_ctrl_c_cleans_up_and_keeps_finished_trials(tmp_path):
         check=False,
     )
     assert "1 already done (resumed)" in cp.stderr
+
+
+SECOND_SIGNAL = """
+import os, signal, time
+from lab import netns
+netns.stop_on_first_signal()
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(1)
+except KeyboardInterrupt:
+    print("first", flush=True)
+# The cleanup the first one started: further signals must not cut it short.
+os.kill(os.getpid(), signal.SIGINT)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(0.1)
+print("cleaned", flush=True)
+"""
+
+
+@pytest.mark.timeout(20)
+def test_only_the_first_signal_stops_the_lab():
+    """A Ctrl-C under `timeout --foreground` (make demo, make bench) reaches the
+    lab twice; the second landed in the teardown the first had started and left
+    namespaces and daemons behind. The first SIGINT/SIGTERM now stops the run,
+    the others are ignored."""
+    cp = subprocess.run(
+        [sys.executable, "-c", SECOND_SIGNAL],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    )
+    assert cp.stdout.split() == ["first", "cleaned"], cp.stdout + cp.stderr
+    assert cp.returncode == 0, cp.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_dut_that_fails_to_start_fails_the_run(tmp_path):
+    """docs/lab.md: failed trials make `lab run` exit 1. A DUT that did not start
+    failed all its trials, but wrote none, so the run exited 0; now each is an
+    error in the report (and a resume retries it)."""
+    fake = tmp_path / "xlat"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in check) echo "ok: fake"; exit 0;;\n'
+        '  -V|--version) echo "xlat 0.0.0"; exit 0;;\n'
+        '  *) echo "fake xlat: refusing to run" >&2; exit 1;; esac\n'
+    )
+    fake.chmod(0o755)
+    out = tmp_path / "failed"
+    cp = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lab",
+            "run",
+            "smoke",
+            "--out",
+            str(out),
+            "--duts",
+            "xlat",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
+        env={**os.environ, "XLAT_BIN": str(fake)},
+    )
+    assert cp.returncode == 1, cp.stdout[-1500:] + cp.stderr[-1500:]
+    assert "trial(s) failed" in cp.stderr, cp.stderr[-1500:]
+    recs = [json.loads(f.read_text()) for f in (out / "trials" / "xlat").glob("*.json")]
+    assert recs and all(r["status"] == "error" for r in recs), recs
+    assert all(r["error"].startswith("the DUT failed: ") for r in recs), recs
+    assert [ns for p in run_prefixes(out) for ns in netns.list_ns(p + "-")] == []
+
+
+@pytest.mark.timeout(120)
+def test_trials_the_budget_stops_in_a_batch_are_pending(tmp_path):
+    """docs/lab.md: when the budget is spent, the trials left are reported as
+    pending. Those of a DUT's stateless batch (all of them run on one topology)
+    were dropped silently: unfinished_trials 0, exit 0."""
+    out = tmp_path / "budget"
+    cp = lab(
+        "run",
+        "smoke",
+        "--out",
+        out,
+        "--duts",
+        "xlat",
+        "--budget-min",
+        "0.02",
+        check=False,
+    )
+    meta = json.loads((out / "meta.json").read_text())
+    done = len(list((out / "trials" / "xlat").glob("*.json")))
+    assert meta["unfinished_trials"] >= 1, (meta, done, cp.stderr[-1500:])
+    assert "trial(s) pending (budget)" in cp.stdout + cp.stderr, cp.stdout[-1500:]
