@@ -191,8 +191,10 @@ def _baselines(run, duts) -> list[str]:
         for d in duts
         if run["duts"].get(d, {}).get("role") == "baseline" and d in run["trials"]
     ]
-    b += [d for d in duts if d.startswith("tayga") and d in run["trials"]]
-    return b[:2]
+    # At most two baselines, and TAYGA where present (docs/lab.md): it was
+    # cut off when a part had two baselines (siit, bench).
+    taygas = [d for d in duts if d.startswith("tayga") and d in run["trials"]]
+    return b[:2] + taygas[:1]
 
 
 def summary_table(run: dict, part: dict) -> str:

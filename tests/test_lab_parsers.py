@@ -373,3 +373,30 @@ def test_summary_says_no_result_and_lists_failed_trials():
     assert "1 trial(s) failed" in t and "`kernel-v6` `ping`: ping: no reply" in t, t
     assert report.no_valid_trial({"fps": 0, "invalid_trials": 2, "trials": 2})
     assert not report.no_valid_trial({"fps": 0, "invalid_trials": 1, "trials": 2})
+
+
+def test_ratios_include_tayga_beside_two_baselines():
+    """docs/lab.md: ratios to the kernel / NAT44 baseline, and TAYGA where
+    present. A part with two baselines (siit, bench: kernel-v6 and kernel-v4)
+    left TAYGA out."""
+    from lab import report
+
+    def thr(fps):
+        return {"status": "ok", "result": {"fps": fps, "invalid_trials": 0}}
+
+    duts = ["kernel-v6", "kernel-v4", "tayga", "xlat"]
+    run = {
+        "duts": {
+            "kernel-v6": {"role": "baseline"},
+            "kernel-v4": {"role": "baseline"},
+            "tayga": {},
+            "xlat": {},
+        },
+        "trials": {
+            d: {"throughput/min": thr(f)} for d, f in zip(duts, [400, 500, 100, 200])
+        },
+    }
+    t = report.summary_table(run, {"duts": duts})
+    assert "Ratios to `kernel-v6` / `kernel-v4` / `tayga`" in t, t
+    # xlat: 200 / 400, 200 / 500, 200 / 100
+    assert "0.50 / 0.40 / 2.00" in t, t
