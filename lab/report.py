@@ -265,7 +265,7 @@ def marks_note(marks: set[str]) -> str:
     """The footnote of the marks in use."""
     notes = {
         "†": (
-            "† the search had invalid trials (the sender fell behind its schedule, "
+            "† the search (or the overload probe) had invalid trials (the sender fell behind its schedule, "
             "so the trial counted as a failure whatever the DUT did): the figure may "
             "be the tester's limit, not the DUT's, and a ratio with † compares such "
             "figures."
@@ -285,13 +285,19 @@ def marks_note(marks: set[str]) -> str:
 def _mark(run: dict, dut: str, label: str) -> str:
     """The marks of a summary figure: " ‡" for a zero-loss search with no valid
     trial, " †" when the search (zero-loss throughput, new-flow rate, throughput
-    with N sessions) had invalid trials, " ≥" for a new-flow rate at the top of
-    the range tried (every trial passed)."""
+    with N sessions) or the overload probe had invalid trials, " ≥" for a
+    zero-loss throughput or new-flow rate at the top of the range tried (every
+    trial passed)."""
     if label.startswith("throughput, min frames"):
         r = res(run, dut, "throughput/min")
         if no_valid_trial(r):
             return " ‡"
-        return " †" if r and r.get("invalid_trials") else ""
+        if r and r.get("invalid_trials"):
+            return " †"
+        return " ≥" if r and r.get("all_passed") else ""
+    if label.startswith("max rate at overload"):
+        r = res(run, dut, "throughput/min")
+        return " †" if r and r.get("max_fps_invalid") else ""
     if label.startswith("new flows/s"):
         r = res(run, dut, "conn_rate")
         if not r:

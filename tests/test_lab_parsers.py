@@ -400,3 +400,44 @@ def test_ratios_include_tayga_beside_two_baselines():
     assert "Ratios to `kernel-v6` / `kernel-v4` / `tayga`" in t, t
     # xlat: 200 / 400, 200 / 500, 200 / 100
     assert "0.50 / 0.40 / 2.00" in t, t
+
+
+def test_summary_marks_overload_probe_and_top_of_range_throughput():
+    """The max rate at overload comes from a 1 s probe at 2 Mfps: a probe whose
+    sender fell behind measured the tester as much as the DUT (†, it was
+    unmarked). A zero-loss search whose every trial passed never found the DUT's
+    limit: the figure is the top of the range tried (≥, it was unmarked)."""
+    from lab import report
+
+    def thr(**kw):
+        r = {"fps": 300_000, "invalid_trials": 0, "max_fps": 266_000, **kw}
+        return {"status": "ok", "result": r}
+
+    run = {
+        "duts": {"kernel-v6": {"role": "baseline"}, "xlat": {}},
+        "trials": {
+            "kernel-v6": {"throughput/min": thr(all_passed=True, max_fps_invalid=True)},
+            "xlat": {"throughput/min": thr(all_passed=False, max_fps_invalid=False)},
+        },
+    }
+    t = report.summary_table(run, {"duts": ["kernel-v6", "xlat"]})
+    row = next(ln for ln in t.splitlines() if ln.startswith("| kernel-v6"))
+    assert "300,000 ≥" in row and "266,000 †" in row, t
+    row = next(ln for ln in t.splitlines() if ln.startswith("| xlat"))
+    assert "≥" not in row and "†" not in row, t
+    assert "the top of the range tried" in t and "overload probe" in t, t
+
+
+def test_parse_throughput_all_passed():
+    from lab.workloads.xlatperf import parse_throughput
+
+    def j(outcomes):
+        trials = [{"zero_loss": z, "valid": True} for z in outcomes]
+        return {
+            "repetitions": [
+                {"throughput_fps": 10, "upper_bound_fps": 11, "trials": trials}
+            ]
+        }
+
+    assert parse_throughput(j([True]))["all_passed"] is True
+    assert parse_throughput(j([True, False, True]))["all_passed"] is False

@@ -42,6 +42,13 @@ def parse_throughput(j: dict) -> dict:
         "invalid_trials": sum(int(r.get("invalid_trials", 0)) for r in reps),
         "near_tester_ceiling": any(r.get("near_tester_ceiling") for r in reps),
         "trials": sum(len(r.get("trials", [])) for r in reps),
+        # Every trial passed: the result is the top of the range tried (the
+        # search never found a rate the DUT failed), not the DUT's limit.
+        "all_passed": all(
+            t.get("zero_loss") and t.get("valid", True)
+            for r in reps
+            for t in r.get("trials", [])
+        ),
         "frame_size": p.get("frame_size"),
         "recv_frame_size": p.get("recv_frame_size"),
     }
@@ -106,6 +113,13 @@ def parse_pdv(j: dict) -> dict:
 def probe(flow, size: int, rate: int = 2_000_000, repeat: int = 1) -> int:
     """1-second overload trials (``repeat`` of them, the median): what got
     through seeds the search."""
+    return overload(flow, size, rate, repeat)["fps"]
+
+
+def overload(flow, size: int, rate: int = 2_000_000, repeat: int = 1) -> dict:
+    """:func:`probe` with its trials: ``fps`` (at least 1000), ``valid``
+    (False when the sender fell behind in a trial: what got through is then
+    the tester's limit as much as the DUT's) and each trial's counts."""
     j = perf(
         "frame-loss",
         flow,
@@ -125,13 +139,16 @@ def probe(flow, size: int, rate: int = 2_000_000, repeat: int = 1) -> int:
         repeat,
         timeout=30 * repeat,
     )
-    rates = sorted(
-        int(t["received"] / max(float(t["elapsed"]), 1.0))
-        for t in (r["trials"][0] for r in _reps(j))
-    )
+    trials = [r["trials"][0] for r in _reps(j)]
+    rates = sorted(int(t["received"] / max(float(t["elapsed"]), 1.0)) for t in trials)
     got = rates[len(rates) // 2]
     log(f"    probe {size} B at {rate} fps: ~{got} fps got through")
-    return max(1000, got)
+    keep = ("rate", "planned", "sent", "received", "elapsed", "valid", "max_lag_us")
+    return {
+        "fps": max(1000, got),
+        "valid": all(t.get("valid", True) for t in trials),
+        "trials": [{k: t.get(k) for k in keep} for t in trials],
+    }
 
 
 def throughput(
@@ -146,7 +163,8 @@ def throughput(
     """RFC 8219 section 7.1 at one frame size: binary search from 1.25 x the
     probe, ``repeat`` times (the median is the result)."""
     fs = frame_size(flow, size)
-    got = probe(flow, fs, repeat=repeat)
+    over = overload(flow, fs, repeat=repeat)
+    got = over["fps"]
     start = int(got * 1.25)
     j = perf(
         "throughput",
@@ -176,6 +194,9 @@ def throughput(
     # What got through at 2 Mfps offered (the forwarding rate at maximum
     # offered load, a term of RFC 2285): the "max" beside zero-loss.
     res["max_fps"] = got
+    # Its trials (the figure's raw data) and whether they were valid.
+    res["max_fps_trials"] = over["trials"]
+    res["max_fps_invalid"] = not over["valid"]
     # Layer-2 bit rate incl. preamble and gap would overstate veth; frames x size.
     res["mbps"] = res["fps"] * fs * 8 / 1e6
     return {"result": res, "raw": j}
