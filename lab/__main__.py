@@ -45,6 +45,9 @@ def cmd_run(a) -> int:
     from lab.runner import default_out, run_problem, run_scenario
 
     only = [d for d in (a.duts or "").split(",") if d] or None
+    if a.duts is not None and not only:
+        print(f"lab: --duts {a.duts!r}: no DUT named", file=sys.stderr)
+        return 2
     out = Path(a.out) if a.out else default_out(a.scenario)
     why = run_problem(a.scenario, out, only, a.budget_min)
     if why:

@@ -496,8 +496,8 @@ def run_problem(
     bad = [d for d in only or [] if d not in duts]
     if bad:
         return f"--duts {','.join(bad)}: not in scenario {name} (its DUTs: {', '.join(duts)})"
-    if budget_min is not None and not budget_min > 0:
-        return f"--budget-min {budget_min:g}: must be more than 0 minutes"
+    if budget_min is not None and not 0 < budget_min < float("inf"):
+        return f"--budget-min {budget_min:g}: must be more than 0 minutes (and finite)"
     if out.exists() and not out.is_dir():
         return f"--out {out}: not a directory"
     meta = out / "meta.json"

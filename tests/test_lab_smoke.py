@@ -320,3 +320,21 @@ def test_trials_the_budget_stops_in_a_batch_are_pending(tmp_path):
     done = len(list((out / "trials" / "xlat").glob("*.json")))
     assert meta["unfinished_trials"] >= 1, (meta, done, cp.stderr[-1500:])
     assert "trial(s) pending (budget)" in cp.stdout + cp.stderr, cp.stdout[-1500:]
+
+
+@pytest.mark.timeout(30)
+def test_bad_run_options_are_refused_before_anything_runs(tmp_path):
+    """Exit 2 and a reason, nothing created: an unknown scenario, a DUT not in
+    it, an empty --duts (it meant every DUT), a budget that is not a finite
+    positive number of minutes (inf was accepted)."""
+    out = tmp_path / "bad"
+    for args, why in [
+        (["run", "nope"], "unknown scenario"),
+        (["run", "smoke", "--duts", "nope"], "not in scenario smoke"),
+        (["run", "smoke", "--duts", ","], "no DUT named"),
+        (["run", "smoke", "--budget-min", "inf"], "must be more than 0 minutes"),
+        (["run", "smoke", "--budget-min", "0"], "must be more than 0 minutes"),
+    ]:
+        cp = lab(*args, "--out", out, check=False)
+        assert cp.returncode == 2 and why in cp.stderr, (args, cp.stderr)
+        assert not out.exists(), args
