@@ -239,6 +239,29 @@ def test_rfc8781_pref64_after_nxdomain_checks_ra_source():
         e.close()
 
 
+@pytest.mark.timeout(40)
+def test_rfc8781_pref64_does_not_wait_for_silent_resolvers():
+    """RFC 8781 section 5.1: PREF64 from RAs comes first, so once an RA gave it the
+    start does not wait for RFC 7050 any longer. With resolvers that do not answer,
+    the CLAT was ready only after all of RFC 7050's tries (3 rounds of 2 s per
+    resolver: 12 s with these two), with a "discovery failed" warning."""
+    t0 = time.monotonic()
+    e = Discover(
+        None,
+        ras=["255:2001:db8:64::/96@1800"],
+        resolvers="2001:db8:c1::98 2001:db8:c1::99",
+    )
+    try:
+        took = time.monotonic() - t0
+        log = e.clat.log()
+        assert 'msg="pool6 discovered (RFC 8781 PREF64)"' in log, log
+        assert "RFC 7050 discovery failed" not in log, log
+        assert took < 8, (took, log)
+        assert ping(e.t.lab, e.t.app, e.t.srv_v4, count=2).returncode == 0, log
+    finally:
+        e.close()
+
+
 @pytest.mark.timeout(30)
 def test_rfc7050_next_nameserver_when_first_is_silent():
     """RFC 7050 section 3 asks "the" resolver; a host has up to three (resolv.conf). When

@@ -539,36 +539,6 @@ fn discover_pool6_once(
     in_use: Option<Ipv6Prefix>,
 ) -> Result<(Ipv6Prefix, u32, &'static str), String> {
     use std::time::Duration;
-    let dns_done = AtomicBool::new(false);
-    let (by_ra, by_dns) = std::thread::scope(|sc| {
-        let h = ra.as_ref().ok().map(|sock| {
-            let done = &dns_done;
-            sc.spawn(move || {
-                crate::rfc8781::discover_on(
-                    sock,
-                    Duration::from_secs(3),
-                    Duration::from_secs(1),
-                    done,
-                    &c.ra_ignored,
-                    customer,
-                )
-            })
-        });
-        let by_dns = crate::rfc7050::discover();
-        if by_dns.is_ok() {
-            dns_done.store(true, Ordering::Relaxed);
-        }
-        let by_ra = match h {
-            Some(h) => h
-                .join()
-                .unwrap_or_else(|_| Err("RFC 8781: discovery thread panicked".into())),
-            None => Err(ra.as_ref().err().cloned().unwrap_or_default()),
-        };
-        (by_ra, by_dns)
-    });
-    if let Err(e) = &by_dns {
-        warn!("RFC 7050 discovery failed", "reason" => e);
-    }
     let found_level = |p: Ipv6Prefix| {
         if in_use == Some(p) {
             config::Level::Debug
@@ -576,6 +546,58 @@ fn discover_pool6_once(
             config::Level::Info
         }
     };
+    // RFC 7050 on a thread of its own, not waited for once an RA's PREF64
+    // is in hand (RFC 8781 5.1: it comes first): with resolvers that do not
+    // answer, its 3 rounds of 2 s per resolver held up a start that an RA
+    // had already settled (18 s with three of them).
+    let dns_done = std::sync::Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let done = dns_done.clone();
+        let spawned = std::thread::Builder::new()
+            .name("xlat-rfc7050".into())
+            .spawn(move || {
+                let r = crate::rfc7050::discover();
+                if r.is_ok() {
+                    done.store(true, Ordering::Relaxed);
+                }
+                let _ = tx.send(r);
+            });
+        if let Err(e) = spawned {
+            return Err(format!("cannot start the RFC 7050 discovery: {e}"));
+        }
+    }
+    let by_ra = match ra.as_ref() {
+        Ok(sock) => crate::rfc8781::discover_on(
+            sock,
+            Duration::from_secs(3),
+            Duration::from_secs(1),
+            &dns_done,
+            &c.ra_ignored,
+            customer,
+        ),
+        Err(e) => Err(e.clone()),
+    };
+    const NOT_WAITED: &str = "not waited for";
+    let rx_done = |e: &str| e != NOT_WAITED;
+    let by_dns = if by_ra.is_ok() {
+        // What RFC 7050 found by now, if anything (only to say it is not used).
+        rx.try_recv().unwrap_or_else(|_| Err(NOT_WAITED.into()))
+    } else {
+        rx.recv()
+            .unwrap_or_else(|_| Err("RFC 7050: discovery thread ended".into()))
+    };
+    if let Ok(d) = &by_dns {
+        let others: Vec<String> = d.others.iter().map(|p| p.to_string()).collect();
+        crate::log_at!(found_level(d.prefix), "ipv4only.arpa answered (RFC 7050)", "prefix" => d.prefix, "resolver" => d.resolver.map_or(String::new(), |r| r.to_string()), "ttl" => d.ttl, "other_prefixes" => others.join(","));
+    } else if let Err(e) = &by_dns {
+        if by_ra.is_err() {
+            warn!("RFC 7050 discovery failed", "reason" => e);
+        } else if rx_done(e) {
+            // It ended before the RA came: say why, not as a failure.
+            info!("RFC 7050 found no prefix; PREF64 from RAs is used", "reason" => e);
+        }
+    }
     match (by_ra, by_dns) {
         (Ok((p, l)), dns) => {
             if let Ok(d) = dns.as_ref() {

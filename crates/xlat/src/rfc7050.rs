@@ -144,6 +144,8 @@ pub struct Discovered {
     pub others: Vec<Ipv6Prefix>,
     /// The lowest TTL of the answers that gave a prefix, in seconds.
     pub ttl: u32,
+    /// The resolver that answered (set by [`discover`]).
+    pub resolver: Option<SocketAddr>,
 }
 
 /// The prefixes in a set of answers (RFC 7050 §3). Answers without a
@@ -187,6 +189,7 @@ pub fn prefix_from_answers(answers: &[(Ipv6Addr, u32)]) -> Result<Discovered, St
         prefix: found[0],
         others: found[1..].to_vec(),
         ttl,
+        resolver: None,
     })
 }
 
@@ -335,10 +338,13 @@ pub fn discover() -> Result<Discovered, String> {
                 .1;
             let id = query_id(attempt);
             match ask(sock, *server, id) {
+                // Logged by the caller: at debug level when it is the prefix
+                // in use already (a refresh).
                 Asked::Found(d) => {
-                    let others: Vec<String> = d.others.iter().map(|p| p.to_string()).collect();
-                    crate::info!("ipv4only.arpa answered (RFC 7050)", "prefix" => d.prefix, "resolver" => server, "ttl" => d.ttl, "other_prefixes" => others.join(","));
-                    return Ok(d);
+                    return Ok(Discovered {
+                        resolver: Some(*server),
+                        ..d
+                    })
                 }
                 Asked::Final(e) => return Err(format!("RFC 7050 discovery via {e}")),
                 Asked::Retry(e) => {
