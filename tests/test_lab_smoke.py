@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def lab(*args, timeout=240, check=True):
+def lab(*args, timeout=240, check=True, env=None):
+    """``python -m lab ARGS`` (``env``: variables added to the environment)."""
     cp = subprocess.run(
         [sys.executable, "-m", "lab", *map(str, args)],
         cwd=ROOT,
@@ -28,6 +29,7 @@ def lab(*args, timeout=240, check=True):
         text=True,
         timeout=timeout,
         check=False,
+        env={**os.environ, **(env or {})},
     )
     if check:
         assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-3000:]
@@ -272,25 +274,10 @@ def test_a_dut_that_fails_to_start_fails_the_run(tmp_path):
     )
     fake.chmod(0o755)
     out = tmp_path / "failed"
-    cp = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lab",
-            "run",
-            "smoke",
-            "--out",
-            str(out),
-            "--duts",
-            "xlat",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=100,
-        check=False,
-        env={**os.environ, "XLAT_BIN": str(fake)},
-    )
+    cp = lab(
+        "run", "smoke", "--out", out, "--duts", "xlat",
+        timeout=100, check=False, env={"XLAT_BIN": str(fake)},
+    )  # fmt: skip
     assert cp.returncode == 1, cp.stdout[-1500:] + cp.stderr[-1500:]
     assert "trial(s) failed" in cp.stderr, cp.stderr[-1500:]
     recs = [json.loads(f.read_text()) for f in (out / "trials" / "xlat").glob("*.json")]

@@ -578,29 +578,29 @@ fn discover_pool6_once(
         ),
         Err(e) => Err(e.clone()),
     };
-    const NOT_WAITED: &str = "not waited for";
-    let rx_done = |e: &str| e != NOT_WAITED;
+    // RFC 7050's result: awaited when no RA gave the prefix; else what it
+    // found by now, if anything (only to say whether it is used).
     let by_dns = if by_ra.is_ok() {
-        // What RFC 7050 found by now, if anything (only to say it is not used).
-        rx.try_recv().unwrap_or_else(|_| Err(NOT_WAITED.into()))
+        rx.try_recv().ok()
     } else {
-        rx.recv()
-            .unwrap_or_else(|_| Err("RFC 7050: discovery thread ended".into()))
+        Some(
+            rx.recv()
+                .unwrap_or_else(|_| Err("RFC 7050: discovery thread ended".into())),
+        )
     };
-    if let Ok(d) = &by_dns {
-        let others: Vec<String> = d.others.iter().map(|p| p.to_string()).collect();
-        crate::log_at!(found_level(d.prefix), "ipv4only.arpa answered (RFC 7050)", "prefix" => d.prefix, "resolver" => d.resolver.map_or(String::new(), |r| r.to_string()), "ttl" => d.ttl, "other_prefixes" => others.join(","));
-    } else if let Err(e) = &by_dns {
-        if by_ra.is_err() {
-            warn!("RFC 7050 discovery failed", "reason" => e);
-        } else if rx_done(e) {
-            // It ended before the RA came: say why, not as a failure.
-            info!("RFC 7050 found no prefix; PREF64 from RAs is used", "reason" => e);
+    match &by_dns {
+        Some(Ok(d)) => {
+            let others: Vec<String> = d.others.iter().map(|p| p.to_string()).collect();
+            crate::log_at!(found_level(d.prefix), "ipv4only.arpa answered (RFC 7050)", "prefix" => d.prefix, "resolver" => d.resolver.map_or(String::new(), |r| r.to_string()), "ttl" => d.ttl, "other_prefixes" => others.join(","));
         }
+        Some(Err(e)) if by_ra.is_err() => warn!("RFC 7050 discovery failed", "reason" => e),
+        // It ended before the RA came: say why, not as a failure.
+        Some(Err(e)) => info!("RFC 7050 found no prefix; PREF64 from RAs is used", "reason" => e),
+        None => {}
     }
     match (by_ra, by_dns) {
         (Ok((p, l)), dns) => {
-            if let Ok(d) = dns.as_ref() {
+            if let Some(Ok(d)) = dns.as_ref() {
                 if d.prefix != p {
                     info!("RFC 7050 prefix not used: PREF64 from RAs comes first (RFC 8781 5.1)", "rfc7050" => d.prefix, "pref64" => p);
                 }
@@ -608,11 +608,13 @@ fn discover_pool6_once(
             crate::log_at!(found_level(p), "pool6 discovered (RFC 8781 PREF64)", "pool6" => p, "lifetime" => l);
             Ok((p, l, "RFC 8781"))
         }
-        (Err(_), Ok(d)) => {
+        (Err(_), Some(Ok(d))) => {
             crate::log_at!(found_level(d.prefix), "pool6 discovered (RFC 7050)", "pool6" => d.prefix, "ttl" => d.ttl);
             Ok((d.prefix, d.ttl, "RFC 7050"))
         }
-        (Err(e2), Err(e)) => Err(format!("{e}; {e2}")),
+        (Err(e2), Some(Err(e))) => Err(format!("{e}; {e2}")),
+        // Not reached: without an RA's prefix RFC 7050 is awaited.
+        (Err(e2), None) => Err(e2),
     }
 }
 

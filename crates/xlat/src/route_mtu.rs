@@ -202,25 +202,13 @@ pub fn dump() -> Result<Vec<RouteMtu>, String> {
             ));
         }
         loop {
-            let n = unsafe {
-                libc::recv(
-                    fd.as_raw_fd(),
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    buf.len(),
-                    0,
-                )
+            let n = match crate::route_watch::recv(&fd, &mut buf, 0) {
+                Ok(0) => return Err("rtnetlink route dump: socket closed".into()),
+                Ok(n) => n,
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Err(format!("rtnetlink route dump: {e}")),
             };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EINTR) {
-                    continue;
-                }
-                return Err(format!("rtnetlink route dump: {e}"));
-            }
-            if n == 0 {
-                return Err("rtnetlink route dump: socket closed".into());
-            }
-            match parse(&buf[..n as usize], &mut out) {
+            match parse(&buf[..n], &mut out) {
                 Part::More => {}
                 Part::Done => break,
                 Part::Error(e) => return Err(format!("rtnetlink route dump: {e}")),

@@ -71,6 +71,25 @@ pub fn rtnetlink_socket(timeout_s: libc::time_t) -> Result<OwnedFd, String> {
     Ok(fd)
 }
 
+/// One `recv(2)` from the rtnetlink socket `fd` into `buf` with `flags`:
+/// the bytes read, or the error (EAGAIN when the receive timeout passed).
+pub fn recv(fd: &OwnedFd, buf: &mut [u8], flags: libc::c_int) -> std::io::Result<usize> {
+    // SAFETY: `buf` is a live buffer of `buf.len()` bytes.
+    let n = unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr() as *mut libc::c_void,
+            buf.len(),
+            flags,
+        )
+    };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// The notification socket: subscribed to [`GROUPS`], waking up once a
 /// second to notice a stop request.
 fn socket() -> Result<OwnedFd, String> {
@@ -144,41 +163,28 @@ pub fn spawn(mut bump: impl FnMut(bool) + Send + 'static) -> Result<RouteWatch, 
         .spawn(move || {
             let mut buf = vec![0u8; 65536];
             while !stop2.load(Ordering::Acquire) {
-                let n = unsafe {
-                    libc::recv(
-                        fd.as_raw_fd(),
-                        buf.as_mut_ptr() as *mut libc::c_void,
-                        buf.len(),
-                        0,
-                    )
-                };
-                if n < 0 {
-                    let e = std::io::Error::last_os_error();
-                    match e.raw_os_error() {
-                        Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
-                        // ENOBUFS: notifications were lost; anything may have changed.
-                        _ => {
-                            bump(true);
-                            std::thread::sleep(std::time::Duration::from_millis(10));
+                let n = match recv(&fd, &mut buf, 0) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        match e.raw_os_error() {
+                            Some(libc::EAGAIN) | Some(libc::EINTR) => {}
+                            // ENOBUFS: notifications were lost; anything may have changed.
+                            _ => {
+                                bump(true);
+                                std::thread::sleep(std::time::Duration::from_millis(10));
+                            }
                         }
+                        continue;
                     }
-                    continue;
-                }
+                };
                 // Drain what is queued, then bump once.
-                let mut routes = has_route_change(&buf[..n as usize]);
+                let mut routes = has_route_change(&buf[..n]);
                 loop {
-                    let m = unsafe {
-                        libc::recv(
-                            fd.as_raw_fd(),
-                            buf.as_mut_ptr() as *mut libc::c_void,
-                            buf.len(),
-                            libc::MSG_DONTWAIT,
-                        )
+                    let m = match recv(&fd, &mut buf, libc::MSG_DONTWAIT) {
+                        Ok(m) if m > 0 => m,
+                        _ => break,
                     };
-                    if m <= 0 {
-                        break;
-                    }
-                    routes |= has_route_change(&buf[..m as usize]);
+                    routes |= has_route_change(&buf[..m]);
                 }
                 bump(routes);
             }

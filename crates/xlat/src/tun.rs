@@ -305,6 +305,7 @@ impl MainTable {
             routes: vec![],
             devs: Default::default(),
         };
+        let ours = ROUTE_PROTO.to_string();
         // Lines that start with white space continue a multipath route.
         for l in text.lines().filter(|l| !l.starts_with(char::is_whitespace)) {
             let mut w = l.split_whitespace().peekable();
@@ -323,7 +324,7 @@ impl MainTable {
             if let Some(d) = &dev {
                 t.devs.insert(dst.to_string(), d.clone());
             }
-            if dst == "default" || proto == Some(ROUTE_PROTO.to_string().as_str()) {
+            if dst == "default" || proto == Some(ours.as_str()) {
                 continue;
             }
             let (a, len) = dst.split_once('/').unwrap_or((dst, ""));
