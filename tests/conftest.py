@@ -29,6 +29,7 @@ from lab.topology import siit_single, xlat464
 
 XLAT = Path(os.environ.get("XLAT_BIN", str(ROOT / "target" / "release" / "xlat")))
 NSIO = Path(__file__).resolve().parent / "tools" / "nsio.py"
+INGRESS_PROGS = Path(__file__).resolve().parent / "tools" / "ingress_progs.py"
 PY = sys.executable
 DEFAULT_TIMEOUT = 60
 # The datapaths the daemon tests run with (docs/datapaths.md): the TUN
@@ -95,6 +96,14 @@ def nsio(lab, ns, *args, timeout=20, check=True):
     """Run tests/tools/nsio.py in ``ns`` and parse its JSON output."""
     cp = lab.exec(ns, [PY, str(NSIO), *map(str, args)], timeout=timeout, check=check)
     return json.loads(cp.stdout) if cp.stdout.strip() else None
+
+
+def ingress_progs(lab, ns, dev) -> list[str]:
+    """The BPF programs on ``dev``'s tc ingress hook in ``ns``, as ``"tcx
+    NAME"`` (TCX links) and ``"tc NAME"`` (clsact filters) in run order
+    (tests/tools/ingress_progs.py: ``tc filter show`` lists no TCX links)."""
+    cp = lab.exec(ns, [PY, str(INGRESS_PROGS), dev])
+    return cp.stdout.splitlines()
 
 
 def send_l2(lab, ns, mac: str, *frames_hex: str, ethertype: str = "0x0800"):

@@ -9,7 +9,15 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import DATAPATHS, ROOT, close_siit, make_siit, need_tool, ping
+from conftest import (
+    DATAPATHS,
+    ROOT,
+    close_siit,
+    ingress_progs,
+    make_siit,
+    need_tool,
+    ping,
+)
 
 
 def _drop_reason_names() -> list[str]:
@@ -248,10 +256,7 @@ def test_sigterm_removes_device_routes_and_socket(datapath):
 
         def tc_filters() -> str:
             return "".join(
-                t.lab.exec(
-                    t.router, ["tc", "filter", "show", "dev", dev, "ingress"]
-                ).stdout
-                for dev in (t.dev4, t.dev6)
+                "".join(ingress_progs(t.lab, t.router, dev)) for dev in (t.dev4, t.dev6)
             )
 
         assert ("xlat_ingress" in tc_filters()) == (datapath == "ebpf")

@@ -62,6 +62,10 @@ const _: () = assert!(std::mem::size_of::<bpf_test_run_opts>() == 80);
 
 pub const BPF_TC_INGRESS: c_int = 1;
 pub const BPF_TC_F_REPLACE: u32 = 1;
+/// `enum bpf_attach_type` BPF_TCX_INGRESS (Linux >= 6.6): a tc program on
+/// an interface's ingress through a BPF link, without a qdisc. The
+/// libbpf 1.1 headers predate it; the kernel's number is fixed.
+pub const BPF_TCX_INGRESS: c_int = 46;
 
 /// libbpf's print callback (level, printf format, va_list).
 pub type PrintFn = Option<unsafe extern "C" fn(c_int, *const c_char, *mut c_void) -> c_int>;
@@ -107,6 +111,13 @@ extern "C" {
     pub fn bpf_tc_hook_create(hook: *mut bpf_tc_hook) -> c_int;
     pub fn bpf_tc_attach(hook: *const bpf_tc_hook, opts: *mut bpf_tc_opts) -> c_int;
     pub fn bpf_tc_detach(hook: *const bpf_tc_hook, opts: *const bpf_tc_opts) -> c_int;
+    /// `opts` may be null. Returns the link's fd, or a negative errno.
+    pub fn bpf_link_create(
+        prog_fd: c_int,
+        target_fd: c_int,
+        attach_type: c_int,
+        opts: *const c_void,
+    ) -> c_int;
     pub fn bpf_prog_test_run_opts(fd: c_int, opts: *mut bpf_test_run_opts) -> c_int;
     pub fn bpf_xdp_attach(ifindex: c_int, prog_fd: c_int, flags: u32, opts: *const c_void)
         -> c_int;

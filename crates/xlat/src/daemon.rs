@@ -984,7 +984,8 @@ fn start_datapath(
                 ),
             };
             info!("datapath", "kind" => "ebpf", "slow_path" => "tun",
-                "interfaces" => f.attached().join(","), "reason" => reason);
+                "interfaces" => f.attached().join(","), "hook" => f.hook().name(),
+                "reason" => reason);
             Ok(Some(f))
         }
         Err(e) if kind == DatapathKind::Auto => {

@@ -1,7 +1,8 @@
 //! The eBPF fast path (docs/datapaths.md): loads `bpf/xlat.bpf.c` (compiled
 //! by build.rs and embedded here), fills its maps from the configuration,
-//! attaches it to the ingress hook (tc clsact, direct action) of the chosen
-//! interfaces and reads its per-CPU counters.
+//! attaches it to the tc ingress hook of the chosen interfaces (TCX, a BPF
+//! link, on Linux >= 6.6; else a clsact filter in direct-action mode) and
+//! reads its per-CPU counters.
 //!
 //! The loader uses the system libbpf (libbpf-dev) through the FFI of the
 //! xlat-bpf crate (shared with xlat-perf; `ffi` here is `xlat_bpf::ffi`,
@@ -30,6 +31,38 @@ pub static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xlat.bpf.o"
 /// Test hook (docs/datapaths.md): when set to a non-empty value, loading
 /// the eBPF programs fails as if the kernel refused them.
 pub const FORCE_FAIL_ENV: &str = "XLAT_EBPF_FORCE_FAIL";
+
+/// Diagnostic hook (docs/datapaths.md): `tc` attaches through a clsact
+/// filter even where the kernel has TCX.
+pub const HOOK_ENV: &str = "XLAT_EBPF_HOOK";
+
+/// How the program sits on an interface's ingress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    /// A TCX link (Linux >= 6.6): no qdisc, no classifier in between, and
+    /// it goes away with the daemon's last file descriptor.
+    Tcx,
+    /// A clsact qdisc with a cls_bpf filter in direct-action mode.
+    Clsact,
+}
+
+impl Hook {
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::Tcx => "tcx",
+            Hook::Clsact => "tc clsact",
+        }
+    }
+}
+
+/// One interface the program is attached to; `ifindex` 0: deleted since.
+#[derive(Debug)]
+struct Attachment {
+    ifindex: i32,
+    dev: String,
+    /// The TCX link (closing it detaches); None on a clsact filter.
+    link: Option<std::os::fd::OwnedFd>,
+}
 
 /// Fast-path counters, in the order of the program's enum.
 pub const COUNTERS: [&str; 22] = [
@@ -361,7 +394,9 @@ pub struct FastPath {
     /// half becomes active again.
     installs: u32,
     current: Option<Tables>,
-    attached: Vec<(i32, String)>,
+    attached: Vec<Attachment>,
+    /// TCX until the kernel refuses it (or [`HOOK_ENV`] says `tc`).
+    hook: Hook,
     /// The tc filter handle of this instance ([`tc_handle`]).
     handle: u32,
     lease_fd: c_int,
@@ -534,6 +569,10 @@ impl FastPath {
             installs: 0,
             current: None,
             attached: vec![],
+            hook: match std::env::var(HOOK_ENV).as_deref() {
+                Ok("tc") => Hook::Clsact,
+                _ => Hook::Tcx,
+            },
             handle: tc_handle(""),
             lease_fd,
             lease: None,
@@ -622,7 +661,7 @@ impl FastPath {
         Ok(())
     }
 
-    fn hook(ifindex: i32) -> ffi::bpf_tc_hook {
+    fn tc_hook(ifindex: i32) -> ffi::bpf_tc_hook {
         ffi::bpf_tc_hook {
             sz: std::mem::size_of::<ffi::bpf_tc_hook>(),
             ifindex,
@@ -638,8 +677,9 @@ impl FastPath {
         self.handle = tc_handle(tun);
     }
 
-    /// Attaches the program to `dev`'s tc ingress hook (clsact created if
-    /// missing), replacing a stale copy left by a previous run of this
+    /// Attaches the program to `dev`'s tc ingress hook: a TCX link where
+    /// the kernel has TCX, else a clsact filter (the qdisc created if
+    /// missing), replacing a stale one left by a previous run of this
     /// instance. The first attach starts the lease: from then on the
     /// program translates only while this process renews it.
     pub fn attach(&mut self, dev: &str) -> Result<(), String> {
@@ -647,9 +687,19 @@ impl FastPath {
         if self.lease.is_none() {
             self.lease = Some(LeaseRenewer::start(self.lease_fd)?);
         }
-        self.attach_index(ifindex, dev)?;
-        self.attached.push((ifindex, dev.to_string()));
+        let link = self.attach_index(ifindex, dev)?;
+        self.attached.push(Attachment {
+            ifindex,
+            dev: dev.to_string(),
+            link,
+        });
         Ok(())
+    }
+
+    /// The hook the program is attached with (TCX unless the kernel
+    /// refused it).
+    pub fn hook(&self) -> Hook {
+        self.hook
     }
 
     /// Follows the interfaces attached to (the daemon calls it every
@@ -659,21 +709,27 @@ impl FastPath {
     pub fn follow_interfaces(&mut self) -> Vec<IfEvent> {
         let mut out = vec![];
         for i in 0..self.attached.len() {
-            let (was, ref dev) = self.attached[i];
-            let dev = dev.clone();
+            let was = self.attached[i].ifindex;
+            let dev = self.attached[i].dev.clone();
             match ifindex(&dev) {
                 Some(now) if now == was => {}
                 None if was == 0 => {}
                 None => {
-                    self.attached[i].0 = 0;
+                    // The kernel detached the link with the device.
+                    self.attached[i].ifindex = 0;
+                    self.attached[i].link = None;
                     out.push(IfEvent::Gone(dev));
                 }
                 Some(now) => {
                     // Tried once per new ifindex: a failure is not retried
                     // every second.
-                    self.attached[i].0 = now;
+                    self.attached[i].ifindex = now;
+                    self.attached[i].link = None;
                     out.push(match self.attach_index(now, &dev) {
-                        Ok(()) => IfEvent::Attached(dev),
+                        Ok(link) => {
+                            self.attached[i].link = link;
+                            IfEvent::Attached(dev)
+                        }
                         Err(e) => IfEvent::Failed(e),
                     });
                 }
@@ -682,8 +738,44 @@ impl FastPath {
         out
     }
 
-    fn attach_index(&mut self, ifindex: i32, dev: &str) -> Result<(), String> {
-        let mut hook = Self::hook(ifindex);
+    /// Attaches to `ifindex` with [`FastPath::hook`]: the TCX link, or
+    /// None on a clsact filter. A kernel without TCX (EINVAL: unknown
+    /// attach type) turns the hook to clsact for good.
+    fn attach_index(
+        &mut self,
+        ifindex: i32,
+        dev: &str,
+    ) -> Result<Option<std::os::fd::OwnedFd>, String> {
+        if self.hook == Hook::Tcx {
+            let fd = unsafe {
+                ffi::bpf_link_create(
+                    self.prog_fd,
+                    ifindex,
+                    ffi::BPF_TCX_INGRESS,
+                    std::ptr::null(),
+                )
+            };
+            if fd >= 0 {
+                // A filter of this instance that a killed daemon (of a
+                // version before TCX) left behind would run after the link.
+                self.detach_filter(ifindex);
+                // SAFETY: a new descriptor that nothing else owns.
+                return Ok(Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }));
+            }
+            if fd != -libc::EINVAL {
+                return Err(format!(
+                    "{dev}: cannot attach to tc ingress (TCX): {}",
+                    errstr(fd)
+                ));
+            }
+            self.hook = Hook::Clsact;
+        }
+        self.attach_filter(ifindex, dev)?;
+        Ok(None)
+    }
+
+    fn attach_filter(&self, ifindex: i32, dev: &str) -> Result<(), String> {
+        let mut hook = Self::tc_hook(ifindex);
         let rc = unsafe { ffi::bpf_tc_hook_create(&mut hook) };
         if rc != 0 && rc != -libc::EEXIST {
             return Err(format!(
@@ -710,32 +802,43 @@ impl FastPath {
         Ok(())
     }
 
+    /// Removes this instance's clsact filter from `ifindex`: 0 or the
+    /// negative errno (ENOENT, or EINVAL without a clsact qdisc: nothing
+    /// to remove).
+    fn detach_filter(&self, ifindex: i32) -> c_int {
+        let hook = Self::tc_hook(ifindex);
+        let opts = ffi::bpf_tc_opts {
+            sz: std::mem::size_of::<ffi::bpf_tc_opts>(),
+            prog_fd: 0,
+            flags: 0,
+            prog_id: 0,
+            handle: self.handle,
+            priority: TC_PRIORITY,
+            _pad: 0,
+        };
+        unsafe { ffi::bpf_tc_detach(&hook, &opts) }
+    }
+
     /// The interfaces the program is attached to (not those deleted since).
     pub fn attached(&self) -> Vec<String> {
         self.attached
             .iter()
-            .filter(|(i, _)| *i != 0)
-            .map(|(_, n)| n.clone())
+            .filter(|a| a.ifindex != 0)
+            .map(|a| a.dev.clone())
             .collect()
     }
 
-    /// Detaches from every interface (the clsact qdisc stays: others may use it).
+    /// Detaches from every interface: closes the TCX links, removes the
+    /// clsact filters (the qdisc stays: others may use it).
     pub fn detach_all(&mut self) -> Vec<String> {
         let mut errs = vec![];
-        for (ifindex, dev) in self.attached.drain(..).filter(|(i, _)| *i != 0) {
-            let hook = Self::hook(ifindex);
-            let opts = ffi::bpf_tc_opts {
-                sz: std::mem::size_of::<ffi::bpf_tc_opts>(),
-                prog_fd: 0,
-                flags: 0,
-                prog_id: 0,
-                handle: self.handle,
-                priority: TC_PRIORITY,
-                _pad: 0,
-            };
-            let rc = unsafe { ffi::bpf_tc_detach(&hook, &opts) };
+        for a in std::mem::take(&mut self.attached) {
+            if a.ifindex == 0 || a.link.is_some() {
+                continue; // dropping the link detaches it
+            }
+            let rc = self.detach_filter(a.ifindex);
             if rc != 0 && rc != -libc::ENOENT && rc != -libc::ENODEV {
-                errs.push(format!("{dev}: {}", errstr(rc)));
+                errs.push(format!("{}: {}", a.dev, errstr(rc)));
             }
         }
         errs
