@@ -92,6 +92,7 @@ class Discover:
         resolvers: str = "{core}",
         datapath: str = "tun",
         user: str = "",
+        clat_extra: str = "",
     ):
         self.t = xlat464()
         self.dir = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
@@ -120,6 +121,7 @@ class Discover:
             ).start()
             conf = clat_toml(t, f"{self.dir}/clat.sock", pool6=False)
             conf = conf.replace('user = ""', f'user = "{user}"')
+            conf = conf.replace("[clat]\n", f"[clat]\n{clat_extra}\n")
             self.clat = Xlat(
                 t.lab,
                 t.clat,
@@ -392,6 +394,51 @@ def test_rfc6877_no_pref64_from_the_customer_lan():
         assert "2001:db8:64::/96" in e.pool6(), log
         assert e.clat.stats()["pool6_changes"] == 0, log
         assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, log
+    finally:
+        e.close()
+
+
+@pytest.mark.timeout(60)
+def test_rfc8781_s7_ra_interfaces_limits_where_pref64_counts():
+    """RFC 8781 section 7: `[clat] ra-interfaces = ["core"]` (the uplink) makes the
+    CLAT ignore RAs on its other interfaces, not only on the customer side. A second
+    router on another link (no IPv4 address there, so not the customer side)
+    announces another PREF64: it is ignored (counted, logged with the interface) and
+    the uplink's prefix stays. The reload that drops the setting shows what it
+    prevents: the two routers' prefixes then both count and pool6 moves."""
+    e = Discover(
+        {"aaaa": [], "rcode": 3},
+        ras=["255:2001:db8:64::/96@1800"],
+        clat_extra='ra-interfaces = ["core"]',
+    )
+    try:
+        t, x = e.t, e.clat
+        assert "2001:db8:64::/96" in e.pool6(), x.log()
+        # A second link in the CLAT's namespace, its far end sending the RAs.
+        t.lab.exec(
+            t.clat, ["ip", "link", "add", "xra0", "type", "veth", "peer", "xra1"]
+        )
+        for dev in ("xra0", "xra1"):
+            t.lab.sysctl(t.clat, f"net.ipv6.conf.{dev}.accept_dad", 0)
+            t.lab.exec(t.clat, ["ip", "link", "set", dev, "up"])
+        e._bg(t.clat, RA, "xra1", "255:2001:db8:66::/96@1800")
+        deadline = time.monotonic() + 10
+        while "not in [clat] ra-interfaces" not in x.log():
+            assert time.monotonic() < deadline, x.log()
+            time.sleep(0.2)
+        time.sleep(1)
+        log = x.log()
+        assert "xra0 is not in [clat] ra-interfaces (core)" in log, log
+        assert "2001:db8:64::/96" in e.pool6(), log
+        st = x.stats()
+        assert st["pool6_ra_ignored"] >= 1 and st["pool6_changes"] == 0, st
+        assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, log
+        _reload(x, clat_toml(t, x.sock, pool6=False), "configuration reloaded")
+        deadline = time.monotonic() + 10
+        while x.stats()["pool6_changes"] == 0:
+            assert time.monotonic() < deadline, x.log()
+            time.sleep(0.2)
+        assert "pool6=2001:db8:66::/96 old=2001:db8:64::/96" in x.log(), x.log()
     finally:
         e.close()
 

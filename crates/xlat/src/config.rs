@@ -187,6 +187,9 @@ pub struct Settings {
     pub eamt: Vec<EamEntry>,
     /// `[clat]` ipv4/ipv6 (mode = "clat" only).
     pub clat: Option<EamEntry>,
+    /// `[clat] ra-interfaces`: the interfaces whose Router Advertisements
+    /// may set a discovered pool6 (empty: all but the customer side).
+    pub clat_ra_interfaces: Vec<String>,
     /// `[nat64]` (mode = "nat64" only; defaults otherwise).
     pub nat64: Nat64Settings,
     pub tun: TunSettings,
@@ -226,6 +229,7 @@ impl Default for Settings {
             icmp_errors_burst: crate::icmp_limit::DEFAULT_BURST,
             eamt: vec![],
             clat: None,
+            clat_ra_interfaces: vec![],
             nat64: Nat64Settings::default(),
             tun: TunSettings::default(),
             datapath: DatapathSettings::default(),
@@ -436,6 +440,27 @@ impl Ctx {
                 None
             }
         }
+    }
+
+    /// An array of interface names: (key, name) of each valid one listed
+    /// once; the others are errors.
+    fn interface_names(&mut self, t: &Table, path: &str, key: &str) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = vec![];
+        for (k, n) in self.strings(t, path, key).unwrap_or_default() {
+            if n.is_empty()
+                || n.len() > MAX_IFNAME
+                || n == "."
+                || n == ".."
+                || n.chars().any(|c| c == '/' || c.is_whitespace() || c == ':')
+            {
+                self.err(k, n, "not a valid interface name");
+            } else if out.iter().any(|(_, m)| *m == n) {
+                self.err(k, n, "listed twice");
+            } else {
+                out.push((k, n));
+            }
+        }
+        out
     }
 
     fn v4list(&mut self, t: &Table, path: &str, key: &str) -> Option<Vec<Ipv4Prefix>> {
@@ -857,7 +882,7 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
 
     // [clat]
     if let Some(t) = ctx.table(&root, "clat") {
-        ctx.unknown_keys(t, "clat", &["ipv4", "ipv6"]);
+        ctx.unknown_keys(t, "clat", &["ipv4", "ipv6", "ra-interfaces"]);
         if s.mode != Mode::Clat {
             ctx.err("clat", "{...}", "only allowed with mode = \"clat\"");
         } else if let Some(e) = eam_pair(&mut ctx, t, "clat") {
@@ -866,6 +891,11 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                 Err(r) => ctx.err("clat", format!("{} {}", e.v4, e.v6), r),
             }
         }
+        s.clat_ra_interfaces = ctx
+            .interface_names(t, "clat", "ra-interfaces")
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect();
     } else if s.mode == Mode::Clat && !root.contains_key("clat") {
         ctx.err("clat", "", "mode = \"clat\" needs [clat] ipv4 and ipv6");
     }
@@ -988,26 +1018,15 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
             Some("auto") => s.datapath.kind = DatapathKind::Auto,
             Some(k) => ctx.err("datapath.kind", k, "expected \"tun\", \"ebpf\" or \"auto\""),
         }
-        if let Some(items) = ctx.strings(t, "datapath", "interfaces") {
-            for (k, n) in items {
-                if n.is_empty()
-                    || n.len() > MAX_IFNAME
-                    || n == "."
-                    || n == ".."
-                    || n.chars().any(|c| c == '/' || c.is_whitespace() || c == ':')
-                {
-                    ctx.err(k, n, "not a valid interface name");
-                } else if s.datapath.interfaces.contains(&n) {
-                    ctx.err(k, n, "listed twice");
-                } else if n == s.tun.name {
-                    ctx.err(
-                        k,
-                        n,
-                        "is the TUN device (the slow path): the fast path attaches to the other interfaces",
-                    );
-                } else {
-                    s.datapath.interfaces.push(n);
-                }
+        for (k, n) in ctx.interface_names(t, "datapath", "interfaces") {
+            if n == s.tun.name {
+                ctx.err(
+                    k,
+                    n,
+                    "is the TUN device (the slow path): the fast path attaches to the other interfaces",
+                );
+            } else {
+                s.datapath.interfaces.push(n);
             }
         }
         if let Some(n) = ctx.int(
@@ -1583,6 +1602,33 @@ ipv6 = "2001:db8:7::/120"
         .unwrap();
         assert!(s.pool6.is_none());
         assert_eq!(s.clat.unwrap().v4.to_string(), "192.0.0.1/32");
+    }
+
+    /// `[clat] ra-interfaces` (RFC 8781 §7): interface names, checked like
+    /// `[datapath] interfaces`.
+    #[test]
+    fn clat_ra_interfaces() {
+        let base =
+            "mode = \"clat\"\n[clat]\nipv4 = \"192.0.0.1/32\"\nipv6 = \"2001:db8:aaaa::1/128\"\n";
+        assert!(parse(base).unwrap().clat_ra_interfaces.is_empty());
+        let s = parse(&format!("{base}ra-interfaces = [\"eth0\", \"wwan0\"]\n")).unwrap();
+        assert_eq!(s.clat_ra_interfaces, ["eth0", "wwan0"]);
+        let ps = problems(&format!(
+            "{base}ra-interfaces = [\"eth0\", \"eth0\", \"a b\", 3]\n"
+        ));
+        assert!(has(&ps, "clat.ra-interfaces[1]", "listed twice"));
+        assert!(has(
+            &ps,
+            "clat.ra-interfaces[2]",
+            "not a valid interface name"
+        ));
+        assert!(has(&ps, "clat.ra-interfaces[3]", "expected a string"));
+        let ps = problems(&format!("{base}ra-interfaces = \"eth0\"\n"));
+        assert!(has(
+            &ps,
+            "clat.ra-interfaces",
+            "expected an array of strings"
+        ));
     }
 
     #[test]

@@ -625,6 +625,7 @@ fn customer_side(s: &Settings, eamt: &[EamEntry]) -> crate::rfc8781::CustomerSid
     crate::rfc8781::CustomerSide {
         tun: s.tun.name.clone(),
         v4: s.clat.iter().chain(eamt).map(|e| e.v4).collect(),
+        ra_interfaces: s.clat_ra_interfaces.clone(),
     }
 }
 

@@ -85,35 +85,56 @@ pub fn ra_source_ok(src: &Ipv6Addr, hop_limit: Option<i32>) -> bool {
 /// would let any host on the LAN choose where the CLAT sends all IPv4
 /// traffic, so RAs that arrive there are ignored and no Router
 /// Solicitation is sent there; the PLAT's prefix is announced on the
-/// IPv6 side (RFC 6877 §6.3, RFC 8781 §7).
+/// IPv6 side (RFC 6877 §6.3, RFC 8781 §7). With `[clat] ra-interfaces`
+/// the RAs of the other interfaces are ignored too (RFC 8781 §7: a CLAT
+/// may limit the links it accepts PREF64 from; a host on another LAN, or
+/// a second router with another PREF64, then cannot move pool6).
 #[derive(Debug, Clone, Default)]
 pub struct CustomerSide {
     /// The TUN's name.
     pub tun: String,
     /// `[clat] ipv4` and the IPv4 prefixes of the EAMT.
     pub v4: Vec<Ipv4Prefix>,
+    /// `[clat] ra-interfaces`: the only interfaces RAs count from (empty:
+    /// every one off the customer side).
+    pub ra_interfaces: Vec<String>,
 }
 
+/// Why RAs arriving on an interface are ignored: the log message and the
+/// reason that names the interface.
+pub type Refusal = (&'static str, String);
+
 impl CustomerSide {
-    /// Why interface `name`, with these IPv4 subnets, is on the customer
-    /// side; `None` when it is not.
-    pub fn reason(&self, name: &str, subnets: &[Ipv4Prefix]) -> Option<String> {
+    /// Why RAs on interface `name`, with these IPv4 subnets, do not count;
+    /// `None` when they do.
+    pub fn reason(&self, name: &str, subnets: &[Ipv4Prefix]) -> Option<Refusal> {
+        const CUSTOMER: &str = "Router Advertisement ignored (arrived on the CLAT's customer side)";
         if name == self.tun {
-            return Some(format!("{name} is the CLAT's TUN"));
+            return Some((CUSTOMER, format!("{name} is the CLAT's TUN")));
         }
         for s in subnets {
             if let Some(c) = self.v4.iter().find(|c| c.overlaps(s)) {
-                return Some(format!(
-                    "{name} is on the customer side (its IPv4 subnet {s} overlaps {c})"
+                return Some((
+                    CUSTOMER,
+                    format!("{name} is on the customer side (its IPv4 subnet {s} overlaps {c})"),
                 ));
             }
+        }
+        if !self.ra_interfaces.is_empty() && !self.ra_interfaces.iter().any(|i| i == name) {
+            return Some((
+                "Router Advertisement ignored (arrived on an interface not in [clat] ra-interfaces)",
+                format!(
+                    "{name} is not in [clat] ra-interfaces ({})",
+                    self.ra_interfaces.join(", ")
+                ),
+            ));
         }
         None
     }
 
     /// [`Self::reason`] for the interface with index `ifindex`, as it is
     /// now.
-    pub fn refuses(&self, ifindex: u32) -> Option<String> {
+    pub fn refuses(&self, ifindex: u32) -> Option<Refusal> {
         let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
         // SAFETY: the buffer has the IF_NAMESIZE bytes if_indextoname needs.
         let p = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };
@@ -393,10 +414,9 @@ pub fn read_ra(
         }
         return None;
     }
-    if let Some(why) = customer.refuses(ifindex) {
+    if let Some((msg, why)) = customer.refuses(ifindex) {
         if ignored.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 10 {
-            crate::warn!("Router Advertisement ignored (arrived on the CLAT's customer side)",
-                "src" => src, "reason" => why);
+            crate::warn!(msg, "src" => src, "reason" => why);
         }
         return None;
     }
@@ -567,22 +587,36 @@ mod tests {
     #[test]
     fn rfc8781_no_pref64_from_the_customer_side() {
         let p = |s: &str| s.parse::<Ipv4Prefix>().unwrap();
-        let side = CustomerSide {
+        let mut side = CustomerSide {
             tun: "clat0".into(),
             v4: vec![p("192.0.2.0/28"), p("198.18.7.0/24")],
+            ra_interfaces: vec![],
         };
         // The LAN: 192.0.2.1/24 holds [clat] ipv4 192.0.2.0/28.
-        let why = side.reason("lan", &[p("192.0.2.0/24")]).unwrap();
+        let (msg, why) = side.reason("lan", &[p("192.0.2.0/24")]).unwrap();
+        assert!(msg.contains("customer side"), "{msg}");
         assert!(why.contains("192.0.2.0/24 overlaps 192.0.2.0/28"), "{why}");
         // A LAN address outside the /28 but its subnet overlapping it.
         assert!(side.reason("lan", &[p("192.0.0.0/16")]).is_some());
         // An EAMT prefix inside the interface's subnet.
         assert!(side.reason("lan2", &[p("198.18.7.128/25")]).is_some());
-        assert!(side.reason("clat0", &[]).unwrap().contains("TUN"));
+        assert!(side.reason("clat0", &[]).unwrap().1.contains("TUN"));
         // The uplink: IPv6 only, or IPv4 elsewhere.
         assert_eq!(side.reason("core", &[]), None);
         assert_eq!(side.reason("core", &[p("10.0.0.0/8")]), None);
         assert_eq!(side.reason("core", &[p("192.0.2.16/28")]), None);
+        // RFC 8781 §7 with `[clat] ra-interfaces`: only the listed uplinks
+        // count; the customer side stays refused even when listed.
+        side.ra_interfaces = vec!["core".into(), "lan".into()];
+        assert_eq!(side.reason("core", &[]), None);
+        let (msg, why) = side.reason("wlan0", &[]).unwrap();
+        assert!(msg.contains("not in [clat] ra-interfaces"), "{msg}");
+        assert_eq!(why, "wlan0 is not in [clat] ra-interfaces (core, lan)");
+        assert!(side
+            .reason("lan", &[p("192.0.2.0/24")])
+            .unwrap()
+            .0
+            .contains("customer"));
     }
 
     #[test]
