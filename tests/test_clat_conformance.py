@@ -443,6 +443,42 @@ def test_rfc8781_s7_ra_interfaces_limits_where_pref64_counts():
         e.close()
 
 
+@pytest.mark.timeout(60)
+def test_ras_do_not_count_while_pool6_is_in_the_file():
+    """A reload that puts pool6 in the file makes that one rule (docs/clat.md). RAs
+    with another PREF64 that arrive then change nothing and are not logged as if
+    they did ("PREF64 received" at info for every RA, before); at debug level the
+    log says they are not used. The reload that removes pool6 again goes back to
+    the RAs' prefix."""
+    e = Discover({"aaaa": [], "rcode": 3}, ras=["255:2001:db8:64::/96@1800"])
+    try:
+        t, x = e.t, e.clat
+        assert "2001:db8:64::/96" in e.pool6(), x.log()
+        base = clat_toml(t, x.sock, pool6=False)
+        static = base.replace(
+            'mode = "clat"\n', 'mode = "clat"\npool6 = "2001:db8:64::/96"\n'
+        )
+        _reload(x, static + '\n[log]\nlevel = "debug"\n', "configuration reloaded")
+        n = x.log().count('msg="PREF64 received (RFC 8781)"')
+        e.set_ras(["255:2001:db8:66::/96@1800"])
+        deadline = time.monotonic() + 10
+        while "not used: pool6 is in the file" not in x.log():
+            assert time.monotonic() < deadline, x.log()
+            time.sleep(0.2)
+        time.sleep(1)
+        log = x.log()
+        assert log.count('msg="PREF64 received (RFC 8781)"') == n, log
+        assert 'pool6 = "2001:db8:64::/96"' in e.pool6(), log
+        assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, log
+        _reload(x, base, "configuration reloaded")
+        deadline = time.monotonic() + 10
+        while "2001:db8:66::/96" not in e.pool6():
+            assert time.monotonic() < deadline, e.pool6() + x.log()
+            time.sleep(0.2)
+    finally:
+        e.close()
+
+
 @pytest.mark.timeout(30)
 def test_sigterm_during_start_up_discovery_stops_at_once():
     """Start-up discovery can take about 6 s (a silent resolver: 3 tries of 2 s). A

@@ -15,7 +15,7 @@ use crate::config::{self, check_eam, check_eam_conflict, DatapathKind, Mode, Set
 use crate::datapath::{Engine, Shared, Worker};
 use crate::stats::Registry;
 use crate::tun::{self, Routes, Tun};
-use crate::{error, info, warn};
+use crate::{debug, error, info, warn};
 
 /// What the control plane may change at run time.
 pub struct State {
@@ -681,20 +681,37 @@ fn pool6_refresh(
             else {
                 continue;
             };
-            let current = d.state.lock().unwrap().pool6;
+            // With pool6 in the file (a reload put it there) RAs only keep
+            // the discovered prefix current, for a reload that removes it:
+            // compared with that one, and not logged as if they counted.
+            let (current, file_rules) = {
+                let st = d.state.lock().unwrap();
+                match st.settings.pool6 {
+                    Some(_) => (st.discovered, true),
+                    None => (st.pool6, false),
+                }
+            };
             match crate::rfc8781::ra_update(current, &opts) {
                 RaUpdate::None => {}
                 RaUpdate::Refresh(l) => {
                     until = std::time::Instant::now() + pool6_refresh_after(l);
                 }
                 RaUpdate::Switch(p, l) => {
-                    info!("PREF64 received (RFC 8781)", "prefix" => p, "lifetime" => l, "router" => src);
+                    if file_rules {
+                        debug!("PREF64 received (RFC 8781), not used: pool6 is in the file", "prefix" => p, "lifetime" => l, "router" => src);
+                    } else {
+                        info!("PREF64 received (RFC 8781)", "prefix" => p, "lifetime" => l, "router" => src);
+                    }
                     d.set_discovered_pool6(p, "RFC 8781");
                     until = std::time::Instant::now() + pool6_refresh_after(l);
                 }
                 RaUpdate::Withdrawn => {
-                    warn!("pool6 withdrawn by a PREF64 with lifetime 0 (RFC 8781 4), discovering again",
-                        "pool6" => current.map(|p| p.to_string()).unwrap_or_default(), "router" => src);
+                    if file_rules {
+                        debug!("PREF64 withdrawn (RFC 8781 4), not used: pool6 is in the file", "prefix" => current.map(|p| p.to_string()).unwrap_or_default(), "router" => src);
+                    } else {
+                        warn!("pool6 withdrawn by a PREF64 with lifetime 0 (RFC 8781 4), discovering again",
+                            "pool6" => current.map(|p| p.to_string()).unwrap_or_default(), "router" => src);
+                    }
                     break;
                 }
             }
