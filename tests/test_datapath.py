@@ -232,23 +232,30 @@ def _filters(t, dev: str) -> int:
     return sum("xlat_ingress" in p for p in ingress_progs(t.lab, t.router, dev))
 
 
-TC_HOOK = {"XLAT_EBPF_HOOK": "tc"}
+def _set_hook(x, hook: str) -> None:
+    """Rewrite x's config with ``[datapath] hook``."""
+    x.write_config(
+        x.conf.read_text().replace('kind = "ebpf"', f'kind = "ebpf"\nhook = "{hook}"')
+    )
 
 
 @pytest.mark.timeout(40)
 def test_tcx_is_the_hook_where_the_kernel_has_it():
     """On this kernel (>= 6.6) the program sits on a TCX link, not behind a clsact
-    qdisc and a classifier (a few microseconds less per round trip); the start log
-    names the hook. XLAT_EBPF_HOOK=tc (docs/datapaths.md) still gives the clsact
-    filter, with the same translation."""
-    for env, hook, kind in [
+    qdisc and a classifier (a few microseconds less per round trip), by default
+    (hook = "auto") and with hook = "tcx"; the start log names the hook.
+    hook = "tc" gives the clsact filter, with the same translation."""
+    for hook, logged, kind in [
         (None, "hook=tcx", "tcx"),
-        (TC_HOOK, 'hook="tc clsact"', "tc"),
+        ("tcx", "hook=tcx", "tcx"),
+        ("tc", 'hook="tc clsact"', "tc"),
     ]:
         t, x = _new_xlat("ebpf")
         try:
-            x.start(env=env)
-            assert hook in x.log(), x.log()
+            if hook:
+                _set_hook(x, hook)
+            x.start()
+            assert logged in x.log(), x.log()
             for dev in (t.dev6, t.dev4):
                 assert ingress_progs(t.lab, t.router, dev) == [f"{kind} xlat_ingress"]
             before = x.stats()["ebpf_translated_6to4_packets"]
@@ -267,12 +274,13 @@ def test_a_killed_daemon_leaves_no_translator_behind(hook):
     with the dead daemon's configuration (it did, from its route cache, for ever).
     The next start of the same instance replaces it (one program per interface),
     also when that start attaches with TCX (an upgrade)."""
-    env = TC_HOOK if hook == "tc" else None
     t, x = make_siit(datapath="ebpf")
     try:
+        base = x.conf.read_text()
         x.stop()
         x.logpath.write_text("")  # start() waits for this run's "ready"
-        x.start(env=env)
+        _set_hook(x, hook)
+        x.start()
         assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0
         assert x.stats()["ebpf_translated_6to4_packets"] >= 2
         x.signal(signal.SIGKILL)
@@ -284,7 +292,8 @@ def test_a_killed_daemon_leaves_no_translator_behind(hook):
         assert cp.returncode != 0, cp.stdout
         x.stop()
         x.logpath.write_text("")
-        x.start()  # TCX
+        x.write_config(base)  # hook = "auto": TCX
+        x.start()
         assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0
         assert x.stats()["ebpf_translated_6to4_packets"] >= 2
         for dev in (t.dev6, t.dev4):

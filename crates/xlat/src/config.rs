@@ -137,9 +137,33 @@ impl DatapathKind {
     }
 }
 
+/// `[datapath] hook`: how the fast path sits on the tc ingress hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcHook {
+    /// A TCX link where the kernel has TCX (Linux >= 6.6), else a clsact
+    /// filter.
+    Auto,
+    /// A TCX link, or the fast path does not start.
+    Tcx,
+    /// A clsact filter (cls_bpf, direct action), ordered with the other
+    /// tc filters by priority and after every TCX program.
+    Tc,
+}
+
+impl TcHook {
+    pub fn name(self) -> &'static str {
+        match self {
+            TcHook::Auto => "auto",
+            TcHook::Tcx => "tcx",
+            TcHook::Tc => "tc",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DatapathSettings {
     pub kind: DatapathKind,
+    pub hook: TcHook,
     /// Interfaces whose tc ingress hook gets the fast path; empty: every
     /// Ethernet interface that is up, but the TUN device.
     pub interfaces: Vec<String>,
@@ -156,6 +180,7 @@ impl Default for DatapathSettings {
     fn default() -> Self {
         DatapathSettings {
             kind: DatapathKind::Tun,
+            hook: TcHook::Auto,
             interfaces: vec![],
             flow_entries: FLOW_ENTRIES_DEFAULT,
         }
@@ -1010,13 +1035,24 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
 
     // [datapath]
     if let Some(t) = ctx.table(&root, "datapath") {
-        ctx.unknown_keys(t, "datapath", &["kind", "interfaces", "flow-entries"]);
+        ctx.unknown_keys(
+            t,
+            "datapath",
+            &["kind", "hook", "interfaces", "flow-entries"],
+        );
         match ctx.string(t, "datapath", "kind").as_deref() {
             None => {}
             Some("tun") => s.datapath.kind = DatapathKind::Tun,
             Some("ebpf") => s.datapath.kind = DatapathKind::Ebpf,
             Some("auto") => s.datapath.kind = DatapathKind::Auto,
             Some(k) => ctx.err("datapath.kind", k, "expected \"tun\", \"ebpf\" or \"auto\""),
+        }
+        match ctx.string(t, "datapath", "hook").as_deref() {
+            None => {}
+            Some("auto") => s.datapath.hook = TcHook::Auto,
+            Some("tcx") => s.datapath.hook = TcHook::Tcx,
+            Some("tc") => s.datapath.hook = TcHook::Tc,
+            Some(k) => ctx.err("datapath.hook", k, "expected \"auto\", \"tcx\" or \"tc\""),
         }
         for (k, n) in ctx.interface_names(t, "datapath", "interfaces") {
             if n == s.tun.name {
@@ -1266,11 +1302,13 @@ impl Settings {
         );
         let _ = writeln!(o, "icmp-errors-burst = {}", self.icmp_errors_burst);
         if let Some(c) = &self.clat {
+            let names = |v: &[String]| v.iter().map(|n| q(n)).collect::<Vec<_>>().join(", ");
             let _ = writeln!(
                 o,
-                "\n[clat]\nipv4 = {}\nipv6 = {}",
+                "\n[clat]\nipv4 = {}\nipv6 = {}\nra-interfaces = [{}]",
                 q(&c.v4.to_string()),
-                q(&c.v6.to_string())
+                q(&c.v6.to_string()),
+                names(&self.clat_ra_interfaces)
             );
         }
         let t = &self.tun;
@@ -1285,8 +1323,9 @@ impl Settings {
         let _ = writeln!(o, "keep-on-exit = {}", t.keep_on_exit);
         let _ = writeln!(
             o,
-            "\n[datapath]\nkind = {}\ninterfaces = [{}]\nflow-entries = {}",
+            "\n[datapath]\nkind = {}\nhook = {}\ninterfaces = [{}]\nflow-entries = {}",
             q(self.datapath.kind.name()),
+            q(self.datapath.hook.name()),
             self.datapath
                 .interfaces
                 .iter()
@@ -1613,6 +1652,8 @@ ipv6 = "2001:db8:7::/120"
         assert!(parse(base).unwrap().clat_ra_interfaces.is_empty());
         let s = parse(&format!("{base}ra-interfaces = [\"eth0\", \"wwan0\"]\n")).unwrap();
         assert_eq!(s.clat_ra_interfaces, ["eth0", "wwan0"]);
+        let again = parse(&s.to_toml(s.pool6, &s.eamt)).unwrap();
+        assert_eq!(again.clat_ra_interfaces, s.clat_ra_interfaces);
         let ps = problems(&format!(
             "{base}ra-interfaces = [\"eth0\", \"eth0\", \"a b\", 3]\n"
         ));
@@ -1862,17 +1903,23 @@ ipv6 = "2001:db8:7::/120"
         assert!(s.datapath.interfaces.is_empty());
         assert_eq!(s.datapath.flow_entries, 131_072);
         let s = parse(
-            "pool6 = \"64:ff9b::/96\"\n[datapath]\nkind = \"auto\"\ninterfaces = [\"eth0\", \"eth1\"]\nflow-entries = 1024\n",
+            "pool6 = \"64:ff9b::/96\"\n[datapath]\nkind = \"auto\"\nhook = \"tc\"\ninterfaces = [\"eth0\", \"eth1\"]\nflow-entries = 1024\n",
         )
         .unwrap();
         assert_eq!(s.datapath.kind, DatapathKind::Auto);
+        assert_eq!(s.datapath.hook, TcHook::Tc);
         assert_eq!(s.datapath.interfaces, ["eth0", "eth1"]);
         assert_eq!(s.datapath.flow_entries, 1024);
         let again = parse(&s.to_toml(s.pool6, &s.eamt)).unwrap();
         assert_eq!(again.datapath, s.datapath);
         let ps = problems(
-            "pool6 = \"64:ff9b::/96\"\n[datapath]\nkind = \"XDP\"\ninterfaces = [\"a b\", \"e\", \"e\", 3]\nfoo = 1\n",
+            "pool6 = \"64:ff9b::/96\"\n[datapath]\nkind = \"XDP\"\nhook = \"clsact\"\ninterfaces = [\"a b\", \"e\", \"e\", 3]\nfoo = 1\n",
         );
+        assert!(has(
+            &ps,
+            "datapath.hook",
+            "expected \"auto\", \"tcx\" or \"tc\""
+        ));
         assert!(has(
             &ps,
             "datapath.kind",

@@ -1031,6 +1031,7 @@ fn start_fast(
     let t = crate::ebpf::tables(s, pool6, eamt, tun_ifindex as u32, false);
     fp.install(&t)?;
     fp.set_instance(&s.tun.name);
+    fp.set_hook(s.datapath.hook);
     for d in devs {
         fp.attach(d)?; // FastPath's Drop detaches what was attached
     }

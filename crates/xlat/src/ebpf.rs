@@ -32,10 +32,6 @@ pub static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xlat.bpf.o"
 /// the eBPF programs fails as if the kernel refused them.
 pub const FORCE_FAIL_ENV: &str = "XLAT_EBPF_FORCE_FAIL";
 
-/// Diagnostic hook (docs/datapaths.md): `tc` attaches through a clsact
-/// filter even where the kernel has TCX.
-pub const HOOK_ENV: &str = "XLAT_EBPF_HOOK";
-
 /// How the program sits on an interface's ingress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hook {
@@ -395,8 +391,10 @@ pub struct FastPath {
     installs: u32,
     current: Option<Tables>,
     attached: Vec<Attachment>,
-    /// TCX until the kernel refuses it (or [`HOOK_ENV`] says `tc`).
+    /// TCX until the kernel refuses it (`[datapath] hook`).
     hook: Hook,
+    /// `hook = "auto"`: a kernel without TCX gets the clsact filter.
+    hook_fallback: bool,
     /// The tc filter handle of this instance ([`tc_handle`]).
     handle: u32,
     lease_fd: c_int,
@@ -569,10 +567,8 @@ impl FastPath {
             installs: 0,
             current: None,
             attached: vec![],
-            hook: match std::env::var(HOOK_ENV).as_deref() {
-                Ok("tc") => Hook::Clsact,
-                _ => Hook::Tcx,
-            },
+            hook: Hook::Tcx,
+            hook_fallback: true,
             handle: tc_handle(""),
             lease_fd,
             lease: None,
@@ -671,6 +667,16 @@ impl FastPath {
         }
     }
 
+    /// `[datapath] hook`; before [`FastPath::attach`].
+    pub fn set_hook(&mut self, h: crate::config::TcHook) {
+        use crate::config::TcHook;
+        (self.hook, self.hook_fallback) = match h {
+            TcHook::Auto => (Hook::Tcx, true),
+            TcHook::Tcx => (Hook::Tcx, false),
+            TcHook::Tc => (Hook::Clsact, false),
+        };
+    }
+
     /// Names the instance: its TUN device gives the tc filter handle
     /// ([`tc_handle`]). Before [`FastPath::attach`].
     pub fn set_instance(&mut self, tun: &str) {
@@ -740,7 +746,7 @@ impl FastPath {
 
     /// Attaches to `ifindex` with [`FastPath::hook`]: the TCX link, or
     /// None on a clsact filter. A kernel without TCX (EINVAL: unknown
-    /// attach type) turns the hook to clsact for good.
+    /// attach type) turns the hook to clsact for good with `hook = "auto"`.
     fn attach_index(
         &mut self,
         ifindex: i32,
@@ -762,9 +768,14 @@ impl FastPath {
                 // SAFETY: a new descriptor that nothing else owns.
                 return Ok(Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }));
             }
-            if fd != -libc::EINVAL {
+            if fd != -libc::EINVAL || !self.hook_fallback {
+                let hint = if fd == -libc::EINVAL {
+                    " (TCX needs Linux >= 6.6; [datapath] hook = \"tc\" attaches a clsact filter)"
+                } else {
+                    ""
+                };
                 return Err(format!(
-                    "{dev}: cannot attach to tc ingress (TCX): {}",
+                    "{dev}: cannot attach to tc ingress (TCX): {}{hint}",
                     errstr(fd)
                 ));
             }
