@@ -81,6 +81,36 @@ def failed_trials(run: dict, duts) -> list[tuple[str, str, str]]:
     ]
 
 
+def tester_warnings(run: dict) -> list[tuple[str, list[str]]]:
+    """xlat-perf's warnings in the saved raw outputs (deviations from the RFC
+    procedures, a figure near the tester's limit, ...): each distinct warning
+    with the ``dut key`` of the trials that gave it, in order of first
+    appearance."""
+    seen: dict[str, list[str]] = {}
+    for d, ts in run["trials"].items():
+        for k, t in sorted(ts.items()):
+            raw = t.get("raw")
+            for w in (raw.get("warnings") if isinstance(raw, dict) else None) or []:
+                seen.setdefault(str(w), []).append(f"{d} {k}")
+    return list(seen.items())
+
+
+def _warnings_lines(run: dict) -> list[str]:
+    ws = tester_warnings(run)
+    if not ws:
+        return []
+    out = [
+        "",
+        "xlat-perf's warnings (as the tester gave them, with the trials they concern):",
+        "",
+    ]
+    for w, where in ws:
+        shown = ", ".join(f"`{x}`" for x in where[:6])
+        more = f" and {len(where) - 6} more" if len(where) > 6 else ""
+        out.append(f"- {w} ({shown}{more})")
+    return out
+
+
 def _slug(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")[:40].strip("-")
 
@@ -940,6 +970,7 @@ def header(run: dict) -> list[str]:
             "ratios more than absolute figures (the machine is shared and noisy). See docs/lab.md "
             "for how to read this report."
         ),
+        *_warnings_lines(run),
     ]
     return lines
 

@@ -301,6 +301,53 @@ def test_rfc9693_report_row():
     ]
 
 
+def test_report_lists_the_testers_warnings():
+    """The saved xlat-perf outputs' warnings (e.g. a trial shorter than RFC 8219's
+    60 s) are listed once each under the report's header with the trials they
+    concern; they used to stay in the raw JSON only."""
+    from lab import report
+
+    short = "--duration 2: shorter than the 60 s of RFC 8219 section 7.1"
+    wait = "--wait 0.5: frames later than this are lost"
+
+    def trial(*warnings):
+        return {"status": "ok", "result": {}, "raw": {"warnings": list(warnings)}}
+
+    run = {
+        "meta": {
+            "scenario": "demo",
+            "description": "d",
+            "started": "s",
+            "budget_min": 4,
+            "host": {
+                "cpu_model": "c",
+                "cpus": 2,
+                "kernel": "k",
+                "clocksource": "tsc",
+                "loadavg": [0.5],
+            },
+        },
+        "trials": {
+            "kernel-v6": {
+                "throughput/min": trial(short, wait),
+                "ping": {"status": "ok"},
+            },
+            "xlat": {"throughput/min": trial(short), "flr": trial()},
+        },
+    }
+    assert report.tester_warnings(run) == [
+        (short, ["kernel-v6 throughput/min", "xlat throughput/min"]),
+        (wait, ["kernel-v6 throughput/min"]),
+    ]
+    text = "\n".join(report.header(run))
+    assert f"- {short} (`kernel-v6 throughput/min`, `xlat throughput/min`)" in text
+    del (
+        run["trials"]["kernel-v6"]["throughput/min"],
+        run["trials"]["xlat"]["throughput/min"],
+    )
+    assert "warnings" not in "\n".join(report.header(run))
+
+
 def test_summary_marks_tester_limited_throughput():
     """The summary (what `make demo` prints) marks a zero-loss figure whose search had
     invalid trials (the sender fell behind: the tester's limit, not the DUT's), and
