@@ -348,6 +348,29 @@ def test_report_lists_the_testers_warnings():
     assert "warnings" not in "\n".join(report.header(run))
 
 
+def test_demo_fails_when_any_xlat_datapath_failed():
+    """`make demo` exits 1 when a trial of any xlat DUT of the scenario failed or it
+    has none (the eBPF datapath's failures passed unnoticed: only "xlat" was
+    checked); TAYGA's or a baseline's failure is in the report, not the exit."""
+    from lab.demo import demo_status
+
+    ok = {"status": "ok"}
+    run = {
+        "meta": {"parts": [{"duts": ["kernel-v6", "tayga", "xlat", "xlat-ebpf"]}]},
+        "trials": {
+            "kernel-v6": {"ping": {"status": "error"}},
+            "tayga": {"ping": {"status": "error"}},
+            "xlat": {"ping": ok},
+            "xlat-ebpf": {"ping": ok, "tcp/x1-fwd": {"status": "unsupported"}},
+        },
+    }
+    assert demo_status(run) == 0
+    run["trials"]["xlat-ebpf"]["ping"] = {"status": "error"}
+    assert demo_status(run) == 1
+    del run["trials"]["xlat-ebpf"]
+    assert demo_status(run) == 1
+
+
 def test_summary_marks_tester_limited_throughput():
     """The summary (what `make demo` prints) marks a zero-loss figure whose search had
     invalid trials (the sender fell behind: the tester's limit, not the DUT's), and
