@@ -207,6 +207,15 @@ def test_check_notes_a_missing_interface(tmp_path):
     cp = run([xlat, "check", "-c", conf], check=False)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert "note: datapath.interfaces: xlnosuch0: no such interface" in cp.stderr
+    conf = _write(
+        tmp_path,
+        'mode = "clat"\n[clat]\nipv4 = "192.0.2.0/24"\n'
+        'ipv6 = "2001:db8:aaaa::/120"\nra-interfaces = ["lo", "xlnosuch1"]\n',
+    )
+    cp = run([xlat, "check", "-c", conf], check=False)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "note: clat.ra-interfaces: xlnosuch1: no such interface" in cp.stderr
+    assert "ra-interfaces: lo" not in cp.stderr
 
 
 @pytest.mark.timeout(20)

@@ -176,11 +176,15 @@ fn check(path: &str) -> i32 {
             );
             // Interfaces are looked up when xlat runs: one that is missing
             // here now may come later, but say so.
-            for i in &s.datapath.interfaces {
-                let c = std::ffi::CString::new(i.as_str()).unwrap_or_default();
-                if unsafe { libc::if_nametoindex(c.as_ptr()) } == 0 {
-                    eprintln!("note: datapath.interfaces: {i}: no such interface here now (xlat run needs it at start)");
-                }
+            let missing = |i: &str| {
+                let c = std::ffi::CString::new(i).unwrap_or_default();
+                (unsafe { libc::if_nametoindex(c.as_ptr()) }) == 0
+            };
+            for i in s.datapath.interfaces.iter().filter(|i| missing(i)) {
+                eprintln!("note: datapath.interfaces: {i}: no such interface here now (xlat run needs it at start)");
+            }
+            for i in s.clat_ra_interfaces.iter().filter(|i| missing(i)) {
+                eprintln!("note: clat.ra-interfaces: {i}: no such interface here now (its Router Advertisements count once it exists)");
             }
             if s.mode == config::Mode::Nat64 {
                 for (k, v, min) in s.nat64.timeouts_below_rfc() {
