@@ -117,7 +117,8 @@ struct {
 	__type(value, struct xlat_cfg);
 } xlat_cfg SEC(".maps");
 
-/* The daemon's lease (bpf_ktime_get_ns, CLOCK_MONOTONIC): the program
+/* The daemon's lease (CLOCK_MONOTONIC ns; the program reads it with the
+ * coarse clock, bpf_ktime_get_coarse_ns): the program
  * translates only while the daemon renews it. A daemon that dies without
  * detaching (SIGKILL, a crash) leaves the filters attached; within the lease
  * they stop translating with its stale configuration and pass everything
@@ -1343,7 +1344,9 @@ int xlat_ingress(struct __sk_buff *skb)
 	if (!c || !(c->flags & F_ENABLED))
 		return pass(P_DISABLED);
 	__u64 *lease = bpf_map_lookup_elem(&xlat_lease, &z);
-	if (!lease || (*lease != ~0ULL && bpf_ktime_get_ns() > *lease))
+	/* The coarse clock (CLOCK_MONOTONIC_COARSE, a tick behind at most)
+	 * is plenty for a 3 s lease and cheaper than a clocksource read. */
+	if (!lease || (*lease != ~0ULL && bpf_ktime_get_coarse_ns() > *lease))
 		return pass(P_DISABLED);
 	/* A VLAN tag (accelerated) belongs to a VLAN device: not ours. */
 	if (skb->vlan_present)

@@ -529,7 +529,7 @@ impl FastPath {
             .map_err(|e| format!("cannot size the flow map to {flow_entries} entries: {e}"))?;
         obj.load().map_err(|e| {
             format!(
-                "the kernel refused the eBPF programs: {e} (needs Linux >= 5.10 with BPF, CAP_BPF and CAP_NET_ADMIN; XLAT_BPF_DEBUG=1 prints the verifier log)"
+                "the kernel refused the eBPF programs: {e} (needs Linux >= 5.11 with BPF, CAP_BPF and CAP_NET_ADMIN; XLAT_BPF_DEBUG=1 prints the verifier log)"
             )
         })?;
         let map = |n: &str| -> Result<c_int, String> {
