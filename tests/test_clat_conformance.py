@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DATAPATHS, Xlat, ping
+from conftest import DATAPATHS, Xlat, need_xlat, ping
 from test_464xlat import clat_toml, plat_toml
 
 from lab.topology import xlat464
@@ -260,6 +260,11 @@ def test_rfc8781_pref64_does_not_wait_for_silent_resolvers():
         assert "RFC 7050 discovery failed" not in log, log
         assert took < 8, (took, log)
         assert ping(e.t.lab, e.t.app, e.t.srv_v4, count=2).returncode == 0, log
+        # RFC 7050 goes on unheeded: its failed queries are no warnings (three
+        # "query got no usable answer" warnings per resolver came after ready).
+        time.sleep(5)
+        log = e.clat.log()
+        assert "level=warn" not in log, log
     finally:
         e.close()
 
@@ -441,6 +446,62 @@ def test_rfc8781_s7_ra_interfaces_limits_where_pref64_counts():
         assert "pool6=2001:db8:66::/96 old=2001:db8:64::/96" in x.log(), x.log()
     finally:
         e.close()
+
+
+@pytest.mark.timeout(30)
+def test_check_notes_ra_interfaces_that_cannot_count():
+    """`xlat check` in the CLAT's namespace: a `[clat] ra-interfaces` entry on the
+    customer side (the LAN, whose subnet holds [clat] ipv4) is valid but its RAs are
+    ignored all the same, and one that does not exist may come later: both get a
+    note; the uplink none. The TUN itself is an error."""
+    t = xlat464()
+    try:
+        d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+        conf = d / "clat.toml"
+        base = clat_toml(t, f"{d}/clat.sock", pool6=False)
+        conf.write_text(
+            base.replace(
+                "[clat]\n", '[clat]\nra-interfaces = ["lan", "core", "xlno0"]\n'
+            )
+        )
+        cp = t.lab.exec(
+            t.clat, [str(need_xlat()), "check", "-c", str(conf)], check=False
+        )
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        assert "note: clat.ra-interfaces: lan is on the customer side" in cp.stderr, (
+            cp.stderr
+        )
+        assert "note: clat.ra-interfaces: xlno0: no such interface" in cp.stderr, (
+            cp.stderr
+        )
+        assert "ra-interfaces: core" not in cp.stderr, cp.stderr
+        conf.write_text(base.replace("[clat]\n", '[clat]\nra-interfaces = ["clat0"]\n'))
+        cp = t.lab.exec(
+            t.clat, [str(need_xlat()), "check", "-c", str(conf)], check=False
+        )
+        assert cp.returncode == 2, cp.stdout + cp.stderr
+        out = cp.stdout + cp.stderr
+        assert "clat.ra-interfaces: clat0: is the CLAT's TUN device" in out, out
+    finally:
+        t.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.timeout(40)
+def test_start_failure_says_that_ras_came_but_were_ignored():
+    """When every RA with a PREF64 was ignored (here the uplink is left out of
+    `[clat] ra-interfaces`) and RFC 7050 finds nothing, the start fails, and its
+    reason says that RAs came but did not count (it said that none came)."""
+    with pytest.raises(RuntimeError) as err:
+        Discover(
+            {"aaaa": [], "rcode": 3},
+            ras=["255:2001:db8:64::/96@1800"],
+            clat_extra='ra-interfaces = ["xlnosuch0"]',
+        )
+    log = str(err.value)
+    assert 'msg="cannot find pool6"' in log, log
+    assert "Router Advertisement(s) came but were ignored" in log, log
+    assert "core is not in [clat] ra-interfaces (xlnosuch0)" in log, log
 
 
 @pytest.mark.timeout(60)

@@ -234,9 +234,8 @@ def _filters(t, dev: str) -> int:
 
 def _set_hook(x, hook: str) -> None:
     """Rewrite x's config with ``[datapath] hook``."""
-    x.write_config(
-        x.conf.read_text().replace('kind = "ebpf"', f'kind = "ebpf"\nhook = "{hook}"')
-    )
+    text = re.sub(r'\nhook = "[a-z]*"', "", x.conf.read_text())
+    x.write_config(text.replace('kind = "ebpf"', f'kind = "ebpf"\nhook = "{hook}"'))
 
 
 @pytest.mark.timeout(40)
@@ -261,6 +260,16 @@ def test_tcx_is_the_hook_where_the_kernel_has_it():
             before = x.stats()["ebpf_translated_6to4_packets"]
             assert ping(t.lab, t.h6, t.h4_v6, count=3).returncode == 0
             assert x.stats()["ebpf_translated_6to4_packets"] - before >= 3
+            if hook == "tc":
+                # A reload cannot move the program: warned with the key.
+                _set_hook(x, "tcx")
+                x.signal(signal.SIGHUP)
+                deadline = time.monotonic() + 5
+                while "configuration reloaded" not in x.log():
+                    assert time.monotonic() < deadline, x.log()
+                    time.sleep(0.1)
+                assert 'needs a restart, ignored" key=datapath.hook' in x.log(), x.log()
+                assert ingress_progs(t.lab, t.router, t.dev6) == ["tc xlat_ingress"]
         finally:
             _close(t, x)
 
@@ -300,6 +309,117 @@ def test_a_killed_daemon_leaves_no_translator_behind(hook):
             assert ingress_progs(t.lab, t.router, dev) == ["tcx xlat_ingress"]
     finally:
         close_siit(t, x)
+
+
+@pytest.mark.timeout(60)
+def test_two_instances_with_like_hashing_tun_names_keep_their_own_filters():
+    """hook = "tc": each instance's filter handle comes from its TUN's name. The
+    16-bit hash of before gave xlat8 and clat14 the same handle, so the second
+    instance replaced the first one's filter (the first then ran on the TUN
+    datapath only, and lost its fast path for good when the second stopped)."""
+    t = siit_single()
+    d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+    x = Xlat(
+        t.lab,
+        t.router,
+        t.xlat_toml(tun="xlat8", socket=f"{d}/xlat8.sock")
+        + '\n[datapath]\nkind = "ebpf"\nhook = "tc"\n',
+        d,
+        name="xlat8",
+        datapath="ebpf",
+    )
+    y = Xlat(
+        t.lab,
+        t.router,
+        'mode = "nat64"\npool6 = "64:ff9b::/96"\n'
+        '[[nat64.pool4]]\nprefix = "203.0.113.0/28"\n'
+        f'[tun]\nname = "clat14"\n[control]\nsocket = "{d}/clat14.sock"\n'
+        '[privileges]\nuser = ""\n[datapath]\nkind = "ebpf"\nhook = "tc"\n',
+        d,
+        name="clat14",
+        datapath="ebpf",
+    )
+    try:
+        x.start()
+        y.start()
+        for dev in (t.dev6, t.dev4):
+            assert ingress_progs(t.lab, t.router, dev) == ["tc xlat_ingress"] * 2
+        before = x.stats()["ebpf_translated_6to4_packets"]
+        assert ping(t.lab, t.h6, t.h4_v6, count=3).returncode == 0
+        assert x.stats()["ebpf_translated_6to4_packets"] - before >= 3
+        assert y.stop() == 0, y.log()
+        assert ingress_progs(t.lab, t.router, t.dev6) == ["tc xlat_ingress"]
+    finally:
+        y.stop()
+        x.stop()
+        t.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("hook", ["tcx", "tc"])
+def test_a_renamed_interface_loses_the_program_and_a_removed_filter_comes_back(hook):
+    """Interfaces are configured by name. One renamed while xlat runs is logged as
+    renamed (it was logged as deleted) and the program is detached from it (a
+    clsact filter stayed on it, also after xlat stopped). A clsact filter that
+    someone else removes (`tc qdisc del dev X clsact`) is attached again (it went
+    unnoticed, and the stop logged a failure to detach)."""
+    t, x = make_siit(datapath="ebpf")
+    try:
+        x.stop()
+        x.logpath.write_text("")
+        _set_hook(x, hook)
+        x.start()
+        if hook == "tc":
+            t.lab.exec(t.router, ["tc", "qdisc", "del", "dev", t.dev4, "clsact"])
+            deadline = time.monotonic() + 5
+            while "removed by someone else, attached again" not in x.log():
+                assert time.monotonic() < deadline, x.log()
+                time.sleep(0.1)
+            assert ingress_progs(t.lab, t.router, t.dev4) == ["tc xlat_ingress"]
+            before = x.stats()["ebpf_translated_4to6_packets"]
+            assert ping(t.lab, t.h6, t.h4_v6, count=3).returncode == 0
+            assert x.stats()["ebpf_translated_4to6_packets"] - before >= 3
+        t.lab.exec(t.router, ["ip", "link", "set", t.dev4, "name", "xren4"])
+        deadline = time.monotonic() + 5
+        while "interface renamed" not in x.log():
+            assert time.monotonic() < deadline, x.log()
+            time.sleep(0.1)
+        assert "now=xren4" in x.log(), x.log()
+        assert ingress_progs(t.lab, t.router, "xren4") == []
+        assert x.stop() == 0, x.log()
+        assert "cannot detach" not in x.log(), x.log()
+        assert ingress_progs(t.lab, t.router, "xren4") == []
+        assert ingress_progs(t.lab, t.router, t.dev6) == []
+    finally:
+        close_siit(t, x)
+
+
+@pytest.mark.timeout(40)
+def test_a_non_ethernet_interface_is_refused():
+    """The program reads an Ethernet header: on an L3 device (here a tun) it would
+    read the IP header 14 bytes off. Listing one is a start error naming it (it was
+    attached without a word)."""
+    topo, x = _new_xlat("ebpf")
+    try:
+        topo.lab.exec(
+            topo.router, ["ip", "tuntap", "add", "dev", "xl3tun", "mode", "tun"]
+        )
+        topo.lab.exec(topo.router, ["ip", "link", "set", "xl3tun", "up"])
+        x.write_config(
+            x.conf.read_text().replace(
+                'kind = "ebpf"',
+                f'kind = "ebpf"\ninterfaces = ["{topo.dev6}", "xl3tun"]',
+            )
+        )
+        x.start(wait_ready=False)
+        rc = x.proc.wait(timeout=15)
+        assert rc == 1, x.log()
+        assert "xl3tun: not an Ethernet interface" in x.log(), x.log()
+        assert "tun device up" not in x.log(), x.log()
+        assert ingress_progs(topo.lab, topo.router, topo.dev6) == []
+    finally:
+        _close(topo, x)
 
 
 @pytest.mark.timeout(60)

@@ -111,6 +111,8 @@ extern "C" {
     pub fn bpf_tc_hook_create(hook: *mut bpf_tc_hook) -> c_int;
     pub fn bpf_tc_attach(hook: *const bpf_tc_hook, opts: *mut bpf_tc_opts) -> c_int;
     pub fn bpf_tc_detach(hook: *const bpf_tc_hook, opts: *const bpf_tc_opts) -> c_int;
+    /// 0 and `opts.prog_id` set when the filter (handle, priority) is on the hook.
+    pub fn bpf_tc_query(hook: *const bpf_tc_hook, opts: *mut bpf_tc_opts) -> c_int;
     /// `opts` may be null. Returns the link's fd, or a negative errno.
     pub fn bpf_link_create(
         prog_fd: c_int,

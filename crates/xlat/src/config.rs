@@ -1033,6 +1033,15 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         }
     }
 
+    // [clat] ra-interfaces against [tun] name (read after [clat]).
+    if s.clat_ra_interfaces.contains(&s.tun.name) {
+        ctx.err(
+            "clat.ra-interfaces",
+            s.tun.name.clone(),
+            "is the CLAT's TUN device: Router Advertisements there never count (docs/clat.md)",
+        );
+    }
+
     // [datapath]
     if let Some(t) = ctx.table(&root, "datapath") {
         ctx.unknown_keys(
@@ -1670,6 +1679,10 @@ ipv6 = "2001:db8:7::/120"
             "clat.ra-interfaces",
             "expected an array of strings"
         ));
+        let ps = problems(&format!(
+            "{base}ra-interfaces = [\"clat0\"]\n[tun]\nname = \"clat0\"\n"
+        ));
+        assert!(has(&ps, "clat.ra-interfaces", "is the CLAT's TUN device"));
     }
 
     #[test]

@@ -348,6 +348,12 @@ impl Daemon {
                 IfEvent::Gone(dev) => {
                     warn!("eBPF fast path: interface deleted; traffic arriving there again takes the TUN datapath until it is created again", "interface" => dev)
                 }
+                IfEvent::Renamed(dev, now) => {
+                    warn!("eBPF fast path: interface renamed, program detached from it (interfaces are configured by name); traffic arriving there takes the TUN datapath", "interface" => dev, "now" => now)
+                }
+                IfEvent::Restored(dev) => {
+                    warn!("eBPF fast path: its tc filter was removed by someone else, attached again (a clsact filter is xlat's while it runs; [datapath] interfaces leaves interfaces out)", "interface" => dev)
+                }
                 IfEvent::Attached(dev) => {
                     info!("eBPF fast path: interface created again, program attached", "interface" => dev)
                 }
@@ -387,7 +393,16 @@ impl Daemon {
             ("tun.queues", old.tun.queues != new.tun.queues),
             ("tun.offload", old.tun.offload != new.tun.offload),
             ("tun.mtu", old.tun.mtu != new.tun.mtu),
-            ("datapath", old.datapath != new.datapath),
+            ("datapath.kind", old.datapath.kind != new.datapath.kind),
+            ("datapath.hook", old.datapath.hook != new.datapath.hook),
+            (
+                "datapath.interfaces",
+                old.datapath.interfaces != new.datapath.interfaces,
+            ),
+            (
+                "datapath.flow-entries",
+                old.datapath.flow_entries != new.datapath.flow_entries,
+            ),
             ("control.socket", old.control_socket != new.control_socket),
             ("metrics.listen", old.metrics_listen != new.metrics_listen),
             ("privileges.user", old.user != new.user),
@@ -551,13 +566,17 @@ fn discover_pool6_once(
     // answer, its 3 rounds of 2 s per resolver held up a start that an RA
     // had already settled (18 s with three of them).
     let dns_done = std::sync::Arc::new(AtomicBool::new(false));
+    // Set once an RA gave the prefix: RFC 7050's further failures are
+    // then no news (logged at debug).
+    let ra_done = std::sync::Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
     {
         let done = dns_done.clone();
+        let settled = ra_done.clone();
         let spawned = std::thread::Builder::new()
             .name("xlat-rfc7050".into())
             .spawn(move || {
-                let r = crate::rfc7050::discover();
+                let r = crate::rfc7050::discover(&settled);
                 if r.is_ok() {
                     done.store(true, Ordering::Relaxed);
                 }
@@ -581,6 +600,7 @@ fn discover_pool6_once(
     // RFC 7050's result: awaited when no RA gave the prefix; else what it
     // found by now, if anything (only to say whether it is used).
     let by_dns = if by_ra.is_ok() {
+        ra_done.store(true, Ordering::Relaxed);
         rx.try_recv().ok()
     } else {
         Some(
@@ -621,7 +641,7 @@ fn discover_pool6_once(
 /// Where a CLAT must not learn pool6 from RAs (see
 /// [`crate::rfc8781::CustomerSide`]): its TUN, `[clat] ipv4` and the
 /// EAMT's IPv4 prefixes.
-fn customer_side(s: &Settings, eamt: &[EamEntry]) -> crate::rfc8781::CustomerSide {
+pub fn customer_side(s: &Settings, eamt: &[EamEntry]) -> crate::rfc8781::CustomerSide {
     crate::rfc8781::CustomerSide {
         tun: s.tun.name.clone(),
         v4: s.clat.iter().chain(eamt).map(|e| e.v4).collect(),
@@ -965,6 +985,9 @@ fn preload_fast(s: &Settings) -> PreloadedFast {
     }
     if let Some(d) = devs.iter().find(|d| crate::ebpf::ifindex(d).is_none()) {
         return Some(Err(format!("{d}: no such interface")));
+    }
+    if let Some(e) = devs.iter().find_map(|d| crate::ebpf::not_ethernet(d).err()) {
+        return Some(Err(e));
     }
     Some(crate::ebpf::FastPath::load_sized(s.datapath.flow_entries).map(|fp| (fp, devs)))
 }

@@ -104,16 +104,30 @@ const S_NONGLOBAL: u32 = 2;
 /// is per instance ([`tc_handle`]).
 const TC_PRIORITY: u32 = 0x786c;
 
+fn fnv1a(name: &str) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in name.bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
 /// The tc filter handle of the xlat whose TUN device is `tun`: one per
 /// instance, so that a second xlat on the same interfaces adds its filter
 /// next to the first one's instead of replacing it, while a restart of the
-/// same instance (after a crash too) replaces its own leftover. 0x786c in
-/// the high half, a 16-bit FNV-1a hash of the name in the low half.
+/// same instance (after a crash too) replaces its own leftover. The 32-bit
+/// FNV-1a hash of the name (never 0: the kernel would choose one); the
+/// filters are xlat's by their priority, [`TC_PRIORITY`].
 pub fn tc_handle(tun: &str) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in tun.bytes() {
-        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
-    }
+    fnv1a(tun).max(1)
+}
+
+/// The handle versions before 0.1.0's TCX support gave an instance:
+/// 0x786c and a 16-bit fold of the hash, which ordinary names shared
+/// (`xlat8` and `clat14`): a second instance then replaced the first
+/// one's filter. A leftover of a killed older daemon is removed under it.
+fn legacy_tc_handle(tun: &str) -> u32 {
+    let h = fnv1a(tun);
     0x786c_0000 | ((h >> 16) ^ (h & 0xffff))
 }
 
@@ -152,6 +166,11 @@ fn write_lease(fd: c_int, until: u64) -> c_int {
 pub enum IfEvent {
     /// Deleted: its traffic takes the TUN datapath (if it reaches it).
     Gone(String),
+    /// Renamed (configured name, new name): the program is detached from
+    /// it (interfaces are configured by name).
+    Renamed(String, String),
+    /// Our clsact filter was removed by someone else: attached again.
+    Restored(String),
     /// Created again under its name: the program is attached again.
     Attached(String),
     /// Created again, but attaching failed (the reason names it).
@@ -395,8 +414,10 @@ pub struct FastPath {
     hook: Hook,
     /// `hook = "auto"`: a kernel without TCX gets the clsact filter.
     hook_fallback: bool,
-    /// The tc filter handle of this instance ([`tc_handle`]).
+    /// The tc filter handle of this instance ([`tc_handle`]), and the one
+    /// older versions gave it ([`legacy_tc_handle`]).
     handle: u32,
+    legacy_handle: u32,
     lease_fd: c_int,
     /// Renews the lease once the programs are attached.
     lease: Option<LeaseRenewer>,
@@ -570,6 +591,7 @@ impl FastPath {
             hook: Hook::Tcx,
             hook_fallback: true,
             handle: tc_handle(""),
+            legacy_handle: legacy_tc_handle(""),
             lease_fd,
             lease: None,
             _obj: obj,
@@ -681,6 +703,7 @@ impl FastPath {
     /// ([`tc_handle`]). Before [`FastPath::attach`].
     pub fn set_instance(&mut self, tun: &str) {
         self.handle = tc_handle(tun);
+        self.legacy_handle = legacy_tc_handle(tun);
     }
 
     /// Attaches the program to `dev`'s tc ingress hook: a TCX link where
@@ -718,17 +741,39 @@ impl FastPath {
             let was = self.attached[i].ifindex;
             let dev = self.attached[i].dev.clone();
             match ifindex(&dev) {
-                Some(now) if now == was => {}
+                Some(now) if now == was => {
+                    // A clsact filter can be removed under us (`tc qdisc
+                    // del`, `tc filter del`): put it back.
+                    if self.attached[i].link.is_none() && !self.filter_present(was) {
+                        out.push(match self.attach_filter(was, &dev) {
+                            Ok(()) => IfEvent::Restored(dev),
+                            Err(e) => IfEvent::Failed(e),
+                        });
+                    }
+                }
                 None if was == 0 => {}
                 None => {
-                    // The kernel detached the link with the device.
+                    // Deleted (the kernel detached the program with it), or
+                    // renamed: then detached here, as the name is what the
+                    // configuration attaches to.
+                    let renamed = crate::tun::ifname(was as u32);
+                    if renamed.is_some() && self.attached[i].link.is_none() {
+                        self.detach_filter(was);
+                    }
                     self.attached[i].ifindex = 0;
                     self.attached[i].link = None;
-                    out.push(IfEvent::Gone(dev));
+                    out.push(match renamed {
+                        Some(n) => IfEvent::Renamed(dev, n),
+                        None => IfEvent::Gone(dev),
+                    });
                 }
                 Some(now) => {
-                    // Tried once per new ifindex: a failure is not retried
-                    // every second.
+                    // A new device under the name; the old one, if it was
+                    // only renamed, loses the program. Tried once per new
+                    // ifindex: a failure is not retried every second.
+                    if was != 0 && self.attached[i].link.is_none() {
+                        self.detach_filter(was);
+                    }
                     self.attached[i].ifindex = now;
                     self.attached[i].link = None;
                     out.push(match self.attach_index(now, &dev) {
@@ -752,6 +797,11 @@ impl FastPath {
         ifindex: i32,
         dev: &str,
     ) -> Result<Option<std::os::fd::OwnedFd>, String> {
+        not_ethernet(dev)?;
+        if self.legacy_handle != self.handle {
+            // A leftover of this instance from a version before TCX.
+            self.detach_filter_handle(ifindex, self.legacy_handle);
+        }
         if self.hook == Hook::Tcx {
             let fd = unsafe {
                 ffi::bpf_link_create(
@@ -804,6 +854,12 @@ impl FastPath {
             _pad: 0,
         };
         let rc = unsafe { ffi::bpf_tc_attach(&hook, &mut opts) };
+        if rc == -libc::EINVAL {
+            return Err(format!(
+                "{dev}: cannot attach to tc ingress: {} (a filter of another protocol at xlat's priority {TC_PRIORITY}? the kernel refuses mixed protocols at one priority: move that filter, or use [datapath] hook = \"tcx\")",
+                errstr(rc)
+            ));
+        }
         if rc != 0 {
             return Err(format!(
                 "{dev}: cannot attach to tc ingress: {}",
@@ -813,17 +869,38 @@ impl FastPath {
         Ok(())
     }
 
+    /// Is this instance's clsact filter on `ifindex`'s ingress hook?
+    fn filter_present(&self, ifindex: i32) -> bool {
+        let hook = Self::tc_hook(ifindex);
+        let mut opts = ffi::bpf_tc_opts {
+            sz: std::mem::size_of::<ffi::bpf_tc_opts>(),
+            prog_fd: 0,
+            flags: 0,
+            prog_id: 0,
+            handle: self.handle,
+            priority: TC_PRIORITY,
+            _pad: 0,
+        };
+        let rc = unsafe { ffi::bpf_tc_query(&hook, &mut opts) };
+        // Only a clear "not there" counts (no filter; no clsact qdisc).
+        !(rc == -libc::ENOENT || rc == -libc::EINVAL)
+    }
+
     /// Removes this instance's clsact filter from `ifindex`: 0 or the
     /// negative errno (ENOENT, or EINVAL without a clsact qdisc: nothing
     /// to remove).
     fn detach_filter(&self, ifindex: i32) -> c_int {
+        self.detach_filter_handle(ifindex, self.handle)
+    }
+
+    fn detach_filter_handle(&self, ifindex: i32, handle: u32) -> c_int {
         let hook = Self::tc_hook(ifindex);
         let opts = ffi::bpf_tc_opts {
             sz: std::mem::size_of::<ffi::bpf_tc_opts>(),
             prog_fd: 0,
             flags: 0,
             prog_id: 0,
-            handle: self.handle,
+            handle,
             priority: TC_PRIORITY,
             _pad: 0,
         };
@@ -848,7 +925,9 @@ impl FastPath {
                 continue; // dropping the link detaches it
             }
             let rc = self.detach_filter(a.ifindex);
-            if rc != 0 && rc != -libc::ENOENT && rc != -libc::ENODEV {
+            // ENOENT: the filter, EINVAL: the clsact qdisc, ENODEV: the
+            // device is gone already.
+            if rc != 0 && rc != -libc::ENOENT && rc != -libc::ENODEV && rc != -libc::EINVAL {
                 errs.push(format!("{}: {}", a.dev, errstr(rc)));
             }
         }
@@ -918,6 +997,19 @@ pub fn ifindex(dev: &str) -> Option<i32> {
     (i != 0).then_some(i as i32)
 }
 
+/// Err when `dev` is not Ethernet (ARPHRD_ETHER, 1): the program reads an
+/// Ethernet header, so on an L3 device (tun, wireguard, ...) it would read
+/// the IP header 14 bytes off. Unknown (no sysfs entry): Ok.
+pub fn not_ethernet(dev: &str) -> Result<(), String> {
+    let ty = std::fs::read_to_string(format!("/sys/class/net/{dev}/type")).unwrap_or_default();
+    match ty.trim() {
+        "" | "1" => Ok(()),
+        t => Err(format!(
+            "{dev}: not an Ethernet interface (link type {t}): the eBPF fast path reads an Ethernet header"
+        )),
+    }
+}
+
 /// The default interfaces to attach to: every Ethernet interface that is
 /// up, but the TUN device; and the Ethernet interfaces left out because
 /// they are down (for the log).
@@ -948,6 +1040,24 @@ pub fn default_interfaces(tun: &str) -> (Vec<String>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One tc filter handle per TUN name: the 16-bit fold of before gave
+    /// these pairs the same one (a second instance replaced the first
+    /// one's filter). The old handle is still known, for leftovers.
+    #[test]
+    fn tc_handles_of_ordinary_names_differ() {
+        for (a, b) in [
+            ("xlat8", "clat14"),
+            ("xlat99", "siit2"),
+            ("siit0", "jool786"),
+            ("xlat9", "tun992"),
+        ] {
+            assert_eq!(legacy_tc_handle(a), legacy_tc_handle(b));
+            assert_ne!(tc_handle(a), tc_handle(b), "{a} {b}");
+        }
+        assert_eq!(tc_handle("xlat0"), fnv1a("xlat0"));
+        assert_ne!(tc_handle(""), 0);
+    }
 
     /// The LPM trie returns only the longest match: a prefix carries the
     /// bits of every prefix containing it (224.0.0.0/3 denied contains the

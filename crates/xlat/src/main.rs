@@ -186,6 +186,14 @@ fn check(path: &str) -> i32 {
             for i in s.clat_ra_interfaces.iter().filter(|i| missing(i)) {
                 eprintln!("note: clat.ra-interfaces: {i}: no such interface here now (its Router Advertisements count once it exists)");
             }
+            // A listed interface on the customer side never counts.
+            let customer = daemon::customer_side(&s, &s.eamt);
+            for i in &s.clat_ra_interfaces {
+                let refusal = ebpf::ifindex(i).and_then(|ix| customer.refuses(ix as u32));
+                if let Some((_, why)) = refusal {
+                    eprintln!("note: clat.ra-interfaces: {why}: its Router Advertisements are ignored all the same");
+                }
+            }
             if s.mode == config::Mode::Nat64 {
                 for (k, v, min) in s.nat64.timeouts_below_rfc() {
                     eprintln!("warning: {k} = {v}: below the RFC minimum of {min} s (accepted)");

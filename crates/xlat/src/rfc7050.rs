@@ -311,8 +311,10 @@ fn ask(sock: &UdpSocket, server: SocketAddr, id: u16) -> Asked {
 }
 
 /// Runs the discovery: UDP to the resolvers of /etc/resolv.conf (at most 3,
-/// in order), 2 s timeout per query, 3 rounds.
-pub fn discover() -> Result<Discovered, String> {
+/// in order), 2 s timeout per query, 3 rounds. A query without a usable
+/// answer is warned about, at debug level once `settled` is set (an RA gave
+/// the prefix meanwhile: this result will not be used).
+pub fn discover(settled: &std::sync::atomic::AtomicBool) -> Result<Discovered, String> {
     let text = std::fs::read_to_string("/etc/resolv.conf")
         .map_err(|e| format!("RFC 7050 discovery: /etc/resolv.conf: {e}"))?;
     let servers = nameservers(&text);
@@ -348,7 +350,12 @@ pub fn discover() -> Result<Discovered, String> {
                 }
                 Asked::Final(e) => return Err(format!("RFC 7050 discovery via {e}")),
                 Asked::Retry(e) => {
-                    crate::warn!("RFC 7050 query got no usable answer", "resolver" => server, "attempt" => attempt, "reason" => e);
+                    let level = if settled.load(std::sync::atomic::Ordering::Relaxed) {
+                        crate::config::Level::Debug
+                    } else {
+                        crate::config::Level::Warn
+                    };
+                    crate::log_at!(level, "RFC 7050 query got no usable answer", "resolver" => server, "attempt" => attempt, "reason" => e);
                     last = e;
                 }
             }

@@ -135,16 +135,7 @@ impl CustomerSide {
     /// [`Self::reason`] for the interface with index `ifindex`, as it is
     /// now.
     pub fn refuses(&self, ifindex: u32) -> Option<Refusal> {
-        let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
-        // SAFETY: the buffer has the IF_NAMESIZE bytes if_indextoname needs.
-        let p = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: if_indextoname wrote a NUL-terminated name into `name`.
-        let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
+        let name = crate::tun::ifname(ifindex)?;
         self.reason(&name, &ipv4_subnets(&name))
     }
 }
@@ -316,6 +307,7 @@ pub fn discover_on(
     ignored: &std::sync::atomic::AtomicU64,
     customer: &CustomerSide,
 ) -> Result<(Ipv6Prefix, u32), String> {
+    let ignored_before = ignored.load(std::sync::atomic::Ordering::Relaxed);
     let mut buf = [0u8; 1500];
     loop {
         // SAFETY: non-blocking read into a local buffer.
@@ -358,8 +350,17 @@ pub fn discover_on(
         let left = deadline.saturating_duration_since(Instant::now());
         let cut = enough.load(std::sync::atomic::Ordering::Relaxed) && start.elapsed() >= min_wait;
         if left.is_zero() || cut {
+            // RAs that came but did not count are the likelier story.
+            let n = ignored.load(std::sync::atomic::Ordering::Relaxed) - ignored_before;
+            let why = if n > 0 {
+                format!(
+                    " ({n} Router Advertisement(s) came but were ignored: see the warnings before)"
+                )
+            } else {
+                String::new()
+            };
             return Err(format!(
-                "RFC 8781: no Router Advertisement with a PREF64 option within {} s",
+                "RFC 8781: no Router Advertisement with a PREF64 option within {} s{why}",
                 wait.as_secs()
             ));
         }

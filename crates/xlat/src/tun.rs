@@ -246,6 +246,22 @@ pub struct Routes {
     pub v6: BTreeSet<Ipv6Prefix>,
 }
 
+/// The name of the interface with index `ifindex` now, if any.
+pub fn ifname(ifindex: u32) -> Option<String> {
+    let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: the buffer has the IF_NAMESIZE bytes if_indextoname needs.
+    let p = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: if_indextoname wrote a NUL-terminated name into `name`.
+    Some(
+        unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
 fn ip(args: &[&str]) -> Result<String, String> {
     let out = Command::new("ip")
         .args(args)
