@@ -123,6 +123,7 @@ def conn_rate(
 ) -> dict:
     addrs = FreshSources(topo, flow)
     trials = []
+    raws = []  # every xlat-perf output, the figures' raw data
     lo, hi = 0, None
     rate = start_rate
 
@@ -132,6 +133,7 @@ def conn_rate(
             src = addrs.next()
             before = adapter.sessions() or 0
             j = _run(flow, src, rate=rate, duration=dur)
+            raws.append(j)
             if _invalid(j) and attempt < 2:
                 continue
             break
@@ -180,7 +182,8 @@ def conn_rate(
             "upper_bound": hi,
             "new_fraction": ok[-1]["new_fraction"] if ok else None,
             "trials": trials,
-        }
+        },
+        "raw": raws,
     }
 
 
@@ -224,6 +227,7 @@ def scale(
     base_sessions = adapter.sessions() or 0
     base_rss = adapter.rss_kib()
     points = []
+    raws = []  # the throughput searches' xlat-perf outputs
     for n in sessions:
         if time.monotonic() > deadline:
             log(f"    {n} sessions: time budget spent, skipped")
@@ -240,6 +244,7 @@ def scale(
             ports=EST_PORTS,
             retries=1,
         )
+        raws.append(j)
         after = adapter.sessions()
         rss = adapter.rss_kib()
         p = {
@@ -267,4 +272,4 @@ def scale(
         res["degradation"] = round(
             1 - points[-1]["zero_loss_fps"] / points[0]["zero_loss_fps"], 3
         )
-    return {"result": res}
+    return {"result": res, "raw": raws}

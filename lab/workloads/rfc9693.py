@@ -157,12 +157,13 @@ def run(adapter, topo, flow, sub: str, p: dict) -> dict:
             raise RuntimeError(
                 f"xlat-perf {sub} exited {cp.returncode}: {cp.stderr.strip()[-400:]}"
             )
-        res = parse(sub, json.loads(cp.stdout))
+        raw = json.loads(cp.stdout)
+        res = parse(sub, raw)
         res["table_flushed"] = between is not None
         res["sessions_before"] = before
         res["sessions_after"] = adapter.sessions()
         log(f"    rfc9693 {sub}: {_brief(res)}")
-        return {"result": res}
+        return {"result": res, "raw": raw}
     finally:
         for ns in (flow.src_ns, flow.dst_ns):
             ns_exec(ns, ["nft", "delete", "table", "inet", _TABLE], check=False)

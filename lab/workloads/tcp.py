@@ -71,6 +71,6 @@ def tcp(flow, *, streams: int, seconds: int, reverse: bool = False) -> dict:
             raise RuntimeError(
                 f"iperf3 output not JSON: {cp.stderr.strip()[:300]}"
             ) from None
-        return {"result": parse_iperf(j)}
+        return {"result": parse_iperf(j), "raw": j}
     finally:
         stop_process(server)
