@@ -650,7 +650,13 @@ def _throughput_table(run, duts) -> str:
             mark = (" †" if r["invalid_trials"] else "") + (
                 " ⚠" if r.get("near_tester_ceiling") else ""
             )
-            cells.append(f"{r['fps']:,.0f}{mark}")
+            # Repeated searches: the median, and their range.
+            spread = (
+                f" ({r['fps_min']:,.0f}–{r['fps_max']:,.0f})"
+                if r.get("searches", 1) > 1 and r.get("fps_min") is not None
+                else ""
+            )
+            cells.append(f"{r['fps']:,.0f}{spread}{mark}")
         out.append(_row(d, *cells))
     return "\n".join(out)
 
@@ -1012,7 +1018,8 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
                 _throughput_table(run, duts),
                 (
                     "Zero-loss frames/s, the binary search's final lower bound (the median of "
-                    "the searches where the scenario repeats them). † = some trial was "
+                    "the searches where the scenario repeats them, their lowest and highest "
+                    "in brackets). † = some trial was "
                     "invalid (the sender fell behind schedule) and counted as a failure: the figure "
                     "may be the tester's limit; ‡ = no trial was valid, no result; ⚠ = within "
                     "10 % of the tester's ceiling (only when the tester's self-test ceiling "

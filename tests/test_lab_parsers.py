@@ -371,6 +371,31 @@ def test_demo_fails_when_any_xlat_datapath_failed():
     assert demo_status(run) == 1
 
 
+def test_throughput_table_shows_the_range_of_repeated_searches():
+    """A scenario that repeats the zero-loss search (datapaths: 3 times) reports the
+    median; the table now also shows the lowest and highest of the searches (they
+    were computed and saved, not shown). One search: no brackets."""
+    from lab import report
+
+    def thr(size, fps, searches, lo, hi):
+        r = {"fps": fps, "fps_min": lo, "fps_max": hi, "searches": searches}
+        return {
+            "status": "ok",
+            "result": {**r, "frame_size": size, "invalid_trials": 0},
+        }
+
+    run = {
+        "trials": {
+            "xlat": {
+                "throughput/min": thr(84, 300_000, 3, 250_000, 320_000),
+                "throughput/1518": thr(1518, 90_000, 1, 90_000, 90_000),
+            }
+        }
+    }
+    t = report._throughput_table(run, ["xlat"])
+    assert "| 300,000 (250,000–320,000) | 90,000 |" in t, t
+
+
 def test_summary_marks_tester_limited_throughput():
     """The summary (what `make demo` prints) marks a zero-loss figure whose search had
     invalid trials (the sender fell behind: the tester's limit, not the DUT's), and
