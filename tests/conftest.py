@@ -262,6 +262,15 @@ class Xlat:
         except FileNotFoundError:
             return ""
 
+    def wait_log(self, text: str, timeout: float = 5) -> str:
+        """Wait until ``text`` is in the log (the test fails with the log after
+        ``timeout`` s); returns the log."""
+        deadline = time.monotonic() + timeout
+        while text not in self.log():
+            assert time.monotonic() < deadline, self.log()
+            time.sleep(0.05)
+        return self.log()
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

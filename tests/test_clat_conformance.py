@@ -427,10 +427,7 @@ def test_rfc8781_s7_ra_interfaces_limits_where_pref64_counts():
             t.lab.sysctl(t.clat, f"net.ipv6.conf.{dev}.accept_dad", 0)
             t.lab.exec(t.clat, ["ip", "link", "set", dev, "up"])
         e._bg(t.clat, RA, "xra1", "255:2001:db8:66::/96@1800")
-        deadline = time.monotonic() + 10
-        while "not in [clat] ra-interfaces" not in x.log():
-            assert time.monotonic() < deadline, x.log()
-            time.sleep(0.2)
+        x.wait_log("not in [clat] ra-interfaces", timeout=10)
         time.sleep(1)
         log = x.log()
         assert "xra0 is not in [clat] ra-interfaces (core)" in log, log
@@ -522,10 +519,7 @@ def test_ras_do_not_count_while_pool6_is_in_the_file():
         _reload(x, static + '\n[log]\nlevel = "debug"\n', "configuration reloaded")
         n = x.log().count('msg="PREF64 received (RFC 8781)"')
         e.set_ras(["255:2001:db8:66::/96@1800"])
-        deadline = time.monotonic() + 10
-        while "not used: pool6 is in the file" not in x.log():
-            assert time.monotonic() < deadline, x.log()
-            time.sleep(0.2)
+        x.wait_log("not used: pool6 is in the file", timeout=10)
         time.sleep(1)
         log = x.log()
         assert log.count('msg="PREF64 received (RFC 8781)"') == n, log
@@ -553,10 +547,7 @@ def test_sigterm_during_start_up_discovery_stops_at_once():
         (etc / "resolv.conf").write_text("nameserver 2001:db8:c1::99\n")
         x = Xlat(t.lab, t.clat, clat_toml(t, f"{d}/clat.sock", pool6=False), d, "clat")
         x.start(wait_ready=False)
-        deadline = time.monotonic() + 5
-        while "msg=starting" not in x.log():
-            assert time.monotonic() < deadline, x.log()
-            time.sleep(0.05)
+        x.wait_log("msg=starting")
         time.sleep(1)
         assert x.alive(), x.log()
         sent = time.monotonic()

@@ -264,10 +264,7 @@ def test_tcx_is_the_hook_where_the_kernel_has_it():
                 # A reload cannot move the program: warned with the key.
                 _set_hook(x, "tcx")
                 x.signal(signal.SIGHUP)
-                deadline = time.monotonic() + 5
-                while "configuration reloaded" not in x.log():
-                    assert time.monotonic() < deadline, x.log()
-                    time.sleep(0.1)
+                x.wait_log("configuration reloaded")
                 assert 'needs a restart, ignored" key=datapath.hook' in x.log(), x.log()
                 assert ingress_progs(t.lab, t.router, t.dev6) == ["tc xlat_ingress"]
         finally:
@@ -372,19 +369,13 @@ def test_a_renamed_interface_loses_the_program_and_a_removed_filter_comes_back(h
         x.start()
         if hook == "tc":
             t.lab.exec(t.router, ["tc", "qdisc", "del", "dev", t.dev4, "clsact"])
-            deadline = time.monotonic() + 5
-            while "removed by someone else, attached again" not in x.log():
-                assert time.monotonic() < deadline, x.log()
-                time.sleep(0.1)
+            x.wait_log("removed by someone else, attached again")
             assert ingress_progs(t.lab, t.router, t.dev4) == ["tc xlat_ingress"]
             before = x.stats()["ebpf_translated_4to6_packets"]
             assert ping(t.lab, t.h6, t.h4_v6, count=3).returncode == 0
             assert x.stats()["ebpf_translated_4to6_packets"] - before >= 3
         t.lab.exec(t.router, ["ip", "link", "set", t.dev4, "name", "xren4"])
-        deadline = time.monotonic() + 5
-        while "interface renamed" not in x.log():
-            assert time.monotonic() < deadline, x.log()
-            time.sleep(0.1)
+        x.wait_log("interface renamed")
         assert "now=xren4" in x.log(), x.log()
         assert ingress_progs(t.lab, t.router, "xren4") == []
         assert x.stop() == 0, x.log()
@@ -433,10 +424,7 @@ def test_an_interface_created_again_gets_the_program_again():
         assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0
         r, h4 = t.router, t.h4
         t.lab.exec(r, ["ip", "link", "del", t.dev4])
-        deadline = time.monotonic() + 5
-        while "interface deleted" not in x.log():
-            assert time.monotonic() < deadline, x.log()
-            time.sleep(0.1)
+        x.wait_log("interface deleted")
         t.lab.exec(
             r, ["ip", "link", "add", t.dev4, "type", "veth", "peer", "name", "eth0",
                 "netns", h4],
@@ -450,10 +438,7 @@ def test_an_interface_created_again_gets_the_program_again():
             (r, ["ip", "route", "add", "198.51.100.0/25", "dev", t.dev4]),
         ]:
             t.lab.exec(ns, cmd)
-        deadline = time.monotonic() + 5
-        while "program attached" not in x.log():
-            assert time.monotonic() < deadline, x.log()
-            time.sleep(0.1)
+        x.wait_log("program attached")
         assert _filters(t, t.dev4) == 1
         before = x.stats()["ebpf_translated_4to6_packets"]
         assert ping(t.lab, t.h6, t.h4_v6, count=3).returncode == 0, x.log()
@@ -539,10 +524,7 @@ def test_sighup_pool6_change_updates_the_fast_path():
         new_pool6 = "2001:db8:65::/96"
         x.write_config(conf.replace(t.pool6, new_pool6))
         x.signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while "configuration reloaded" not in x.log():
-            assert time.monotonic() < deadline, x.log()
-            time.sleep(0.05)
+        x.wait_log("configuration reloaded", timeout=10)
         before = x.stats()
         assert ping(t.lab, t.h6, "2001:db8:65::c633:6402", count=3).returncode == 0
         after = x.stats()

@@ -986,7 +986,10 @@ fn preload_fast(s: &Settings) -> PreloadedFast {
     if let Some(d) = devs.iter().find(|d| crate::ebpf::ifindex(d).is_none()) {
         return Some(Err(format!("{d}: no such interface")));
     }
-    if let Some(e) = devs.iter().find_map(|d| crate::ebpf::not_ethernet(d).err()) {
+    if let Some(e) = devs
+        .iter()
+        .find_map(|d| crate::ebpf::check_ethernet(d).err())
+    {
         return Some(Err(e));
     }
     Some(crate::ebpf::FastPath::load_sized(s.datapath.flow_entries).map(|fp| (fp, devs)))

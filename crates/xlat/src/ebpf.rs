@@ -679,6 +679,20 @@ impl FastPath {
         Ok(())
     }
 
+    /// The options naming our clsact filter (`handle`, [`TC_PRIORITY`]);
+    /// `prog_fd` and `flags` for an attach, 0 otherwise.
+    fn tc_opts(handle: u32, prog_fd: c_int, flags: u32) -> ffi::bpf_tc_opts {
+        ffi::bpf_tc_opts {
+            sz: std::mem::size_of::<ffi::bpf_tc_opts>(),
+            prog_fd,
+            flags,
+            prog_id: 0,
+            handle,
+            priority: TC_PRIORITY,
+            _pad: 0,
+        }
+    }
+
     fn tc_hook(ifindex: i32) -> ffi::bpf_tc_hook {
         ffi::bpf_tc_hook {
             sz: std::mem::size_of::<ffi::bpf_tc_hook>(),
@@ -797,7 +811,7 @@ impl FastPath {
         ifindex: i32,
         dev: &str,
     ) -> Result<Option<std::os::fd::OwnedFd>, String> {
-        not_ethernet(dev)?;
+        check_ethernet(dev)?;
         if self.legacy_handle != self.handle {
             // A leftover of this instance from a version before TCX.
             self.detach_filter_handle(ifindex, self.legacy_handle);
@@ -812,8 +826,8 @@ impl FastPath {
                 )
             };
             if fd >= 0 {
-                // A filter of this instance that a killed daemon (of a
-                // version before TCX) left behind would run after the link.
+                // A filter of this instance that a killed daemon with
+                // hook = "tc" left behind would run after the link.
                 self.detach_filter(ifindex);
                 // SAFETY: a new descriptor that nothing else owns.
                 return Ok(Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }));
@@ -844,15 +858,7 @@ impl FastPath {
                 errstr(rc)
             ));
         }
-        let mut opts = ffi::bpf_tc_opts {
-            sz: std::mem::size_of::<ffi::bpf_tc_opts>(),
-            prog_fd: self.prog_fd,
-            flags: ffi::BPF_TC_F_REPLACE,
-            prog_id: 0,
-            handle: self.handle,
-            priority: TC_PRIORITY,
-            _pad: 0,
-        };
+        let mut opts = Self::tc_opts(self.handle, self.prog_fd, ffi::BPF_TC_F_REPLACE);
         let rc = unsafe { ffi::bpf_tc_attach(&hook, &mut opts) };
         if rc == -libc::EINVAL {
             return Err(format!(
@@ -872,15 +878,7 @@ impl FastPath {
     /// Is this instance's clsact filter on `ifindex`'s ingress hook?
     fn filter_present(&self, ifindex: i32) -> bool {
         let hook = Self::tc_hook(ifindex);
-        let mut opts = ffi::bpf_tc_opts {
-            sz: std::mem::size_of::<ffi::bpf_tc_opts>(),
-            prog_fd: 0,
-            flags: 0,
-            prog_id: 0,
-            handle: self.handle,
-            priority: TC_PRIORITY,
-            _pad: 0,
-        };
+        let mut opts = Self::tc_opts(self.handle, 0, 0);
         let rc = unsafe { ffi::bpf_tc_query(&hook, &mut opts) };
         // Only a clear "not there" counts (no filter; no clsact qdisc).
         !(rc == -libc::ENOENT || rc == -libc::EINVAL)
@@ -895,15 +893,7 @@ impl FastPath {
 
     fn detach_filter_handle(&self, ifindex: i32, handle: u32) -> c_int {
         let hook = Self::tc_hook(ifindex);
-        let opts = ffi::bpf_tc_opts {
-            sz: std::mem::size_of::<ffi::bpf_tc_opts>(),
-            prog_fd: 0,
-            flags: 0,
-            prog_id: 0,
-            handle,
-            priority: TC_PRIORITY,
-            _pad: 0,
-        };
+        let opts = Self::tc_opts(handle, 0, 0);
         unsafe { ffi::bpf_tc_detach(&hook, &opts) }
     }
 
@@ -1000,7 +990,7 @@ pub fn ifindex(dev: &str) -> Option<i32> {
 /// Err when `dev` is not Ethernet (ARPHRD_ETHER, 1): the program reads an
 /// Ethernet header, so on an L3 device (tun, wireguard, ...) it would read
 /// the IP header 14 bytes off. Unknown (no sysfs entry): Ok.
-pub fn not_ethernet(dev: &str) -> Result<(), String> {
+pub fn check_ethernet(dev: &str) -> Result<(), String> {
     let ty = std::fs::read_to_string(format!("/sys/class/net/{dev}/type")).unwrap_or_default();
     match ty.trim() {
         "" | "1" => Ok(()),

@@ -176,10 +176,7 @@ fn check(path: &str) -> i32 {
             );
             // Interfaces are looked up when xlat runs: one that is missing
             // here now may come later, but say so.
-            let missing = |i: &str| {
-                let c = std::ffi::CString::new(i).unwrap_or_default();
-                (unsafe { libc::if_nametoindex(c.as_ptr()) }) == 0
-            };
+            let missing = |i: &str| ebpf::ifindex(i).is_none();
             for i in s.datapath.interfaces.iter().filter(|i| missing(i)) {
                 eprintln!("note: datapath.interfaces: {i}: no such interface here now (xlat run needs it at start)");
             }
