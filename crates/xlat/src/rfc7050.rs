@@ -155,10 +155,27 @@ pub struct Discovered {
 /// well-known address under the same prefix wins: a DNS64 synthesizes
 /// 192.0.0.170 and 192.0.0.171 with the same prefix at the same place.
 /// Without such a confirmation the order /96, /64, /56, /48, /40, /32 decides.
+/// A prefix no pool6 can be (a multicast one, [`crate::config::check_pool6`])
+/// is skipped, so that a usable prefix in another answer is used (RFC 7050
+/// §3 lets a node use any of them).
 pub fn prefix_from_answers(answers: &[(Ipv6Addr, u32)]) -> Result<Discovered, String> {
+    let mut unusable: Vec<String> = vec![];
     let per: Vec<(Vec<(Ipv6Prefix, usize)>, u32)> = answers
         .iter()
-        .map(|(a, ttl)| (candidates(a), *ttl))
+        .map(|(a, ttl)| {
+            let mut c = candidates(a);
+            c.retain(|(p, _)| match crate::config::check_pool6(p) {
+                Ok(()) => true,
+                Err(e) => {
+                    let why = format!("{p}: {e}");
+                    if !unusable.contains(&why) {
+                        unusable.push(why);
+                    }
+                    false
+                }
+            });
+            (c, *ttl)
+        })
         .collect();
     let confirmed = |p: &Ipv6Prefix| {
         let seen = |w: usize| {
@@ -178,6 +195,12 @@ pub fn prefix_from_answers(answers: &[(Ipv6Addr, u32)]) -> Result<Discovered, St
             found.push(pick);
         }
         ttl = ttl.min(*t);
+    }
+    if found.is_empty() && !unusable.is_empty() {
+        return Err(format!(
+            "ipv4only.arpa answered only with prefixes that cannot be pool6 ({})",
+            unusable.join("; ")
+        ));
     }
     if found.is_empty() {
         return Err(
@@ -531,6 +554,20 @@ mod tests {
         let n = m.len();
         m[n - 22..n - 18].copy_from_slice(&0x8000_0001u32.to_be_bytes());
         assert_eq!(parse_response(&m, 4).unwrap()[0].1, 0);
+    }
+
+    /// RFC 7050 §3 lets a node use any of the prefixes found: an unusable
+    /// one (multicast, RFC 4291 §2.7) is skipped for a usable one in a
+    /// later answer, instead of stopping the start; with only unusable
+    /// ones the error names them.
+    #[test]
+    fn rfc7050_s3_unusable_prefix_skipped() {
+        let ans = with_ttl(&["ff0e::c000:aa", "2001:db8:64::c000:aa"], 60);
+        let d = prefix_from_answers(&ans).unwrap();
+        assert_eq!(d.prefix.to_string(), "2001:db8:64::/96");
+        assert!(d.others.is_empty(), "{:?}", d.others);
+        let e = prefix_from_answers(&with_ttl(&["ff0e::c000:aa"], 60)).unwrap_err();
+        assert!(e.contains("ff0e::/96") && e.contains("multicast"), "{e}");
     }
 
     #[test]
