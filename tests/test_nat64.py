@@ -29,7 +29,7 @@ from conftest import (
     ping,
     send_l2,
 )
-from scapy.layers.inet import IP, UDP, fragment
+from scapy.layers.inet import ICMP, IP, UDP, fragment
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment, fragment6
 
 from lab.topology import nat64_single, xlat464
@@ -1277,6 +1277,76 @@ def test_rfc6877_464xlat_clat_and_stateful_plat(datapath):
         assert got[0]["src"].startswith("203.0.113."), got
         shown = plat.cli("session", "show", "--address", t.app_v6).stdout
         assert "udp " + t.app_v6 in shown, shown
+    finally:
+        t.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc6877_lan_router_frag_needed_reaches_the_server_through_a_stateful_plat(
+    datapath,
+):
+    """A router on the CLAT's LAN (192.168.7.1, outside ``[clat] ipv4``) answers a
+    datagram from the server with Fragmentation Needed. The CLAT must not give that
+    error a pool6 source: a stateful PLAT discards those (RFC 6146 section 3.5), and
+    path MTU discovery would fail. It comes from the CLAT's own prefix (RFC 6877
+    section 6.3), and the server gets it from the pool4 address, MTU 1400."""
+    need_xlat()
+    t = xlat464()
+    d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+    try:
+        plat = Xlat(
+            t.lab,
+            t.plat,
+            _plat_nat64_toml(t, f"{d}/plat.sock"),
+            d,
+            "plat",
+            datapath=datapath,
+        ).start()
+        Xlat(
+            t.lab, t.clat, _clat_toml(t, f"{d}/clat.sock"), d, "clat", datapath=datapath
+        ).start()
+        rx = nsio_bg(
+            t.lab,
+            t.srv,
+            "udp-recv",
+            "--bind",
+            "0.0.0.0",
+            "--port",
+            7304,
+            "--timeout",
+            3,
+        )
+        nsio(
+            t.lab,
+            t.app,
+            "udp-ping",
+            "--dst",
+            t.srv_v4,
+            "--port",
+            7304,
+            "--count",
+            1,
+            "--sport",
+            41004,
+        )
+        out, _ = rx.communicate(timeout=10)
+        got = json.loads(out)
+        assert len(got) == 1 and got[0]["src"].startswith("203.0.113."), got
+        quoted = IP(src=t.srv_v4, dst=t.app_v4, flags="DF", len=1480, ttl=60) / UDP(
+            sport=7304, dport=41004, len=1460
+        )
+        err = IP(src="192.168.7.1", dst=t.srv_v4) / ICMP(
+            type=3, code=4, nexthopmtu=1400
+        )
+        frame = bytes(err / bytes(quoted)[:28]).hex()
+        cap = first_packet(t.lab, t.srv, "icmp[0] == 3 and icmp[1] == 4", ("-v",))
+        before = plat.stats()
+        send_l2(t.lab, t.app, mac_of(t.lab, t.clat, "lan"), frame)
+        line = first_packet_line(t.lab, cap)
+        assert "203.0.113." in line and "mtu 1400" in line, (line, plat.stats())
+        assert plat.stats()["nat64_src6_in_pool6"] == before["nat64_src6_in_pool6"]
     finally:
         t.close()
         shutil.rmtree(d, ignore_errors=True)

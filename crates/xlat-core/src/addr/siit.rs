@@ -163,11 +163,18 @@ impl SiitAddressing {
     /// denylist (0/8, 127/8, ...) is not applied. The RFC 6052 §3.1 rule
     /// for the Well-Known Prefix still is (the caller falls back to the
     /// RFC 6791 pool).
+    ///
+    /// A CLAT (`src_eam_only`) maps only the EAMT's sources: any other (a
+    /// router on the LAN) has no mapping here, because a source in pool6 is
+    /// discarded by a stateful PLAT (RFC 6146 §3.5); the translator picks
+    /// one of the CLAT's own addresses instead.
     pub fn icmp_error_src_4to6(&self, a: Ipv4Addr) -> Result<Ipv6Addr, DropReason> {
         if let Some(e) = self.eamt.find4(a) {
             if self.hairpin != HairpinMode::Simple {
                 return Ok(e.map4(a));
             }
+        } else if self.src_eam_only {
+            return Err(DropReason::Src4Unmappable);
         }
         self.embed(a, Role::Src)
     }
@@ -291,15 +298,26 @@ mod tests {
             s.dst_4to6(a4("198.51.100.9")),
             Ok(a6("2001:db8:64::c633:6409"))
         );
+        // An ICMPv4 error's source outside the EAMT (a LAN router): no
+        // pool6 address, which a stateful PLAT would discard (RFC 6146
+        // §3.5); the translator uses one of the CLAT's own.
         assert_eq!(
             s.icmp_error_src_4to6(a4("198.51.100.1")),
-            Ok(a6("2001:db8:64::c633:6401"))
+            Err(DropReason::Src4Unmappable)
+        );
+        assert_eq!(
+            s.icmp_error_src_4to6(a4("192.0.2.5")),
+            Ok(a6("2001:db8:aaaa::5"))
         );
         // Without the flag (SIIT) pool6 maps the other sources.
         s.src_eam_only = false;
         assert_eq!(
             s.src_4to6(a4("198.51.100.9")),
             Ok(a6("2001:db8:64::c633:6409"))
+        );
+        assert_eq!(
+            s.icmp_error_src_4to6(a4("198.51.100.1")),
+            Ok(a6("2001:db8:64::c633:6401"))
         );
     }
 

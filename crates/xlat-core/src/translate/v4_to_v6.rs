@@ -902,6 +902,12 @@ fn icmp_error_to_v6(
             .rfc6791v6
             .pick(hash4(f.src, f.dst))
             .ok_or(DropReason::Icmp4ErrorSrcUnmappable)?,
+        // A CLAT and a router on its LAN (RFC 6877 §6.3: the CLAT's IPv6
+        // sources are its own): the address the quoted packet was sent to,
+        // which the CLAT answers for (RFC 4443 §2.2). A pool6 source would
+        // be discarded by a stateful PLAT (RFC 6146 §3.5), and with it the
+        // LAN's Fragmentation Needed (path MTU discovery).
+        None if cfg.addressing.src_eam_only => idst6,
         None => return Err(DropReason::Icmp4ErrorSrcUnmappable),
     };
 

@@ -373,11 +373,14 @@ pub(crate) fn reply(
     // Source: own_v6, else an address of the RFC 6791 IPv6 pool, else the
     // translator's own IPv4 source (icmp-source-v4 or the RFC 7600 dummy
     // 192.0.0.8) embedded in pool6, so the sender sees the error come from
-    // the translator.
+    // the translator. A CLAT answers from the address the packet was sent
+    // to, one of its own (RFC 4443 §2.2; RFC 6877 §6.3): a stateful PLAT
+    // discards pool6 sources (RFC 6146 §3.5).
     let own = match cfg.own_v6 {
         Some(a) => a,
         None => match cfg.rfc6791v6.pick(hash6(src6, dst6)) {
             Some(a) => a,
+            None if cfg.addressing.src_eam_only && cfg.addressing.eamt.contains6(dst6) => *dst6,
             None => match cfg.addressing.pool6 {
                 Some(p) => p.embed(cfg.own_v4.unwrap_or(crate::translate::v4_to_v6::DUMMY_V4)),
                 None => return Verdict::Drop(reason),
