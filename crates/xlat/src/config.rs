@@ -514,12 +514,30 @@ impl Ctx {
 /// (RFC 1918, the documentation ranges...) are dropped without an ICMP
 /// error (RFC 6052 §3.1), which looks like a black hole in a lab.
 /// `pool6`: the prefix in use (in NAT64 mode, none means the default WKP).
-pub fn wkp_note(s: &Settings, pool6: Option<Ipv6Prefix>) -> Option<&'static str> {
+///
+/// A second note: with the WKP, the translator's own ICMPv6 errors come
+/// from `icmp-source-v4` (default 192.0.0.8) embedded in it, an address
+/// RFC 6052 §3.1 does not allow when that IPv4 address is not global,
+/// unless `icmp-source-v6` or `rfc6791v6` gives another source (a CLAT
+/// answers from its own addresses).
+pub fn wkp_notes(s: &Settings, pool6: Option<Ipv6Prefix>) -> Vec<&'static str> {
     let wkp = xlat_core::addr::Pool6::wkp().prefix();
     let pool6 = pool6.or((s.mode == Mode::Nat64).then_some(wkp));
-    (pool6 == Some(wkp) && !s.allow_wkp_non_global).then_some(
-        "pool6 is the Well-Known Prefix 64:ff9b::/96: packets to non-global IPv4 addresses (RFC 1918, documentation ranges, ...) are dropped (RFC 6052 section 3.1, counter wkp_non_global); allow-wkp-non-global = true translates them",
-    )
+    let mut notes = vec![];
+    if pool6 != Some(wkp) {
+        return notes;
+    }
+    if !s.allow_wkp_non_global {
+        notes.push("pool6 is the Well-Known Prefix 64:ff9b::/96: packets to non-global IPv4 addresses (RFC 1918, documentation ranges, ...) are dropped (RFC 6052 section 3.1, counter wkp_non_global); allow-wkp-non-global = true translates them");
+    }
+    let own4_global = s
+        .icmp_source_v4
+        .is_some_and(xlat_core::addr::denylist::is_global_v4);
+    if s.mode != Mode::Clat && s.icmp_source_v6.is_none() && s.rfc6791v6.is_empty() && !own4_global
+    {
+        notes.push("icmp-source-v6 is not set: the translator's own ICMPv6 errors (Time Exceeded, Packet Too Big, NAT64 refusals) come from 64:ff9b::c000:8 (192.0.0.8 in the Well-Known Prefix), a source RFC 6052 section 3.1 does not allow and that filters may drop; set icmp-source-v6 to a global address of the translator");
+    }
+    notes
 }
 
 /// RFC 6052 §2.2: length 32/40/48/56/64/96 and bits 64..71 (the u-octet) zero.
@@ -1980,15 +1998,20 @@ ipv6 = "2001:db8:7::/120"
     fn rfc6052_3_1_wkp_note() {
         let nat = "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n";
         let s = parse(nat).unwrap();
-        assert!(wkp_note(&s, None).unwrap().contains("wkp_non_global"));
+        let n = wkp_notes(&s, None);
+        assert!(n[0].contains("wkp_non_global"), "{n:?}");
+        assert!(n[1].contains("icmp-source-v6"), "{n:?}");
         let s = parse(&format!("allow-wkp-non-global = true\n{nat}")).unwrap();
-        assert_eq!(wkp_note(&s, None), None);
+        assert_eq!(wkp_notes(&s, None).len(), 1);
+        let own = "icmp-source-v6 = \"2001:db8::1\"\nallow-wkp-non-global = true\n";
+        let s = parse(&format!("{own}{nat}")).unwrap();
+        assert!(wkp_notes(&s, None).is_empty());
+        // A global icmp-source-v4 in the WKP is a valid source.
+        let s = parse(&format!("icmp-source-v4 = \"11.0.0.1\"\n{nat}")).unwrap();
+        assert_eq!(wkp_notes(&s, None).len(), 1);
         let s = parse(OK).unwrap();
-        assert!(wkp_note(&s, s.pool6).is_some()); // SIIT with 64:ff9b::/96
-        assert_eq!(
-            wkp_note(&s, Some("2001:db8:64::/96".parse().unwrap())),
-            None
-        );
+        assert!(!wkp_notes(&s, s.pool6).is_empty()); // SIIT with 64:ff9b::/96
+        assert!(wkp_notes(&s, Some("2001:db8:64::/96".parse().unwrap())).is_empty());
     }
 
     use proptest::prelude::*;
