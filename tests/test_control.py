@@ -228,6 +228,20 @@ def test_sighup_with_another_mode_is_refused_whole(siit_fn):
 
 
 @pytest.mark.timeout(40)
+def test_sigusr1_and_sigusr2_are_logged_and_ignored(siit_fn):
+    """SIGUSR1/SIGUSR2 (sent by log rotation to many daemons) used to end xlat at once,
+    unlogged and without clean-up. They are logged and ignored; it keeps translating."""
+    t, x = siit_fn
+    for sig, name in ((signal.SIGUSR1, "SIGUSR1"), (signal.SIGUSR2, "SIGUSR2")):
+        x.signal(sig)
+        x.wait_log(f'msg="signal ignored" signal={name}')
+    assert x.alive(), x.log()
+    assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0
+    pre = "ebpf_" if x.datapath == "ebpf" else ""
+    assert x.stats()[f"{pre}translated_6to4_packets"] >= 2
+
+
+@pytest.mark.timeout(40)
 def test_sighup_valid_config_reloads(siit_fn):
     """Reload applies a changed EAMT without restarting."""
     t, x = siit_fn

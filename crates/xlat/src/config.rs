@@ -1122,6 +1122,9 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                 ctx.err("control.socket", p, "must name a file, not a directory");
             } else if p.len() > 107 {
                 ctx.err("control.socket", p, "longer than 107 bytes (sun_path)");
+            } else if let Some(what) = crate::control::not_a_socket(&p) {
+                // xlat replaces a stale socket there, never anything else.
+                ctx.err("control.socket", p, format!("is {what}, not a socket"));
             } else {
                 s.control_socket = p;
             }
@@ -1741,6 +1744,20 @@ ipv6 = "2001:db8:7::/120"
         assert!(has(&ps, "log.level", "expected error"));
         assert!(has(&ps, "eam-hairpin-mode", "intrinsic"));
         assert!(has(&ps, "control.socket", "absolute"));
+        // An existing file that is not a socket: refused, not replaced.
+        let file = std::env::temp_dir().join(format!("xlat-not-a-socket-{}", std::process::id()));
+        std::fs::write(&file, "keep").unwrap();
+        let ps = problems(&format!("{OK}[control]\nsocket = \"{}\"\n", file.display()));
+        let _ = std::fs::remove_file(&file);
+        assert!(
+            has(&ps, "control.socket", "a regular file, not a socket"),
+            "{ps:?}"
+        );
+        let ps = problems(&format!("{OK}[control]\nsocket = \"/etc\"\n"));
+        assert!(
+            has(&ps, "control.socket", "a directory, not a socket"),
+            "{ps:?}"
+        );
         for (text, key, why) in [
             (
                 "[metrics]\nlisten = \"127.0.0.1:0\"\n",

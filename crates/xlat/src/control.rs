@@ -28,6 +28,12 @@ pub fn bind(path: &str) -> std::io::Result<UnixListener> {
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
         }
     }
+    if let Some(what) = not_a_socket(path) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("{path} is {what}, not a socket: not replaced"),
+        ));
+    }
     if p.exists() {
         if UnixStream::connect(p).is_ok() {
             return Err(std::io::Error::new(
@@ -46,6 +52,118 @@ pub fn bind(path: &str) -> std::io::Result<UnixListener> {
     l.set_nonblocking(true)?;
     Ok(l)
 }
+
+/// What is at `path` when it exists and is not a socket ("a regular
+/// file", "a directory", ...): a socket path that names one is refused
+/// rather than replaced (a typo such as `/etc/xlat.toml` would delete it).
+pub fn not_a_socket(path: &str) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::symlink_metadata(path).ok()?.file_type();
+    if t.is_socket() {
+        None
+    } else if t.is_file() {
+        Some("a regular file")
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_symlink() {
+        Some("a symbolic link")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else {
+        Some("a device")
+    }
+}
+
+/// A stream a request is read from, or an answer written to, against one
+/// deadline for the whole of it: each call waits at most the time left. A
+/// timeout per call alone lets a client that sends (or reads) a byte every
+/// 1.9 s hold a thread for an hour; [`MAX_CLIENTS`] of them would shut out
+/// every scrape and `xlat stats`.
+pub trait Timed: Read + Write {
+    fn read_timeout(&self, d: Duration) -> std::io::Result<()>;
+    fn write_timeout(&self, d: Duration) -> std::io::Result<()>;
+}
+
+impl Timed for UnixStream {
+    fn read_timeout(&self, d: Duration) -> std::io::Result<()> {
+        self.set_read_timeout(Some(d))
+    }
+    fn write_timeout(&self, d: Duration) -> std::io::Result<()> {
+        self.set_write_timeout(Some(d))
+    }
+}
+
+impl Timed for std::net::TcpStream {
+    fn read_timeout(&self, d: Duration) -> std::io::Result<()> {
+        self.set_read_timeout(Some(d))
+    }
+    fn write_timeout(&self, d: Duration) -> std::io::Result<()> {
+        self.set_write_timeout(Some(d))
+    }
+}
+
+/// The time left until `until`, or a `TimedOut` error when there is none.
+fn left(until: std::time::Instant) -> std::io::Result<Duration> {
+    let d = until.saturating_duration_since(std::time::Instant::now());
+    if d.is_zero() {
+        return Err(std::io::ErrorKind::TimedOut.into());
+    }
+    Ok(d)
+}
+
+/// Reads from a [`Timed`] stream until a deadline (see there).
+pub struct ReadBy<'a, S: Timed> {
+    pub s: &'a mut S,
+    pub until: std::time::Instant,
+}
+
+impl<S: Timed> Read for ReadBy<'_, S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.s.read_timeout(left(self.until)?)?;
+        self.s.read(buf)
+    }
+}
+
+/// Writes all of `data` before `until` (see [`Timed`]).
+pub fn write_all_by<S: Timed>(
+    s: &mut S,
+    mut data: &[u8],
+    until: std::time::Instant,
+) -> std::io::Result<()> {
+    while !data.is_empty() {
+        s.write_timeout(left(until)?)?;
+        match s.write(data) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads and drops what the client still sends (at most `max` bytes,
+/// until `until`) after its answer is written and the sending side shut:
+/// closing with unread data makes the kernel reset the connection, which
+/// can destroy the answer before the client has read it.
+pub fn drain<S: Timed>(s: &mut S, max: usize, until: std::time::Instant) {
+    let mut rest = [0u8; 4096];
+    let mut n = 0;
+    let mut r = ReadBy { s, until };
+    while n < max {
+        match r.read(&mut rest) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+    }
+}
+
+/// How long a client may take to send its whole request.
+pub const REQUEST_LIMIT: Duration = Duration::from_secs(2);
+/// How long a client may take to read its whole answer.
+pub const ANSWER_LIMIT: Duration = Duration::from_secs(5);
+/// How long the rest of a request cut short is read (and dropped) for.
+pub const DRAIN_LIMIT: Duration = Duration::from_millis(500);
 
 /// Clients served at the same time by the control socket and the metrics
 /// endpoint (each), on threads of their own.
@@ -172,8 +290,6 @@ pub fn serve(l: UnixListener, handler: Handler, stop: Arc<AtomicBool>) {
         || l.accept().map(|(s, _)| s),
         move |s| {
             let _ = s.set_nonblocking(false);
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
             handle(s, &handler)
         },
     );
@@ -182,41 +298,54 @@ pub fn serve(l: UnixListener, handler: Handler, stop: Arc<AtomicBool>) {
 /// Longest request line, its newline included.
 const MAX_REQUEST: u64 = 4096;
 
-fn handle(s: UnixStream, handler: &Handler) {
-    let mut line = String::new();
-    let mut r = BufReader::new(s.take(MAX_REQUEST));
-    if r.read_line(&mut line).is_err() {
+fn handle(mut s: UnixStream, handler: &Handler) {
+    let t0 = std::time::Instant::now();
+    let mut line = Vec::new();
+    let got = {
+        let by = ReadBy {
+            s: &mut s,
+            until: t0 + REQUEST_LIMIT,
+        };
+        BufReader::new(by.take(MAX_REQUEST)).read_until(b'\n', &mut line)
+    };
+    if got.is_err() {
         return;
     }
-    let mut s = r.into_inner().into_inner();
-    if line.len() as u64 >= MAX_REQUEST && !line.ends_with('\n') {
-        // Cut short: what was read is not the request that was sent. The
-        // rest of the line is read and dropped (up to 1 MiB) so that the
-        // client is not reset before it reads the answer.
-        let _ = s.write_all(format!("error: request longer than {MAX_REQUEST} bytes\n").as_bytes());
+    let answer_by = std::time::Instant::now() + ANSWER_LIMIT;
+    let refuse = |s: &mut UnixStream, why: &str| {
+        // What was read is not a request that can be run. The rest of the
+        // line is read and dropped (up to 1 MiB) so that the client is not
+        // reset before it reads the answer.
+        let _ = write_all_by(s, format!("error: {why}\n").as_bytes(), answer_by);
         let _ = s.shutdown(std::net::Shutdown::Write);
-        let mut rest = [0u8; 4096];
-        let mut left = 1usize << 20;
-        while left > 0 {
-            match s.read(&mut rest) {
-                Ok(0) | Err(_) => break,
-                Ok(n) if rest[..n].contains(&b'\n') => break,
-                Ok(n) => left = left.saturating_sub(n),
-            }
+        if !line.ends_with(b"\n") {
+            drain(s, 1 << 20, std::time::Instant::now() + DRAIN_LIMIT);
         }
+    };
+    if line.len() as u64 >= MAX_REQUEST && !line.ends_with(b"\n") {
+        refuse(&mut s, &format!("request longer than {MAX_REQUEST} bytes"));
         return;
     }
-    let req = line.trim();
+    let Ok(text) = std::str::from_utf8(&line) else {
+        refuse(&mut s, "request is not UTF-8");
+        return;
+    };
+    let req = text.trim();
     crate::debug!("control request", "request" => req);
     let resp = match handler(req) {
         Ok(body) => format!("ok\n{body}"),
         Err(e) => format!("error: {e}\n"),
     };
-    let _ = s.write_all(resp.as_bytes());
+    let _ = write_all_by(&mut s, resp.as_bytes(), answer_by);
 }
 
 /// Client side: sends one request, returns the body or the error.
 pub fn request(path: &str, req: &str) -> Result<String, String> {
+    if let Some(what) = not_a_socket(path) {
+        return Err(format!(
+            "{path} is {what}, not a socket (-s names the daemon's control socket, -c its config file)"
+        ));
+    }
     let mut s = UnixStream::connect(path).map_err(|e| {
         let hint = match e.kind() {
             std::io::ErrorKind::PermissionDenied => {
@@ -311,6 +440,49 @@ mod tests {
         assert!(request(&path, &long)
             .unwrap_err()
             .contains("longer than 4096"));
+        // A request that is not UTF-8 gets an answer saying so.
+        let mut c = UnixStream::connect(&path).unwrap();
+        c.write_all(b"stats\xff\xfe\n").unwrap();
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).unwrap();
+        assert_eq!(answer, "error: request is not UTF-8\n");
+        // Clients trickling a byte every 400 ms hold their threads for 2 s
+        // in all (not 2 s per byte): `stats` is answered soon after.
+        let trickle: Vec<std::thread::JoinHandle<()>> = (0..MAX_CLIENTS)
+            .map(|_| {
+                let p = path.clone();
+                std::thread::spawn(move || {
+                    let mut c = UnixStream::connect(&p).unwrap();
+                    for _ in 0..12 {
+                        if c.write_all(b"s").is_err() {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(400));
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let t0 = std::time::Instant::now();
+        assert_eq!(request(&path, "stats").unwrap(), "a 1\n");
+        assert!(
+            t0.elapsed() < Duration::from_millis(3500),
+            "{:?}",
+            t0.elapsed()
+        );
+        for t in trickle {
+            t.join().unwrap();
+        }
+        // A path that is not a socket is never replaced, and a client
+        // pointed at it is told what it is.
+        let file = dir.join("precious.txt");
+        std::fs::write(&file, "keep").unwrap();
+        let f = file.to_str().unwrap();
+        let e = bind(f).unwrap_err().to_string();
+        assert!(e.contains("a regular file, not a socket"), "{e}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+        let e = request(f, "stats").unwrap_err();
+        assert!(e.contains("a regular file, not a socket"), "{e}");
         stop.store(true, Ordering::Relaxed);
         t.join().unwrap();
         let _ = std::fs::remove_dir_all(&dir);

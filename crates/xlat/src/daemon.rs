@@ -761,7 +761,17 @@ fn block_signals() -> libc::sigset_t {
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SIGUSR1/SIGUSR2 mean nothing to xlat; blocked and waited for,
+        // they are logged and ignored instead of ending the daemon on the
+        // spot, without any clean-up (an operator's log rotation may send
+        // one, as to other daemons).
+        for s in [
+            libc::SIGTERM,
+            libc::SIGINT,
+            libc::SIGHUP,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+        ] {
             libc::sigaddset(&mut set, s);
         }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
@@ -787,19 +797,28 @@ fn until_signal<T: Send + 'static>(
         // SAFETY: `set` and `slice` are valid for the call.
         let s = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &slice) };
         if s == libc::SIGTERM || s == libc::SIGINT {
-            let name = if s == libc::SIGTERM {
-                "SIGTERM"
-            } else {
-                "SIGINT"
-            };
-            info!("stopped before start-up finished", "signal" => name, "during" => what);
+            info!("stopped before start-up finished", "signal" => signal_name(s), "during" => what);
             return None;
         }
         if s == libc::SIGHUP {
             warn!("SIGHUP ignored: still starting", "during" => what);
         }
+        if s == libc::SIGUSR1 || s == libc::SIGUSR2 {
+            info!("signal ignored", "signal" => signal_name(s));
+        }
     }
     Some(h.join().expect("start-up thread panicked"))
+}
+
+fn signal_name(s: i32) -> &'static str {
+    match s {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        _ => "other",
+    }
 }
 
 fn wait_signal(set: &libc::sigset_t) -> Option<i32> {
@@ -1396,8 +1415,11 @@ pub fn run(path: &str) -> i32 {
         match wait_signal(&sigset) {
             Some(libc::SIGHUP) => daemon.reload(),
             Some(s) if s == libc::SIGTERM || s == libc::SIGINT => {
-                info!("shutting down", "signal" => if s == libc::SIGTERM { "SIGTERM" } else { "SIGINT" });
+                info!("shutting down", "signal" => signal_name(s));
                 break;
+            }
+            Some(s) if s == libc::SIGUSR1 || s == libc::SIGUSR2 => {
+                info!("signal ignored", "signal" => signal_name(s));
             }
             _ => daemon.follow_interfaces(),
         }
