@@ -731,21 +731,52 @@ const TOP_KEYS: &[&str] = &[
     "privileges",
 ];
 
+/// The key (`table.key`) whose `key = value` line holds byte `at` of
+/// `text`, for a value the TOML parser refuses (an integer beyond 64 bits,
+/// a bad escape...): the operator is told which key, not only the line.
+fn key_at(text: &str, at: usize) -> Option<String> {
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next()?;
+    let (k, _) = line.split_once('=')?;
+    let k = k.trim();
+    let bare = |k: &str| {
+        !k.is_empty()
+            && k.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    };
+    if !bare(k) {
+        return None;
+    }
+    // The last table header above the line, if any.
+    let table = text[..line_start].lines().rev().find_map(|l| {
+        let l = l.trim();
+        let inner = l.strip_prefix("[[").and_then(|x| x.strip_suffix("]]"));
+        let inner = inner.or_else(|| l.strip_prefix('[').and_then(|x| x.strip_suffix(']')));
+        inner.map(str::trim).filter(|t| bare(t))
+    });
+    Some(match table {
+        Some(t) => format!("{t}.{k}"),
+        None => k.to_string(),
+    })
+}
+
 /// Parses and validates the text of a configuration file.
 pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
     let root: Table = match text.parse::<Table>() {
         Ok(t) => t,
         Err(e) => {
             let msg = e.message().to_string();
-            let at = e
-                .span()
+            let start = e.span().map(|s| s.start.min(text.len()));
+            let at = start
                 .map(|s| {
-                    let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+                    let line = text[..s].matches('\n').count() + 1;
                     format!("line {line}")
                 })
                 .unwrap_or_else(|| "?".into());
             return Err(vec![Problem {
-                key: "(syntax)".into(),
+                key: start
+                    .and_then(|s| key_at(text, s))
+                    .unwrap_or_else(|| "(syntax)".into()),
                 value: at,
                 reason: msg.trim().replace('\n', " "),
             }]);
@@ -1207,15 +1238,31 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
 
 /// Reads and validates a file; an unreadable file is one problem.
 pub fn load(path: &str) -> Result<Settings, Vec<Problem>> {
-    match std::fs::read_to_string(path) {
-        Ok(t) => parse(&t),
-        Err(e) => Err(vec![Problem {
+    use std::io::Read;
+    let problem = |reason: String| {
+        Err(vec![Problem {
             key: "(file)".into(),
             value: path.into(),
-            reason: e.to_string(),
-        }]),
+            reason,
+        }])
+    };
+    // Read at most MAX_CONFIG_BYTES (+1 to tell): a path such as /dev/zero
+    // must not take the machine's memory.
+    let mut text = String::new();
+    let read = std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text));
+    match read {
+        Ok(n) if n as u64 > MAX_CONFIG_BYTES => problem(format!(
+            "longer than {} MiB: not a configuration file",
+            MAX_CONFIG_BYTES >> 20
+        )),
+        Ok(_) => parse(&text),
+        Err(e) => problem(e.to_string()),
     }
 }
+
+/// The largest configuration file read (a 65,536-entry EAMT is about 5 MiB).
+pub const MAX_CONFIG_BYTES: u64 = 64 << 20;
 
 impl Settings {
     /// The translation core's configuration. `pool6` overrides the file's
@@ -1893,7 +1940,24 @@ ipv6 = "2001:db8:7::/120"
     fn syntax_error_is_one_problem() {
         let ps = problems("pool6 = \n");
         assert_eq!(ps.len(), 1);
-        assert_eq!(ps[0].key, "(syntax)");
+        assert_eq!(ps[0].key, "pool6");
+        let ps = problems("[[[x\n");
+        assert_eq!((ps.len(), ps[0].key.as_str()), (1, "(syntax)"));
+        // A value TOML cannot hold (beyond 64 bits) names its key.
+        let ps = problems(&format!("{OK}\n[log]\nlevel = 18446744073709551616\n"));
+        assert_eq!((ps.len(), ps[0].key.as_str()), (1, "log.level"), "{ps:?}");
+        assert_eq!(ps[0].value, format!("line {}", OK.lines().count() + 3));
+        let ps = problems("lowest-ipv6-mtu = 99999999999999999999\n");
+        assert_eq!(ps[0].key, "lowest-ipv6-mtu");
+    }
+
+    /// A path to something endless (/dev/zero) or huge is refused after
+    /// MAX_CONFIG_BYTES, not read into memory.
+    #[test]
+    fn config_file_size_is_bounded() {
+        let ps = load("/dev/zero").unwrap_err();
+        assert_eq!(ps[0].key, "(file)");
+        assert!(ps[0].reason.contains("longer than 64 MiB"), "{ps:?}");
     }
 
     /// A pool6 in ff00::/8 (here as RFC 7050 might hand it out) is refused.
