@@ -41,24 +41,39 @@ fn parse_args(raw: &[String]) -> Result<Args, String> {
         *slot = Some(v);
         Ok(())
     }
+    // The value of an option: the next argument, unless it is another
+    // option (`session show -a -s SOCK` took "-s" as the address).
+    fn value<'a>(
+        it: &mut std::slice::Iter<'a, String>,
+        opt: &str,
+        what: &str,
+    ) -> Result<String, String> {
+        match it.next() {
+            Some(v) if v.starts_with('-') && v.len() > 1 => {
+                Err(format!("{opt} needs {what}, not the option {v}"))
+            }
+            Some(v) => Ok(v.clone()),
+            None => Err(format!("{opt} needs {what}")),
+        }
+    }
     let mut it = raw.iter();
     while let Some(x) = it.next() {
         match x.as_str() {
             "-c" | "--config" => once(
                 &mut a.config,
                 "-c/--config",
-                it.next().ok_or("-c needs a FILE")?.clone(),
+                value(&mut it, "-c", "a FILE")?,
             )?,
             "-s" | "--socket" => once(
                 &mut a.socket,
                 "-s/--socket",
-                it.next().ok_or("-s needs a SOCKET")?.clone(),
+                value(&mut it, "-s", "a SOCKET")?,
             )?,
             "--json" => a.json = true,
             "-a" | "--address" => once(
                 &mut a.address,
                 "-a/--address",
-                it.next().ok_or("--address needs an ADDRESS")?.clone(),
+                value(&mut it, "--address", "an ADDRESS")?,
             )?,
             s if s.starts_with("--config=") => {
                 once(&mut a.config, "-c/--config", s[9..].to_string())?
@@ -73,6 +88,24 @@ fn parse_args(raw: &[String]) -> Result<Args, String> {
         }
     }
     Ok(a)
+}
+
+/// Options that mean nothing for the command are refused, not ignored
+/// (`xlat stats -a X` printed every counter, as if filtered).
+fn options_fit(a: &Args, pos: &[&str]) -> Result<(), String> {
+    let cmd = pos.first().copied().unwrap_or("");
+    if a.json && cmd != "stats" {
+        return Err("--json is an option of xlat stats only".into());
+    }
+    if a.address.is_some() && cmd != "session" {
+        return Err("--address is an option of xlat session show only".into());
+    }
+    if a.socket.is_some() && (cmd == "run" || cmd == "check") {
+        return Err(format!(
+            "-s names the socket of client commands; xlat {cmd} takes the one in the file"
+        ));
+    }
+    Ok(())
 }
 
 fn socket_path(a: &Args) -> Result<String, i32> {
@@ -248,6 +281,10 @@ fn real_main() -> i32 {
         a.config = a.pos.pop();
     }
     let pos: Vec<&str> = a.pos.iter().map(String::as_str).collect();
+    if let Err(e) = options_fit(&a, &pos) {
+        eprintln!("error: {e}\n{USAGE}");
+        return 2;
+    }
     let r = match pos.as_slice() {
         ["run"] | ["check"] if a.config.is_none() => {
             eprintln!("error: {} needs -c FILE", pos[0]);
@@ -311,5 +348,25 @@ mod tests {
             Some("-c/--config given twice (a.toml, b.toml)")
         );
         assert_eq!(json_stats("a 1\nb 2\n"), "{\n  \"a\": 1,\n  \"b\": 2\n}");
+        let args = |v: &[&str]| parse_args(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        // An option's value is not the next option.
+        let e = args(&["session", "show", "-a", "-s", "/x.sock"])
+            .err()
+            .unwrap();
+        assert_eq!(e, "--address needs an ADDRESS, not the option -s");
+        // Options that mean nothing for the command are refused.
+        for (v, why) in [
+            (&["stats", "-a", "192.0.2.1"][..], "--address"),
+            (&["show", "config", "--json"][..], "--json"),
+            (&["check", "-s", "/x", "f.toml"][..], "-s names"),
+        ] {
+            let a = args(v).unwrap();
+            let pos: Vec<&str> = a.pos.iter().map(String::as_str).collect();
+            let e = options_fit(&a, &pos).unwrap_err();
+            assert!(e.contains(why), "{v:?}: {e}");
+        }
+        let a = args(&["session", "show", "-a", "192.0.2.1", "-s", "/x"]).unwrap();
+        let pos: Vec<&str> = a.pos.iter().map(String::as_str).collect();
+        assert!(options_fit(&a, &pos).is_ok());
     }
 }
