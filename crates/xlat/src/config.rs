@@ -558,6 +558,14 @@ pub fn check_pool6(p: &Ipv6Prefix) -> Result<(), String> {
                 .into(),
         );
     }
+    // As for EAM entries: translated hosts would have addresses no host
+    // can have (::ffff:0:0/96 are IPv4 nodes, fe80::/10 link-local).
+    for (what, a, len) in EAM_UNUSABLE_V6 {
+        let block = Ipv6Prefix::truncating(a.into(), len);
+        if p.len() >= len && block.contains(&p.addr()) {
+            return Err(format!("lies inside {block}, {what}: no host there"));
+        }
+    }
     Ok(())
 }
 
@@ -1966,6 +1974,15 @@ ipv6 = "2001:db8:7::/120"
         let ps = problems("pool6 = \"ff0e::/96\"\n");
         assert!(has(&ps, "pool6", "multicast"), "{ps:?}");
         assert!(check_pool6(&"ff0e::/96".parse().unwrap()).is_err());
+        for (p, why) in [
+            ("::ffff:0:0/96", "IPv4-mapped"),
+            ("fe80::/96", "link-local"),
+            ("fe80::/64", "link-local"),
+            ("::/96", "IPv4-compatible"),
+        ] {
+            let e = check_pool6(&p.parse().unwrap()).unwrap_err();
+            assert!(e.contains(why), "{p}: {e}");
+        }
         assert!(check_pool6(&"2001:db8:64::/96".parse().unwrap()).is_ok());
     }
 
