@@ -1229,6 +1229,23 @@ def _plat_nat64_toml(t, sock: str) -> str:
     )
 
 
+def _start_clat_and_stateful_plat(t, d: Path, datapath: str) -> Xlat:
+    """xlat as the PLAT (stateful NAT64) and the CLAT of ``t``, both on ``datapath``;
+    returns the PLAT."""
+    plat = Xlat(
+        t.lab,
+        t.plat,
+        _plat_nat64_toml(t, f"{d}/plat.sock"),
+        d,
+        "plat",
+        datapath=datapath,
+    ).start()
+    Xlat(
+        t.lab, t.clat, _clat_toml(t, f"{d}/clat.sock"), d, "clat", datapath=datapath
+    ).start()
+    return plat
+
+
 @pytest.mark.timeout(40)
 @pytest.mark.parametrize("datapath", DATAPATHS)
 def test_rfc6877_464xlat_clat_and_stateful_plat(datapath):
@@ -1239,22 +1256,7 @@ def test_rfc6877_464xlat_clat_and_stateful_plat(datapath):
     t = xlat464()
     d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
     try:
-        plat = Xlat(
-            t.lab,
-            t.plat,
-            _plat_nat64_toml(t, f"{d}/plat.sock"),
-            d,
-            "plat",
-            datapath=datapath,
-        ).start()
-        Xlat(
-            t.lab,
-            t.clat,
-            _clat_toml(t, f"{d}/clat.sock"),
-            d,
-            "clat",
-            datapath=datapath,
-        ).start()
+        plat = _start_clat_and_stateful_plat(t, d, datapath)
         cp = ping(t.lab, t.app, t.srv_v4, count=3)
         assert cp.returncode == 0, cp.stdout + cp.stderr + plat.log()
         rx = nsio_bg(
@@ -1296,17 +1298,7 @@ def test_rfc6877_lan_router_frag_needed_reaches_the_server_through_a_stateful_pl
     t = xlat464()
     d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
     try:
-        plat = Xlat(
-            t.lab,
-            t.plat,
-            _plat_nat64_toml(t, f"{d}/plat.sock"),
-            d,
-            "plat",
-            datapath=datapath,
-        ).start()
-        Xlat(
-            t.lab, t.clat, _clat_toml(t, f"{d}/clat.sock"), d, "clat", datapath=datapath
-        ).start()
+        plat = _start_clat_and_stateful_plat(t, d, datapath)
         rx = nsio_bg(
             t.lab,
             t.srv,
