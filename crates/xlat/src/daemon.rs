@@ -987,31 +987,42 @@ fn preload_fast(s: &Settings) -> PreloadedFast {
     {
         return None;
     }
-    let devs = if s.datapath.interfaces.is_empty() {
-        let (up, down) = crate::ebpf::default_interfaces(&s.tun.name);
-        if !down.is_empty() {
-            info!("eBPF fast path: Ethernet interfaces that are down are not attached (name them in datapath.interfaces, or restart xlat once they are up)", "interfaces" => down.join(","));
-        }
-        up
+    let (devs, down) = fast_interfaces(s);
+    if !down.is_empty() {
+        info!("eBPF fast path: Ethernet interfaces that are down are not attached (name them in datapath.interfaces, or restart xlat once they are up)", "interfaces" => down.join(","));
+    }
+    let devs = match devs {
+        Ok(d) => d,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(crate::ebpf::FastPath::load_sized(s.datapath.flow_entries).map(|fp| (fp, devs)))
+}
+
+/// The interfaces the fast path attaches to (`[datapath] interfaces`, else
+/// every Ethernet interface that is up), or why there are none it can
+/// use; and the Ethernet interfaces left out because they are down. Also
+/// what `xlat check` says, so that it gives `xlat run`'s verdict.
+pub fn fast_interfaces(s: &Settings) -> (Result<Vec<String>, String>, Vec<String>) {
+    let (devs, down) = if s.datapath.interfaces.is_empty() {
+        crate::ebpf::default_interfaces(&s.tun.name)
     } else {
-        s.datapath.interfaces.clone()
+        (s.datapath.interfaces.clone(), vec![])
     };
     if devs.is_empty() {
-        return Some(Err(
-            "no interface to attach to (datapath.interfaces, or an Ethernet interface that is up)"
-                .into(),
-        ));
+        let why =
+            "no interface to attach to (datapath.interfaces, or an Ethernet interface that is up)";
+        return (Err(why.into()), down);
     }
     if let Some(d) = devs.iter().find(|d| crate::ebpf::ifindex(d).is_none()) {
-        return Some(Err(format!("{d}: no such interface")));
+        return (Err(format!("{d}: no such interface")), down);
     }
     if let Some(e) = devs
         .iter()
         .find_map(|d| crate::ebpf::check_ethernet(d).err())
     {
-        return Some(Err(e));
+        return (Err(e), down);
     }
-    Some(crate::ebpf::FastPath::load_sized(s.datapath.flow_entries).map(|fp| (fp, devs)))
+    (Ok(devs), down)
 }
 
 /// Attaches the eBPF fast path (`preloaded` by [`preload_fast`]) as

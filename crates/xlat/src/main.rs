@@ -213,6 +213,13 @@ fn check(path: &str) -> i32 {
             for i in s.datapath.interfaces.iter().filter(|i| missing(i)) {
                 eprintln!("note: datapath.interfaces: {i}: no such interface here now (xlat run needs it at start)");
             }
+            // Without a list, the Ethernet interfaces that are up when xlat
+            // runs: none here now fails `run` with "ebpf" (tun with "auto").
+            if s.datapath.kind != config::DatapathKind::Tun && s.datapath.interfaces.is_empty() {
+                if let Err(why) = daemon::fast_interfaces(&s).0 {
+                    eprintln!("note: datapath: {why}: none here now (xlat run needs one at start with kind = \"ebpf\"; \"auto\" runs on tun without)");
+                }
+            }
             for i in s.clat_ra_interfaces.iter().filter(|i| missing(i)) {
                 eprintln!("note: clat.ra-interfaces: {i}: no such interface here now (its Router Advertisements count once it exists)");
             }
