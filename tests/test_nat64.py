@@ -1344,6 +1344,62 @@ def test_rfc6877_lan_router_frag_needed_reaches_the_server_through_a_stateful_pl
         shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc6146_3_5_1_pool6_change_keeps_a_busy_udp_session_alive(datapath):
+    """RFC 6146 section 3.5.1: every packet of a UDP session refreshes it. A flow
+    that ran for 6 s (on the fast path with kind = "ebpf") is still there 1.5 s
+    after a reload that changes pool6 (udp timeout 3 s), and gone after its
+    timeout. With the eBPF datapath the reload emptied the flow cache and lost
+    the fast path's last-seen times: the session died at once, on its deadline
+    from its first packets, and the client's next datagram got a new mapping."""
+    e = Env(nat64="[nat64.timeouts]\nudp = 3\n", pool4=MAIN_POOL4, datapath=datapath)
+    try:
+        t = e.t
+        echo = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7340)
+        try:
+            res = nsio(
+                t.lab,
+                t.c1,
+                "udp-ping",
+                "--dst",
+                t.h4_v6,
+                "--port",
+                7340,
+                "--count",
+                30,
+                "--interval",
+                0.2,
+                "--timeout",
+                0.5,
+                "--sport",
+                41340,
+            )
+        finally:
+            t.lab.stop(echo)
+        assert res["received"] >= 28, res
+
+        def ours() -> list[list[str]]:
+            return [
+                s
+                for s in sessions(e.x, t.c1_addr)
+                if s[0] == "udp" and "#41340" in s[1]
+            ]
+
+        assert ours(), sessions(e.x)
+        conf = e.x.conf.read_text()
+        assert t.pool6 in conf, conf
+        _reload(e.x, conf.replace(t.pool6, "2001:db8:65::/96"))
+        time.sleep(1.5)
+        assert ours(), (sessions(e.x), e.maplog.read_text())
+        deadline = time.monotonic() + 6
+        while ours():
+            assert time.monotonic() < deadline, sessions(e.x)
+            time.sleep(0.2)
+    finally:
+        e.close()
+
+
 def _reload(x: Xlat, conf: str) -> None:
     """Write ``conf``, SIGHUP, wait for the reload to be logged."""
     before = x.log().count("configuration reloaded")

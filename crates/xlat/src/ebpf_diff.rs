@@ -1499,3 +1499,58 @@ fn ebpf_flow_map_size_not_cached_and_reconcile_step() {
     }
     assert_eq!(fc.counters()[0] as usize, cached - 1);
 }
+
+/// A pool6 change empties the flow cache (its translations are stale), but
+/// the time each session last took the fast path stays with the session:
+/// those packets refreshed it (RFC 6146 §3.5.1) without the state seeing
+/// them, and it used to expire on its deadline from before them, up to a
+/// whole timeout early (a UDP client lost its pool4 mapping). The kept time
+/// goes with the session.
+#[test]
+fn ebpf_flow_cache_clear_keeps_last_seen_for_the_expiry() {
+    use super::flows::{ktime_ns, session_entries};
+    use xlat_core::nat64::{Proto, SessionInfo, Ta4, Ta6};
+    let toml = "mode = \"nat64\"\npool6 = \"2001:db8:64::/96\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"192.0.2.0/28\"\n";
+    let s = config::parse(toml).unwrap();
+    let st = xlat_core::nat64::Nat64State::new(s.nat64.core(), [6; 16]).unwrap();
+    let pool6 = xlat_core::addr::Pool6::new(s.pool6.unwrap()).unwrap();
+    let fp = FastPath::load_sized(64).unwrap_or_else(|e| panic!("needs the eBPF fast path: {e}"));
+    let fc = fp.flow_cache().unwrap();
+    st.set_cache_log(64);
+    let client = Ta6::new(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1), 1000);
+    let remote = Ta4::new(Ipv4Addr::new(198, 51, 100, 7), 53);
+    for _ in 0..2 {
+        st.lookup_or_create_6to4(Proto::Udp, client, remote, None, 0)
+            .unwrap();
+    }
+    let mut new: Vec<SessionInfo> = vec![];
+    st.drain_cache_wanted(&mut new);
+    assert_eq!(fc.insert_batch(&st, &pool6, &new), 1);
+    let x = new[0];
+    // The fast path carries a packet now: its last-seen time (the first 8
+    // bytes of the value) is the kernel's clock.
+    let (k64, mut v64, _, _) = session_entries(&pool6, &x).unwrap();
+    v64[..8].copy_from_slice(&ktime_ns().to_ne_bytes());
+    let rc = unsafe {
+        ffi::bpf_map_update_elem(
+            fp.flows_fd,
+            k64.as_ptr() as *const _,
+            v64.as_ptr() as *const _,
+            0,
+        )
+    };
+    assert_eq!(rc, 0);
+    let now_ms = 50_000;
+    let seen = fc.last_seen_ms(x.proto, x.v4, x.remote, now_ms).unwrap();
+    assert!((now_ms - 1000..=now_ms).contains(&seen), "{seen}");
+    fc.clear(now_ms);
+    assert_eq!(fc.counters()[0], 0, "no entry left in the map");
+    assert_eq!(
+        fc.last_seen_ms(x.proto, x.v4, x.remote, now_ms + 5000),
+        Some(seen),
+        "kept for the expiry"
+    );
+    // Gone with the session (the expiry removes it through the cache).
+    fc.remove(x.proto, x.v4, x.remote);
+    assert_eq!(fc.last_seen_ms(x.proto, x.v4, x.remote, now_ms), None);
+}

@@ -124,6 +124,12 @@ pub struct FlowCache {
     /// Sessions still to check in the current pass of
     /// [`FlowCache::reconcile_step`].
     pass: Mutex<Vec<SessKey>>,
+    /// Sessions whose entries [`FlowCache::clear`] dropped while they were
+    /// cached: their client and the time (state clock, ms) the fast path
+    /// last carried one of their packets. The expiry still needs it: those
+    /// packets refreshed the session (RFC 6146 §3.5.1 / §3.5.3) without
+    /// the state seeing them. Gone with the session.
+    retired: Mutex<HashMap<SessKey, (Ta6, u64)>>,
 }
 
 /// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
@@ -150,6 +156,7 @@ impl FlowCache {
             full: AtomicU64::new(0),
             not_cached: AtomicU64::new(0),
             pass: Mutex::new(Vec::new()),
+            retired: Mutex::new(HashMap::new()),
         }
     }
 
@@ -315,19 +322,17 @@ impl FlowCache {
     /// client `v6` (when given): a session found gone a moment ago may have
     /// been replaced since by another client's on the same pool4 address.
     fn remove_of(&self, proto: Proto, pool: Ta4, remote: Ta4, v6: Option<Ta6>) {
-        let c = {
-            let mut reg = self.reg.lock().unwrap();
-            let key = (proto, pool, remote);
-            match (reg.get(&key), v6) {
-                (Some(c), Some(v6)) if c.v6 != v6 => None,
-                _ => reg.remove(&key),
+        let key = (proto, pool, remote);
+        {
+            let mut retired = self.retired.lock().unwrap();
+            match (retired.get(&key), v6) {
+                (Some((c, _)), Some(v6)) if *c != v6 => {}
+                _ => {
+                    retired.remove(&key);
+                }
             }
-        };
-        if let Some(c) = c {
-            self.del(&c.k64);
-            self.del(&c.k46);
-            self.removed.fetch_add(1, Ordering::Relaxed);
         }
+        self.del_cached(key, v6);
     }
 
     fn seen(&self, k: &[u8; 40]) -> u64 {
@@ -349,15 +354,23 @@ impl FlowCache {
     /// The time (ms on the NAT64 state's clock, whose present is `now_ms`)
     /// the fast path last translated a packet of the session, 0 if never;
     /// None if the session is not cached.
+    /// A session whose entries were dropped by [`FlowCache::clear`] keeps
+    /// the time it had then.
     pub fn last_seen_ms(&self, proto: Proto, pool: Ta4, remote: Ta4, now_ms: u64) -> Option<u64> {
+        let key = (proto, pool, remote);
+        let before = self.retired.lock().unwrap().get(&key).map(|r| r.1);
         let reg = self.reg.lock().unwrap();
-        let c = reg.get(&(proto, pool, remote))?;
+        let Some(c) = reg.get(&key) else {
+            return before;
+        };
         let seen = self.seen(&c.k64).max(self.seen(&c.k46));
-        if seen == 0 {
-            return Some(0);
-        }
-        let ago_ms = ktime_ns().saturating_sub(seen) / 1_000_000;
-        Some(now_ms.saturating_sub(ago_ms))
+        let ms = if seen == 0 {
+            0
+        } else {
+            let ago_ms = ktime_ns().saturating_sub(seen) / 1_000_000;
+            now_ms.saturating_sub(ago_ms)
+        };
+        Some(ms.max(before.unwrap_or(0)))
     }
 
     /// Checks at most `budget` cached sessions against the state (a pass
@@ -370,6 +383,7 @@ impl FlowCache {
     pub fn reconcile_step(&self, st: &Nat64State, budget: usize) -> bool {
         let mut pass = self.pass.lock().unwrap();
         if pass.is_empty() {
+            self.prune_retired(st);
             pass.extend(self.reg.lock().unwrap().keys().copied());
             if pass.is_empty() {
                 return true;
@@ -405,11 +419,64 @@ impl FlowCache {
         }
     }
 
-    /// Drops every entry (pool6 changed: the cached translations are stale).
-    pub fn clear(&self) {
-        let keys: Vec<SessKey> = self.reg.lock().unwrap().keys().copied().collect();
-        for (p, pool, remote) in keys {
-            self.remove(p, pool, remote);
+    /// Forgets the last-seen times of sessions that are gone (removed in
+    /// ways the expiry does not report).
+    fn prune_retired(&self, st: &Nat64State) {
+        let all: Vec<(SessKey, Ta6)> = {
+            let r = self.retired.lock().unwrap();
+            if r.is_empty() {
+                return;
+            }
+            r.iter().map(|(k, (v6, _))| (*k, *v6)).collect()
+        };
+        for ((p, pool, remote), v6) in all {
+            if !st.session_exists(p, v6, pool, remote) {
+                self.retired.lock().unwrap().remove(&(p, pool, remote));
+            }
+        }
+    }
+
+    /// Drops every entry (pool6 changed: the cached translations are
+    /// stale). The time each session last took the fast path is kept for
+    /// its expiry (`now_ms`: the state's clock): it was refreshed by
+    /// those packets, and would otherwise expire on its deadline from
+    /// before them, up to a whole timeout early, a UDP client losing its
+    /// mapping.
+    pub fn clear(&self, now_ms: u64) {
+        let keys: Vec<(SessKey, Ta6)> = self
+            .reg
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, c)| (*k, c.v6))
+            .collect();
+        for ((p, pool, remote), v6) in keys {
+            if let Some(ms) = self.last_seen_ms(p, pool, remote, now_ms) {
+                if ms > 0 {
+                    self.retired
+                        .lock()
+                        .unwrap()
+                        .insert((p, pool, remote), (v6, ms));
+                }
+            }
+            self.del_cached((p, pool, remote), Some(v6));
+        }
+    }
+
+    /// Drops a session's map entries (if cached for client `v6`, when
+    /// given), not its retired time.
+    fn del_cached(&self, key: SessKey, v6: Option<Ta6>) {
+        let c = {
+            let mut reg = self.reg.lock().unwrap();
+            match (reg.get(&key), v6) {
+                (Some(c), Some(v6)) if c.v6 != v6 => None,
+                _ => reg.remove(&key),
+            }
+        };
+        if let Some(c) = c {
+            self.del(&c.k64);
+            self.del(&c.k46);
+            self.removed.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -259,7 +259,7 @@ fn sync_flows(
         _ => None,
     };
     if cur != *pool6 {
-        fc.clear();
+        fc.clear(shared.now_ms());
         *pool6 = cur;
     }
     // RFC 6146 §3.5.2.2: a FIN or RST took these out of ESTABLISHED: their
