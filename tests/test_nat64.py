@@ -1349,49 +1349,50 @@ def test_rfc6877_lan_router_frag_needed_reaches_the_server_through_a_stateful_pl
 def test_rfc6146_3_5_1_pool6_change_keeps_a_busy_udp_session_alive(datapath):
     """RFC 6146 section 3.5.1: every packet of a UDP session refreshes it. A flow
     that ran for 6 s (on the fast path with kind = "ebpf") is still there 1.5 s
-    after a reload that changes pool6 (udp timeout 3 s), and gone after its
-    timeout. With the eBPF datapath the reload emptied the flow cache and lost
-    the fast path's last-seen times: the session died at once, on its deadline
-    from its first packets, and the client's next datagram got a new mapping."""
+    after a reload that changes pool6 (udp timeout 3 s); the client goes on to the
+    server's new pool6 address with the same mapping, on the fast path again; the
+    session is gone after its timeout. With the eBPF datapath the reload emptied the
+    flow cache and lost the fast path's last-seen times: the session died at once,
+    on its deadline from its first packets, and the client's next datagram got a new
+    mapping; and a session that lived on was never cached again."""
     e = Env(nat64="[nat64.timeouts]\nudp = 3\n", pool4=MAIN_POOL4, datapath=datapath)
+    t = e.t
+    new_pool6 = "2001:db8:65::/96"
+    pre = "ebpf_" if datapath == "ebpf" else ""
+
+    def flow(dst: str, count: int) -> dict:
+        return nsio(
+            t.lab, t.c1, "udp-ping", "--dst", dst, "--port", 7340, "--count", count,
+            "--interval", 0.2, "--timeout", 0.5, "--sport", 41340,
+        )  # fmt: skip
+
+    def ours() -> list[list[str]]:
+        return [
+            s for s in sessions(e.x, t.c1_addr) if s[0] == "udp" and "#41340" in s[1]
+        ]
+
     try:
-        t = e.t
         echo = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7340)
         try:
-            res = nsio(
-                t.lab,
-                t.c1,
-                "udp-ping",
-                "--dst",
-                t.h4_v6,
-                "--port",
-                7340,
-                "--count",
-                30,
-                "--interval",
-                0.2,
-                "--timeout",
-                0.5,
-                "--sport",
-                41340,
-            )
+            res = flow(t.h4_v6, 30)
+            assert res["received"] >= 28, res
+            assert ours(), sessions(e.x)
+            conf = e.x.conf.read_text()
+            assert t.pool6 in conf, conf
+            _reload(e.x, conf.replace(t.pool6, new_pool6))
+            time.sleep(1.5)
+            assert ours(), (sessions(e.x), e.maplog.read_text())
+            before = e.x.stats()[f"{pre}translated_6to4_packets"]
+            res = flow(new_pool6.replace("::/96", "::c633:6402"), 10)
+            assert res["received"] >= 8, res
         finally:
             t.lab.stop(echo)
-        assert res["received"] >= 28, res
-
-        def ours() -> list[list[str]]:
-            return [
-                s
-                for s in sessions(e.x, t.c1_addr)
-                if s[0] == "udp" and "#41340" in s[1]
-            ]
-
-        assert ours(), sessions(e.x)
-        conf = e.x.conf.read_text()
-        assert t.pool6 in conf, conf
-        _reload(e.x, conf.replace(t.pool6, "2001:db8:65::/96"))
-        time.sleep(1.5)
-        assert ours(), (sessions(e.x), e.maplog.read_text())
+        # The same mapping all along (one "created" line), and back on the fast path.
+        created = [
+            ln for ln in e.maplog.read_text().splitlines() if "created udp" in ln
+        ]
+        assert len(created) == 1, e.maplog.read_text()
+        assert e.x.stats()[f"{pre}translated_6to4_packets"] - before >= 8
         deadline = time.monotonic() + 6
         while ours():
             assert time.monotonic() < deadline, sessions(e.x)

@@ -1543,8 +1543,14 @@ fn ebpf_flow_cache_clear_keeps_last_seen_for_the_expiry() {
     let now_ms = 50_000;
     let seen = fc.last_seen_ms(x.proto, x.v4, x.remote, now_ms).unwrap();
     assert!((now_ms - 1000..=now_ms).contains(&seen), "{seen}");
-    fc.clear(now_ms);
+    let again = fc.clear(now_ms);
     assert_eq!(fc.counters()[0], 0, "no entry left in the map");
+    // Returned to be cached again (with the new pool6).
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0].v6, again[0].v4, again[0].remote),
+        (x.v6, x.v4, x.remote)
+    );
     assert_eq!(
         fc.last_seen_ms(x.proto, x.v4, x.remote, now_ms + 5000),
         Some(seen),

@@ -437,12 +437,14 @@ impl FlowCache {
     }
 
     /// Drops every entry (pool6 changed: the cached translations are
-    /// stale). The time each session last took the fast path is kept for
-    /// its expiry (`now_ms`: the state's clock): it was refreshed by
-    /// those packets, and would otherwise expire on its deadline from
-    /// before them, up to a whole timeout early, a UDP client losing its
-    /// mapping.
-    pub fn clear(&self, now_ms: u64) {
+    /// stale), and returns the sessions they were of, for the caller to
+    /// cache again with the new pool6 (the state asks for a session once:
+    /// they would stay on the slow path for good). The time each session
+    /// last took the fast path is kept for its expiry (`now_ms`: the
+    /// state's clock): it was refreshed by those packets, and would
+    /// otherwise expire on its deadline from before them, up to a whole
+    /// timeout early, a UDP client losing its mapping.
+    pub fn clear(&self, now_ms: u64) -> Vec<SessionInfo> {
         let keys: Vec<(SessKey, Ta6)> = self
             .reg
             .lock()
@@ -450,6 +452,7 @@ impl FlowCache {
             .iter()
             .map(|(k, c)| (*k, c.v6))
             .collect();
+        let mut again = Vec::with_capacity(keys.len());
         for ((p, pool, remote), v6) in keys {
             if let Some(ms) = self.last_seen_ms(p, pool, remote, now_ms) {
                 if ms > 0 {
@@ -460,7 +463,16 @@ impl FlowCache {
                 }
             }
             self.del_cached((p, pool, remote), Some(v6));
+            again.push(SessionInfo {
+                proto: p,
+                v6,
+                v4: pool,
+                remote,
+                tcp_state: None,
+                expires_ms: 0,
+            });
         }
+        again
     }
 
     /// Drops a session's map entries (if cached for client `v6`, when

@@ -258,19 +258,23 @@ fn sync_flows(
         crate::datapath::Engine::Nat64(t) => Some(t.pool6()),
         _ => None,
     };
+    // Cached again below with the new pool6.
+    let mut again = Vec::new();
     if cur != *pool6 {
-        fc.clear(shared.now_ms());
+        again = fc.clear(shared.now_ms());
         *pool6 = cur;
     }
     // RFC 6146 §3.5.2.2: a FIN or RST took these out of ESTABLISHED: their
     // packets drive the state machine again.
     let mut left = Vec::new();
     state.drain_left_established(&mut left);
-    for (pool, remote) in left {
+    for &(pool, remote) in &left {
         fc.remove(xlat_core::nat64::Proto::Tcp, pool, remote);
     }
+    again.retain(|s| s.proto != xlat_core::nat64::Proto::Tcp || !left.contains(&(s.v4, s.remote)));
     new.clear();
     state.drain_cache_wanted(new);
+    new.append(&mut again);
     // A burst over CACHE_WANTED_PER_SHARD in one tick: those sessions are
     // never cached (counted, they stay on the slow path).
     let over = state.take_cache_log_overflow();
