@@ -16,11 +16,11 @@ const USAGE: &str = "usage:
 RFC 8219 measurements (sender and receiver run in this process, each thread in
 its own network namespace; see docs/xlat-perf.md):
   xlat-perf throughput --dst ADDR:PORT [--max-rate FPS] [--error E] [--max-trials N]
-                       [--ceiling FPS] COMMON
-  xlat-perf frame-loss --dst ADDR:PORT [--max-rate FPS] [--rates LIST] COMMON
-  xlat-perf latency    --dst ADDR:PORT --rate FPS [--warmup SECS] [--tagged N] COMMON
-  xlat-perf pdv        --dst ADDR:PORT --rate FPS COMMON
-  xlat-perf ipdv       --dst ADDR:PORT --rate FPS COMMON
+                       [--ceiling FPS] [--ceiling-file FILE] COMMON IO
+  xlat-perf frame-loss --dst ADDR:PORT [--max-rate FPS] [--rates LIST] COMMON IO
+  xlat-perf latency    --dst ADDR:PORT --rate FPS [--warmup SECS] [--tagged N] COMMON IO
+  xlat-perf pdv        --dst ADDR:PORT --rate FPS COMMON IO
+  xlat-perf ipdv       --dst ADDR:PORT --rate FPS COMMON IO
   xlat-perf back-to-back --dst ADDR:PORT --src ADDR --rate FPS [--max-burst N] [--gap SECS]
                        [--error E] [--max-trials N] COMMON
   xlat-perf system-recovery --dst ADDR:PORT --src ADDR --throughput FPS
@@ -28,8 +28,9 @@ its own network namespace; see docs/xlat-perf.md):
 COMMON: [--src ADDR] [--recv-bind ADDR:PORT] [--send-netns NAME] [--recv-netns NAME]
         [--frame-size BYTES] [--link-gbps G] [--duration SECS] [--wait SECS]
         [--repeat N] [--retries N] [--batch N] [--random-ports [--src-ports LO-HI]]
-        [--json | --csv] [--ceiling-file FILE] [--config FILE] IO
-IO (traffic and I/O engine, see docs/xlat-perf.md, I/O):
+        [--json | --csv] [--config FILE]
+IO (traffic and I/O engine, see docs/xlat-perf.md, I/O; back-to-back and
+system-recovery use a raw-socket sender of their own and take none of these):
         [--io packet|xdp|socket] [--send-if IF] [--recv-if IF] [--src-mac MAC] [--dst-mac MAC]
         [--send-cpu N] [--recv-cpu N] [--src-port P] [--dst-ports LO-HI]
         [--src-addrs A-B] [--dst-addrs A-B] [--bidirectional [--reverse-dst ADDR:PORT]
@@ -53,7 +54,7 @@ on the public/IPv4 side):
 SCOMMON: --initiator ADDR --dst ADDR [--responder ADDR] [--initiator-netns NAME]
         [--responder-netns NAME] [--sports LO-HI] [--dports LO-HI] [--frame-size BYTES]
         [--alpha A] [--between-cmd CMD] [--between-wait SECS] [--wait SECS] [--repeat N]
-        [--retries N] [--batch N] [--json | --csv] [--config FILE]
+        [--retries N] [--batch N] [--link-gbps G] [--json | --csv] [--config FILE]
 
 Utility: xlat-perf delay-relay (--interface IF --dport PORT | --listen ADDR:PORT --to ADDR:PORT)
                                --delay-ms MS [--spike-ms J --spike-every N] [--duration SECS]
@@ -150,7 +151,11 @@ fn main() -> ExitCode {
             if e.starts_with("unknown command") {
                 eprintln!("xlat-perf: {e}\n{USAGE}");
             } else {
-                eprintln!("xlat-perf: {cmd}: {e}\n(xlat-perf --help for the usage)");
+                // One problem a line (a config file's), each named alike.
+                for line in e.lines() {
+                    eprintln!("xlat-perf: {cmd}: {line}");
+                }
+                eprintln!("(xlat-perf --help for the usage)");
             }
             ExitCode::from(2)
         }

@@ -1435,6 +1435,11 @@ pub fn run(p: &Params) -> Result<String, String> {
         .render());
     }
     if p.csv {
+        // The rows are data: the departures from the RFC procedures (in the
+        // table and the JSON) go to stderr, not nowhere.
+        for w in &warnings {
+            eprintln!("xlat-perf: warning: {w}");
+        }
         let mut out = vec![CSV_HEAD.to_string()];
         out.extend(rows.iter().flat_map(|r| csv_rows(p.test, r)));
         out.extend(csv_results(p.test, &headline));
