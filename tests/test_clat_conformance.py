@@ -404,6 +404,44 @@ def test_rfc6877_no_pref64_from_the_customer_lan():
 
 
 @pytest.mark.timeout(60)
+def test_rfc8781_s7_no_pref64_from_a_lan_behind_a_router():
+    """RFC 8781 section 7 / RFC 6877 section 6.3: part of the customer side (``[clat]
+    ipv4``) can be a LAN behind a router, reached through an interface whose own
+    subnet (10.77.0.0/24) does not overlap it. The route to it (192.0.2.4/30 via
+    10.77.0.1) makes that interface customer side too: an RA with a PREF64 from
+    there is ignored (counted, logged with the route), the uplink's prefix stays.
+    Before, only the interfaces' own subnets counted and such an RA moved pool6."""
+    e = Discover({"aaaa": [], "rcode": 3}, ras=["255:2001:db8:64::/96@1800"])
+    try:
+        t, x = e.t, e.clat
+        assert "2001:db8:64::/96" in e.pool6(), x.log()
+        # The LAN router's end in another namespace (the core's), so that the
+        # RA arrives on xra0 only (not looped back to a sender in the CLAT's).
+        t.lab.exec(
+            t.clat, ["ip", "link", "add", "xra0", "type", "veth", "peer", "xra1"]
+        )
+        t.lab.exec(t.clat, ["ip", "link", "set", "xra1", "netns", t.core])
+        for ns, dev in ((t.clat, "xra0"), (t.core, "xra1")):
+            t.lab.sysctl(ns, f"net.ipv6.conf.{dev}.accept_dad", 0)
+            t.lab.exec(ns, ["ip", "link", "set", dev, "up"])
+        t.lab.exec(t.clat, ["ip", "addr", "add", "10.77.0.2/24", "dev", "xra0"])
+        t.lab.exec(
+            t.clat,
+            ["ip", "route", "add", "192.0.2.4/30", "via", "10.77.0.1", "dev", "xra0"],
+        )
+        e._bg(t.core, RA, "xra1", "255:2001:db8:66::/96@1800")
+        x.wait_log("192.0.2.4/30 through it", timeout=10)
+        time.sleep(1)
+        log = x.log()
+        assert "xra0 is on the customer side (the route 192.0.2.4/30" in log, log
+        assert "2001:db8:64::/96" in e.pool6(), log
+        st = x.stats()
+        assert st["pool6_ra_ignored"] >= 1 and st["pool6_changes"] == 0, st
+    finally:
+        e.close()
+
+
+@pytest.mark.timeout(60)
 def test_rfc8781_s7_ra_interfaces_limits_where_pref64_counts():
     """RFC 8781 section 7: `[clat] ra-interfaces = ["core"]` (the uplink) makes the
     CLAT ignore RAs on its other interfaces, not only on the customer side. A second

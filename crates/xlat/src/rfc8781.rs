@@ -136,8 +136,53 @@ impl CustomerSide {
     /// now.
     pub fn refuses(&self, ifindex: u32) -> Option<Refusal> {
         let name = crate::tun::ifname(ifindex)?;
-        self.reason(&name, &ipv4_subnets(&name))
+        self.reason(&name, &ipv4_subnets(&name)).or_else(|| {
+            // A LAN behind a router on the customer side: no subnet of
+            // this interface overlaps it, but the routes to it go here.
+            let (dev, route, c) = routed_toward(&self.v4, &name)
+                .into_iter()
+                .find(|(d, _, _)| *d == name)?;
+            Some((
+                "Router Advertisement ignored (arrived on the CLAT's customer side)",
+                format!(
+                    "{dev} is on the customer side (the route {route} through it overlaps {c})"
+                ),
+            ))
+        })
     }
+}
+
+/// (device, route, customer prefix) for every IPv4 route (more specific
+/// than the default route, not an xlat's) toward `[clat] ipv4` or an EAM
+/// IPv4 prefix. Read with `ip route`, and kept for a second when it makes
+/// `dev` customer side (RAs may come in floods from there), for 50 ms
+/// otherwise (a route just added counts at once).
+fn routed_toward(v4: &[Ipv4Prefix], dev: &str) -> Vec<(String, String, Ipv4Prefix)> {
+    type Cached = (Instant, Vec<Ipv4Prefix>, Vec<(String, String, Ipv4Prefix)>);
+    static CACHE: std::sync::Mutex<Option<Cached>> = std::sync::Mutex::new(None);
+    let mut c = CACHE.lock().unwrap();
+    if let Some((at, key, found)) = c.as_ref() {
+        let keep = if found.iter().any(|(d, _, _)| d == dev) {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_millis(50)
+        };
+        if at.elapsed() < keep && key.as_slice() == v4 {
+            return found.clone();
+        }
+    }
+    let table = crate::tun::MainTable::read("-4");
+    let found: Vec<(String, String, Ipv4Prefix)> = v4
+        .iter()
+        .flat_map(|p| {
+            table
+                .devs_toward(p)
+                .into_iter()
+                .map(move |(d, r)| (d, r, *p))
+        })
+        .collect();
+    *c = Some((Instant::now(), v4.to_vec(), found.clone()));
+    found
 }
 
 /// The IPv4 subnets of the addresses on interface `name` (getifaddrs(3)).

@@ -360,6 +360,23 @@ impl MainTable {
         t
     }
 
+    /// The devices of the IPv4 routes (more specific than the default
+    /// route, not an xlat's) that overlap `p`, with the route: where
+    /// packets to (part of) `p` go.
+    pub fn devs_toward(&self, p: &xlat_core::addr::Ipv4Prefix) -> Vec<(String, String)> {
+        let mut out = vec![];
+        for (net, len, dev) in &self.routes {
+            let (std::net::IpAddr::V4(a), Some(d)) = (net, dev) else {
+                continue;
+            };
+            let r = xlat_core::addr::Ipv4Prefix::truncating(*a, *len);
+            if r.overlaps(p) {
+                out.push((d.clone(), format!("{r}")));
+            }
+        }
+        out
+    }
+
     /// The routes more specific than the default route that do not go to
     /// `dev`, indexed for longest-prefix questions.
     pub fn not_on(&self, dev: &str) -> RoutesElsewhere {
