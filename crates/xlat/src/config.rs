@@ -520,22 +520,42 @@ impl Ctx {
 /// RFC 6052 §3.1 does not allow when that IPv4 address is not global,
 /// unless `icmp-source-v6` or `rfc6791v6` gives another source (a CLAT
 /// answers from its own addresses).
-pub fn wkp_notes(s: &Settings, pool6: Option<Ipv6Prefix>) -> Vec<&'static str> {
+///
+/// And in a CLAT, an `icmp-source-v6` or `rfc6791v6` inside pool6: errors
+/// from there are discarded by a stateful PLAT (RFC 6146 §3.5), path MTU
+/// discovery through the LAN's routers with them.
+pub fn pool6_notes(s: &Settings, pool6: Option<Ipv6Prefix>) -> Vec<String> {
     let wkp = xlat_core::addr::Pool6::wkp().prefix();
     let pool6 = pool6.or((s.mode == Mode::Nat64).then_some(wkp));
-    let mut notes = vec![];
+    let mut notes: Vec<String> = vec![];
+    if let (Mode::Clat, Some(p)) = (s.mode, pool6) {
+        let inside = s
+            .icmp_source_v6
+            .filter(|a| p.contains(a))
+            .map(|a| format!("icmp-source-v6 {a}"))
+            .into_iter()
+            .chain(
+                s.rfc6791v6
+                    .iter()
+                    .filter(|r| p.overlaps(r))
+                    .map(|r| format!("rfc6791v6 {r}")),
+            );
+        for what in inside {
+            notes.push(format!("{what} is inside pool6 {p}: a stateful PLAT discards ICMP errors from there (RFC 6146 section 3.5), path MTU discovery through the LAN's routers with them; leave it unset (the CLAT's own addresses are used)"));
+        }
+    }
     if pool6 != Some(wkp) {
         return notes;
     }
     if !s.allow_wkp_non_global {
-        notes.push("pool6 is the Well-Known Prefix 64:ff9b::/96: packets to non-global IPv4 addresses (RFC 1918, documentation ranges, ...) are dropped (RFC 6052 section 3.1, counter wkp_non_global); allow-wkp-non-global = true translates them");
+        notes.push("pool6 is the Well-Known Prefix 64:ff9b::/96: packets to non-global IPv4 addresses (RFC 1918, documentation ranges, ...) are dropped (RFC 6052 section 3.1, counter wkp_non_global); allow-wkp-non-global = true translates them".into());
     }
     let own4_global = s
         .icmp_source_v4
         .is_some_and(xlat_core::addr::denylist::is_global_v4);
     if s.mode != Mode::Clat && s.icmp_source_v6.is_none() && s.rfc6791v6.is_empty() && !own4_global
     {
-        notes.push("icmp-source-v6 is not set: the translator's own ICMPv6 errors (Time Exceeded, Packet Too Big, NAT64 refusals) come from 64:ff9b::c000:8 (192.0.0.8 in the Well-Known Prefix), a source RFC 6052 section 3.1 does not allow and that filters may drop; set icmp-source-v6 to a global address of the translator");
+        notes.push("icmp-source-v6 is not set: the translator's own ICMPv6 errors (Time Exceeded, Packet Too Big, NAT64 refusals) come from 64:ff9b::c000:8 (192.0.0.8 in the Well-Known Prefix), a source RFC 6052 section 3.1 does not allow and that filters may drop; set icmp-source-v6 to a global address of the translator".into());
     }
     notes
 }
@@ -2096,20 +2116,35 @@ ipv6 = "2001:db8:7::/120"
     fn rfc6052_3_1_wkp_note() {
         let nat = "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n";
         let s = parse(nat).unwrap();
-        let n = wkp_notes(&s, None);
+        let n = pool6_notes(&s, None);
         assert!(n[0].contains("wkp_non_global"), "{n:?}");
         assert!(n[1].contains("icmp-source-v6"), "{n:?}");
         let s = parse(&format!("allow-wkp-non-global = true\n{nat}")).unwrap();
-        assert_eq!(wkp_notes(&s, None).len(), 1);
+        assert_eq!(pool6_notes(&s, None).len(), 1);
         let own = "icmp-source-v6 = \"2001:db8::1\"\nallow-wkp-non-global = true\n";
         let s = parse(&format!("{own}{nat}")).unwrap();
-        assert!(wkp_notes(&s, None).is_empty());
+        assert!(pool6_notes(&s, None).is_empty());
         // A global icmp-source-v4 in the WKP is a valid source.
         let s = parse(&format!("icmp-source-v4 = \"11.0.0.1\"\n{nat}")).unwrap();
-        assert_eq!(wkp_notes(&s, None).len(), 1);
+        assert_eq!(pool6_notes(&s, None).len(), 1);
         let s = parse(OK).unwrap();
-        assert!(!wkp_notes(&s, s.pool6).is_empty()); // SIIT with 64:ff9b::/96
-        assert!(wkp_notes(&s, Some("2001:db8:64::/96".parse().unwrap())).is_empty());
+        assert!(!pool6_notes(&s, s.pool6).is_empty()); // SIIT with 64:ff9b::/96
+        assert!(pool6_notes(&s, Some("2001:db8:64::/96".parse().unwrap())).is_empty());
+        // A CLAT whose ICMP error sources are inside pool6 (discarded by a
+        // stateful PLAT, RFC 6146 §3.5); also with a discovered pool6.
+        let clat = "mode = \"clat\"\nicmp-source-v6 = \"2001:db8:64::1\"\nrfc6791v6 = [\"2001:db8:64::100/120\", \"2001:db8:99::/120\"]\n[clat]\nipv4 = \"192.0.2.0/28\"\nipv6 = \"2001:db8:aaaa::/124\"\n";
+        let s = parse(clat).unwrap();
+        let n = pool6_notes(&s, Some("2001:db8:64::/96".parse().unwrap()));
+        assert_eq!(n.len(), 2, "{n:?}");
+        assert!(
+            n[0].starts_with("icmp-source-v6 2001:db8:64::1 is inside pool6"),
+            "{n:?}"
+        );
+        assert!(
+            n[1].starts_with("rfc6791v6 2001:db8:64::100/120 is inside"),
+            "{n:?}"
+        );
+        assert!(pool6_notes(&s, Some("2001:db8:65::/96".parse().unwrap())).is_empty());
     }
 
     use proptest::prelude::*;

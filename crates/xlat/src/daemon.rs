@@ -325,7 +325,7 @@ impl Daemon {
         }
         info!("pool6 changed (re-discovery)", "pool6" => p,
             "old" => old.map(|o| o.to_string()).unwrap_or_default(), "source" => how);
-        for n in config::wkp_notes(&st.settings, Some(p)) {
+        for n in config::pool6_notes(&st.settings, Some(p)) {
             info!("note", "about" => "pool6", "text" => n);
         }
     }
@@ -1160,7 +1160,7 @@ pub fn run(path: &str) -> i32 {
         }
         (Mode::Siit | Mode::Nat64, None) => None,
     };
-    for n in config::wkp_notes(&settings, pool6) {
+    for n in config::pool6_notes(&settings, pool6) {
         info!("note", "about" => "pool6", "text" => n);
     }
     let eamt = settings.eamt.clone();

@@ -236,7 +236,7 @@ fn check(path: &str) -> i32 {
                     eprintln!("warning: {k} = {v}: below the RFC minimum of {min} s (accepted)");
                 }
             }
-            for n in config::wkp_notes(&s, s.pool6) {
+            for n in config::pool6_notes(&s, s.pool6) {
                 eprintln!("note: {n}");
             }
             // The file is valid, but `xlat run` would exit 1 here: say so
