@@ -291,6 +291,11 @@ impl Daemon {
     /// A re-discovered pool6 (CLAT mode, no pool6 in the file): swaps it in
     /// when it differs from the running one.
     pub fn set_discovered_pool6(&self, p: Ipv6Prefix, how: &str) {
+        self.set_discovered_pool6_at(p, how, config::Level::Info)
+    }
+
+    /// [`Self::set_discovered_pool6`], the change logged at `level`.
+    fn set_discovered_pool6_at(&self, p: Ipv6Prefix, how: &str, level: config::Level) {
         let mut st = self.state.lock().unwrap();
         if st.settings.mode != Mode::Clat {
             return;
@@ -323,7 +328,7 @@ impl Daemon {
         if let Some(c) = self.stats.discovery.get() {
             c.changes.fetch_add(1, Ordering::Relaxed);
         }
-        info!("pool6 changed (re-discovery)", "pool6" => p,
+        crate::log_at!(level, "pool6 changed (re-discovery)", "pool6" => p,
             "old" => old.map(|o| o.to_string()).unwrap_or_default(), "source" => how);
         for n in config::pool6_notes(&st.settings, Some(p)) {
             info!("note", "about" => "pool6", "text" => n);
@@ -638,6 +643,46 @@ fn discover_pool6_once(
     }
 }
 
+/// PREF64 changes from RAs: the first [`Pool6Flaps::LOGGED`] of a minute
+/// are logged at info, the rest at debug after one warning. Two routers
+/// announcing different prefixes (or a host flooding RAs) move pool6 at
+/// every RA: each change is still made (and counted in `pool6_changes`),
+/// but thousands a second must not flood the log.
+#[derive(Default)]
+struct Pool6Flaps {
+    since: Option<std::time::Instant>,
+    n: u32,
+}
+
+impl Pool6Flaps {
+    const LOGGED: u32 = 10;
+
+    /// The level to log this change at (pool6 in the file: not a change).
+    fn level(&mut self, file_rules: bool) -> config::Level {
+        if file_rules {
+            return config::Level::Debug;
+        }
+        let now = std::time::Instant::now();
+        if self
+            .since
+            .is_none_or(|t| now.duration_since(t).as_secs() >= 60)
+        {
+            self.since = Some(now);
+            self.n = 0;
+        }
+        self.n += 1;
+        if self.n == Self::LOGGED + 1 {
+            warn!("pool6 keeps changing: more changes in this minute are logged at debug (pool6_changes counts them; routers announcing different PREF64s? [clat] ra-interfaces names the uplinks)",
+                "changes" => self.n);
+        }
+        if self.n > Self::LOGGED {
+            config::Level::Debug
+        } else {
+            config::Level::Info
+        }
+    }
+}
+
 /// Where a CLAT must not learn pool6 from RAs (see
 /// [`crate::rfc8781::CustomerSide`]): its TUN, `[clat] ipv4` and the
 /// EAMT's IPv4 prefixes.
@@ -675,6 +720,7 @@ fn pool6_refresh(
 ) {
     use crate::rfc8781::RaUpdate;
     let mut buf = [0u8; 1500];
+    let mut flaps = Pool6Flaps::default();
     loop {
         let mut until = std::time::Instant::now() + pool6_refresh_after(lifetime);
         while std::time::Instant::now() < until {
@@ -717,12 +763,13 @@ fn pool6_refresh(
                     until = std::time::Instant::now() + pool6_refresh_after(l);
                 }
                 RaUpdate::Switch(p, l) => {
+                    let level = flaps.level(file_rules);
                     if file_rules {
                         debug!("PREF64 received (RFC 8781), not used: pool6 is in the file", "prefix" => p, "lifetime" => l, "router" => src);
                     } else {
-                        info!("PREF64 received (RFC 8781)", "prefix" => p, "lifetime" => l, "router" => src);
+                        crate::log_at!(level, "PREF64 received (RFC 8781)", "prefix" => p, "lifetime" => l, "router" => src);
                     }
-                    d.set_discovered_pool6(p, "RFC 8781");
+                    d.set_discovered_pool6_at(p, "RFC 8781", level);
                     until = std::time::Instant::now() + pool6_refresh_after(l);
                 }
                 RaUpdate::Withdrawn => {
@@ -1474,6 +1521,18 @@ pub fn run(path: &str) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// PREF64 changes flapping between two routers: the first 10 of a
+    /// minute are logged at info, the rest at debug; with pool6 in the file
+    /// none counts as a change.
+    #[test]
+    fn rfc8781_pool6_flaps_logged_ten_a_minute() {
+        let mut f = Pool6Flaps::default();
+        let levels: Vec<config::Level> = (0..25).map(|_| f.level(false)).collect();
+        assert!(levels[..10].iter().all(|l| *l == config::Level::Info));
+        assert!(levels[10..].iter().all(|l| *l == config::Level::Debug));
+        assert_eq!(Pool6Flaps::default().level(true), config::Level::Debug);
+    }
 
     /// RFC 6877 §6.3 / docs/configuration.md: pool6 is routed into the TUN
     /// in SIIT mode only; the CLAT's IPv6 side always; no IPv4 default route
