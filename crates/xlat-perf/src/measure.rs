@@ -126,6 +126,12 @@ const COMMON: &[&str] = &[
     "csv",
 ];
 
+/// RFC 2544 section 26.5: 110 % of the throughput, rounded up to a whole
+/// frame rate (exact: 100,000 gives 110,000, not 110,001).
+pub fn overload_rate(throughput: u64) -> u64 {
+    (throughput * 11).div_ceil(10)
+}
+
 /// The options every measuring subcommand (`measure`'s and the RFC 9693
 /// ones) takes alike, with their defaults and range checks.
 pub(crate) struct RunOpts {
@@ -652,8 +658,10 @@ impl Params {
             Test::SystemRecovery => {
                 let thr: u64 = a.req("throughput")?;
                 check_throughput(thr, frame_size.max(recv_frame_size), link_gbps)?;
-                let overload = ((thr as f64 * 1.1).ceil() as u64).min(media_max);
-                vec![overload, (overload as f64 * 0.5).round() as u64]
+                // In integers: `thr * 1.1` in floating point is a hair over
+                // 110000 for 100000, and its ceiling gave 110001.
+                let overload = overload_rate(thr).min(media_max);
+                vec![overload, overload.div_ceil(2)]
             }
             _ => vec![a.req::<u64>("rate")?],
         };
@@ -1686,6 +1694,20 @@ fn latency_of(t: &TrialOut, p: &Params) -> (f64, f64, u64) {
 
 #[cfg(test)]
 mod tests {
+    /// RFC 2544 section 26.5: 110 % of the throughput, then 50 % of that;
+    /// exact for the round numbers where floating point was a frame over.
+    #[test]
+    fn rfc2544_26_5_overload_and_recovery_rates() {
+        for (thr, over, rec) in [
+            (100_000u64, 110_000u64, 55_000u64),
+            (50_000, 55_000, 27_500),
+            (20_000, 22_000, 11_000),
+            (1_001, 1_102, 551),
+        ] {
+            let o = super::overload_rate(thr);
+            assert_eq!((o, o.div_ceil(2)), (over, rec), "{thr}");
+        }
+    }
     use super::*;
 
     /// A bidirectional trial's JSON: top-level counts are the forward
