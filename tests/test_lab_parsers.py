@@ -137,6 +137,16 @@ def test_xlat_perf_throughput():
     assert r["frame_size"] == 84
 
 
+def test_xlat_perf_throughput_passed_at_max_rate_has_no_upper_bound():
+    """xlat-perf reports `upper_bound_fps: null` when the top of the search passed
+    (nothing above it was tried): parsed as None, not an error."""
+    j = _json("xlat-perf-throughput.json")
+    for rep in j["repetitions"]:
+        rep["upper_bound_fps"] = None
+    r = parse_throughput(j)
+    assert r["fps"] == 60000 and r["upper_bound_fps"] is None
+
+
 def test_xlat_perf_frame_loss():
     pts = parse_frame_loss(_json("xlat-perf-frame-loss.json"))
     assert [p["rate"] for p in pts] == [20000, 40000]  # sorted by rate

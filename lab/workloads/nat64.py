@@ -255,7 +255,12 @@ def scale(
             # failures: the figure may be the tester's limit (report: †).
             "invalid_trials": sum(int(r.get("invalid_trials", 0)) for r in _reps(j)),
             "upper_bound_fps": min(
-                (float(r["upper_bound_fps"]) for r in _reps(j)), default=None
+                (
+                    float(u)
+                    for r in _reps(j)
+                    if (u := r.get("upper_bound_fps")) is not None
+                ),
+                default=None,
             ),
             "rss_kib": rss,
         }

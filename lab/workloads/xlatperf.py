@@ -38,7 +38,12 @@ def parse_throughput(j: dict) -> dict:
         "fps": fps[len(fps) // 2],
         "fps_min": fps[0],
         "fps_max": fps[-1],
-        "upper_bound_fps": min(float(r["upper_bound_fps"]) for r in reps),
+        # None (JSON null) when the top of the search passed: nothing above
+        # was tried.
+        "upper_bound_fps": min(
+            (float(u) for r in reps if (u := r.get("upper_bound_fps")) is not None),
+            default=None,
+        ),
         "invalid_trials": sum(int(r.get("invalid_trials", 0)) for r in reps),
         "near_tester_ceiling": any(r.get("near_tester_ceiling") for r in reps),
         "trials": sum(len(r.get("trials", [])) for r in reps),

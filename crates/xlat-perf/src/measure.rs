@@ -1255,10 +1255,22 @@ pub fn run(p: &Params) -> Result<String, String> {
                         p.ceiling.unwrap_or(0)
                     ));
                 }
+                // The top of the search passed: nothing above it was tried,
+                // so the throughput is a lower bound only.
+                let at_max = res.upper > p.max_rate;
+                if at_max {
+                    warnings.push(format!(
+                        "repetition {rep}: passed at --max-rate {}: the throughput is at least that (nothing higher was tried); raise --max-rate",
+                        p.max_rate
+                    ));
+                }
                 reps.push(J::obj(vec![
                     ("repetition", J::u(rep as u64)),
                     ("throughput_fps", J::u(res.throughput)),
-                    ("upper_bound_fps", J::u(res.upper)),
+                    (
+                        "upper_bound_fps",
+                        if at_max { J::Null } else { J::u(res.upper) },
+                    ),
                     ("directions", J::u(directions)),
                     (
                         "aggregate_throughput_fps",

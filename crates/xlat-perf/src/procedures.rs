@@ -161,11 +161,23 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
                 "repetition {rep}: no burst passed and {invalid} trial(s) were invalid: the tester cannot keep {rate} frames/s; lower --rate"
             ));
         }
+        // The longest burst tried passed: nothing longer was tried, so the
+        // result is a lower bound only (as `capacity` says it).
+        let at_max = res.upper > p.max_burst;
+        if at_max {
+            warnings.push(format!(
+                "repetition {rep}: the longest burst tried ({}) passed: the DUT takes at least that; raise --max-burst",
+                p.max_burst
+            ));
+        }
         values.push(res.throughput as f64);
         reps.push(J::obj(vec![
             ("repetition", J::u(rep as u64)),
             ("back_to_back_frames", J::u(res.throughput)),
-            ("upper_bound_frames", J::u(res.upper)),
+            (
+                "upper_bound_frames",
+                if at_max { J::Null } else { J::u(res.upper) },
+            ),
             // RFC 9004 section 6: the implied DUT buffer time (burst / rate).
             (
                 "implied_buffer_time_s",
