@@ -159,6 +159,15 @@ def lab():
         yield lab
 
 
+@pytest.mark.timeout(20)
+def test_command_help_prints_the_usage():
+    """`xlat-perf COMMAND --help` prints the usage and exits 0 (it was "unknown
+    option --help", exit 2); nothing is sent."""
+    for cmd in ("throughput", "back-to-back", "cer", "self-test"):
+        cp = perf(cmd, "--help")
+        assert cp.stdout.startswith("usage:") and f"xlat-perf {cmd}" in cp.stdout, cmd
+
+
 # A self-test in the caller's namespaces resolves its ports before the run,
 # as throughput does: a next hop whose MAC nobody answers for is a usage
 # error (exit 2, it was 1), and nothing is sent.

@@ -78,6 +78,11 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let rest = &argv[1..];
+    // `xlat-perf COMMAND --help`: the usage, not "unknown option --help".
+    if rest.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
     if let Some((_, known)) = config::subcommands().iter().find(|(n, _)| n == cmd) {
         if let Some(k) = args::Args::unknown_option(rest, known) {
             eprintln!("xlat-perf: {cmd}: unknown option --{k}\n(xlat-perf --help for the usage)");
