@@ -578,6 +578,27 @@ def test_route_changes_reach_the_fast_path():
 
 
 @pytest.mark.timeout(20)
+def test_check_notes_no_interface_for_the_fast_path(tmp_path):
+    """`xlat check` with the fast path and no `[datapath] interfaces`, in a namespace
+    with no Ethernet interface that is up: it said "ok" while `xlat run` failed
+    ("no interface to attach to"). A note now says so; the exit status stays the
+    kernel's verdict (interfaces may come later, as for a missing named one)."""
+    need_xlat()
+    from lab import netns
+
+    f = tmp_path / "x.toml"
+    f.write_text(
+        'pool6 = "2001:db8:64::/96"\n'
+        f'[control]\nsocket = "{tmp_path}/x.sock"\n[datapath]\nkind = "ebpf"\n'
+    )
+    with netns.Lab(netns.random_prefix("xlc")) as lab:
+        ns = lab.add_ns("empty")
+        cp = lab.exec(ns, [str(XLAT), "check", "-c", str(f)], check=False)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "note: datapath: no interface to attach to" in cp.stderr, cp.stderr
+
+
+@pytest.mark.timeout(20)
 def test_check_names_bad_datapath_keys(tmp_path):
     """`xlat check`: a bad kind, interface or flow map size is an error naming
     the key (KEY: VALUE: reason), before anything starts."""

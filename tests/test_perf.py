@@ -257,6 +257,12 @@ def test_rfc8219_s7_1_self_test_ceiling(lab, tmp_path):
     assert rep["near_tester_ceiling"] == (rep["throughput_fps"] >= 945), rep
     if rep["throughput_fps"] == 1000:
         assert "within 10% of the tester's ceiling" in perf("throughput", *args).stdout
+        # The top of the search passed: nothing above it was tried, so there is
+        # no upper bound (it said 1001) and a warning says the result is a floor.
+        assert rep["upper_bound_fps"] is None, rep
+        assert any("passed at --max-rate 1000" in w for w in j["warnings"]), j
+    else:
+        assert rep["upper_bound_fps"] > rep["throughput_fps"], rep
 
 
 def _udp_listener(lab: netns.Lab, ns: str):
