@@ -126,6 +126,14 @@ const COMMON: &[&str] = &[
     "csv",
 ];
 
+/// With `--csv` the rows are data: the departures from the RFC procedures
+/// (in the table and the JSON) go to stderr, not nowhere.
+pub(crate) fn warnings_to_stderr(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("xlat-perf: warning: {w}");
+    }
+}
+
 /// RFC 2544 section 26.5: 110 % of the throughput, rounded up to a whole
 /// frame rate (exact: 100,000 gives 110,000, not 110,001).
 pub fn overload_rate(throughput: u64) -> u64 {
@@ -1455,11 +1463,7 @@ pub fn run(p: &Params) -> Result<String, String> {
         .render());
     }
     if p.csv {
-        // The rows are data: the departures from the RFC procedures (in the
-        // table and the JSON) go to stderr, not nowhere.
-        for w in &warnings {
-            eprintln!("xlat-perf: warning: {w}");
-        }
+        warnings_to_stderr(&warnings);
         let mut out = vec![CSV_HEAD.to_string()];
         out.extend(rows.iter().flat_map(|r| csv_rows(p.test, r)));
         out.extend(csv_results(p.test, &headline));

@@ -1317,11 +1317,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
         .render());
     }
     if p.csv {
-        // The rows are data: the departures from the RFC procedures (in the
-        // table and the JSON) go to stderr, not nowhere.
-        for w in &warnings {
-            eprintln!("xlat-perf: warning: {w}");
-        }
+        measure::warnings_to_stderr(&warnings);
         let mut out = vec![
             "test,repetition,step,connections,prelim_rate,prelim_sent,prelim_received,validated,phase2_rate,phase2_planned,phase2_received,valid,result,figure,value"
                 .to_string(),

@@ -132,6 +132,21 @@ pub struct FlowCache {
     retired: Mutex<HashMap<SessKey, (Ta6, u64)>>,
 }
 
+/// Takes `key`'s entry out of `m`, unless `v6` is given and the entry is
+/// another client's (`client` of it): a session found gone a moment ago
+/// may have been replaced since by another client's with the same key.
+fn take_ours<V>(
+    m: &mut HashMap<SessKey, V>,
+    key: &SessKey,
+    v6: Option<Ta6>,
+    client: impl Fn(&V) -> Ta6,
+) -> Option<V> {
+    match (m.get(key), v6) {
+        (Some(x), Some(v6)) if client(x) != v6 => None,
+        _ => m.remove(key),
+    }
+}
+
 /// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
 pub fn ktime_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -323,15 +338,7 @@ impl FlowCache {
     /// been replaced since by another client's on the same pool4 address.
     fn remove_of(&self, proto: Proto, pool: Ta4, remote: Ta4, v6: Option<Ta6>) {
         let key = (proto, pool, remote);
-        {
-            let mut retired = self.retired.lock().unwrap();
-            match (retired.get(&key), v6) {
-                (Some((c, _)), Some(v6)) if *c != v6 => {}
-                _ => {
-                    retired.remove(&key);
-                }
-            }
-        }
+        take_ours(&mut self.retired.lock().unwrap(), &key, v6, |r| r.0);
         self.del_cached(key, v6);
     }
 
@@ -478,13 +485,7 @@ impl FlowCache {
     /// Drops a session's map entries (if cached for client `v6`, when
     /// given), not its retired time.
     fn del_cached(&self, key: SessKey, v6: Option<Ta6>) {
-        let c = {
-            let mut reg = self.reg.lock().unwrap();
-            match (reg.get(&key), v6) {
-                (Some(c), Some(v6)) if c.v6 != v6 => None,
-                _ => reg.remove(&key),
-            }
-        };
+        let c = take_ours(&mut self.reg.lock().unwrap(), &key, v6, |c| c.v6);
         if let Some(c) = c {
             self.del(&c.k64);
             self.del(&c.k46);

@@ -88,7 +88,10 @@ pub fn answer(head: &str, metrics: impl FnOnce() -> String) -> String {
     };
     // A query string (`/metrics?name[]=...`) selects nothing here.
     let path = target.split('?').next().unwrap_or("");
-    const KNOWN: [&str; 6] = ["POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE"];
+    // RFC 9110 §9's other methods, and PATCH (RFC 5789).
+    const KNOWN: [&str; 7] = [
+        "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+    ];
     let mut allow = "";
     let (status, body) = if !is_request {
         ("400 Bad Request", "not an HTTP request\n".to_string())
@@ -100,7 +103,7 @@ pub fn answer(head: &str, metrics: impl FnOnce() -> String) -> String {
     } else if parts[0] != "GET" && parts[0] != "HEAD" {
         // RFC 9110 §15.5.6: a 405 names the methods that are allowed.
         allow = "Allow: GET, HEAD\r\n";
-        if KNOWN.contains(&parts[0]) || parts[0] == "PATCH" {
+        if KNOWN.contains(&parts[0]) {
             ("405 Method Not Allowed", "only GET and HEAD\n".to_string())
         } else {
             // Methods are case-sensitive (RFC 9110 §9.1): `get` is unknown.
