@@ -759,7 +759,8 @@ fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16, clock: &WaitClock) -> Result<T
     clock.sender_done(end_ns);
     Ok(TxOut {
         end_ns,
-        cpu_s: thread_cpu_s(),
+        // The pacer's clock polling is waiting, not the cost of sending.
+        cpu_s: (thread_cpu_s() - pacer.spun.as_secs_f64()).max(0.0),
         sent,
         send_errors,
         refused: ring.refused(),

@@ -9,15 +9,20 @@
 //! wait for a whole batch to be due (a batch of 32 at 10000 frames/s would
 //! be a 3.2 ms train sent at once, which a token-bucket DUT with a shallow
 //! bucket drops at any rate): it wakes when the next frame is due plus at
-//! most [`spread`] of the rate, so at low rates frames leave one or two at a
-//! time, and only above about 176 k frames/s (with the default batch of 32)
-//! are whole batches due at each wake-up.
+//! most a *spread*, so frames leave in trains of 1 + spread x rate. Every
+//! wake-up and send call costs the sender CPU time (on veth the DUT's kernel
+//! work too), so the spread adapts to what the sender can afford: it starts
+//! at [`spread`] of the rate (trains of at most [`START_TRAIN`] frames),
+//! doubles while the sender was idle less than [`IDLE_LOW`] of a
+//! [`ADAPT_WINDOW`] (up to [`SPREAD`]: whole batches near its ceiling) and
+//! halves while it was idle more than [`IDLE_HIGH`] (down to single
+//! frames).
 //!
 //! After a stall (a vCPU the hypervisor held up, a late wake-up) the sender
 //! owes frames. It does not send them at once, which a token-bucket DUT
 //! with a shallow bucket would drop although the rate is within its limit:
 //! it catches up at most [`CATCH_UP`] above the rate, in trains of at most
-//! a spread of that rate, and faster only as far as it must to end on time
+//! a spread of that rate plus two frames, and faster only as far as it must to end on time
 //! (at twice the excess that would just clear what it owes by the end).
 
 use std::time::{Duration, Instant};
@@ -26,25 +31,53 @@ use std::time::{Duration, Instant};
 /// siitperf); a sender that ends later makes the trial invalid.
 pub const BEHIND_TOLERANCE: f64 = 0.001;
 
-/// Longest a due frame waits for later ones to join its batch, at
-/// [`SPREAD_FULL_RATE`] frames/s and above: a send call (a wake-up and an
-/// inter-processor interrupt on a VM) then carries enough frames; 50 us
-/// raised the sender's cost per frame by half and halved the packet I/O
-/// ceiling on this 2-core VM. Below that rate the wait shrinks in
-/// proportion ([`spread`]).
+/// Longest a due frame waits for later ones to join its batch: near the
+/// sender's ceiling a send call (a wake-up and an inter-processor interrupt
+/// on a VM) must carry enough frames; 50 us raised the sender's cost per
+/// frame by half and halved the packet I/O ceiling on this 2-core VM.
 pub const SPREAD: Duration = Duration::from_micros(200);
 
-/// The rate from which frames wait the whole [`SPREAD`]: 200 k frames/s
-/// (trains of 41 frames). At 20 k frames/s a train is then 20 us long (at
-/// most 2 frames, 1.4 on average) instead of 200 us (5 frames), which an
-/// nft limit with its default burst of 5 frames dropped at any rate.
+/// The rate from which the starting spread may be the whole [`SPREAD`]
+/// (before the [`START_TRAIN`] cap): below it the start shrinks in
+/// proportion (20 us at 20 k frames/s).
 pub const SPREAD_FULL_RATE: f64 = 200_000.0;
 
-/// The wait for `rate` frames/s: SPREAD x min(1, rate / SPREAD_FULL_RATE),
-/// so that a train, 1 + wait x rate frames, grows with the square of the
-/// rate below SPREAD_FULL_RATE.
+/// Longest train at the start of a schedule: 4 frames, within the default
+/// burst of 5 frames of an nft limit (a bucket that deep passes trains of 5
+/// only after a whole idle interval).
+pub const START_TRAIN: f64 = 4.0;
+
+/// How often the spread adapts: the sender's idle share (time waited
+/// against time waited and spent in send calls) over the last window (at
+/// least 16 frames of the rate).
+pub const ADAPT_WINDOW: Duration = Duration::from_millis(2);
+
+/// Longest a single send call counts as busy: a longer one was a stall
+/// (the sender's CPU taken away), which the catch-up deals with, not the
+/// cost of sending.
+pub const CALL_CAP: Duration = Duration::from_micros(500);
+
+/// Idle share under which the spread doubles (the sender is nearly busy:
+/// fewer, longer send calls) and over which it halves. Halving a spread
+/// whose idle share is just over IDLE_HIGH leaves about 2 x IDLE_HIGH - 1
+/// idle, still over IDLE_LOW, so the spread settles instead of swinging.
+pub const IDLE_LOW: f64 = 0.2;
+pub const IDLE_HIGH: f64 = 0.65;
+
+/// The last part of a wait spent polling the clock instead of sleeping,
+/// while the spread is at most [`SPIN_SPREAD`] (trains a late wake-up would
+/// lengthen; with longer spreads the sender sleeps the whole wait).
+pub const SPIN: Duration = Duration::from_micros(30);
+pub const SPIN_SPREAD: Duration = Duration::from_micros(60);
+
+/// The starting spread for `rate` frames/s: SPREAD x min(1, rate /
+/// SPREAD_FULL_RATE), at most (START_TRAIN - 1) frame intervals.
 pub fn spread(rate: f64) -> Duration {
-    SPREAD.mul_f64((rate / SPREAD_FULL_RATE).clamp(0.0, 1.0))
+    let prop = SPREAD.mul_f64((rate / SPREAD_FULL_RATE).clamp(0.0, 1.0));
+    if rate <= 0.0 {
+        return prop;
+    }
+    prop.min(Duration::from_secs_f64((START_TRAIN - 1.0) / rate))
 }
 
 /// Largest share above the rate at which owed frames are caught up while
@@ -65,8 +98,19 @@ pub struct Pacer {
     total: u64,
     batch: usize,
     scheduled: f64,
-    /// [`spread`] of the rate.
+    /// The current spread (starts at [`spread`] of the rate, adapts to the
+    /// sender's idle share) and its bounds.
     spread: Duration,
+    /// Start of the current adaptation window, the time waited in it and
+    /// the time spent sending (each send call counted up to [`CALL_CAP`]),
+    /// and when the last send call began.
+    window_start: Duration,
+    slept: Duration,
+    busy: Duration,
+    returned_at: Option<Duration>,
+    window: Duration,
+    /// CPU time spent polling the clock (idle, not the cost of sending).
+    pub spun: Duration,
     /// The tolerated end: the schedule plus [`BEHIND_TOLERANCE`] (plus the
     /// slack of [`Pacer::with_slack`]).
     hard_stop: Duration,
@@ -90,6 +134,12 @@ impl Pacer {
             batch,
             scheduled,
             spread: spread(rate as f64),
+            window_start: Duration::ZERO,
+            slept: Duration::ZERO,
+            busy: Duration::ZERO,
+            returned_at: None,
+            spun: Duration::ZERO,
+            window: ADAPT_WINDOW.max(Duration::from_secs_f64(16.0 / rate as f64)),
             hard_stop: Duration::from_secs_f64(scheduled * (1.0 + BEHIND_TOLERANCE)),
             max_lag: Duration::ZERO,
             aborted: false,
@@ -103,6 +153,59 @@ impl Pacer {
         self
     }
 
+    /// The spread now (for tests and reports).
+    pub fn current_spread(&self) -> Duration {
+        self.spread
+    }
+
+    /// Waits until `wake` (since the start); the wait counts as idle. With
+    /// a short spread the last [`SPIN`] of the wait is spent polling the
+    /// clock: a sleep on a VM ends some 15 us late (more under load), which
+    /// would add frames to every short train.
+    fn wait_until(&mut self, wake: Duration) {
+        let now = self.start.elapsed();
+        if wake <= now {
+            return;
+        }
+        let d = wake - now;
+        self.slept += d;
+        if self.spread > SPIN_SPREAD {
+            std::thread::sleep(d);
+            return;
+        }
+        if d > SPIN {
+            std::thread::sleep(d - SPIN);
+        }
+        let t = Instant::now();
+        while self.start.elapsed() < wake {
+            std::hint::spin_loop();
+        }
+        self.spun += t.elapsed();
+    }
+
+    /// At the end of each window: a nearly busy sender sends fewer, longer
+    /// trains, an idle one shorter trains.
+    fn adapt(&mut self, now: Duration) {
+        let span = now.saturating_sub(self.window_start);
+        if span < self.window {
+            return;
+        }
+        let total = self.slept + self.busy;
+        let idle = self.slept.as_secs_f64() / total.as_secs_f64().max(1e-9);
+        let interval = Duration::from_secs_f64(1.0 / self.rate as f64);
+        if idle < IDLE_LOW {
+            self.spread = (self.spread * 2).max(interval).min(SPREAD);
+        } else if idle > IDLE_HIGH {
+            self.spread /= 2;
+            if self.spread < interval / 2 {
+                self.spread = Duration::ZERO;
+            }
+        }
+        self.window_start = now;
+        self.slept = Duration::ZERO;
+        self.busy = Duration::ZERO;
+    }
+
     fn due_at(&self, idx: u64) -> Duration {
         Duration::from_nanos(((idx as u128) * 1_000_000_000 / self.rate) as u64)
     }
@@ -111,21 +214,23 @@ impl Pacer {
     /// many to send now, or `None` when all are sent or the schedule was
     /// given up ([`Pacer::aborted`]).
     pub fn next(&mut self, sent: u64) -> Option<usize> {
+        if let Some(t) = self.returned_at.take() {
+            self.busy += self.start.elapsed().saturating_sub(t).min(CALL_CAP);
+        }
         while sent < self.total {
             let now = self.start.elapsed();
             if now > self.hard_stop {
                 self.aborted = true;
                 return None;
             }
+            self.adapt(now);
             let due = ((now.as_nanos() * self.rate / 1_000_000_000) as u64 + 1).min(self.total);
             if due <= sent {
                 // Nothing due yet: sleep until a whole batch (or the rest) is
                 // due, but hold the next frame back by at most the spread.
                 let last = sent + (self.batch as u64).min(self.total - sent) - 1;
                 let wake = self.due_at(last).min(self.due_at(sent) + self.spread);
-                if wake > now {
-                    std::thread::sleep(wake - now);
-                }
+                self.wait_until(wake);
                 continue;
             }
             let Some(allowed) = self.allowance(now, due - sent) else {
@@ -137,6 +242,7 @@ impl Pacer {
             if now > last_sched {
                 self.max_lag = self.max_lag.max(now - last_sched);
             }
+            self.returned_at = Some(self.start.elapsed());
             return Some(n);
         }
         None
@@ -151,12 +257,12 @@ impl Pacer {
             return Some(usize::MAX);
         }
         let catch_up = (rate * (1.0 + CATCH_UP)).max(rate + 2.0 * owed as f64 / left);
-        let depth = (self.spread.as_secs_f64() * catch_up).ceil() + 1.0;
+        let depth = (self.spread.as_secs_f64() * catch_up).ceil() + 2.0;
         let dt = (now.saturating_sub(self.refilled)).as_secs_f64();
         self.refilled = now;
         self.tokens = (self.tokens + dt * catch_up).min(depth);
         if self.tokens < 1.0 {
-            std::thread::sleep(Duration::from_secs_f64((1.0 - self.tokens) / catch_up));
+            self.wait_until(now + Duration::from_secs_f64((1.0 - self.tokens) / catch_up));
             return None;
         }
         Some(self.tokens as usize)
@@ -257,7 +363,7 @@ mod tests {
                 stalled_at = Some(p.elapsed());
             }
         }
-        // Trains of at most a spread at the catch-up rate, plus one (2 at
+        // Trains of at most a spread at the catch-up rate, plus two (3 at
         // 10 k frames/s; the bound leaves room for a late wake-up).
         let biggest = after_stall.iter().map(|&(_, n)| n).max().unwrap_or(0);
         assert!(biggest <= 4, "{after_stall:?}");
@@ -275,24 +381,51 @@ mod tests {
     #[test]
     fn trains_are_short_at_low_rates() {
         assert_eq!(spread(20_000.0), Duration::from_micros(20));
-        assert_eq!(spread(200_000.0), SPREAD);
-        assert_eq!(spread(1e6), SPREAD);
+        assert_eq!(spread(100_000.0), Duration::from_micros(30));
+        assert_eq!(spread(1e6), Duration::from_micros(3));
         // As every sender thread does: sleeps end on time, not up to the
         // default 50 us timer slack later.
         // SAFETY: prctl with integer arguments only.
         unsafe {
             libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
         }
-        let mut p = Pacer::new(2000, 20_000, 32);
+        for (rate, short) in [(20_000, 2), (100_000, 4)] {
+            let mut p = Pacer::new(rate / 10, rate, 32);
+            let mut sent = 0u64;
+            let mut sizes = Vec::new();
+            while let Some(n) = p.next(sent) {
+                sizes.push(n);
+                sent += n as u64;
+            }
+            // A sender that costs nothing is idle: its trains never grow.
+            assert!(p.current_spread() <= spread(rate as f64), "{rate}");
+            // (A loaded machine may stall now and then.)
+            let ok = sizes.iter().filter(|&&n| n <= short).count();
+            assert!(ok * 10 >= sizes.len() * 9, "{rate}: {sizes:?}");
+        }
+    }
+
+    // A sender whose send calls cost 100 us each (a slow path on a busy
+    // CPU) cannot keep 100,000 frames/s in trains of 4 (40 us): its spread
+    // grows until each call carries enough frames, and it keeps the
+    // schedule.
+    #[test]
+    fn a_busy_sender_sends_longer_trains() {
+        let mut p = Pacer::new(30_000, 100_000, 32);
         let mut sent = 0u64;
         let mut sizes = Vec::new();
         while let Some(n) = p.next(sent) {
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_micros(100) {
+                std::hint::spin_loop();
+            }
             sizes.push(n);
             sent += n as u64;
         }
-        // (A loaded machine may oversleep now and then.)
-        let short = sizes.iter().filter(|&&n| n <= 2).count();
-        assert!(short * 10 >= sizes.len() * 9, "{sizes:?}");
+        assert!(p.current_spread() >= SPREAD / 2, "{:?}", p.current_spread());
+        let long = sizes.iter().filter(|&&n| n >= 10).count();
+        assert!(long * 2 >= sizes.len(), "{sizes:?}");
+        assert!(p.aborted || sent == 30_000);
     }
 
     #[test]
