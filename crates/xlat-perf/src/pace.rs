@@ -22,8 +22,9 @@
 //! owes frames. It does not send them at once, which a token-bucket DUT
 //! with a shallow bucket would drop although the rate is within its limit:
 //! it catches up at most [`CATCH_UP`] above the rate, in trains of at most
-//! a spread of that rate plus two frames, and faster only as far as it must to end on time
-//! (at twice the excess that would just clear what it owes by the end).
+//! one frame plus a spread of that rate (at least 2), and faster only as far
+//! as it must to end on time (at twice the excess that would just clear what
+//! it owes by the end).
 
 use std::time::{Duration, Instant};
 
@@ -64,11 +65,17 @@ pub const CALL_CAP: Duration = Duration::from_micros(500);
 pub const IDLE_LOW: f64 = 0.2;
 pub const IDLE_HIGH: f64 = 0.65;
 
-/// The last part of a wait spent polling the clock instead of sleeping,
-/// while the spread is at most [`SPIN_SPREAD`] (trains a late wake-up would
-/// lengthen; with longer spreads the sender sleeps the whole wait).
+/// The last part of a wait spent polling the clock instead of sleeping, at
+/// [`SPIN_RATE`] frames/s and above while the spread is at most
+/// [`SPIN_SPREAD`] (trains a late wake-up would lengthen; with longer
+/// spreads the sender sleeps the whole wait). Not below: polling takes CPU
+/// time from a DUT on the same machine (0.3-0.6 of a core at 20-100 k
+/// frames/s on the 2-core VM; a 50 k frames/s limit behind a userspace
+/// translator was measured at 28-31 k instead of 40-47 k), and at 50 k
+/// trains of 4 frames are affordable without it.
 pub const SPIN: Duration = Duration::from_micros(30);
 pub const SPIN_SPREAD: Duration = Duration::from_micros(60);
+pub const SPIN_RATE: f64 = 70_000.0;
 
 /// The starting spread for `rate` frames/s: SPREAD x min(1, rate /
 /// SPREAD_FULL_RATE), at most (START_TRAIN - 1) frame intervals.
@@ -99,17 +106,17 @@ pub struct Pacer {
     batch: usize,
     scheduled: f64,
     /// The current spread (starts at [`spread`] of the rate, adapts to the
-    /// sender's idle share) and its bounds.
+    /// sender's idle share, at most [`SPREAD`]).
     spread: Duration,
     /// Start of the current adaptation window, the time waited in it and
     /// the time spent sending (each send call counted up to [`CALL_CAP`]),
-    /// and when the last send call began.
+    /// when the last send call began, and the window's length.
     window_start: Duration,
     slept: Duration,
     busy: Duration,
     returned_at: Option<Duration>,
     window: Duration,
-    /// CPU time spent polling the clock (idle, not the cost of sending).
+    /// Time spent polling the clock (waiting, not the cost of sending).
     pub spun: Duration,
     /// The tolerated end: the schedule plus [`BEHIND_TOLERANCE`] (plus the
     /// slack of [`Pacer::with_slack`]).
@@ -158,10 +165,12 @@ impl Pacer {
         self.spread
     }
 
-    /// Waits until `wake` (since the start); the wait counts as idle. With
-    /// a short spread the last [`SPIN`] of the wait is spent polling the
-    /// clock: a sleep on a VM ends some 15 us late (more under load), which
-    /// would add frames to every short train.
+    /// Waits until `wake` (since the start); the wait counts as idle (a
+    /// late wake-up counts as neither idle nor busy). A sleep on a VM ends
+    /// some 15 us late: at [`SPIN_RATE`] and above, while the spread is
+    /// short, the last [`SPIN`] of the wait polls the clock instead, or the
+    /// lateness would take a third of the time of a 4-frame train and the
+    /// trains would have to grow.
     fn wait_until(&mut self, wake: Duration) {
         let now = self.start.elapsed();
         if wake <= now {
@@ -169,7 +178,7 @@ impl Pacer {
         }
         let d = wake - now;
         self.slept += d;
-        if self.spread > SPIN_SPREAD {
+        if self.spread > SPIN_SPREAD || (self.rate as f64) < SPIN_RATE {
             std::thread::sleep(d);
             return;
         }
@@ -257,7 +266,10 @@ impl Pacer {
             return Some(usize::MAX);
         }
         let catch_up = (rate * (1.0 + CATCH_UP)).max(rate + 2.0 * owed as f64 / left);
-        let depth = (self.spread.as_secs_f64() * catch_up).ceil() + 2.0;
+        // A train: the frame due now and those due within the spread (4 at
+        // the starting spread, however late the wake-up), at least 2 so
+        // that a late wake-up is made up.
+        let depth = ((self.spread.as_secs_f64() * catch_up).floor() + 1.0).max(2.0);
         let dt = (now.saturating_sub(self.refilled)).as_secs_f64();
         self.refilled = now;
         self.tokens = (self.tokens + dt * catch_up).min(depth);
@@ -363,8 +375,9 @@ mod tests {
                 stalled_at = Some(p.elapsed());
             }
         }
-        // Trains of at most a spread at the catch-up rate, plus two (3 at
-        // 10 k frames/s; the bound leaves room for a late wake-up).
+        // Trains of at most one frame plus a spread at the catch-up rate,
+        // at least 2 (2 at 10 k frames/s; the bound leaves room for a late
+        // wake-up).
         let biggest = after_stall.iter().map(|&(_, n)| n).max().unwrap_or(0);
         assert!(biggest <= 4, "{after_stall:?}");
         // 20 ms after the stall far fewer than the owed 50 frames beyond the
