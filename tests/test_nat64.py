@@ -552,6 +552,90 @@ def test_rfc6146_3_8_hairpinning(env):
     assert len(c2) == 1 and c2[0][2] == f"{pool_addr}#{sport}", (c2, out)
 
 
+# Holds one TCP connection open and idle: "server PORT" accepts one, "client DST PORT"
+# opens one; prints "up" once connected, then sleeps.
+IDLE_TCP = textwrap.dedent(
+    """
+    import socket, sys, time
+    if sys.argv[1] == "server":
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("::", int(sys.argv[2])))
+        s.listen(1)
+        print("listening", flush=True)
+        c, _ = s.accept()
+    else:
+        c = socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=5)
+    print("up", flush=True)
+    time.sleep(30)
+    """
+)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc6146_3_5_2_2_idle_hairpinned_tcp_sessions_expire(datapath):
+    """Client 2 connects to client 1's static pool4 transport address (hairpinning,
+    RFC 6146 section 3.8): two TCP sessions, each with the other's pool4 address as
+    its remote. Both ends then go silent (their input is dropped, so they answer no
+    probe). When TCP_EST (2 s) runs out each session probes its client and goes to
+    TRANS (section 3.5.2.2); with no answer both are gone after TCP_TRANS (2 s).
+    Before, each session also sent its IPv4-side probe to the other's pool4 address,
+    where it was hairpinned through the other session as a segment of the
+    connection and moved it back to ESTABLISHED: the pair never expired."""
+    e = Env(
+        nat64="[nat64.timeouts]\ntcp-est = 2\ntcp-trans = 2\n",
+        pool4=MAIN_POOL4,
+        datapath=datapath,
+    )
+    procs = []
+    try:
+        t, x = e.t, e.x
+        srv = t.lab.spawn(
+            t.c1,
+            [PY, "-c", IDLE_TCP, "server", "8080"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        procs.append(srv)
+        assert srv.stdout.readline().strip() == "listening"
+        c1_public6 = "64:ff9b::cb00:7101"  # pool6 + 203.0.113.1
+        cli = t.lab.spawn(
+            t.c2,
+            [PY, "-c", IDLE_TCP, "client", c1_public6, "8080"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        procs.append(cli)
+        assert cli.stdout.readline().strip() == "up"
+        assert srv.stdout.readline().strip() == "up"
+
+        def tcp_sessions():
+            return [
+                s
+                for a in (t.c1_addr, t.c2_addr)
+                for s in sessions(x, a)
+                if s and s[0] == "tcp"
+            ]
+
+        assert len(tcp_sessions()) == 2, tcp_sessions()
+        mute = (
+            "add table inet xlt_mute; add chain inet xlt_mute in "
+            "{ type filter hook input priority 0; }; "
+            "add rule inet xlt_mute in meta l4proto tcp drop"
+        )
+        for ns in (t.c1, t.c2):
+            t.lab.exec(ns, ["nft", mute], check=True)
+        quiet = time.monotonic()
+        while tcp_sessions():
+            assert time.monotonic() - quiet < 9, (tcp_sessions(), x.log())
+            time.sleep(0.25)
+    finally:
+        for p in procs:
+            e.t.lab.stop(p)
+        e.close()
+
+
 @pytest.mark.timeout(30)
 def test_rfc6146_ipv4_initiated_without_bib_refused(env):
     """No BIB entry: a UDP datagram is answered with ICMP port unreachable (RFC 6146

@@ -381,7 +381,12 @@ pub fn housekeeping(
             // is now TRANS; probe both endpoints (an ACK with zero
             // sequence numbers): an endpoint that still has the
             // connection answers, and its answer brings the session back
-            // to ESTABLISHED through the datapath.
+            // to ESTABLISHED through the datapath. The IPv4 endpoint of a
+            // hairpinned session (§3.8) is a pool4 transport address, i.e.
+            // another session's client, which that session probes itself:
+            // a probe sent there would be hairpinned through the other
+            // session and, as a segment of the connection, revive it, so
+            // two idle hairpinned sessions kept each other alive for ever.
             if !out.probes.is_empty() {
                 let pool6 = match &*shared.current() {
                     crate::datapath::Engine::Nat64(t) => Some(t.pool6()),
@@ -394,6 +399,9 @@ pub fn housekeeping(
                         if let Some(l) = tcp_probe6(&mut buf[start..], src, pr.v6) {
                             write_tun(fd, vnet, &mut buf, start, l);
                         }
+                    }
+                    if state.is_pool4(Some(xlat_core::nat64::Proto::Tcp), pr.remote.addr) {
+                        continue;
                     }
                     if let Some(l) = tcp_probe4(&mut buf[start..], pr.v4, pr.remote) {
                         write_tun(fd, vnet, &mut buf, start, l);
