@@ -32,6 +32,8 @@ from conftest import (
 from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.inet6 import ICMPv6PacketTooBig, IPv6, IPv6ExtHdrRouting
 
+from lab.topologies.siit_single import SiitSingle
+
 SIZES = [0, 56, 1232, 1452, 1472]
 
 
@@ -494,6 +496,21 @@ def test_df_packet_over_tun_mtu_answered_by_xlat(siit_mod):
     assert after["icmp_errors_sent"] == before["icmp_errors_sent"] + 1
     # Not translated: nothing 1520 bytes long went to the IPv6 side.
     assert after["translated_4to6_bytes"] - before["translated_4to6_bytes"] < 1520
+
+
+@pytest.mark.timeout(30)
+def test_icmp_source_v4_the_routers_own_address_reaches_the_sender():
+    """`icmp-source-v4` set to the router's own IPv4 address (a common choice: errors
+    from the box that sends them): xlat's Fragmentation Needed for a DF packet over
+    the TUN MTU reaches h4 from that address. Before, the kernel dropped it as a
+    martian (a local source arriving on the TUN): counted as sent, never seen."""
+    t, x = make_siit(extra=f'icmp-source-v4 = "{SiitSingle.router_v4}"')
+    try:
+        cp = t.lab.exec(t.h4, [*_ping_cmd(1472, "do", count=1), t.h6_v4], check=False)
+        out = cp.stdout + cp.stderr
+        assert re.search(rf"From {re.escape(t.router_v4)} .*mtu\s*=\s*1480", out), out
+    finally:
+        close_siit(t, x)
 
 
 @pytest.mark.timeout(60)

@@ -200,10 +200,19 @@ impl Tun {
     /// Sets the MTU and brings the link up (SIOCSIFMTU, SIOCSIFFLAGS).
     /// IPv6 address generation is turned off first: the TUN needs no
     /// link-local address, and without one the kernel sends no Router
-    /// Solicitations or MLD reports into the translator.
+    /// Solicitations or MLD reports into the translator. IPv4 packets
+    /// with a local source address are accepted from it.
     pub fn configure_link(&self, mtu: u32) -> io::Result<()> {
         let _ = std::fs::write(
             format!("/proc/sys/net/ipv6/conf/{}/addr_gen_mode", self.name),
+            "1",
+        );
+        // The translator's own ICMPv4 errors may come from an address of
+        // this host (`icmp-source-v4` = the router's own address): the
+        // kernel drops a packet that arrives with a local source as a
+        // martian unless the interface accepts local sources.
+        let _ = std::fs::write(
+            format!("/proc/sys/net/ipv4/conf/{}/accept_local", self.name),
             "1",
         );
         let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
