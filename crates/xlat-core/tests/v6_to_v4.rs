@@ -155,6 +155,62 @@ fn v6_to_v4_rfc6791_error_source_from_pool() {
     assert_eq!(inner4.ttl(), 12);
 }
 
+/// The source of the translated error of [`v6_to_v4_rfc6791_error_source_from_pool`]
+/// for a router address, from translator `t`.
+fn rfc6791_source(t: &Translator, router: &Ipv6Addr) -> Ipv4Addr {
+    let host4_as6 = a6("2001:db8:64::c633:6401"); // 198.51.100.1
+    let inner = udp6(&host4_as6, &a6("2001:db8:46::21"), 12, b"x");
+    let p = icmp6(router, &host4_as6, 3, 0, 0, &inner);
+    let (v, buf) = run(t, &p);
+    Ipv4Packet::new_checked(&out_of(v, &buf)[..]).unwrap().src()
+}
+
+/// RFC 7915 §5.2 + RFC 6791: with `icmp-source-v4` set as well, a translated
+/// error still takes its source from the rfc6791v4 pool; `icmp-source-v4` is
+/// for the translator's own errors only (it took precedence before).
+#[test]
+fn v6_to_v4_rfc6791_pool_before_icmp_source_v4() {
+    let mut eamt = Eamt::new();
+    eamt.insert(EamEntry {
+        v4: "192.0.2.0/24".parse().unwrap(),
+        v6: "2001:db8:46::/120".parse().unwrap(),
+    })
+    .unwrap();
+    let t = Translator::new(Config {
+        addressing: SiitAddressing {
+            pool6: Some(Pool6::new("2001:db8:64::/96".parse().unwrap()).unwrap()),
+            eamt,
+            ..Default::default()
+        },
+        rfc6791v4: Pool6791v4::new(vec!["203.0.113.0/28".parse().unwrap()]),
+        own_v4: Some(Ipv4Addr::new(198, 51, 100, 250)),
+        ..Default::default()
+    });
+    let src = rfc6791_source(&t, &a6("2001:db8:aaaa::1"));
+    let pool: xlat_core::addr::Ipv4Prefix = "203.0.113.0/28".parse().unwrap();
+    assert!(pool.contains(src), "{src}");
+}
+
+/// RFC 6791 §4 (random selection, so that the hops of one traceroute do not
+/// all show one address): routers whose addresses differ only in their low
+/// bits, as in most networks, get addresses spread over the pool. Before,
+/// the hash folded the addresses by XOR and 62 of 64 such routers got the
+/// pool's first address.
+#[test]
+fn v6_to_v4_rfc6791_s4_pool_spread_over_routers() {
+    let t = translator("2001:db8:64::/96");
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 1..=64u16 {
+        let router = Ipv6Addr::new(0x2001, 0xdb8, 0xaaaa, 0, 0, 0, 0, i);
+        seen.insert(rfc6791_source(&t, &router));
+    }
+    // 64 routers over 16 addresses: a uniform choice leaves about 0.3 unused.
+    assert!(seen.len() >= 13, "{} addresses: {seen:?}", seen.len());
+    // The same router always gets the same address.
+    let r = a6("2001:db8:aaaa::7");
+    assert_eq!(rfc6791_source(&t, &r), rfc6791_source(&t, &r));
+}
+
 /// RFC 7915 §1.3 / §5.1: multicast and, with the WKP, non-global IPv4
 /// addresses (RFC 6052 §3.1) are not translated; the mapper's reason is kept.
 #[test]

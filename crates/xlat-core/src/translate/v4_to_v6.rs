@@ -138,10 +138,19 @@ pub(crate) fn addr_sum6(s: &Ipv6Addr, d: &Ipv6Addr) -> u64 {
     checksum::sum(checksum::sum(0, &s.octets()), &d.octets())
 }
 
-/// A cheap hash of an address pair, to spread the RFC 6791 pool choice.
+/// The splitmix64 finalizer: every input bit moves every output bit, the
+/// high ones included, which [`crate::addr::rfc6791`] picks by.
+pub(crate) fn mix64(x: u64) -> u64 {
+    let x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// A hash of an address pair, to spread the RFC 6791 pool choice (§4:
+/// random selection, so that the routers of one traceroute do not all show
+/// the same address): the same pair always gives the same address.
 fn hash4(a: Ipv4Addr, b: Ipv4Addr) -> u32 {
-    let x = u32::from(a).wrapping_mul(0x9e37_79b1) ^ u32::from(b).rotate_left(16);
-    x ^ (x >> 15)
+    (mix64((u64::from(u32::from(a)) << 32) | u64::from(u32::from(b))) >> 32) as u32
 }
 
 /// Updates a 16-bit checksum field at `off` in `l4` for a pseudo-header
@@ -196,15 +205,20 @@ pub(crate) fn may_send_icmp4_error(f: &V4Fields, l4: &[u8]) -> bool {
 /// Source address of an ICMPv4 error the translator generates:
 /// `own_v4`, else the RFC 6791 v4 pool, else 192.0.0.8 (RFC 7600).
 pub(crate) fn own_source_v4(cfg: &Config, hash: u32) -> Ipv4Addr {
-    if let Some(a) = cfg.own_v4 {
-        return a;
+    match cfg.own_v4 {
+        Some(a) => a,
+        None => cfg.rfc6791v4.pick(hash).unwrap_or(DUMMY_V4),
     }
-    if !cfg.rfc6791v4.is_empty() {
-        if let Some(a) = cfg.rfc6791v4.pick(hash) {
-            return a;
-        }
+}
+
+/// Source address of an ICMPv4 error translated from an ICMPv6 error whose
+/// source has no IPv4 mapping (RFC 7915 §5.2, RFC 6791 §4): the RFC 6791
+/// v4 pool, else the translator's own source ([`own_source_v4`]).
+pub(crate) fn translated_error_source_v4(cfg: &Config, hash: u32) -> Ipv4Addr {
+    match cfg.rfc6791v4.pick(hash) {
+        Some(a) => a,
+        None => own_source_v4(cfg, hash),
     }
-    DUMMY_V4
 }
 
 /// Builds an ICMPv4 error (RFC 792) *in place* in front of the IPv4 packet

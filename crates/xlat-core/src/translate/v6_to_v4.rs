@@ -117,9 +117,17 @@ fn is_extension_header(nh: u8) -> bool {
     )
 }
 
+/// A hash of an address pair, to spread the RFC 6791 pool choice (see
+/// `v4_to_v6::hash4`): every bit of both addresses counts, so routers whose
+/// addresses differ in a few low bits get different pool addresses.
 fn hash6(a: &Ipv6Addr, b: &Ipv6Addr) -> u32 {
-    let x = u128::from(*a) ^ u128::from(*b).rotate_left(17);
-    (x as u32) ^ ((x >> 32) as u32) ^ ((x >> 64) as u32) ^ ((x >> 96) as u32)
+    use crate::translate::v4_to_v6::mix64;
+    let (a, b) = (u128::from(*a), u128::from(*b));
+    let mut h = 0u64;
+    for w in [a >> 64, a, b >> 64, b] {
+        h = mix64(h ^ w as u64);
+    }
+    (h >> 32) as u32
 }
 
 fn translate_impl(
@@ -181,7 +189,9 @@ fn translate_impl(
             // source (icmp-source-v4, else the RFC 7600 dummy 192.0.0.8):
             // dropping the error instead would black-hole path MTU
             // discovery behind routers that have no IPv4 mapping.
-            None => crate::translate::v4_to_v6::own_source_v4(cfg, hash6(&src6, &dst6)),
+            None => {
+                crate::translate::v4_to_v6::translated_error_source_v4(cfg, hash6(&src6, &dst6))
+            }
         };
         (s, d)
     } else {
