@@ -296,7 +296,8 @@ def marks_note(marks: set[str]) -> str:
     notes = {
         "†": (
             "† the search (or the overload probe) had invalid trials (the sender fell behind its schedule, "
-            "so the trial counted as a failure whatever the DUT did): the figure may "
+            "or the tester's receive ring overflowed, so the trial counted as a failure whatever the "
+            "DUT did): the figure may "
             "be the tester's limit, not the DUT's, and a ratio with † compares such "
             "figures."
         ),
@@ -476,7 +477,7 @@ def plot_flr(run, duts, path) -> bool:
         return _finish(plt, fig, None)
     ax.set(
         title="Frame loss rate by offered rate (RFC 8219 7.4)\n"
-        "hollow: invalid trial (sender behind schedule): loss of the frames it sent",
+        "hollow: invalid trial (sender behind, or frames lost in the tester)",
         xlabel="offered kframes/s",
         ylabel="FLR (%)",
     )
@@ -1020,7 +1021,8 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
                     "Zero-loss frames/s, the binary search's final lower bound (the median of "
                     "the searches where the scenario repeats them, their lowest and highest "
                     "in brackets). † = some trial was "
-                    "invalid (the sender fell behind schedule) and counted as a failure: the figure "
+                    "invalid (the sender fell behind schedule or the tester's receive ring "
+                    "overflowed) and counted as a failure: the figure "
                     "may be the tester's limit; ‡ = no trial was valid, no result; ⚠ = within "
                     "10 % of the tester's ceiling (only when the tester's self-test ceiling "
                     "was given)."

@@ -149,9 +149,22 @@ impl TrialOut {
             .chain(self.background.iter())
             .map(|b| &**b)
     }
-    /// Valid: no sender (of any direction) fell behind schedule.
+    /// Valid: no sender (of any direction) fell behind schedule, and no
+    /// receiving port lost frames in the tester itself (its receive ring
+    /// overflowed while the receiver thread was not scheduled): such a
+    /// trial says nothing about the DUT, which may have forwarded them.
     pub fn valid(&self) -> bool {
-        !self.behind && self.parts().all(|p| p.valid())
+        !self.behind && self.rx_ring_drops == 0 && self.parts().all(|p| p.valid())
+    }
+    /// Why the trial is invalid, for notes and warnings ("" if valid).
+    pub fn invalid_why(&self) -> &'static str {
+        let all = || std::iter::once(self).chain(self.parts());
+        match (all().any(|t| t.behind), all().any(|t| t.rx_ring_drops > 0)) {
+            (true, true) => "sender behind, tester's receive ring overflowed",
+            (true, false) => "sender behind",
+            (false, true) => "tester's receive ring overflowed",
+            (false, false) => "",
+        }
     }
     /// Zero loss in the strict sense: every planned frame arrived exactly
     /// once, in every direction and in the background stream.
@@ -599,6 +612,36 @@ mod tests {
     // RFC 8219 section 7.1 / RFC 2544 section 26.1 strict counting: a frame
     // counts once; its second arrival is a duplicate, also past the planned
     // range (the bitmap grows).
+    /// Frames the tester's own receive ring dropped make the trial invalid
+    /// (they say nothing about the DUT), in any stream, with the reason named.
+    #[test]
+    fn receive_ring_drops_make_the_trial_invalid() {
+        let ok = TrialOut {
+            planned: 10,
+            sent: 10,
+            received: 10,
+            ..Default::default()
+        };
+        assert!(ok.valid() && ok.invalid_why().is_empty());
+        let ring = TrialOut {
+            received: 7,
+            rx_ring_drops: 3,
+            ..ok.clone()
+        };
+        assert!(!ring.valid());
+        assert_eq!(ring.invalid_why(), "tester's receive ring overflowed");
+        let rev = TrialOut {
+            behind: true,
+            reverse: Some(Box::new(ring)),
+            ..ok.clone()
+        };
+        assert!(!rev.valid());
+        assert_eq!(
+            rev.invalid_why(),
+            "sender behind, tester's receive ring overflowed"
+        );
+    }
+
     #[test]
     fn seen_counts_each_sequence_number_once() {
         let mut s = Seen::new(100);

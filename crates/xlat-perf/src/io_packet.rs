@@ -5,14 +5,15 @@
 //!   nothing). The tester writes complete Ethernet frames (`io_frame`) into
 //!   the ring slots and flushes each paced batch with one `send(2)`.
 //! - Receiving: a `PACKET_RX_RING` (TPACKET_V3, blocks handed over when full
-//!   or after 1 ms) on the port's interface with `PACKET_IGNORE_OUTGOING`.
+//!   or after 4 ms) on the port's interface with `PACKET_IGNORE_OUTGOING`.
 //!   Every frame is parsed; only a UDP test frame with a valid IPv4 header
 //!   checksum, a valid UDP checksum, the `XLPT` signature and a stream id of
 //!   this trial counts; other UDP frames are `foreign`, non-UDP frames
 //!   (ARP, ND, ...) `other`. The kernel's receive timestamp (software,
 //!   `SO_TIMESTAMPNS`) is the arrival time; a frame stamped after the end of
 //!   the post-trial wait is `late` and lost. Frames the ring itself dropped
-//!   (`PACKET_STATISTICS`) are reported as `rx_ring_drops` (they are lost).
+//!   (`PACKET_STATISTICS`) are reported as `rx_ring_drops`: the tester lost
+//!   them, so the trial is invalid.
 
 use crate::engine::{enter_netns, monotonic_ns, Rng, Seen, TrialOut, TrialSpec};
 use crate::io_frame::{self, Builder, FrameSpec, Rx};
@@ -46,8 +47,15 @@ const TP_STATUS_TS_SOFTWARE: u32 = 1 << 29;
 /// Data offset in a TPACKET_V2 TX slot: TPACKET_ALIGN(sizeof tpacket2_hdr).
 const TX_DATA_OFF: usize = 32;
 const TX_SLOTS: usize = 4096;
-const RX_BLOCK: usize = 1 << 20;
-const RX_BLOCKS: usize = 32;
+/// The receive ring: RX_BLOCKS blocks of RX_BLOCK bytes, each handed over
+/// when full or RX_BLOCK_TOV_MS after its first frame. While the receiver
+/// thread is kept off its CPU the kernel fills them: at low rates one block
+/// per timeout (128 x 4 ms, about half a second), at high rates about 2,000
+/// small frames per block. A frame that finds no free block is dropped
+/// (`rx_ring_drops`) and the trial is invalid (the tester lost it).
+const RX_BLOCK: usize = 256 << 10;
+const RX_BLOCKS: usize = 128;
+const RX_BLOCK_TOV_MS: u32 = 4;
 /// Stream-id bits that tell the streams of one trial apart.
 pub const STREAM_BACKGROUND: u16 = 0x8000;
 pub const STREAM_REVERSE: u16 = 0x4000;
@@ -1096,7 +1104,7 @@ fn rx_setup(p: &RxPlan) -> Result<RxParts, String> {
         tp_block_nr: RX_BLOCKS as u32,
         tp_frame_size: 2048,
         tp_frame_nr: (RX_BLOCK * RX_BLOCKS / 2048) as u32,
-        tp_retire_blk_tov: 1,
+        tp_retire_blk_tov: RX_BLOCK_TOV_MS,
         tp_sizeof_priv: 0,
         tp_feature_req_word: 0,
     };
@@ -1158,7 +1166,8 @@ fn rx_loop(
         if stop == 1 || now >= limit {
             break;
         }
-        if drain.is_none() && stop > 1 && now >= stop + 5_000_000 {
+        if drain.is_none() && stop > 1 && now >= stop + (u64::from(RX_BLOCK_TOV_MS) + 6) * 1_000_000
+        {
             drain = Some(RX_BLOCKS);
         }
         if drain == Some(0) {

@@ -149,7 +149,8 @@ pub(crate) struct RunOpts {
     pub wait: f64,
     /// How many times the whole test runs (median/p1/p99 over them).
     pub repeat: usize,
-    /// How often a trial the tester spoiled (sender behind) is run again.
+    /// How often a trial the tester spoiled (sender behind, receive ring
+    /// overflowed) is run again.
     pub retries: usize,
     /// Binary searches: stop when the step is under this share of the rate.
     pub error: f64,
@@ -985,7 +986,7 @@ fn stream_lines(t: &TrialOut) -> Vec<StreamLine> {
         duplicates: t.duplicates,
         loss_rate: t.own_loss_rate(),
         zero_loss: t.own_zero_loss(),
-        valid: !t.behind,
+        valid: !t.behind && t.rx_ring_drops == 0,
         max_lag_us: t.max_lag_us,
     };
     let mut v = vec![own("forward", t)];
@@ -1138,7 +1139,8 @@ pub(crate) fn summary_line(
     }
 }
 
-/// Runs one trial at `rate`; an invalid trial (sender behind schedule) says
+/// Runs one trial at `rate`; an invalid trial (sender behind schedule, or
+/// frames lost in the tester's receive ring) says
 /// nothing about the DUT, so it is repeated up to `--retries` times. The
 /// invalid attempts are returned in `invalid` (they are reported, never
 /// counted as passes). Each attempt uses a new stream id.
@@ -1221,25 +1223,36 @@ pub fn run(p: &Params) -> Result<String, String> {
                 })?;
                 let invalid = trials.iter().filter(|(t, _)| !t.valid()).count();
                 if res.throughput == 0 && !trials.is_empty() && invalid == trials.len() {
+                    let ring = trials.iter().any(|(t, _)| t.rx_ring_drops > 0);
                     warnings.push(format!(
-                        "repetition {rep}: every trial was invalid (the sender fell behind): \
-                         the throughput 0 says nothing about the DUT; lower --max-rate"
+                        "repetition {rep}: every trial was invalid ({}): \
+                         the throughput 0 says nothing about the DUT; {}",
+                        if ring {
+                            "the sender fell behind or the tester's receive ring overflowed"
+                        } else {
+                            "the sender fell behind"
+                        },
+                        if ring {
+                            "the tester's threads did not get enough CPU (a loaded machine?)"
+                        } else {
+                            "lower --max-rate"
+                        }
                     ));
                 }
                 for (t, retried) in &trials {
                     let note = if *retried {
-                        "invalid: sender behind (retried)"
+                        format!("invalid: {} (retried)", t.invalid_why())
                     } else if !t.valid() {
-                        "invalid: sender behind"
+                        format!("invalid: {}", t.invalid_why())
                     } else if t.zero_loss() {
-                        "pass"
+                        "pass".into()
                     } else {
-                        "fail"
+                        "fail".into()
                     };
                     rows.push(Row {
                         rep,
                         t: t.clone(),
-                        note: note.into(),
+                        note,
                     });
                 }
                 push_head("throughput", "frames/s", res.throughput as f64);
@@ -1342,17 +1355,19 @@ pub fn run(p: &Params) -> Result<String, String> {
                     for i in invalid {
                         rows.push(Row {
                             rep,
+                            note: format!("invalid: {} (retried)", i.invalid_why()),
                             t: i,
-                            note: "invalid: sender behind (retried)".into(),
                         });
                     }
-                    // An invalid trial (sender behind) says nothing about
-                    // the DUT: reported, never summarised.
+                    // An invalid trial (sender behind, or frames lost in
+                    // the tester) says nothing about the DUT: reported,
+                    // never summarised.
                     if t.valid() {
                         push_head(&format!("FLR at {rate} fps"), "%", t.loss_rate() * 100.0);
                     } else {
                         warnings.push(format!(
-                            "repetition {rep}: the trial at {rate} frames/s is invalid (sender behind) and left out of the summary"
+                            "repetition {rep}: the trial at {rate} frames/s is invalid ({}) and left out of the summary",
+                            t.invalid_why()
                         ));
                     }
                     if t.valid() && t.zero_loss() {
@@ -1369,7 +1384,7 @@ pub fn run(p: &Params) -> Result<String, String> {
                         note: if t.valid() {
                             format!("FLR {:.4}%", t.loss_rate() * 100.0)
                         } else {
-                            "invalid: sender behind".into()
+                            format!("invalid: {}", t.invalid_why())
                         },
                         t,
                     });
@@ -1393,17 +1408,18 @@ pub fn run(p: &Params) -> Result<String, String> {
                 for i in invalid {
                     rows.push(Row {
                         rep,
+                        note: format!("invalid: {} (retried)", i.invalid_why()),
                         t: i,
-                        note: "invalid: sender behind (retried)".into(),
                     });
                 }
                 let mut extra: Vec<(&str, J)> = Vec::new();
-                // An invalid trial (sender behind) is reported, never
-                // summarised.
+                // An invalid trial (sender behind, or frames lost in the
+                // tester) is reported, never summarised.
                 let valid = t.valid();
                 if !valid {
                     warnings.push(format!(
-                        "repetition {rep}: the trial is invalid (sender behind) and left out of the summary"
+                        "repetition {rep}: the trial is invalid ({}) and left out of the summary",
+                        t.invalid_why()
                     ));
                 }
                 let mut push_head = |name: &str, unit: &str, v: f64| {
@@ -1430,7 +1446,7 @@ pub fn run(p: &Params) -> Result<String, String> {
                 reps.push(J::obj(vec![
                     ("repetition", J::u(rep as u64)),
                     ("trial", trial_json(&t, extra)),
-                    // Attempts repeated because the sender fell behind.
+                    // Attempts repeated because they were invalid.
                     ("retried_trials", J::Arr(retried)),
                 ]));
                 rows.push(Row {
@@ -1438,7 +1454,7 @@ pub fn run(p: &Params) -> Result<String, String> {
                     note: if t.valid() {
                         note
                     } else {
-                        format!("invalid: sender behind; {note}")
+                        format!("invalid: {}; {note}", t.invalid_why())
                     },
                     t: TrialOut {
                         delays: Vec::new(),
