@@ -548,6 +548,39 @@ def test_rfc2544_s26_5_a_dut_that_never_recovers(lab):
     assert rep["note"].startswith("not recovered"), rep
 
 
+# RFC 2544 section 26.5: a policer under the recovery rate (500/s against 550/s
+# offered) drops one frame in 11 to the end of the recovery phase: frames
+# arrive after its last loss, yet it never recovered. Before, it "recovered"
+# after about the phase's length (B - A of the last of those losses).
+@pytest.mark.timeout(40)
+def test_rfc2544_s26_5_a_policer_under_the_recovery_rate_never_recovers(lab):
+    s, r, d = _router2(lab)
+    _nft_forward(
+        lab, r, "udp dport 7000 limit rate over 500/second burst 20 packets drop"
+    )
+    args = [
+        *_ends(s, d),
+        "--throughput",
+        "1000",
+        "--duration",
+        "0.5",
+        "--recovery-duration",
+        "1",
+        "--wait",
+        "0.1",
+        "--retries",
+        "3",
+    ]
+    rep = perf_json("system-recovery", *args)["repetitions"][0]
+    print(rep)
+    if not rep["valid"]:
+        pytest.skip("sender fell behind on the loaded machine (reported as invalid)")
+    # About 50 of the 550 frames of the recovery phase are lost, to its end.
+    assert 20 <= rep["recovery_lost"] <= 100, rep
+    assert rep["recovered"] is False and rep["system_recovery_time_ms"] is None, rep
+    assert rep["note"].startswith("not recovered"), rep
+
+
 # RFC 8219 section 7.2: with bidirectional traffic each direction's latency
 # is measured and reported on its own. The relay delays the forward frames
 # by 20 ms; the reverse frames take the router's own forwarding path.

@@ -270,6 +270,20 @@ pub struct Recovery {
     pub arrival_recovery_ns: Option<u64>,
 }
 
+impl Recovery {
+    /// Did the DUT recover within a recovery phase of `phase_ns`? Yes if it
+    /// lost nothing after the rate change, or if its last loss (B) came
+    /// before the last 10 % of the phase and frames arrived after it. A DUT
+    /// that keeps losing frames until (nearly) the end has not recovered
+    /// while measured: a policer under the recovery rate drops a frame every
+    /// few milliseconds to the end, and B - A is then about the phase's
+    /// length, not a recovery time.
+    pub fn recovered(&self, phase_ns: u64) -> bool {
+        self.recovery_lost == 0
+            || (self.arrival_recovery_ns.is_some() && self.recovery_ns <= phase_ns / 10 * 9)
+    }
+}
+
 /// RFC 2544 section 26.5: A = when the rate was reduced; B = the time of the
 /// last frame lost (we take its send time: a lost frame has no arrival);
 /// recovery time = B - A.
@@ -365,18 +379,17 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
         } else {
             None
         };
-        // Frames lost until the end of the recovery phase (none arrived after
-        // the last lost one): the DUT did not recover while measured; its
-        // recovery time is unknown (infinite), not B - A.
-        let recovered = rec
-            .as_ref()
-            .is_some_and(|r| r.recovery_lost == 0 || r.arrival_recovery_ns.is_some());
+        // Frames lost until (nearly) the end of the recovery phase: the DUT
+        // did not recover while measured; its recovery time is unknown
+        // (infinite), not B - A.
+        let phase_ns = (p.recovery_duration * 1e9) as u64;
+        let recovered = rec.as_ref().is_some_and(|r| r.recovered(phase_ns));
         let note = if !out.valid() {
             "invalid: sender behind".to_string()
         } else {
             match &rec {
                 Some(_) if !recovered => {
-                    "not recovered: frames lost until the end of the recovery phase".into()
+                    "not recovered: frames lost in the last 10 % of the recovery phase".into()
                 }
                 Some(r) if r.recovery_lost == 0 => "recovered at once".into(),
                 Some(r) => format!("recovered after {:.3} ms", r.recovery_ns as f64 / 1e6),
@@ -534,8 +547,36 @@ mod tests {
                 arrival_recovery_ns: Some(205),
             }
         );
+        // Recovered: the last loss 100 ns into a 500 ns phase.
+        assert!(r.recovered(500));
         arr[6] = Some(1);
         let r = recovery_of(5, 1500, &send, &arr);
         assert_eq!((r.recovery_lost, r.recovery_ns), (0, 0));
+        assert!(r.recovered(500));
+    }
+
+    // A DUT that keeps losing frames to the end of the recovery phase (a
+    // policer under the recovery rate: one frame in 11) has not recovered,
+    // although frames arrive after its last loss; before, it "recovered"
+    // after about the phase's length.
+    #[test]
+    fn rfc2544_s26_5_steady_loss_to_the_end_is_no_recovery() {
+        // 10 overload frames, then 100 at 10 ns spacing from A = 10_000.
+        let send: Vec<u64> = (0..110).map(|i| 10_000 - 100 + i * 10).collect();
+        let mut arr: Vec<Option<u64>> = send.iter().map(|&s| Some(s + 1)).collect();
+        for i in (10..110).step_by(11).take(9).chain([105]) {
+            arr[i] = None;
+        }
+        let r = recovery_of(10, 10_000, &send, &arr);
+        // The last loss 950 ns into the 1000 ns phase, frames after it.
+        assert_eq!((r.recovery_lost, r.recovery_ns), (10, 950));
+        assert!(r.arrival_recovery_ns.is_some());
+        assert!(!r.recovered(1000), "{r:?}");
+        // The same losses in the first half only: recovered.
+        for a in arr.iter_mut().skip(60) {
+            *a = Some(1);
+        }
+        let r = recovery_of(10, 10_000, &send, &arr);
+        assert!(r.recovered(1000), "{r:?}");
     }
 }
