@@ -12,6 +12,7 @@ The kernel here has no netem and no tc police; nftables ``limit`` and
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
 import re
@@ -596,6 +597,47 @@ def test_rfc8219_s7_4_frame_loss_rate_calibrated(lab, io):
     assert t["valid"], t
     assert t["planned"] == 40000
     assert abs(t["frame_loss_rate_percent"] - 1.0) <= 0.2, t
+
+
+# --csv output is data (RFC 4180): a latency note with commas is quoted, so every
+# row has the header's fields; back-to-back and system-recovery print their
+# warnings to stderr as the other tests do (they printed none).
+@pytest.mark.timeout(60)
+def test_csv_rows_are_well_formed_and_warnings_go_to_stderr(lab):
+    s, d = _pair(lab)
+    ends = _common(s, d, dst="192.0.2.2:7000")
+    cp = perf(
+        "latency",
+        *ends,
+        "--rate",
+        "2000",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.5",
+        "--tagged",
+        "500",
+        "--wait",
+        "0.2",
+        "--csv",
+    )
+    rows = list(csv.reader(cp.stdout.splitlines()))
+    assert len(rows) > 2, cp.stdout
+    assert all(len(r) == len(rows[0]) for r in rows), cp.stdout
+    notes = [r[rows[0].index("note")] for r in rows[1:] if r[2] != "result"]
+    assert any("," in n for n in notes), notes  # the quoted note, whole
+    for cmd, extra in (
+        ("back-to-back", ["--rate", "2000", "--max-burst", "100", "--gap", "0.1"]),
+        ("system-recovery", ["--throughput", "1000", "--recovery-duration", "0.3"]),
+    ):
+        args = [cmd, *ends, *extra, "--wait", "0.1", "--csv"]
+        if cmd == "system-recovery":
+            args += ["--duration", "0.3"]
+        cp = perf(*args)
+        rows = list(csv.reader(cp.stdout.splitlines()))
+        assert all(len(r) == len(rows[0]) for r in rows), cp.stdout
+        # Short trials, one repetition: RFC deviations are warned about.
+        assert "xlat-perf: warning: " in cp.stderr, (cmd, cp.stderr)
 
 
 # A CPU hog at real-time priority for STALL_S seconds on CPU argv[1] (bounded).

@@ -22,7 +22,7 @@ its own network namespace; see docs/xlat-perf.md):
   xlat-perf pdv        --dst ADDR:PORT --rate FPS COMMON IO
   xlat-perf ipdv       --dst ADDR:PORT --rate FPS COMMON IO
   xlat-perf back-to-back --dst ADDR:PORT --src ADDR --rate FPS [--max-burst N] [--gap SECS]
-                       [--error E] [--max-trials N] COMMON
+                       [--error E] [--max-trials N] COMMON (but --duration)
   xlat-perf system-recovery --dst ADDR:PORT --src ADDR --throughput FPS
                        [--recovery-duration SECS] COMMON
 COMMON: [--src ADDR] [--recv-bind ADDR:PORT] [--send-netns NAME] [--recv-netns NAME]

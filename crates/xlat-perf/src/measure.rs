@@ -128,6 +128,17 @@ const COMMON: &[&str] = &[
 
 /// With `--csv` the rows are data: the departures from the RFC procedures
 /// (in the table and the JSON) go to stderr, not nowhere.
+/// A CSV field (RFC 4180 section 2): quoted, with its quotes doubled, when
+/// it holds a comma, a quote or a line break (a latency note lists figures
+/// with commas); as it is otherwise.
+pub(crate) fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
+}
+
 pub(crate) fn warnings_to_stderr(warnings: &[String]) {
     for w in warnings {
         eprintln!("xlat-perf: warning: {w}");
@@ -541,6 +552,11 @@ pub fn known_keys(test: Test) -> Vec<&'static str> {
         Test::BackToBack => &["rate", "max-burst", "error", "max-trials", "gap"][..],
         Test::SystemRecovery => &["throughput", "recovery-duration"][..],
     });
+    // A back-to-back trial is a burst (--max-burst frames at --rate): no
+    // trial duration to give.
+    if test == Test::BackToBack {
+        known.retain(|k| *k != "duration");
+    }
     known
 }
 
@@ -1040,7 +1056,7 @@ fn csv_rows(test: Test, r: &Row) -> Vec<String> {
                 l.zero_loss,
                 l.valid,
                 l.max_lag_us,
-                if i == last { r.note.as_str() } else { "" }
+                csv_field(if i == last { r.note.as_str() } else { "" })
             )
         })
         .collect()
@@ -2202,5 +2218,20 @@ mod tests {
             b2b(&["--rate", "6000000", "--max-burst", "10000001"]),
             "--max-burst 10000001: must be 1..=10000000"
         );
+        // A burst has no trial duration: --duration is refused, not ignored.
+        assert!(b2b(&["--rate", "1000", "--duration", "7"]).contains("--duration"));
+    }
+
+    // RFC 4180 section 2: a field with a comma or a quote is quoted, its
+    // quotes doubled (a latency note: "typical 9.6 us, worst-case ...").
+    #[test]
+    fn csv_fields_with_commas_are_quoted() {
+        assert_eq!(csv_field("pass"), "pass");
+        assert_eq!(csv_field(""), "");
+        assert_eq!(
+            csv_field("typical 9.6 us, worst-case 52.8 us"),
+            "\"typical 9.6 us, worst-case 52.8 us\""
+        );
+        assert_eq!(csv_field("a \"b\""), "\"a \"\"b\"\"\"");
     }
 }

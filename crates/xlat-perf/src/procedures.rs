@@ -55,6 +55,8 @@ pub(crate) fn render(
         .render();
     }
     if p.csv {
+        // The warnings go to stderr, as with the other tests' CSV.
+        measure::warnings_to_stderr(warnings);
         // The trial rows, then the results as in the other tests' CSV:
         // per figure its median, p1, p99 and mean over the valid
         // repetitions (`repetition` = the statistic, third column =
@@ -146,13 +148,14 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
                 t.max_lag_us
             ));
             csv.push(format!(
-                "back-to-back,{rep},{rate},{burst},{},{},{},{},{},{},{v}",
+                "back-to-back,{rep},{rate},{burst},{},{},{},{},{},{},{}",
                 t.sent,
                 t.received,
                 t.lost(),
                 t.duplicates,
                 t.valid(),
-                t.max_lag_us
+                t.max_lag_us,
+                measure::csv_field(v)
             ));
         }
         let invalid = trials.iter().filter(|(_, t)| !t.valid()).count();
@@ -415,12 +418,13 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
             out.planned, out.received, ol, rl, rms
         ));
         csv.push(format!(
-            "system-recovery,{rep},{r1},{r2},{},{},{},{ol},{rl},{rms:.3},{},{},{note}",
+            "system-recovery,{rep},{r1},{r2},{},{},{},{ol},{rl},{rms:.3},{},{},{}",
             out.planned,
             out.sent,
             out.received,
             out.valid(),
-            out.max_lag_us
+            out.max_lag_us,
+            measure::csv_field(&note)
         ));
         reps.push(J::obj(vec![
             ("repetition", J::u(rep as u64)),

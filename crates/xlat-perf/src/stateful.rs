@@ -1113,7 +1113,7 @@ fn row(rep: usize, step: &str, t: &Trial) -> (String, String) {
             p2p,
             p2,
             t.valid(),
-            verdict(t)
+            measure::csv_field(&verdict(t))
         ),
     )
 }
