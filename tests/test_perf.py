@@ -529,12 +529,12 @@ def measure_rate_limit(lab, *io_args: str) -> tuple[dict, str]:
     must lie within +-5% of the limit, and the receiving namespace.
 
     A search on a machine busy with other work can be cut short by a
-    scheduling stall that looks like loss; a tester that is wrong fails twice,
-    so one more search is allowed."""
+    scheduling stall that looks like loss; a tester that is wrong fails every
+    time, so two more searches are allowed."""
     s, d = _router(
         lab, f"limit rate over {LIMIT_PPS}/second burst {LIMIT_BURST} packets drop"
     )
-    for _attempt in range(2):
+    for _attempt in range(3):
         r = perf_json(
             "throughput",
             *_common(s, d),
@@ -562,7 +562,7 @@ def measure_rate_limit(lab, *io_args: str) -> tuple[dict, str]:
 
 # RFC 8219 section 7.1 calibration: a router that forwards at most LIMIT_PPS
 # frames/s (nft limit) must be measured within +-5% of that rate.
-@pytest.mark.timeout(110)
+@pytest.mark.timeout(160)
 def test_rfc8219_s7_1_throughput_calibrated_against_rate_limit(lab):
     rep, _ = measure_rate_limit(lab)
     # The reported value is a rate that passed, and the bound above it failed.

@@ -150,9 +150,11 @@ def test_rfc8219_s7_1_ipv6_throughput_calibrated(lab):
 # of 5 frames at 50000 frames/s. A tester that sends in trains longer than 5
 # frames (a batch due at once, or trains grown by late wake-ups) is measured
 # far below the limit (39-46 k with trains in proportion to the rate); one
-# that keeps its trains short finds the limit within +-5%. Three searches at
-# most: a stall of the shared machine near the limit spoils one.
-@pytest.mark.timeout(90)
+# that keeps its trains short finds the limit within +-5%. Five searches at
+# most: a stall of the shared machine near the limit spoils one (its sender
+# then catches up faster than the rate; with 5 tokens every lag of a few ms
+# costs frames: on a slow day 1 of 2 searches here measured 41-47 k).
+@pytest.mark.timeout(150)
 def test_rfc8219_s7_1_throughput_of_a_policer_with_a_5_frame_burst(lab):
     s, r, d = _router2(lab)
     _nft_forward(lab, r, "udp dport 7000 limit rate over 50000/second drop")
@@ -167,7 +169,7 @@ def test_rfc8219_s7_1_throughput_of_a_policer_with_a_5_frame_burst(lab):
             "0.2",
         ],
         50000,
-        attempts=3,
+        attempts=5,
     )
 
 

@@ -128,7 +128,7 @@ def test_xdp_io_frames_counted_through_router(lab):
 
 # RFC 8219 section 7.1 calibration on AF_XDP I/O: a router forwarding at most
 # LIMIT_PPS frames/s is measured within +-5%.
-@pytest.mark.timeout(110)
+@pytest.mark.timeout(160)
 def test_rfc8219_s7_1_xdp_throughput_calibrated_against_rate_limit(lab):
     _, d = measure_rate_limit(lab, "--io", "xdp")
     assert _xdp_attached(lab, d) == []
