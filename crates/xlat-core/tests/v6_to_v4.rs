@@ -14,14 +14,14 @@ fn a6(s: &str) -> Ipv6Addr {
 
 /// pool6 2001:db8:64::/96, EAM 192.0.2.0/24 <-> 2001:db8:46::/120,
 /// RFC 6791 pool 203.0.113.0/28, own_v6 2001:db8:ffff::1.
-fn translator(pool6: &str) -> Translator {
+fn config(pool6: &str) -> Config {
     let mut eamt = Eamt::new();
     eamt.insert(EamEntry {
         v4: "192.0.2.0/24".parse().unwrap(),
         v6: "2001:db8:46::/120".parse().unwrap(),
     })
     .unwrap();
-    Translator::new(Config {
+    Config {
         addressing: SiitAddressing {
             pool6: Some(Pool6::new(pool6.parse().unwrap()).unwrap()),
             eamt,
@@ -30,7 +30,11 @@ fn translator(pool6: &str) -> Translator {
         rfc6791v4: Pool6791v4::new(vec!["203.0.113.0/28".parse().unwrap()]),
         own_v6: Some(a6("2001:db8:ffff::1")),
         ..Default::default()
-    })
+    }
+}
+
+fn translator(pool6: &str) -> Translator {
+    Translator::new(config(pool6))
 }
 
 fn udp6(src: &Ipv6Addr, dst: &Ipv6Addr, hop: u8, payload: &[u8]) -> Vec<u8> {
@@ -170,21 +174,9 @@ fn rfc6791_source(t: &Translator, router: &Ipv6Addr) -> Ipv4Addr {
 /// for the translator's own errors only (it took precedence before).
 #[test]
 fn v6_to_v4_rfc6791_pool_before_icmp_source_v4() {
-    let mut eamt = Eamt::new();
-    eamt.insert(EamEntry {
-        v4: "192.0.2.0/24".parse().unwrap(),
-        v6: "2001:db8:46::/120".parse().unwrap(),
-    })
-    .unwrap();
     let t = Translator::new(Config {
-        addressing: SiitAddressing {
-            pool6: Some(Pool6::new("2001:db8:64::/96".parse().unwrap()).unwrap()),
-            eamt,
-            ..Default::default()
-        },
-        rfc6791v4: Pool6791v4::new(vec!["203.0.113.0/28".parse().unwrap()]),
         own_v4: Some(Ipv4Addr::new(198, 51, 100, 250)),
-        ..Default::default()
+        ..config("2001:db8:64::/96")
     });
     let src = rfc6791_source(&t, &a6("2001:db8:aaaa::1"));
     let pool: xlat_core::addr::Ipv4Prefix = "203.0.113.0/28".parse().unwrap();
