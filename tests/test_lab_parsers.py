@@ -148,9 +148,18 @@ def test_xlat_perf_throughput_passed_at_max_rate_has_no_upper_bound():
 
 
 def test_xlat_perf_frame_loss():
-    pts = parse_frame_loss(_json("xlat-perf-frame-loss.json"))
+    j = _json("xlat-perf-frame-loss.json")
+    pts = parse_frame_loss(j)
     assert [p["rate"] for p in pts] == [20000, 40000]  # sorted by rate
     assert all(p["flr_percent"] == 0 and p["valid"] for p in pts)
+    # An invalid attempt that was run again is listed before its retry
+    # ("retried": true); only the retry is the result at that rate.
+    trials = j["repetitions"][0]["trials"]
+    spoiled = dict(trials[0], retried=True, valid=False, received=0)
+    trials.insert(0, spoiled)
+    pts = parse_frame_loss(j)
+    assert [p["rate"] for p in pts] == [20000, 40000]
+    assert all(p["valid"] for p in pts)
 
 
 def test_xlat_perf_latency_and_pdv():

@@ -60,10 +60,14 @@ def parse_throughput(j: dict) -> dict:
 
 
 def parse_frame_loss(j: dict) -> list[dict]:
-    """``xlat-perf frame-loss --json`` -> ``[{rate, flr_percent, valid}]`` by rate."""
+    """``xlat-perf frame-loss --json`` -> ``[{rate, flr_percent, valid}]`` by rate.
+    An attempt that was invalid and run again (``retried``) is left out: the
+    trial after it is the one at that rate."""
     out = []
     for r in _reps(j):
         for t in r.get("trials", []):
+            if t.get("retried"):
+                continue
             out.append(
                 {
                     "rate": t["rate"],
