@@ -154,7 +154,12 @@ impl TrialOut {
     /// overflowed while the receiver thread was not scheduled): such a
     /// trial says nothing about the DUT, which may have forwarded them.
     pub fn valid(&self) -> bool {
-        !self.behind && self.rx_ring_drops == 0 && self.parts().all(|p| p.valid())
+        self.own_valid() && self.parts().all(|p| p.valid())
+    }
+    /// [`Self::valid`] of this stream alone (not its reverse or background
+    /// parts).
+    pub fn own_valid(&self) -> bool {
+        !self.behind && self.rx_ring_drops == 0
     }
     /// Why the trial is invalid, for notes and warnings ("" if valid).
     pub fn invalid_why(&self) -> &'static str {

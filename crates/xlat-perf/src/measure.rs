@@ -1002,7 +1002,7 @@ fn stream_lines(t: &TrialOut) -> Vec<StreamLine> {
         duplicates: t.duplicates,
         loss_rate: t.own_loss_rate(),
         zero_loss: t.own_zero_loss(),
-        valid: !t.behind && t.rx_ring_drops == 0,
+        valid: t.own_valid(),
         max_lag_us: t.max_lag_us,
     };
     let mut v = vec![own("forward", t)];
@@ -1239,20 +1239,17 @@ pub fn run(p: &Params) -> Result<String, String> {
                 })?;
                 let invalid = trials.iter().filter(|(t, _)| !t.valid()).count();
                 if res.throughput == 0 && !trials.is_empty() && invalid == trials.len() {
-                    let ring = trials.iter().any(|(t, _)| t.rx_ring_drops > 0);
+                    let (why, fix) = if trials.iter().any(|(t, _)| t.rx_ring_drops > 0) {
+                        (
+                            "the sender fell behind or the tester's receive ring overflowed",
+                            "the tester's threads did not get enough CPU (a loaded machine?)",
+                        )
+                    } else {
+                        ("the sender fell behind", "lower --max-rate")
+                    };
                     warnings.push(format!(
-                        "repetition {rep}: every trial was invalid ({}): \
-                         the throughput 0 says nothing about the DUT; {}",
-                        if ring {
-                            "the sender fell behind or the tester's receive ring overflowed"
-                        } else {
-                            "the sender fell behind"
-                        },
-                        if ring {
-                            "the tester's threads did not get enough CPU (a loaded machine?)"
-                        } else {
-                            "lower --max-rate"
-                        }
+                        "repetition {rep}: every trial was invalid ({why}): \
+                         the throughput 0 says nothing about the DUT; {fix}"
                     ));
                 }
                 for (t, retried) in &trials {
