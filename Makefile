@@ -23,7 +23,7 @@ test-rust: setup
 
 test-python: build
 	@if ls tests/test_*.py >/dev/null 2>&1; then \
-		$(PY) -m pytest -q tests; \
+		$(PY) -m pytest -q --durations=25 tests; \
 	else echo "no integration tests yet"; fi
 
 test: test-lint test-rust test-python

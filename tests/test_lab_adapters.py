@@ -61,21 +61,31 @@ def test_adapter_start_traffic_stop(name, tmp_path):
             cp = _ping(flow)
             assert cp.returncode == 0, cp.stdout + cp.stderr + a.log_tail()
             assert a.pids() or a.role == "baseline"
-            j = perf(
-                "frame-loss",
-                flow,
-                "--rates",
-                "100%",
-                "--max-rate",
-                "2000",
-                "--duration",
-                "0.5",
-                "--wait",
-                "0.3",
-                timeout=30,
-            )
-            (pt,) = parse_frame_loss(j)
-            assert pt["valid"] and pt["received"] == pt["sent"] == 1000, pt
+            # 1000 frames at 2000/s all arrive. A single-threaded userspace DUT
+            # (TAYGA, twice in series in tayga-dual) once lost 1 of 1000 on a
+            # loaded CI machine, so up to 3 trials; a DUT that does not forward,
+            # or drops a share of the frames, fails all of them.
+            points = []
+            for _ in range(3):
+                j = perf(
+                    "frame-loss",
+                    flow,
+                    "--rates",
+                    "100%",
+                    "--max-rate",
+                    "2000",
+                    "--duration",
+                    "0.5",
+                    "--wait",
+                    "0.3",
+                    timeout=30,
+                )
+                (pt,) = parse_frame_loss(j)
+                points.append(pt)
+                if pt["valid"] and pt["received"] == pt["sent"] == 1000:
+                    break
+            else:
+                pytest.fail(f"no lossless trial of 1000 frames at 2000/s: {points}")
         finally:
             a.stop()
         if gated:
