@@ -887,6 +887,40 @@ fn nat64_rfc6146_3_5_1_1_paired_address_pooling() {
     assert!(addrs.len() > 100, "{}", addrs.len());
 }
 
+/// RFC 4787 REQ-2: a host keeps its address until that address's ports
+/// (of the tier) run out, however far into the address's block the probe
+/// starts; only then does it get another address. (The probe used to run
+/// on past the end of the host's block into the next address: 3-5 of 1500
+/// flows of one host got the next address's first ports.)
+#[test]
+fn nat64_rfc6146_3_5_1_1_paired_pooling_until_the_address_is_full() {
+    let mut e = Pool4Entry::new(Proto::Udp, p4("192.0.2.0/30"));
+    // 50 even ports per address.
+    e.ports = (61000, 61099);
+    let n = nat(Nat64Config {
+        shards: 1,
+        pool4: vec![e],
+        ..Default::default()
+    });
+    let mut got = std::collections::HashSet::new();
+    let mut addrs = std::collections::HashSet::new();
+    for p in 0..50 {
+        let m = n
+            .lookup_or_create_6to4(Proto::Udp, c6(7, 2000 + 2 * p), r4(1, 53), None, 0)
+            .unwrap();
+        assert!(got.insert(m.src4), "duplicate {:?}", m.src4);
+        assert_eq!(m.src4.port & 1, 0, "{:?}", m.src4);
+        addrs.insert(m.src4.addr);
+    }
+    assert_eq!(addrs.len(), 1, "{addrs:?}");
+    // The host's address is full (for even ports): the next flow gets another.
+    let m = n
+        .lookup_or_create_6to4(Proto::Udp, c6(7, 3000), r4(1, 53), None, 0)
+        .unwrap();
+    assert!(!addrs.contains(&m.src4.addr), "{:?}", m.src4);
+    assert_eq!(m.src4.port & 1, 0, "{:?}", m.src4);
+}
+
 #[test]
 fn nat64_rfc6146_3_5_1_1_pool_exhaustion() {
     let mut c = Nat64Config::default();

@@ -1229,7 +1229,8 @@ impl Nat64State {
     /// address (so a host keeps one IPv4 address while it has free ports,
     /// "paired" pooling, RFC 4787 REQ-2), the port by RFC 6056 Algorithm 3:
     /// `offset = F(src6, remote, secret)`, probe `offset + next_ephemeral
-    /// + k`, at most `max_iterations` probes per tier.
+    /// + k` among that address's ports (wrapping), then the tier's other
+    /// addresses; at most `max_iterations` probes per tier.
     fn allocate(
         &self,
         sh: &mut Shard,
@@ -1264,8 +1265,20 @@ impl Nat64State {
             let within = fp.wrapping_add(sh.next_eph) % u64::from(seg.count);
             let start = seg.start + (a - seg.astart) * u64::from(seg.count) + within;
             let iters = lane.total.min(u64::from(self.cfg.max_iterations));
+            // The host's own address first: its block of `own` candidates
+            // from `within`, wrapping inside the block; then the lane's
+            // other addresses, from the block after it. (A probe that ran
+            // straight on from `start` crossed into the next address while
+            // the host's own still had free ports.)
+            let own = u64::from(seg.count);
+            let base = start - within;
             for k in 0..iters {
-                let (addr, port) = lane.at((start + k) % lane.total, plan.step);
+                let i = if k < own {
+                    base + (within + k) % own
+                } else {
+                    (base + k) % lane.total
+                };
+                let (addr, port) = lane.at(i, plan.step);
                 let t = Ta4::new(Ipv4Addr::from(addr), port);
                 if !sh.bib4.contains_key(&K4::new(proto, t)) {
                     sh.next_eph = sh.next_eph.wrapping_add(k + 1);
