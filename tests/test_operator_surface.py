@@ -551,3 +551,56 @@ def test_metrics_parse_as_prometheus_text_and_move():
             t.lab.stop(idle)
     finally:
         close_siit(t, x)
+
+
+@pytest.mark.timeout(40)
+def test_connected_subnet_is_never_routed_into_the_tun(one_ns):
+    """A pool4 prefix equal to the subnet of an interface address (a typo, or
+    the uplink's subnet) took the router's connected route over, and on exit or
+    on the next reload xlat removed it: the router lost its route to that link
+    (found by a probe). Now `xlat run` refuses to start (exit 1, the route and
+    the interface named), a reload that asks for it is rejected as a whole, and
+    the connected route stays through all of it."""
+    lab, ns, d = one_ns
+    # A veth pair inside the namespace (no dummy driver on every kernel).
+    lab.ip(ns, "link", "add", "xltup0", "type", "veth", "peer", "name", "xltup1")
+    lab.ip(ns, "addr", "add", "198.51.100.1/24", "dev", "xltup0")
+    for dev in ("xltup0", "xltup1"):
+        lab.ip(ns, "link", "set", dev, "up")
+
+    def connected() -> str:
+        return lab.ip(ns, "-4", "route", "show", "198.51.100.0/24").stdout
+
+    assert "dev xltup0 proto kernel" in connected()
+
+    def conf(sock: str, *pool4: str) -> str:
+        pools = "".join(f'[[nat64.pool4]]\nprefix = "{p}"\n' for p in pool4)
+        return (
+            'mode = "nat64"\npool6 = "64:ff9b::/96"\n'
+            f'[tun]\nname = "xlat0"\nqueues = 1\n'
+            f'[control]\nsocket = "{d}/{sock}"\n'
+            '[privileges]\nuser = ""\n'
+            f"[nat64]\n{pools}"
+        )
+
+    cp = _second(lab, ns, d, conf("a.sock", "198.51.100.0/24"), "bad")
+    assert cp.returncode == 1, cp
+    assert "198.51.100.0/24 is the connected subnet of xltup0" in cp.stderr, cp
+    assert "dev xltup0 proto kernel" in connected()
+
+    x = Xlat(lab, ns, conf("b.sock", "203.0.113.0/24"), d, name="b").start()
+    try:
+        assert "dev xlat0" in lab.ip(ns, "-4", "route", "show", "203.0.113.0/24").stdout
+        x.write_config(conf("b.sock", "203.0.113.0/24", "198.51.100.0/24"))
+        x.signal(signal.SIGHUP)
+        line = x.wait_log("reload rejected", timeout=10)
+        assert "198.51.100.0/24 is the connected subnet of xltup0" in line, line
+        assert "dev xltup0 proto kernel" in connected()
+        # The running configuration is kept: its pool4 is still routed.
+        assert x.cli("stats", "--json").returncode == 0
+        assert "dev xlat0" in lab.ip(ns, "-4", "route", "show", "203.0.113.0/24").stdout
+        x.write_config(conf("b.sock", "203.0.113.0/24"))
+        x.signal(signal.SIGHUP)
+    finally:
+        x.stop()
+    assert "dev xltup0 proto kernel" in connected()

@@ -100,11 +100,36 @@ fn update_routes(
     eamt: &[EamEntry],
 ) -> Routes {
     let tables = tun::RouteTables::default();
-    let new = desired_routes(s, pool6, eamt, &tables);
+    let (new, _) = tun::without_connected(
+        &s.tun.name,
+        old,
+        &desired_routes(s, pool6, eamt, &tables),
+        &tables,
+    );
     for e in tun::apply_routes(&s.tun.name, old, &new, &tables) {
         warn!("route change failed", "error" => e);
     }
     new
+}
+
+/// Err (the reasons) if a configuration would route a connected subnet of
+/// another interface into the TUN (see [`tun::without_connected`]): a
+/// reload that asks for it is refused as a whole. (EAM sides cannot: a
+/// side routed elsewhere is never routed into the TUN.)
+fn check_routes(
+    old: &Routes,
+    s: &Settings,
+    pool6: Option<Ipv6Prefix>,
+    eamt: &[EamEntry],
+) -> Result<(), String> {
+    let tables = tun::RouteTables::default();
+    let new = desired_routes(s, pool6, eamt, &tables);
+    let (_, errors) = tun::without_connected(&s.tun.name, old, &new, &tables);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
 }
 
 fn build_translator(
@@ -470,6 +495,17 @@ impl Daemon {
             None
         });
         let eamt = new.eamt.clone();
+        // The routes of the file as it is (pool4 included: `new` holds the
+        // running one until it is swapped below).
+        let mut wanted = new.clone();
+        if let Some(p) = &pool4_wanted {
+            wanted.nat64.pool4 = p.clone();
+        }
+        if let Err(e) = check_routes(&st.routes, &wanted, pool6, &eamt) {
+            error!("reload rejected, keeping the running configuration", "reason" => e);
+            self.stats.reload_failures.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let t = match build_translator(&new, pool6, &eamt, st.nat64.as_ref()) {
             Ok(t) => t,
             Err(e) => {

@@ -298,6 +298,9 @@ pub struct MainTable {
     /// Destinations as `ip` prints them (a host route without `/32` or
     /// `/128`) -> device.
     devs: std::collections::HashMap<String, String>,
+    /// The connected subnets (`proto kernel`): destination as `ip` prints
+    /// it -> device.
+    connected: std::collections::HashMap<String, String>,
 }
 
 /// The routing protocol number (`ip route ... proto 88`, "X") of the routes
@@ -329,6 +332,7 @@ impl MainTable {
         let mut t = MainTable {
             routes: vec![],
             devs: Default::default(),
+            connected: Default::default(),
         };
         let ours = ROUTE_PROTO.to_string();
         // Lines that start with white space continue a multipath route.
@@ -348,6 +352,9 @@ impl MainTable {
             }
             if let Some(d) = &dev {
                 t.devs.insert(dst.to_string(), d.clone());
+                if proto == Some("kernel") {
+                    t.connected.insert(dst.to_string(), d.clone());
+                }
             }
             if dst == "default" || proto == Some(ours.as_str()) {
                 continue;
@@ -502,9 +509,52 @@ fn ip_batch(cmds: &[String]) -> Result<std::collections::HashMap<usize, String>,
     Ok(failed)
 }
 
+/// The routes of `new` that `old` does not have and that are a connected
+/// subnet of another device (`proto kernel`: the subnet of an interface
+/// address): installing one would take the router's own route to that
+/// link over (and removing it later, on exit or reload, would leave no
+/// route at all). Returns `new` without them, and a message per route
+/// naming it and the device.
+pub fn without_connected(
+    dev: &str,
+    old: &Routes,
+    new: &Routes,
+    tables: &RouteTables,
+) -> (Routes, Vec<String>) {
+    let mut errors = vec![];
+    let mut refuse = |s: String, fam: &str| {
+        let t = tables.get(fam);
+        let host = s.strip_suffix("/32").or_else(|| s.strip_suffix("/128"));
+        let on = t
+            .connected
+            .get(&s)
+            .or_else(|| host.and_then(|h| t.connected.get(h)));
+        match on.filter(|o| o.as_str() != dev) {
+            Some(other) => {
+                errors.push(format!(
+                    "{s} is the connected subnet of {other} (an address of that interface): \
+                     xlat does not route it into {dev}; a pool4, EAM or route prefix must not \
+                     be an interface's subnet"
+                ));
+                true
+            }
+            None => false,
+        }
+    };
+    let mut keep = new.clone();
+    keep.v4
+        .retain(|p| old.v4.contains(p) || !refuse(p.to_string(), "-4"));
+    keep.v6
+        .retain(|p| old.v6.contains(p) || !refuse(p.to_string(), "-6"));
+    (keep, errors)
+}
+
 /// Installs `new` and removes what only `old` had, with one `ip` process
-/// for all of it.
+/// for all of it. A connected subnet of another device is never taken
+/// over (see [`without_connected`]): its route is left alone and reported.
 pub fn apply_routes(dev: &str, old: &Routes, new: &Routes, tables: &RouteTables) -> Vec<String> {
+    let (new, mut refused) = without_connected(dev, old, new, tables);
+    let new = &new;
     enum Op {
         Replace(String, &'static str),
         Del(String),
@@ -523,7 +573,7 @@ pub fn apply_routes(dev: &str, old: &Routes, new: &Routes, tables: &RouteTables)
     ops.extend(old.v4.difference(&new.v4).map(|p| Op::Del(p.to_string())));
     ops.extend(old.v6.difference(&new.v6).map(|p| Op::Del(p.to_string())));
     if ops.is_empty() {
-        return vec![];
+        return refused;
     }
     // Which routes `ip route replace` is about to take over from another
     // device: the tables as they were before the change (read now at the
@@ -545,9 +595,12 @@ pub fn apply_routes(dev: &str, old: &Routes, new: &Routes, tables: &RouteTables)
         .collect();
     let failed = match ip_batch(&cmds) {
         Ok(f) => f,
-        Err(e) => return vec![e],
+        Err(e) => {
+            refused.push(e);
+            return refused;
+        }
     };
-    let mut errors = vec![];
+    let mut errors = refused;
     let (mut added, mut removed) = (0usize, 0usize);
     for (i, o) in ops.iter().enumerate() {
         if let Some(e) = failed.get(&i) {
