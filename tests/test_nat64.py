@@ -683,6 +683,41 @@ def test_rfc6146_3_5_1_udp_session_expires_and_mapping_log(env):
 
 
 @pytest.mark.timeout(40)
+def test_mapping_log_ends_every_binding_at_shutdown():
+    """docs/nat64.md: every BIB entry created or removed is logged. The table
+    goes with the process, so at shutdown every entry still in it gets its
+    `removed` line (static ones too); before, a binding alive at shutdown never
+    ended in the log, and after a restart the same pool4 port, given to another
+    client, looked still held (found by a probe)."""
+    env = Env(pool4=MAIN_POOL4)
+    try:
+        t = env.t
+        srv = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7303)
+        try:
+            assert udp_try(t.lab, t.c1, t.h4_v6, 7303, 6003) == "ok"
+        finally:
+            t.lab.stop(srv)
+        (mine,) = [s for s in sessions(env.x, t.c1_addr) if s[1] == f"{t.c1_addr}#6003"]
+        pool = mine[2]
+        static = f"tcp 2001:db8:6::2#8080 {POOL4_ADDR}#8080 static"
+        created = f"created udp {t.c1_addr}#6003 {pool}\n"
+        deadline = time.monotonic() + 5  # written every 100 ms
+        while created not in (log := env.maplog.read_text()):
+            assert time.monotonic() < deadline, log
+            time.sleep(0.1)
+        assert f"removed udp {t.c1_addr}#6003" not in log, log
+        # The remote by its IPv6 form (pool6 + IPv4) finds the session too.
+        assert [s[1] for s in sessions(env.x, t.h4_v6)] == [f"{t.c1_addr}#6003"]
+        assert env.x.stop() == 0
+        log = env.maplog.read_text()
+        assert f"removed udp {t.c1_addr}#6003 {pool}\n" in log, log
+        assert f"removed {static}\n" in log, log
+        assert 'msg="bib entries removed at shutdown" count=2 ' in env.x.log()
+    finally:
+        env.close()
+
+
+@pytest.mark.timeout(40)
 def test_issue7_rfc6146_3_5_1_udp_flow_lives_while_traffic_flows(env):
     """A UDP flow longer than the UDP timeout (3 s here) keeps its one session while
     packets flow (RFC 6146 section 3.5.1: every packet refreshes it) and expires a

@@ -14,7 +14,7 @@ const USAGE: &str = "usage:
   xlat bib show [tcp|udp|icmp]     NAT64 BIB entries (mode = \"nat64\")
   xlat bib add PROTO IPV6#PORT IPV4#PORT    static BIB entry
   xlat bib remove PROTO IPV4#PORT
-  xlat session show [--address A]  NAT64 sessions (of an IPv6 or IPv4 address)
+  xlat session show [--address A]  NAT64 sessions (of a client, pool4 or remote address)
 client commands take -s SOCKET or -c FILE (default /run/xlat/xlat0.sock)";
 
 struct Args {

@@ -9,10 +9,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use xlat_core::nat64::Ta6;
 use xlat_core::nat64::{
     BibError, MapEvent, MapEventKind, Nat64State, Pool4Entry, SessionFilter, TcpState,
 };
+use xlat_core::nat64::{Proto, Ta4, Ta6};
 use xlat_core::translate::nat64::{icmp4_error_from_dst, tcp_probe4, tcp_probe6};
 
 use crate::config::{proto_parse, ta4_parse, ta6_parse, Nat64Settings, StaticBib};
@@ -173,7 +173,15 @@ pub fn handle(
         ("session-show", rest) if rest.len() <= 1 => {
             let mut f = SessionFilter::default();
             if let Some(a) = rest.first() {
-                if let Ok(a6) = a.parse() {
+                // A remote in its IPv6 form (pool6 + IPv4): that remote.
+                let remote = |a6: &std::net::Ipv6Addr| {
+                    pool6
+                        .and_then(|p| xlat_core::addr::Pool6::new(p).ok())
+                        .and_then(|p| p.extract(a6))
+                };
+                if let Some(r4) = a.parse().ok().as_ref().and_then(remote) {
+                    f.remote_addr = Some(r4);
+                } else if let Ok(a6) = a.parse() {
                     f.v6_addr = Some(a6);
                 } else if let Ok(a4) = a.parse::<std::net::Ipv4Addr>() {
                     // An IPv4 address: pool4 side or remote.
@@ -412,28 +420,77 @@ pub fn housekeeping(
                 break;
             }
         }
-        events.clear();
-        let lost = state.drain_events(&mut events);
-        if lost > 0 {
-            warn!("mapping log events lost (ring full)", "lost" => lost);
-        }
-        for e in &events {
-            let ts = crate::log::timestamp_at(wall0 + Duration::from_millis(e.time_ms));
-            info!("bib entry", "event" => kind_name(e.kind), "proto" => e.proto.name(),
-                "ipv6" => e.v6, "ipv4" => e.v4, "static" => e.is_static, "at" => ts);
-            if let Some(f) = file.as_mut() {
-                let line = format!(
-                    "{ts} {} {} {} {}{}\n",
-                    kind_name(e.kind),
-                    e.proto.name(),
+        write_events(&state, &mut events, wall0, &mut file);
+    }
+    // Shutdown: the table goes with the process, so every BIB entry still
+    // in it ends now. Without a `removed` line the mapping log showed
+    // bindings that never ended, and after a restart the same pool4
+    // address and port, given to another client, looked still held.
+    write_events(&state, &mut events, wall0, &mut file);
+    let left = state.bib_entries(None);
+    let ts = crate::log::timestamp_at(SystemTime::now());
+    if let Some(f) = file.take() {
+        let mut w = std::io::BufWriter::new(f);
+        let ok = left.iter().all(|e| {
+            w.write_all(
+                map_line(
+                    &ts,
+                    MapEventKind::BibRemoved,
+                    e.proto,
                     e.v6,
                     e.v4,
-                    if e.is_static { " static" } else { "" }
-                );
-                if f.write_all(line.as_bytes()).is_err() {
-                    warn!("cannot write the mapping log; file logging stops");
-                    file = None;
-                }
+                    e.is_static,
+                )
+                .as_bytes(),
+            )
+            .is_ok()
+        });
+        if !(ok && w.flush().is_ok()) {
+            warn!("cannot write the mapping log at shutdown");
+        }
+    }
+    info!("bib entries removed at shutdown", "count" => left.len(), "at" => ts);
+}
+
+/// One line of the mapping-log file (docs/nat64.md).
+fn map_line(
+    ts: &str,
+    kind: MapEventKind,
+    proto: Proto,
+    v6: Ta6,
+    v4: Ta4,
+    is_static: bool,
+) -> String {
+    format!(
+        "{ts} {} {} {v6} {v4}{}\n",
+        kind_name(kind),
+        proto.name(),
+        if is_static { " static" } else { "" }
+    )
+}
+
+/// Drains the BIB events into the structured log and the mapping-log
+/// file (if any; it is closed after a failed write).
+fn write_events(
+    state: &Nat64State,
+    events: &mut Vec<MapEvent>,
+    wall0: SystemTime,
+    file: &mut Option<File>,
+) {
+    events.clear();
+    let lost = state.drain_events(events);
+    if lost > 0 {
+        warn!("mapping log events lost (ring full)", "lost" => lost);
+    }
+    for e in events.iter() {
+        let ts = crate::log::timestamp_at(wall0 + Duration::from_millis(e.time_ms));
+        info!("bib entry", "event" => kind_name(e.kind), "proto" => e.proto.name(),
+            "ipv6" => e.v6, "ipv4" => e.v4, "static" => e.is_static, "at" => ts);
+        if let Some(f) = file.as_mut() {
+            let line = map_line(&ts, e.kind, e.proto, e.v6, e.v4, e.is_static);
+            if f.write_all(line.as_bytes()).is_err() {
+                warn!("cannot write the mapping log; file logging stops");
+                *file = None;
             }
         }
     }
