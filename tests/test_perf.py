@@ -960,3 +960,39 @@ def test_frames_delivered_elsewhere_are_lost(lab):
         assert t["sent"] > 0 and t["received"] == 0, (io, t)
         assert t["frame_loss_rate_percent"] == 100.0, (io, t)
     assert nft_counter(lab, r, "chain", "ip", "xlp", "pre") > 0
+
+
+# RFC 8219 section 5.1.1: a 1518-byte IPv4 frame is a 1538-byte frame (a
+# 1520-byte IPv6 packet) after translation, which a receiving interface of
+# MTU 1500 cannot take whole: the DUT can only fragment or drop it. That was
+# measured as 100% loss (with a warning); now it is refused before anything
+# is sent, as the sending side's MTU is, naming the interface and its MTU.
+@pytest.mark.timeout(30)
+def test_frames_over_the_receiving_mtu_are_refused_before_sending(lab):
+    s, d = _pair(lab)
+    lab.exec(
+        d,
+        ["nft", "-f", "-"],
+        input="table inet xlp {\n chain xin {\n"
+        "  type filter hook input priority 0; policy accept;\n"
+        "  udp dport 7000 counter\n }\n}\n",
+    )
+    v4 = _common(s, d, dst="192.0.2.2:7000")
+    run = ["frame-loss", "--max-rate", "1000", "--rates", "100%"]
+    run += ["--duration", "0.2", "--wait", "0.1"]
+    translated = [*v4, "--recv-bind", "[2001:db8::2]:7000"]
+    cp = perf(*run, *translated, "--frame-size", "1518", check=False)
+    assert cp.returncode == 2, (cp.stdout, cp.stderr)
+    assert (
+        "the frames arrive as 1538-byte frames after translation (a 1520-byte IP"
+        " packet), over the MTU 1500 of the receiving interface p0" in cp.stderr
+    ), cp.stderr
+    # The same frame size through a receiving port of MTU 1400.
+    lab.exec(d, ["ip", "link", "set", "p0", "mtu", "1400"])
+    cp = perf(*run, *v4, "--frame-size", "1518", check=False)
+    assert cp.returncode == 2, (cp.stdout, cp.stderr)
+    assert "1500-byte IP packet), over the MTU 1400" in cp.stderr, cp.stderr
+    assert nft_counter(lab, d, "chain", "inet", "xlp", "xin") == 0
+    # The largest frame that fits is measured.
+    t = perf_json(*run, *v4, "--frame-size", "1418")["repetitions"][0]["trials"][0]
+    assert t["received"] == 200, t

@@ -552,6 +552,51 @@ def test_rfc9693_throughput_with_filled_state_table(lab):
     assert any("--wait 0.1" in w for w in out["warnings"]), out["warnings"]
 
 
+# RFC 9693 section 4.5 at the ends of the search. A DUT that establishes
+# every connection at --max-rate has a CER of at least that, no upper bound
+# (it reported --max-rate + 1, never tried). A DUT that establishes none
+# (here: it drops every UDP frame) fails the same way at every rate: the
+# search stops at its second trial with CER 0 and a warning naming the count
+# (it halved the rate down to 1/s, every preliminary phase twice as long as
+# the one before: hours for large --connections). Without --between-cmd or
+# --between-wait a warning says the DUT's table is not emptied.
+@pytest.mark.timeout(40)
+def test_rfc9693_cer_search_ends_at_max_rate_and_at_a_table_limit(lab):
+    s, r, d = router(lab, "counter", quiet=True)
+    args = [*stateful(s, d, r)[:8], "--wait", "0.1", "--connections", "200"]
+    args += ["--max-rate", "4000", "--retries", "4"]
+    out = perf_json("cer", *args, timeout=30)
+    rep = out["repetitions"][0]
+    warnings = out["warnings"]
+    if rep["trials"][-1]["valid"]:
+        assert rep["connection_establishment_rate"] == 4000, rep
+        assert rep["connection_establishment_rate_upper_bound"] is None, rep
+        assert any("the CER is at least 4000" in w for w in warnings), warnings
+    assert any(w.startswith("neither --between-cmd") for w in warnings), warnings
+    # Every trial says where its 4-tuples came from.
+    assert isinstance(out["tuple_start"], int), out
+    assert all(isinstance(t["order_seed"], int) for t in rep["trials"]), rep
+    drop = "nft add rule inet xlq xforward meta l4proto udp drop"
+    lab.exec(r, drop.split())
+    out = perf_json("cer", *args, "--between-wait", "0.1", timeout=30)
+    rep = out["repetitions"][0]
+    warnings = out["warnings"]
+    assert rep["connection_establishment_rate"] == 0, rep
+    failed = [t for t in rep["trials"] if t["valid"]]
+    assert [t["preliminary"]["received"] for t in failed] == [0, 0], rep
+    rates = [t["prelim_rate"] for t in failed]
+    assert (
+        rates[0] > rates[1]
+        and rep["connection_establishment_rate_upper_bound"] == rates[1]
+    )
+    assert any(
+        f"established 0 of 200 connections at {rates[0]}/s and at {rates[1]}/s:"
+        " a table limit" in w
+        for w in warnings
+    ), warnings
+    assert not any(w.startswith("neither --between-cmd") for w in warnings), warnings
+
+
 # Config file (issue 5): every parameter in TOML, the command line
 # overrides it, bad keys and values give "error: KEY: VALUE: reason" with
 # exit 2 and nothing sent.

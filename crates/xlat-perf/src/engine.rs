@@ -192,6 +192,12 @@ impl TrialOut {
     pub fn own_loss_rate(&self) -> f64 {
         loss_rate_of(std::iter::once(self))
     }
+    /// The planned rate of this stream alone: the trial's rate (every frame
+    /// of the sending port) less the background stream's (`--background
+    /// N/M`: N of every M frames are background).
+    pub fn own_rate(&self) -> u64 {
+        self.rate - self.background.as_ref().map_or(0, |b| b.rate)
+    }
 }
 
 /// The frame loss rate over `streams` (lost and duplicated frames of the

@@ -367,10 +367,24 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         }
     };
     let rlink = io_resolve::link(recv_ns.as_deref(), &recv_if, "recv-if")?;
-    ep.io.recv_mtu = Some(rlink.mtu);
     if !rlink.l2 {
         return Err(format!(
             "--recv-if {recv_if:?}: not an Ethernet device; use --io socket"
+        ));
+    }
+    // A frame the receiving link cannot carry whole, e.g. a 1518-byte IPv4
+    // frame is 1538 bytes as IPv6 after translation (RFC 8219 section
+    // 5.1.1): the DUT can only fragment it (fragments are not test frames)
+    // or drop it, and every frame would count as lost.
+    let recv_v6 = ep.recv_bind.is_ipv6();
+    let recv_l3 = crate::payload::l3_header(recv_v6) + crate::payload::UDP_HEADER + ep.payload;
+    if recv_l3 > rlink.mtu as usize {
+        return Err(format!(
+            "--frame-size: the frames arrive as {}-byte frames{} (a {recv_l3}-byte IP packet), over the MTU {} of the receiving interface {recv_if} in {}: the DUT can only fragment or drop them; give a smaller --frame-size",
+            recv_l3 + crate::payload::ETHERNET_OVERHEAD,
+            if recv_v6 != v6 { " after translation" } else { "" },
+            rlink.mtu,
+            io_resolve::ns_label(recv_ns.as_deref())
         ));
     }
     // The route to --dst through loopback means --dst is an address of the
@@ -491,6 +505,11 @@ pub fn trial_json_extra(t: &TrialOut, v: &mut Vec<(&str, J)>, sub: impl Fn(&Tria
         // own, as in the CSV's `forward` line.
         v.push(("forward_loss_rate", J::f(t.own_loss_rate())));
         v.push(("forward_zero_loss", J::Bool(t.own_zero_loss())));
+    }
+    if t.background.is_some() {
+        // `rate` is the trial's (the sending port's); the test frames' own
+        // share of it, as the CSV's `forward` line gives it.
+        v.push(("forward_rate", J::u(t.own_rate())));
     }
     if let Some(r) = &t.reverse {
         v.push(("reverse", sub(r)));

@@ -132,8 +132,6 @@ pub struct IoConfig {
     /// Drop test frames at the receiving interface's netdev ingress hook
     /// (after the receive ring saw them); see [`IngressDrop`].
     pub recv_drop: bool,
-    /// The MTU of the receiving port's interface (packet and XDP I/O).
-    pub recv_mtu: Option<u32>,
 }
 
 fn ifindex(name: &str) -> Result<i32, String> {

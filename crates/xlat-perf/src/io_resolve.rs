@@ -78,7 +78,7 @@ pub fn fmt_mac(m: &Mac) -> String {
         .join(":")
 }
 
-fn ns_label(netns: Option<&str>) -> String {
+pub(crate) fn ns_label(netns: Option<&str>) -> String {
     netns.map_or("the current namespace".into(), |n| {
         format!("namespace {n:?}")
     })

@@ -981,6 +981,8 @@ struct Row {
 /// more than one.
 struct StreamLine {
     stream: &'static str,
+    /// The stream's own planned rate (the trial's for `total`).
+    rate: u64,
     planned: u64,
     sent: u64,
     received: u64,
@@ -995,6 +997,7 @@ struct StreamLine {
 fn stream_lines(t: &TrialOut) -> Vec<StreamLine> {
     let own = |stream, t: &TrialOut| StreamLine {
         stream,
+        rate: t.own_rate(),
         planned: t.planned,
         sent: t.sent,
         received: t.received,
@@ -1016,6 +1019,7 @@ fn stream_lines(t: &TrialOut) -> Vec<StreamLine> {
         let sum = |f: fn(&StreamLine) -> u64| v.iter().map(f).sum::<u64>();
         v.push(StreamLine {
             stream: "total",
+            rate: t.rate,
             planned: sum(|l| l.planned),
             sent: sum(|l| l.sent),
             received: sum(|l| l.received),
@@ -1046,7 +1050,7 @@ fn csv_rows(test: Test, r: &Row) -> Vec<String> {
                 test.name(),
                 r.rep,
                 l.stream,
-                r.t.rate,
+                l.rate,
                 l.planned,
                 l.sent,
                 l.received,
@@ -1296,6 +1300,15 @@ pub fn run(p: &Params) -> Result<String, String> {
                     warnings.push(format!(
                         "repetition {rep}: passed at --max-rate {}: the throughput is at least that (nothing higher was tried); raise --max-rate",
                         p.max_rate
+                    ));
+                }
+                if !res.converged {
+                    warnings.push(search::unconverged_warning(
+                        &format!("repetition {rep}"),
+                        p.max_trials,
+                        res.throughput,
+                        res.upper,
+                        p.error,
                     ));
                 }
                 reps.push(J::obj(vec![
@@ -1580,15 +1593,10 @@ pub fn rfc_deviations(p: &Params) -> Vec<String> {
             p.wait
         ));
     }
-    // A frame the receiving link cannot carry whole: the DUT must fragment
-    // it (it then arrives as fragments, which are not test frames) or drop
-    // it, e.g. 1518-byte IPv4 frames are 1538 bytes as IPv6 (RFC 8219
-    // section 5.1.1).
-    let recv_l3 = p.recv_frame_size - payload::ETHERNET_OVERHEAD;
-    if let Some(mtu) = p.ep.io.recv_mtu.filter(|&m| recv_l3 > m as usize) {
+    if p.test == Test::Latency && p.warmup < 60.0 {
         w.push(format!(
-            "the frames arrive as {}-byte frames ({recv_l3}-byte IP packets), over the MTU {mtu} of the receiving interface: the DUT can only fragment or drop them (every one counts as lost)",
-            p.recv_frame_size
+            "--warmup {}: shorter than the 60 s of RFC 8219 section 7.2 before the first tagged frame (a DUT still settling shows in the worst case)",
+            p.warmup
         ));
     }
     w
@@ -1600,14 +1608,31 @@ pub fn rfc_deviations(p: &Params) -> Vec<String> {
 /// the rate, which a DUT with a shallow token bucket may drop.
 fn lag_warning(p: &Params, trials: &[&TrialOut]) -> Option<String> {
     let limit_us = (p.duration * 1e6 * 0.01) as u64;
-    let lagged: Vec<u64> = trials
-        .iter()
-        .filter(|t| t.valid() && t.max_lag_us > limit_us)
-        .map(|t| t.max_lag_us)
+    lag_warning_of(
+        "trial(s) fell more than 1% of their length",
+        trials
+            .iter()
+            .filter(|t| t.valid())
+            .map(|t| (t.max_lag_us, limit_us)),
+    )
+}
+
+/// The text of [`lag_warning`] for `what` ("trial(s) fell more than 1% of
+/// their length"), given the largest lag and the lag allowed (us) of each
+/// valid one; None when none lagged more than allowed. The stateful tests
+/// give their phases.
+pub(crate) fn lag_warning_of(
+    what: &str,
+    lags: impl IntoIterator<Item = (u64, u64)>,
+) -> Option<String> {
+    let lagged: Vec<u64> = lags
+        .into_iter()
+        .filter(|&(lag_us, allowed_us)| lag_us > allowed_us)
+        .map(|(lag_us, _)| lag_us)
         .collect();
     let worst = lagged.iter().max()?;
     Some(format!(
-        "{} valid trial(s) fell more than 1% of their length behind schedule during the trial (up to {:.1} ms) and caught up by sending faster than the rate; a DUT with a shallow token bucket may drop such catch-up frames (see max_lag_us)",
+        "{} valid {what} behind schedule during the trial (up to {:.1} ms) and caught up by sending faster than the rate; a DUT with a shallow token bucket may drop such catch-up frames (see max_lag_us)",
         lagged.len(),
         *worst as f64 / 1000.0
     ))
@@ -2111,6 +2136,17 @@ mod tests {
             w[0].contains("section 24") && w[1].contains("section 23"),
             "{w:?}"
         );
+        // RFC 8219 section 7.2: a latency warm-up under 60 s too.
+        let lat = |v: &[&str]| {
+            let a = args(&[&["--dst", "127.0.0.1:9", "--rate", "1000"], v].concat());
+            rfc_deviations(&Params::from_args(Test::Latency, &a).unwrap())
+        };
+        assert!(lat(&[]).is_empty(), "{:?}", lat(&[]));
+        let w = lat(&["--warmup", "1"]);
+        assert!(
+            w.len() == 1 && w[0].starts_with("--warmup 1: ") && w[0].contains("7.2"),
+            "{w:?}"
+        );
     }
 
     // RFC 8219 section 7.2: tagged frames come after the warm-up, evenly spread.
@@ -2217,6 +2253,58 @@ mod tests {
         );
         // A burst has no trial duration: --duration is refused, not ignored.
         assert!(b2b(&["--rate", "1000", "--duration", "7"]).contains("--duration"));
+    }
+
+    // RFC 8219 section 6.1: with --background 1/4 at 4000 frames/s the CSV
+    // gives each stream its own planned rate (forward 3000, background
+    // 1000), as the JSON does; it showed 4000 on both lines.
+    #[test]
+    fn rfc8219_s6_1_csv_rate_is_each_streams_own() {
+        let bg = TrialOut {
+            rate: 1000,
+            planned: 1000,
+            sent: 1000,
+            received: 1000,
+            ..Default::default()
+        };
+        let t = TrialOut {
+            rate: 4000,
+            planned: 3000,
+            sent: 3000,
+            received: 3000,
+            background: Some(Box::new(bg)),
+            ..Default::default()
+        };
+        let rows = csv_rows(
+            Test::FrameLoss,
+            &Row {
+                rep: 1,
+                t: t.clone(),
+                note: "FLR 0.0000%".into(),
+            },
+        );
+        let col = |i: usize, c: usize| rows[i].split(',').nth(c).unwrap().to_string();
+        let head: Vec<&str> = CSV_HEAD.split(',').collect();
+        let (stream, rate, planned) = (2, 3, 4);
+        assert_eq!(
+            (head[stream], head[rate], head[planned]),
+            ("stream", "rate", "planned")
+        );
+        let lines: Vec<(String, String, String)> = (0..rows.len())
+            .map(|i| (col(i, stream), col(i, rate), col(i, planned)))
+            .collect();
+        let want = [
+            ("forward", "3000", "3000"),
+            ("background", "1000", "1000"),
+            ("total", "4000", "4000"),
+        ]
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()));
+        assert_eq!(lines, want);
+        let j = trial_json(&t, vec![]).render();
+        assert!(
+            j.contains("\"rate\": 4000") && j.contains("\"forward_rate\": 3000"),
+            "{j}"
+        );
     }
 
     // RFC 4180 section 2: a field with a comma or a quote is quoted, its

@@ -173,6 +173,15 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
                 p.max_burst
             ));
         }
+        if !res.converged {
+            warnings.push(search::unconverged_warning(
+                &format!("repetition {rep}"),
+                p.max_trials,
+                res.throughput,
+                res.upper,
+                p.error,
+            ));
+        }
         values.push(res.throughput as f64);
         reps.push(J::obj(vec![
             ("repetition", J::u(rep as u64)),

@@ -37,6 +37,18 @@ pub struct SearchResult {
     /// max_rate + 1 if the maximum passed).
     pub upper: u64,
     pub steps: Vec<Step>,
+    /// The bounds met the search error; false when `max_trials` stopped
+    /// the search first (the result is then only a lower bound).
+    pub converged: bool,
+}
+
+/// The warning for a search that `--max-trials` stopped while `[lo, hi)`
+/// was still wider than `--error`: its result, the lower bound, may lie
+/// well below the true value. `what` says whose search ("repetition 2").
+pub fn unconverged_warning(what: &str, max_trials: usize, lo: u64, hi: u64, error: f64) -> String {
+    format!(
+        "{what}: the search stopped after --max-trials {max_trials} with [{lo}, {hi}) still wider than --error {error}: the result is only a lower bound (raise --max-trials)"
+    )
 }
 
 /// Runs the search; `trial(rate)` runs one trial at `rate` frames/s.
@@ -55,6 +67,7 @@ where
     let mut hi = max_rate + 1;
     let mut steps = Vec::new();
     let mut rate = max_rate;
+    let mut converged = false;
     while steps.len() < max_trials {
         let outcome = trial(rate)?;
         steps.push(Step { rate, outcome });
@@ -65,6 +78,7 @@ where
         }
         let gap = hi - lo;
         if hi <= 1 || gap as f64 <= error * hi as f64 || gap <= min_step.max(1) {
+            converged = true;
             break;
         }
         rate = lo + gap / 2;
@@ -76,6 +90,7 @@ where
         throughput: lo,
         upper: hi,
         steps,
+        converged,
     })
 }
 
@@ -145,6 +160,49 @@ mod tests {
         assert_eq!(r.throughput, 0);
         assert!(r.steps.len() <= 12, "{}", r.steps.len());
         assert!(r.upper <= 1);
+    }
+
+    // A search that --max-trials stops with the bounds still wide apart
+    // says so (it reported its lower bound as if it had converged).
+    #[test]
+    fn rfc8219_s7_1_search_stopped_by_max_trials_is_not_converged() {
+        let fail_above = |cap: u64| {
+            move |r: u64| {
+                Ok::<_, ()>(if r <= cap {
+                    Outcome::Pass
+                } else {
+                    Outcome::Fail
+                })
+            }
+        };
+        let r = binary_search(100_000, 0.01, 1, 3, fail_above(20_000)).unwrap();
+        assert_eq!((r.throughput, r.upper, r.steps.len()), (0, 25_000, 3));
+        assert!(!r.converged, "{r:?}");
+        assert_eq!(
+            unconverged_warning("repetition 1", 3, r.throughput, r.upper, 0.01),
+            "repetition 1: the search stopped after --max-trials 3 with [0, 25000) still wider than --error 0.01: the result is only a lower bound (raise --max-trials)"
+        );
+        // Converged searches, also those passing at the maximum or ending
+        // on their last allowed trial, are not flagged.
+        assert!(
+            binary_search(100_000, 0.01, 1, 100, fail_above(20_000))
+                .unwrap()
+                .converged
+        );
+        assert!(
+            binary_search(100_000, 0.01, 1, 1, fail_above(200_000))
+                .unwrap()
+                .converged
+        );
+        let n = binary_search(100_000, 0.01, 1, 100, fail_above(20_000))
+            .unwrap()
+            .steps
+            .len();
+        assert!(
+            binary_search(100_000, 0.01, 1, n, fail_above(20_000))
+                .unwrap()
+                .converged
+        );
     }
 
     // Invalid trials (sender behind) never raise the lower bound.

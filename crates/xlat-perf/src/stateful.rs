@@ -21,7 +21,7 @@
 //! S+k*N+N-1 modulo the size of the space, S a pseudorandom start per run),
 //! so that a connection left over from an earlier trial is not counted as
 //! newly established while the space lasts. Neither the hook nor the wait is
-//! run when not given.
+//! run when not given (`cer` and `capacity` then warn).
 
 use crate::args::Args;
 use crate::engine::{self, monotonic_ns, Rng};
@@ -29,6 +29,7 @@ use crate::flows::{self, Dir, DirOut, Tuple};
 use crate::json::J;
 use crate::measure::{self, parse_ip, RunOpts};
 use crate::payload;
+use crate::search;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -651,6 +652,13 @@ pub fn ports_of(k: u64, sports: (u16, u16), dports: (u16, u16)) -> (u16, u16) {
 struct Trial {
     connections: u64,
     rate: u64,
+    /// The first of the trial's tuple numbers (see [`trial_tuples`]).
+    tuple_base: u64,
+    /// The seed of the pseudorandom order of its 4-tuples.
+    order_seed: u64,
+    /// The seed of phase 2's pseudorandom choice of 4-tuples (None: no
+    /// phase 2 ran).
+    phase2_seed: Option<u64>,
     prelim: DirOut,
     /// Validation (RFC 9693 section 4.6): one frame per recorded 4-tuple.
     validation: Option<DirOut>,
@@ -673,6 +681,16 @@ impl Trial {
         self.prelim.valid()
             && self.validation.as_ref().is_none_or(|v| v.valid())
             && self.phase2.iter().all(|(_, d)| d.valid())
+    }
+    /// Every phase that ran: preliminary, validation, phase 2.
+    fn phases(&self) -> impl Iterator<Item = &DirOut> {
+        std::iter::once(&self.prelim)
+            .chain(self.validation.iter())
+            .chain(self.phase2.iter().map(|(_, d)| d))
+    }
+    /// The largest lag of the trial's senders (us).
+    fn max_lag_us(&self) -> u64 {
+        self.phases().map(|d| d.max_lag_us).max().unwrap_or(0)
     }
 }
 
@@ -724,7 +742,8 @@ impl Runner<'_> {
         let space = span(p.sports) * span(p.dports);
         let base = (self.first_tuple + self.trial_no * n) % space;
         self.trial_no += 1;
-        let order = Arc::new(trial_tuples(base, n, space, monotonic_ns()));
+        let order_seed = monotonic_ns();
+        let order = Arc::new(trial_tuples(base, n, space, order_seed));
         let (sports, dports, dst) = (p.sports, p.dports, p.dst);
         let o = order.clone();
         let gen: flows::Gen = Arc::new(move |seq| {
@@ -761,6 +780,9 @@ impl Runner<'_> {
         let mut t = Trial {
             connections: n,
             rate,
+            tuple_base: base,
+            order_seed,
+            phase2_seed: None,
             prelim,
             validation: None,
             recorded,
@@ -812,6 +834,7 @@ impl Runner<'_> {
             let mut dirs = Vec::new();
             let mut names = Vec::new();
             let seed = monotonic_ns();
+            t.phase2_seed = Some(seed);
             if matches!(p.direction, Direction::Forward | Direction::Bidirectional) {
                 // Initiator -> Responder over the 4-tuples of phase 1 (every
                 // one an existing connection), pseudorandomly chosen.
@@ -903,33 +926,163 @@ impl Runner<'_> {
     /// RFC 9693 section 4.5: binary search for the highest preliminary-phase
     /// rate at which all `n` connections are established (every frame
     /// arrives, and every one validated). Stops early once the upper bound
-    /// falls under `stop_below` (the capacity search's beta / gamma rule).
-    /// Returns the final lower bound (0 if no rate passed).
+    /// falls under `stop_below` (the capacity search's beta / gamma rule),
+    /// and when the DUT establishes the same number of connections at two
+    /// rates (see [`rate_search`]). Its lower bound is 0 if no rate passed.
     fn cer_search(
         &mut self,
         n: u64,
         max_rate: u64,
         stop_below: u64,
         log: &mut Vec<Trial>,
-    ) -> Result<u64, String> {
-        let (mut lo, mut hi) = (0u64, max_rate + 1);
-        let mut rate = max_rate;
-        for _ in 0..self.p.max_trials {
+    ) -> Result<RateSearch, String> {
+        let (error, max_trials) = (self.p.error, self.p.max_trials);
+        rate_search(max_rate, error, max_trials, stop_below, |rate| {
             let i = self.trial_retry(n, rate, true, 0, log)?;
             let t = &log[i];
-            if t.valid() && t.prelim_ok() && t.validation_ok() {
-                lo = rate;
+            Ok(if t.valid() && t.prelim_ok() && t.validation_ok() {
+                Verdict::Pass
+            } else if t.valid() && t.prelim.received < n {
+                Verdict::Fail(Some(t.prelim.received))
             } else {
-                hi = rate;
-            }
-            let gap = hi - lo;
-            if hi <= 1 || gap as f64 <= self.p.error * hi as f64 || gap <= 1 || hi < stop_below {
-                break;
-            }
-            rate = lo + gap / 2;
-        }
-        Ok(lo)
+                Verdict::Fail(None)
+            })
+        })
     }
+}
+
+/// What a trial of a stateful search showed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Pass,
+    /// Lost frames or invalid; `Some(k)`: a valid trial whose preliminary
+    /// phase established only `k` of its connections.
+    Fail(Option<u64>),
+}
+
+/// Why a stateful search ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// The bounds met `--error`.
+    Converged,
+    /// `--max-trials` ran out first: the lower bound is all that is known.
+    MaxTrials,
+    /// The upper bound fell under the caller's threshold.
+    Below,
+    /// Two failing trials, at these rates, established the same `k` of the
+    /// connections while no rate had passed: the DUT's table (or a DUT that
+    /// drops everything) limits them, not the rate, so a lower rate would
+    /// only take longer (N / R seconds each) to fail the same way.
+    TableLimit { established: u64, rates: (u64, u64) },
+}
+
+/// The result of a stateful binary search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RateSearch {
+    /// The highest rate that passed (0 if none did).
+    lo: u64,
+    /// The lowest rate that failed; `max_rate + 1` when `max_rate` passed.
+    hi: u64,
+    end: End,
+}
+
+impl RateSearch {
+    /// The upper bound for the JSON: null when the maximum rate passed
+    /// (nothing higher was tried), as the stateless `throughput` gives it.
+    fn upper_json(&self, max_rate: u64) -> J {
+        if self.hi > max_rate {
+            J::Null
+        } else {
+            J::u(self.hi)
+        }
+    }
+}
+
+/// RFC 8219 section 7.1's binary search (see `search::binary_search`) over
+/// the rate of a stateful trial, from `max_rate` down. `trial(rate)` runs
+/// one trial. Besides `error` and `max_trials` it stops when the upper
+/// bound falls under `stop_below`, and, while nothing has passed, when two
+/// failing trials at different rates established the same number of
+/// connections ([`End::TableLimit`]): against a DUT that holds fewer than
+/// N connections each halving of the rate doubled the preliminary phase,
+/// and the search ran for hours before it reported 0.
+fn rate_search<E>(
+    max_rate: u64,
+    error: f64,
+    max_trials: usize,
+    stop_below: u64,
+    mut trial: impl FnMut(u64) -> Result<Verdict, E>,
+) -> Result<RateSearch, E> {
+    let (mut lo, mut hi) = (0u64, max_rate + 1);
+    let mut rate = max_rate;
+    let mut end = End::MaxTrials;
+    // The connections the last failing trial established, and its rate.
+    let mut short: Option<(u64, u64)> = None;
+    for _ in 0..max_trials {
+        match trial(rate)? {
+            Verdict::Pass => lo = rate,
+            Verdict::Fail(k) => {
+                hi = rate;
+                if let (Some(k), 0) = (k, lo) {
+                    if let Some((_, r0)) = short.filter(|&(k0, r0)| k0 == k && r0 != rate) {
+                        end = End::TableLimit {
+                            established: k,
+                            rates: (r0, rate),
+                        };
+                        break;
+                    }
+                    short = Some((k, rate));
+                }
+            }
+        }
+        let gap = hi - lo;
+        if hi <= 1 || gap as f64 <= error * hi as f64 || gap <= 1 {
+            end = End::Converged;
+            break;
+        }
+        if hi < stop_below {
+            end = End::Below;
+            break;
+        }
+        rate = lo + gap / 2;
+    }
+    Ok(RateSearch { lo, hi, end })
+}
+
+/// The warnings about one repetition's search of `p.test` (`cer` or
+/// `state-throughput`): a result that passed at `--max-rate` (a lower bound
+/// only), a search `--max-trials` stopped, a table limit.
+fn search_warnings(p: &SParams, rep: usize, s: &RateSearch) -> Vec<String> {
+    let (test, n, max_rate) = (p.test, p.connections, p.max_rate);
+    let (error, max_trials) = (p.error, p.max_trials);
+    let mut w = Vec::new();
+    if s.hi > max_rate {
+        w.push(match test {
+            STest::Cer => format!(
+                "repetition {rep}: passed at --max-rate {max_rate}: the CER is at least {max_rate} connections/s (nothing higher was tried); raise --max-rate"
+            ),
+            _ => format!(
+                "repetition {rep}: passed at --max-rate {max_rate}: the throughput is at least that (nothing higher was tried); raise --max-rate"
+            ),
+        });
+    }
+    match s.end {
+        End::MaxTrials => w.push(search::unconverged_warning(
+            &format!("repetition {rep}"),
+            max_trials,
+            s.lo,
+            s.hi,
+            error,
+        )),
+        End::TableLimit {
+            established,
+            rates: (r1, r2),
+        } => w.push(format!(
+            "repetition {rep}: the DUT established {established} of {n} connections at {r1}/s and at {r2}/s: a table limit, not a rate limit; measure it with `capacity` or use --connections below it (the search stopped with no result)"
+        )),
+        End::Converged | End::Below => {}
+    }
+    w
 }
 
 /// Result of the RFC 9693 capacity search.
@@ -1026,6 +1179,12 @@ fn trial_json(t: &Trial) -> J {
     J::obj(vec![
         ("connections", J::u(t.connections)),
         ("prelim_rate", J::u(t.rate)),
+        // Its 4-tuples: tuple numbers tuple_base .. tuple_base + N - 1
+        // (modulo the tuple space) in the order `order_seed` shuffles them
+        // to; phase 2 picks among them with `phase2_seed`.
+        ("tuple_base", J::u(t.tuple_base)),
+        ("order_seed", J::u(t.order_seed)),
+        ("phase2_seed", t.phase2_seed.map_or(J::Null, J::u)),
         ("preliminary", d(&t.prelim)),
         ("recorded_tuples", J::u(t.recorded.len() as u64)),
         // The first few 4-tuples of the Responder's table, as received (after
@@ -1054,6 +1213,29 @@ fn trial_json(t: &Trial) -> J {
         ("valid", J::Bool(t.valid())),
         ("result", J::s(verdict(t))),
     ])
+}
+
+/// What the lag warning (`measure::lag_warning_of`) says of the stateful
+/// phases.
+const LAG_WHAT: &str =
+    "phase(s) of the trials fell more than 1% of their length (and more than 2 ms)";
+
+/// (largest lag, lag allowed) in us of every valid phase of `log`'s trials,
+/// for the lag warning, as the stateless trials have it: a phase that fell
+/// more than 1% of its length behind caught up by sending faster than the
+/// rate. A lag up to [`STATE_SLACK_NS`], which a phase may even end late
+/// by, is allowed: in a phase of 100 ms it is no stall.
+fn phase_lags(log: &[Trial]) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let slack_us = STATE_SLACK_NS / 1000;
+    log.iter()
+        .flat_map(Trial::phases)
+        .filter(|d| d.valid())
+        .map(move |d| {
+            (
+                d.max_lag_us,
+                ((d.elapsed * 1e6 * 0.01) as u64).max(slack_us),
+            )
+        })
 }
 
 fn verdict(t: &Trial) -> String {
@@ -1103,7 +1285,7 @@ fn row(rep: usize, step: &str, t: &Trial) -> (String, String) {
             verdict(t)
         ),
         format!(
-            "{rep},{step},{},{},{},{},{},{},{},{},{},{}",
+            "{rep},{step},{},{},{},{},{},{},{},{},{},{},{}",
             t.connections,
             t.rate,
             t.prelim.sent,
@@ -1113,9 +1295,40 @@ fn row(rep: usize, step: &str, t: &Trial) -> (String, String) {
             p2p,
             p2,
             t.valid(),
+            t.max_lag_us(),
             measure::csv_field(&verdict(t))
         ),
     )
+}
+
+/// Departures from the RFCs' procedures that the parameters alone show,
+/// as the stateless tests report them.
+fn rfc_deviations(p: &SParams) -> Vec<String> {
+    let mut w = Vec::new();
+    if p.wait < 2.0 {
+        w.push(format!(
+            "--wait {}: frames later than this are lost; RFC 2544 section 23 waits 2 s",
+            p.wait
+        ));
+    }
+    if p.test == STest::StateThroughput && p.duration < 60.0 {
+        w.push(format!(
+            "--duration {}: shorter than the 60 s of RFC 8219 section 7.1 (RFC 2544 section 24)",
+            p.duration
+        ));
+    }
+    // RFC 9693 wants every trial to start from an empty state table; the
+    // fresh tuples of each trial keep old connections from counting as
+    // new, but a full table still refuses new ones.
+    if matches!(p.test, STest::Cer | STest::Capacity)
+        && p.between_cmd.is_none()
+        && p.between_wait == 0.0
+    {
+        w.push(
+            "neither --between-cmd nor --between-wait given: the DUT's state table is not emptied between trials (RFC 9693), so the connections of earlier trials may still fill it".into(),
+        );
+    }
+    w
 }
 
 /// Runs the test and renders the chosen output.
@@ -1127,6 +1340,9 @@ pub fn run(p: &SParams) -> Result<String, String> {
         first_tuple: Rng::new(monotonic_ns()).next() % (span(p.sports) * span(p.dports)),
     };
     let mut reps = Vec::new();
+    let mut warnings = rfc_deviations(p);
+    // (largest lag, lag allowed) of every valid phase, for the lag warning.
+    let mut lags: Vec<(u64, u64)> = Vec::new();
     // Repetitions whose capacity search stopped at --max-connections.
     let mut reached_max: Vec<usize> = Vec::new();
     let mut rows: Vec<(String, String)> = Vec::new();
@@ -1143,13 +1359,18 @@ pub fn run(p: &SParams) -> Result<String, String> {
         let mut res: Vec<(&str, J)> = vec![("repetition", J::u(rep as u64))];
         match p.test {
             STest::Cer => {
-                let cer = r.cer_search(p.connections, p.max_rate, 0, &mut log)?;
+                let s = r.cer_search(p.connections, p.max_rate, 0, &mut log)?;
                 push(
                     "maximum connection establishment rate",
                     "connections/s",
-                    cer as f64,
+                    s.lo as f64,
                 );
-                res.push(("connection_establishment_rate", J::u(cer)));
+                res.push(("connection_establishment_rate", J::u(s.lo)));
+                res.push((
+                    "connection_establishment_rate_upper_bound",
+                    s.upper_json(p.max_rate),
+                ));
+                warnings.extend(search_warnings(p, rep, &s));
                 for t in &log {
                     rows.push(row(rep, "cer", t));
                 }
@@ -1174,38 +1395,26 @@ pub fn run(p: &SParams) -> Result<String, String> {
             STest::StateThroughput => {
                 // RFC 8219 section 7.1 binary search over the phase-2 rate;
                 // each trial refills the state table first (phase 1).
-                let (mut lo, mut hi) = (0u64, p.max_rate + 1);
-                let mut rate = p.max_rate;
-                let mut setup_failed = false;
-                for _ in 0..p.max_trials {
+                let s = rate_search(p.max_rate, p.error, p.max_trials, 0, |rate| {
                     let i = r.trial_retry(p.connections, p.prelim_rate, false, rate, &mut log)?;
                     let t = &log[i];
-                    if !t.prelim_ok() {
+                    if t.valid() && !t.prelim_ok() {
                         // No table to measure with: not a result about the rate.
-                        setup_failed = t.valid();
-                        if setup_failed {
-                            break;
-                        }
+                        return Err(format!(
+                            "preliminary phase failed: {} of {} frames reached the Responder at {} frames/s (lower --prelim-rate or --connections; see `cer`)",
+                            t.prelim.received, p.connections, p.prelim_rate
+                        ));
                     }
-                    if t.valid() && t.prelim_ok() && t.phase2.iter().all(|(_, d)| d.zero_loss()) {
-                        lo = rate;
-                    } else {
-                        hi = rate;
-                    }
-                    let gap = hi - lo;
-                    if hi <= 1 || gap as f64 <= p.error * hi as f64 || gap <= 1 {
-                        break;
-                    }
-                    rate = lo + gap / 2;
-                }
-                if setup_failed {
-                    return Err(format!(
-                        "preliminary phase failed: {} of {} frames reached the Responder at {} frames/s (lower --prelim-rate or --connections; see `cer`)",
-                        log.last().map_or(0, |t| t.prelim.received),
-                        p.connections,
-                        p.prelim_rate
-                    ));
-                }
+                    Ok(
+                        if t.valid() && t.phase2.iter().all(|(_, d)| d.zero_loss()) {
+                            Verdict::Pass
+                        } else {
+                            Verdict::Fail(None)
+                        },
+                    )
+                })?;
+                warnings.extend(search_warnings(p, rep, &s));
+                let lo = s.lo;
                 // Bidirectional: each direction at the rate (RFC 8219
                 // section 7.1 reports it per direction; the sum is given too).
                 let both = p.direction == Direction::Bidirectional;
@@ -1216,7 +1425,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 };
                 push(name, "frames/s", lo as f64);
                 res.push(("throughput_fps", J::u(lo)));
-                res.push(("upper_bound_fps", J::u(hi)));
+                res.push(("upper_bound_fps", s.upper_json(p.max_rate)));
                 res.push(("per_direction", J::Bool(both)));
                 if both {
                     res.push(("aggregate_throughput_fps", J::u(2 * lo)));
@@ -1229,6 +1438,8 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 // RFC 9693 section 4.8: R0 at C0; exponential search doubling
                 // C while R stays above beta * RS; then binary search between
                 // CS and CT while R stays above gamma * RS.
+                // Each CER search's number of connections and result.
+                let mut searches: Vec<(u64, RateSearch)> = Vec::new();
                 let cap = capacity_search(
                     p.c0,
                     p.max_rate,
@@ -1236,8 +1447,23 @@ pub fn run(p: &SParams) -> Result<String, String> {
                     p.beta,
                     p.gamma,
                     p.capacity_error,
-                    |n, max, stop| r.cer_search(n, max, stop, &mut log),
+                    |n, max, stop| {
+                        let s = r.cer_search(n, max, stop, &mut log)?;
+                        searches.push((n, s));
+                        Ok::<_, String>(s.lo)
+                    },
                 )?;
+                // A CER search that --max-trials stopped: the step's rate
+                // is a lower bound, which may have misjudged the step.
+                for (n, s) in searches.iter().filter(|(_, s)| s.end == End::MaxTrials) {
+                    warnings.push(search::unconverged_warning(
+                        &format!("repetition {rep}, CER at {n} connections"),
+                        p.max_trials,
+                        s.lo,
+                        s.hi,
+                        p.error,
+                    ));
+                }
                 let Some(cap) = cap else {
                     return Err(format!(
                         "--c0 {}: no rate establishes C0 connections (choose a C0 the DUT surely holds)",
@@ -1245,6 +1471,14 @@ pub fn run(p: &SParams) -> Result<String, String> {
                     ));
                 };
                 let (cs, rs, hit_max) = (cap.capacity, cap.rate, cap.hit_max);
+                // RS never exceeds --max-rate: equal to it, every search up
+                // to CS passed at --max-rate.
+                if rs == p.max_rate {
+                    warnings.push(format!(
+                        "repetition {rep}: the rate at capacity passed at --max-rate {}: it is at least that (nothing higher was tried); raise --max-rate",
+                        p.max_rate
+                    ));
+                }
                 let steps: Vec<J> = cap
                     .steps
                     .iter()
@@ -1280,17 +1514,10 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 }
             }
         }
+        lags.extend(phase_lags(&log));
         res.push(("trials", J::Arr(log.iter().map(trial_json).collect())));
         reps.push(J::Obj(
             res.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-        ));
-    }
-    // Departures from the RFCs' procedures, as the stateless tests report.
-    let mut warnings = Vec::new();
-    if p.wait < 2.0 {
-        warnings.push(format!(
-            "--wait {}: frames later than this are lost; RFC 2544 section 23 waits 2 s",
-            p.wait
         ));
     }
     if !reached_max.is_empty() {
@@ -1299,17 +1526,15 @@ pub fn run(p: &SParams) -> Result<String, String> {
             reached_max, p.max_connections
         ));
     }
-    if p.test == STest::StateThroughput && p.duration < 60.0 {
-        warnings.push(format!(
-            "--duration {}: shorter than the 60 s of RFC 8219 section 7.1 (RFC 2544 section 24)",
-            p.duration
-        ));
-    }
+    warnings.extend(measure::lag_warning_of(LAG_WHAT, lags));
     if p.json {
         return Ok(J::obj(vec![
             ("mode", J::s(p.test.name())),
             ("parameters", p.to_json()),
             ("environment", measure::environment()),
+            // Where the run started in the tuple space (S, pseudorandom):
+            // with each trial's `tuple_base` and `order_seed`, its 4-tuples.
+            ("tuple_start", J::u(r.first_tuple)),
             ("repetitions", J::Arr(reps)),
             ("summary", measure::headline_json(&headline)),
             ("warnings", J::Arr(warnings.into_iter().map(J::s).collect())),
@@ -1319,7 +1544,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
     if p.csv {
         measure::warnings_to_stderr(&warnings);
         let mut out = vec![
-            "test,repetition,step,connections,prelim_rate,prelim_sent,prelim_received,validated,phase2_rate,phase2_planned,phase2_received,valid,result,figure,value"
+            "test,repetition,step,connections,prelim_rate,prelim_sent,prelim_received,validated,phase2_rate,phase2_planned,phase2_received,valid,max_lag_us,result,figure,value"
                 .to_string(),
         ];
         out.extend(rows.iter().map(|r| format!("{},{},,", p.test.name(), r.1)));
@@ -1327,7 +1552,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
         // median, 1st and 99th percentile and mean over the repetitions.
         for (what, figure, x) in measure::result_values(&headline) {
             out.push(format!(
-                "{},{what},result,,,,,,,,,,,{figure},{x}",
+                "{},{what},result,,,,,,,,,,,,{figure},{x}",
                 p.test.name()
             ));
         }
@@ -1429,6 +1654,256 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    fn cer_params(extra: &[&str]) -> SParams {
+        let mut v = vec![
+            "--initiator",
+            "2001:db8::1",
+            "--dst",
+            "64:ff9b::c633:6402",
+            "--responder",
+            "198.51.100.2",
+            "--max-rate",
+            "20000",
+            "--connections",
+            "1000",
+        ];
+        v.extend_from_slice(extra);
+        SParams::from_args(STest::Cer, &args(&v)).unwrap()
+    }
+
+    /// The warnings of a search with `cer_params(&[])`'s parameters.
+    fn warnings_of(test: STest, s: &RateSearch) -> Vec<String> {
+        let mut p = cer_params(&[]);
+        p.test = test;
+        search_warnings(&p, 1, s)
+    }
+
+    // RFC 8219 section 7.1 (as `throughput`): a search that passes at
+    // --max-rate knows a lower bound only: its upper bound is null in the
+    // JSON and a warning says so (it gave max_rate + 1, a rate never tried).
+    #[test]
+    fn rfc9693_s4_5_search_passing_at_max_rate_has_no_upper_bound() {
+        let s = rate_search::<()>(20000, 0.01, 40, 0, |_| Ok(Verdict::Pass)).unwrap();
+        assert_eq!((s.lo, s.end), (20000, End::Converged));
+        assert_eq!(s.upper_json(20000).render(), "null");
+        assert_eq!(
+            warnings_of(STest::Cer, &s),
+            ["repetition 1: passed at --max-rate 20000: the CER is at least 20000 connections/s (nothing higher was tried); raise --max-rate"]
+        );
+        assert_eq!(
+            warnings_of(STest::StateThroughput, &s),
+            ["repetition 1: passed at --max-rate 20000: the throughput is at least that (nothing higher was tried); raise --max-rate"]
+        );
+        // A search that found its bounds below the maximum keeps its upper
+        // bound and warns of nothing.
+        let s = rate_search::<()>(20000, 0.01, 40, 0, |r| {
+            Ok(if r <= 7000 {
+                Verdict::Pass
+            } else {
+                Verdict::Fail(None)
+            })
+        })
+        .unwrap();
+        assert!(
+            s.lo <= 7000 && s.hi > 7000 && s.end == End::Converged,
+            "{s:?}"
+        );
+        assert_eq!(s.upper_json(20000).render(), s.hi.to_string());
+        assert!(warnings_of(STest::Cer, &s).is_empty());
+    }
+
+    // RFC 9693 section 4.5 against a DUT that cannot hold N connections
+    // (its table holds 600 of 1000, or it drops everything): the loss does
+    // not depend on the rate, so the search stops at the second failing
+    // trial that establishes as many, with a warning naming the count. It
+    // halved the rate 14 times, each preliminary phase twice as long.
+    #[test]
+    fn rfc9693_s4_5_cer_search_stops_at_a_table_limit() {
+        for held in [600u64, 0] {
+            let mut rates = Vec::new();
+            let s = rate_search::<()>(20000, 0.01, 40, 0, |r| {
+                rates.push(r);
+                Ok(Verdict::Fail(Some(held)))
+            })
+            .unwrap();
+            assert_eq!(rates, [20000, 10000], "{held}");
+            assert_eq!(
+                (s.lo, s.end),
+                (
+                    0,
+                    End::TableLimit {
+                        established: held,
+                        rates: (20000, 10000)
+                    }
+                )
+            );
+            assert_eq!(
+                warnings_of(STest::Cer, &s),
+                [format!("repetition 1: the DUT established {held} of 1000 connections at 20000/s and at 10000/s: a table limit, not a rate limit; measure it with `capacity` or use --connections below it (the search stopped with no result)")]
+            );
+        }
+        // A rate limit establishes fewer connections the higher the rate:
+        // the search goes on to its result.
+        let s = rate_search::<()>(20000, 0.01, 40, 0, |r| {
+            Ok(match r {
+                ..=5000 => Verdict::Pass,
+                _ => Verdict::Fail(Some(1000 * 5000 / r)),
+            })
+        })
+        .unwrap();
+        assert!(
+            s.lo <= 5000 && s.lo >= 4950 && s.end == End::Converged,
+            "{s:?}"
+        );
+        // Invalid trials and failed validations carry no count.
+        let mut n = 0;
+        let s = rate_search::<()>(20000, 0.01, 40, 0, |_| {
+            n += 1;
+            Ok(Verdict::Fail(None))
+        })
+        .unwrap();
+        assert!(n > 2 && s.lo == 0 && s.end == End::Converged, "{n} {s:?}");
+        // RFC 9693 section 4.8: the capacity search over such CER searches
+        // (a DUT of 1000 connections at 10000/s) still finds the table,
+        // each step above it after two trials.
+        let mut trials = Vec::new();
+        let c = capacity_search::<()>(300, 20000, 1 << 20, 0.2, 0.4, 20, |n, max, stop| {
+            let s = rate_search(max, 0.01, 40, stop, |r| {
+                trials.push((n, r));
+                let held = n.min(1000).min(n * 10000 / r);
+                Ok(if held == n {
+                    Verdict::Pass
+                } else {
+                    Verdict::Fail(Some(held))
+                })
+            })?;
+            Ok(s.lo)
+        })
+        .unwrap()
+        .unwrap();
+        assert!(
+            c.capacity <= 1000 && c.capacity >= 980 && c.rate == 10000,
+            "{c:?}"
+        );
+        for &(_, n, _) in c.steps.iter().filter(|s| s.1 > 1000) {
+            assert_eq!(
+                trials.iter().filter(|t| t.0 == n).count(),
+                2,
+                "{n}: {trials:?}"
+            );
+        }
+    }
+
+    // A search that --max-trials stops before its bounds meet --error says
+    // its result is only a lower bound (it reported it as the result).
+    #[test]
+    fn rfc9693_s4_5_search_stopped_by_max_trials_warns() {
+        let s = rate_search::<()>(20000, 0.01, 3, 0, |r| {
+            Ok(if r <= 4000 {
+                Verdict::Pass
+            } else {
+                Verdict::Fail(None)
+            })
+        })
+        .unwrap();
+        assert_eq!((s.lo, s.hi, s.end), (0, 5000, End::MaxTrials));
+        assert_eq!(
+            warnings_of(STest::Cer, &s),
+            ["repetition 1: the search stopped after --max-trials 40 with [0, 5000) still wider than --error 0.01: the result is only a lower bound (raise --max-trials)"]
+        );
+        // The capacity search's early stop under its threshold is no such
+        // case.
+        let s = rate_search::<()>(20000, 0.01, 40, 8000, |_| Ok(Verdict::Fail(None))).unwrap();
+        assert_eq!(s.end, End::Below);
+        assert!(warnings_of(STest::Cer, &s).is_empty());
+    }
+
+    // RFC 9693: `cer` and `capacity` without a way to empty the DUT's state
+    // table between trials are not the RFC's procedure: a warning says so.
+    #[test]
+    fn rfc9693_table_not_emptied_between_trials_is_warned() {
+        let warned = |p: &SParams| {
+            rfc_deviations(p)
+                .iter()
+                .any(|w| w.starts_with("neither --between-cmd nor --between-wait given"))
+        };
+        assert!(warned(&cer_params(&[])));
+        assert!(!warned(&cer_params(&["--between-wait", "1"])));
+        assert!(!warned(&cer_params(&["--between-cmd", "true"])));
+        let mut p = cer_params(&[]);
+        p.test = STest::Capacity;
+        assert!(warned(&p));
+        p.test = STest::Validate;
+        assert!(!warned(&p));
+    }
+
+    fn phase(max_lag_us: u64, elapsed: f64) -> DirOut {
+        DirOut {
+            planned: 1000,
+            sent: 1000,
+            received: 1000,
+            max_lag_us,
+            elapsed,
+            ..Default::default()
+        }
+    }
+
+    fn trial(prelim: DirOut, validation: Option<DirOut>) -> Trial {
+        Trial {
+            connections: 1000,
+            rate: 1000,
+            tuple_base: 4321,
+            order_seed: 987_654_321,
+            phase2_seed: None,
+            prelim,
+            validation,
+            recorded: Vec::new(),
+            phase2: Vec::new(),
+            phase2_rate: 0,
+        }
+    }
+
+    // Stateful phases that fell more than 1% of their length behind are
+    // warned about as the stateless trials are (they never were), and the
+    // CSV gives each trial's largest lag.
+    #[test]
+    fn stateful_sender_lag_is_warned_and_in_the_csv() {
+        let mut late = phase(40_000, 2.0);
+        late.behind = true;
+        let log = [
+            trial(phase(30_000, 1.0), Some(phase(5_000, 1.0))),
+            trial(phase(9_000, 1.0), Some(phase(12_000, 1.0))),
+            // Invalid: its lag made it so, and it is reported as such.
+            trial(late, None),
+        ];
+        assert_eq!(
+            measure::lag_warning_of(LAG_WHAT, phase_lags(&log)).as_deref(),
+            Some("2 valid phase(s) of the trials fell more than 1% of their length (and more than 2 ms) behind schedule during the trial (up to 30.0 ms) and caught up by sending faster than the rate; a DUT with a shallow token bucket may drop such catch-up frames (see max_lag_us)")
+        );
+        let csv = row(1, "cer", &log[0]).1;
+        assert_eq!(csv, "1,cer,1000,1000,1000,1000,1000,0,0,0,true,30000,pass");
+        // 1% of a 1 s phase, or 2 ms (the lateness a phase may end with)
+        // in a phase of 50 ms, is no stall.
+        let few = [trial(phase(9_000, 1.0), Some(phase(1_900, 0.05)))];
+        assert_eq!(measure::lag_warning_of(LAG_WHAT, phase_lags(&few)), None);
+    }
+
+    // A run can be reproduced: every trial's JSON gives the start of its
+    // tuple numbers and the seeds of their order and of phase 2's choice.
+    #[test]
+    fn rfc9693_trial_json_gives_tuple_start_and_seeds() {
+        let mut t = trial(phase(0, 1.0), None);
+        let j = trial_json(&t).render();
+        assert!(
+            j.contains("\"tuple_base\": 4321")
+                && j.contains("\"order_seed\": 987654321")
+                && j.contains("\"phase2_seed\": null"),
+            "{j}"
+        );
+        t.phase2_seed = Some(77);
+        assert!(trial_json(&t).render().contains("\"phase2_seed\": 77"));
     }
 
     /// An error about a value the user did not give names it as the
