@@ -89,6 +89,9 @@ pub struct DirOut {
     pub foreign: u64,
     pub send_errors: u64,
     pub behind: bool,
+    /// Frames the receiver's socket dropped (its queue was full while the
+    /// receiver thread was not scheduled): lost in the tester, not the DUT.
+    pub rx_drops: u64,
     pub max_lag_us: u64,
     pub elapsed: f64,
     /// CLOCK_MONOTONIC ns at which each phase started (sender side).
@@ -115,14 +118,21 @@ impl DirOut {
             elapsed: self.elapsed,
             max_lag_us: self.max_lag_us,
             behind: self.behind,
+            rx_ring_drops: self.rx_drops,
             ..Default::default()
         }
     }
     pub fn lost(&self) -> u64 {
         self.planned.saturating_sub(self.received)
     }
+    /// Valid: the sender kept its schedule and the receiver's socket lost
+    /// nothing (see [`engine::TrialOut::valid`]).
     pub fn valid(&self) -> bool {
-        !self.behind
+        !self.behind && self.rx_drops == 0
+    }
+    /// Why the phase is invalid, for notes ("" if valid).
+    pub fn invalid_why(&self) -> &'static str {
+        self.as_trial(0).invalid_why()
     }
     pub fn zero_loss(&self) -> bool {
         self.sent == self.planned && self.received == self.planned && self.duplicates == 0
@@ -354,6 +364,7 @@ struct RxOut {
     received: u64,
     duplicates: u64,
     foreign: u64,
+    drops: u64,
     arrival_ns: Vec<Option<u64>>,
     tuples: Vec<Option<Tuple>>,
 }
@@ -413,6 +424,9 @@ fn recv_loop(
         }
     };
     let fd = sock.as_raw_fd();
+    // Read (and so reset) the socket's drop counter: drops before the
+    // trial are not its own.
+    crate::sockopt::packet_drops(fd);
     let planned = d.planned();
     // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
     let no_name: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -489,6 +503,7 @@ fn recv_loop(
         received,
         duplicates,
         foreign,
+        drops: crate::sockopt::packet_drops(fd),
         arrival_ns,
         tuples,
     })
@@ -567,6 +582,7 @@ pub fn run(dirs: &[Dir], wait: f64) -> Result<Vec<DirOut>, String> {
             foreign: r.foreign,
             send_errors: t.send_errors,
             behind: t.behind,
+            rx_drops: r.drops,
             max_lag_us: t.max_lag_us,
             elapsed: t.elapsed,
             phase_start_ns: t.phase_start_ns,
@@ -586,6 +602,37 @@ pub fn fixed(dst: SocketAddr, sport: u16) -> Gen {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Frames the receiver's own socket dropped (PACKET_STATISTICS) were
+    // lost in the tester: the phase is invalid and says why, and the
+    // engine's form carries them as rx_ring_drops (back-to-back, system
+    // recovery and the RFC 9693 tests counted them as DUT loss).
+    #[test]
+    fn socket_drops_make_the_phase_invalid() {
+        let ok = DirOut {
+            planned: 10,
+            sent: 10,
+            received: 7,
+            ..Default::default()
+        };
+        assert!(ok.valid() && ok.invalid_why().is_empty());
+        let dropped = DirOut {
+            rx_drops: 3,
+            ..ok.clone()
+        };
+        assert!(!dropped.valid());
+        assert_eq!(dropped.invalid_why(), "tester's receive ring overflowed");
+        assert_eq!(dropped.as_trial(1000).rx_ring_drops, 3);
+        assert!(!dropped.as_trial(1000).valid());
+        let both = DirOut {
+            behind: true,
+            ..dropped
+        };
+        assert_eq!(
+            both.invalid_why(),
+            "sender behind, tester's receive ring overflowed"
+        );
+    }
 
     #[test]
     fn parses_ipv4_and_ipv6_udp() {

@@ -29,7 +29,6 @@ use std::time::Duration;
 
 const SOL_PACKET: i32 = 263;
 const PACKET_RX_RING: i32 = 5;
-const PACKET_STATISTICS: i32 = 6;
 const PACKET_VERSION: i32 = 10;
 const PACKET_TX_RING: i32 = 13;
 const PACKET_LOSS: i32 = 14;
@@ -1229,23 +1228,7 @@ fn rx_loop(
         cur = (cur + 1) % RX_BLOCKS;
         drain = drain.map(|d| d - 1);
     }
-    // SAFETY: tpacket_stats_v3 is three u32s; getsockopt writes at most len.
-    let ring_drops = unsafe {
-        let mut st = [0u32; 3];
-        let mut len = 12 as libc::socklen_t;
-        if libc::getsockopt(
-            fd,
-            SOL_PACKET,
-            PACKET_STATISTICS,
-            st.as_mut_ptr() as *mut libc::c_void,
-            &mut len,
-        ) == 0
-        {
-            st[1] as u64
-        } else {
-            0
-        }
-    };
+    let ring_drops = crate::sockopt::packet_drops(fd);
     Ok(RxOut {
         streams,
         foreign,

@@ -23,11 +23,11 @@ fn outcome(t: &TrialOut) -> Outcome {
     }
 }
 
-fn verdict(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Pass => "pass",
-        Outcome::Fail => "fail",
-        Outcome::Invalid => "invalid: sender behind",
+fn verdict(t: &TrialOut) -> String {
+    match outcome(t) {
+        Outcome::Pass => "pass".into(),
+        Outcome::Fail => "fail".into(),
+        Outcome::Invalid => format!("invalid: {}", t.invalid_why()),
     }
 }
 
@@ -137,7 +137,7 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
             }
         })?;
         for (burst, t) in &trials {
-            let v = verdict(outcome(t));
+            let v = verdict(t);
             table.push(format!(
                 "{:>3} {:>10} {:>10} {:>10} {:>8} {:>9}  {v}",
                 rep,
@@ -155,7 +155,7 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
                 t.duplicates,
                 t.valid(),
                 t.max_lag_us,
-                measure::csv_field(v)
+                measure::csv_field(&v)
             ));
         }
         let invalid = trials.iter().filter(|(_, t)| !t.valid()).count();
@@ -204,7 +204,7 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
                         .map(|(b, t)| {
                             measure::trial_json(
                                 t,
-                                vec![("burst", J::u(*b)), ("outcome", J::s(verdict(outcome(t))))],
+                                vec![("burst", J::u(*b)), ("outcome", J::s(verdict(t)))],
                             )
                         })
                         .collect(),
@@ -381,8 +381,13 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
             }
             attempt += 1;
             table.push(format!(
-                "{rep:>3} {:>10} {:>10} {:>12} {:>12} {:>12}  invalid: sender behind (retried)",
-                o.planned, o.received, "-", "-", "-"
+                "{rep:>3} {:>10} {:>10} {:>12} {:>12} {:>12}  invalid: {} (retried)",
+                o.planned,
+                o.received,
+                "-",
+                "-",
+                "-",
+                o.invalid_why()
             ));
         };
         let a_ns = out.phase_start_ns.get(1).copied().unwrap_or(0);
@@ -397,7 +402,7 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
         let phase_ns = (p.recovery_duration * 1e9) as u64;
         let recovered = rec.as_ref().is_some_and(|r| r.recovered(phase_ns));
         let note = if !out.valid() {
-            "invalid: sender behind".to_string()
+            format!("invalid: {}", out.invalid_why())
         } else {
             match &rec {
                 Some(_) if !recovered => {

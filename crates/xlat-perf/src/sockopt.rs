@@ -59,6 +59,33 @@ pub fn set_recv_timeout(fd: RawFd, t: Duration) -> std::io::Result<()> {
     set_struct(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv)
 }
 
+/// `PACKET_STATISTICS` of an `AF_PACKET` socket: the frames it dropped
+/// (its receive ring or queue was full) since the last call, which the
+/// kernel resets with the read. 0 if the call fails.
+pub fn packet_drops(fd: RawFd) -> u64 {
+    // linux/if_packet.h
+    const PACKET_STATISTICS: i32 = 6;
+    // tpacket_stats(_v3) begins with tp_packets, tp_drops (u32 each); the
+    // v3 form adds tp_freeze_q_cnt.
+    let mut st = [0u32; 3];
+    let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+    // SAFETY: `st` is writable for `len` bytes; getsockopt writes at most len.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_PACKET,
+            PACKET_STATISTICS,
+            st.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r == 0 {
+        u64::from(st[1])
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

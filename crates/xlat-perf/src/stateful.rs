@@ -1240,7 +1240,13 @@ fn phase_lags(log: &[Trial]) -> impl Iterator<Item = (u64, u64)> + '_ {
 
 fn verdict(t: &Trial) -> String {
     if !t.valid() {
-        return "invalid: sender behind".into();
+        let why = |f: fn(&DirOut) -> bool| t.phases().any(f);
+        return match (why(|d| d.behind), why(|d| d.rx_drops > 0)) {
+            (true, true) => "invalid: sender behind, tester's receive ring overflowed",
+            (false, true) => "invalid: tester's receive ring overflowed",
+            _ => "invalid: sender behind",
+        }
+        .into();
     }
     if !t.prelim_ok() {
         let v = t.validation.as_ref().map_or(String::new(), |v| {
