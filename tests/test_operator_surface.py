@@ -560,7 +560,8 @@ def test_connected_subnet_is_never_routed_into_the_tun(one_ns):
     on the next reload xlat removed it: the router lost its route to that link
     (found by a probe). Now `xlat run` refuses to start (exit 1, the route and
     the interface named), a reload that asks for it is rejected as a whole, and
-    the connected route stays through all of it."""
+    the connected route stays through all of it. A pool4 address configured on
+    an interface is warned about at start."""
     lab, ns, d = one_ns
     # A veth pair inside the namespace (no dummy driver on every kernel).
     lab.ip(ns, "link", "add", "xltup0", "type", "veth", "peer", "name", "xltup1")
@@ -588,8 +589,16 @@ def test_connected_subnet_is_never_routed_into_the_tun(one_ns):
     assert "198.51.100.0/24 is the connected subnet of xltup0" in cp.stderr, cp
     assert "dev xltup0 proto kernel" in connected()
 
+    # A pool4 address on an interface (docs/nat64.md: must not be) is warned
+    # about: the kernel's local table keeps its packets from the TUN.
+    lab.ip(ns, "addr", "add", "203.0.113.9/32", "dev", "lo")
     x = Xlat(lab, ns, conf("b.sock", "203.0.113.0/24"), d, name="b").start()
     try:
+        assert re.search(
+            r"level=warn msg=\"a pool4 address is configured on an interface: [^\"]*\" "
+            r"address=203\.0\.113\.9 dev=lo",
+            x.log(),
+        ), x.log()
         assert "dev xlat0" in lab.ip(ns, "-4", "route", "show", "203.0.113.0/24").stdout
         x.write_config(conf("b.sock", "203.0.113.0/24", "198.51.100.0/24"))
         x.signal(signal.SIGHUP)

@@ -1346,6 +1346,16 @@ pub fn run(path: &str) -> i32 {
             warn!("forwarding is off: translated packets will not be forwarded", "sysctl" => k.replace('/', "."));
         }
     }
+    // docs/nat64.md: pool4 addresses must not be an interface's: the
+    // kernel takes packets to a local address for itself (its local table
+    // comes before any route into the TUN), so their flows never reach us.
+    if settings.mode == Mode::Nat64 {
+        for (dev, a, _) in tun::ipv4_addresses() {
+            if settings.nat64.pool4.iter().any(|e| e.prefix.contains(a)) {
+                warn!("a pool4 address is configured on an interface: the kernel keeps its packets, NAT64 flows on it fail", "address" => a, "dev" => dev);
+            }
+        }
+    }
     let tables = tun::RouteTables::default();
     let routes = desired_routes(&settings, pool6, &eamt, &tables);
     let errs = tun::apply_routes(&name, &Routes::default(), &routes, &tables);

@@ -185,39 +185,13 @@ fn routed_toward(v4: &[Ipv4Prefix], dev: &str) -> Vec<(String, String, Ipv4Prefi
     found
 }
 
-/// The IPv4 subnets of the addresses on interface `name` (getifaddrs(3)).
+/// The IPv4 subnets of the addresses on interface `name`.
 fn ipv4_subnets(name: &str) -> Vec<Ipv4Prefix> {
-    let mut out = vec![];
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs allocates a list that is freed below.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return out;
-    }
-    let mut p = head;
-    while !p.is_null() {
-        // SAFETY: `p` walks the list getifaddrs returned; every address
-        // of family AF_INET is a sockaddr_in.
-        unsafe {
-            let a = &*p;
-            let own = !a.ifa_name.is_null()
-                && std::ffi::CStr::from_ptr(a.ifa_name).to_bytes() == name.as_bytes();
-            if own
-                && !a.ifa_addr.is_null()
-                && i32::from((*a.ifa_addr).sa_family) == libc::AF_INET
-                && !a.ifa_netmask.is_null()
-            {
-                let addr = &*(a.ifa_addr as *const libc::sockaddr_in);
-                let mask = &*(a.ifa_netmask as *const libc::sockaddr_in);
-                let len = u32::from_be(mask.sin_addr.s_addr).count_ones() as u8;
-                let ip = std::net::Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr));
-                out.push(Ipv4Prefix::truncating(ip, len));
-            }
-            p = a.ifa_next;
-        }
-    }
-    // SAFETY: the list from getifaddrs above, freed once.
-    unsafe { libc::freeifaddrs(head) };
-    out
+    crate::tun::ipv4_addresses()
+        .into_iter()
+        .filter(|(dev, _, _)| dev == name)
+        .map(|(_, ip, len)| Ipv4Prefix::truncating(ip, len))
+        .collect()
 }
 
 fn interfaces() -> Vec<u32> {

@@ -255,6 +255,43 @@ pub struct Routes {
     pub v6: BTreeSet<Ipv6Prefix>,
 }
 
+/// Every IPv4 address of the namespace's interfaces (getifaddrs(3)):
+/// (interface, address, prefix length).
+pub fn ipv4_addresses() -> Vec<(String, std::net::Ipv4Addr, u8)> {
+    let mut out = vec![];
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list that is freed below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: `p` walks the list getifaddrs returned; every address
+        // of family AF_INET is a sockaddr_in.
+        unsafe {
+            let a = &*p;
+            if !a.ifa_name.is_null()
+                && !a.ifa_addr.is_null()
+                && i32::from((*a.ifa_addr).sa_family) == libc::AF_INET
+                && !a.ifa_netmask.is_null()
+            {
+                let name = std::ffi::CStr::from_ptr(a.ifa_name)
+                    .to_string_lossy()
+                    .into_owned();
+                let addr = &*(a.ifa_addr as *const libc::sockaddr_in);
+                let mask = &*(a.ifa_netmask as *const libc::sockaddr_in);
+                let len = u32::from_be(mask.sin_addr.s_addr).count_ones() as u8;
+                let ip = std::net::Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr));
+                out.push((name, ip, len));
+            }
+            p = a.ifa_next;
+        }
+    }
+    // SAFETY: the list from getifaddrs above, freed once.
+    unsafe { libc::freeifaddrs(head) };
+    out
+}
+
 /// The name of the interface with index `ifindex` now, if any.
 pub fn ifname(ifindex: u32) -> Option<String> {
     let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
