@@ -201,20 +201,41 @@ fn port_layout(p: Proto) -> (usize, usize, usize) {
 
 /// The transport addresses of a TCP/UDP segment or ICMP echo message.
 /// Returns (proto, source port, destination port, TCP flags).
+///
+/// The transport header is checked as the stateless translation checks it
+/// (RFC 7915 §4.5/§5.5; a TCP header that does not fit, a UDP length that
+/// does not fit a whole datagram), here, before the packet can create a
+/// BIB entry, a session or a stored SYN: a malformed packet is dropped
+/// with its reason and leaves no state. `whole`: not a fragment (a first
+/// fragment's UDP length is the datagram's; its TCP header must still be
+/// complete, RFC 7112).
 fn l4_ports(
     ip_proto: u8,
     l4: &[u8],
     echo: (u8, u8),
+    whole: bool,
 ) -> Result<(Proto, u16, u16, Option<u8>), DropReason> {
+    let truncated = |r| {
+        if whole {
+            r
+        } else {
+            DropReason::FragmentTooShort
+        }
+    };
     match ip_proto {
         proto::TCP => {
-            if l4.len() < 20 {
-                return Err(DropReason::TcpTruncated);
+            let hl = l4.get(12).map_or(0, |b| usize::from(b >> 4) * 4);
+            if l4.len() < 20 || hl < 20 || hl > l4.len() {
+                return Err(truncated(DropReason::TcpTruncated));
             }
             Ok((Proto::Tcp, be16(l4, 0), be16(l4, 2), Some(l4[13])))
         }
         proto::UDP => {
             if l4.len() < 8 {
+                return Err(truncated(DropReason::UdpTruncated));
+            }
+            let ulen = usize::from(be16(l4, 4));
+            if whole && (ulen < 8 || ulen > l4.len()) {
                 return Err(DropReason::UdpTruncated);
             }
             Ok((Proto::Udp, be16(l4, 0), be16(l4, 2), None))
@@ -519,10 +540,15 @@ impl Nat64Translator {
         if w.upper_proto == proto::ICMPV6 && buf.get(l4s).is_some_and(|&t| icmp6::is_error(t)) {
             return self.err64(buf, start, len, l4s, l4e, (&src6, &dst6), meta);
         }
+        if w.upper_proto == proto::ICMP {
+            // RFC 7915 §5.1 (as SIIT counts it).
+            return Err(DropReason::Icmpv4InIpv6);
+        }
         let (p, sport, dport, flags) = l4_ports(
             w.upper_proto,
             &buf[l4s..l4e],
             (icmp6::ECHO_REQUEST, icmp6::ECHO_REPLY),
+            frag.is_none(),
         )?;
         // RFC 8200 §8.1: an IPv6 UDP datagram without checksum is invalid;
         // it is dropped before it can create state (a BIB entry, a
@@ -729,6 +755,11 @@ impl Nat64Translator {
         if il4 > l4e || iw.frag.is_some_and(|f| f.offset != 0) {
             return Err(DropReason::IcmpInnerMalformed);
         }
+        // RFC 7915 §5.2: an ICMP error about an ICMP error is not
+        // translated (as SIIT counts it).
+        if iw.upper_proto == proto::ICMPV6 && buf.get(il4).is_some_and(|&t| icmp6::is_error(t)) {
+            return Err(DropReason::IcmpErrorInError);
+        }
         // The quoted packet went remote -> client: the client's transport
         // address is its destination (for an echo, the identifier).
         let (p, _, dport) = quoted_ports(
@@ -840,10 +871,15 @@ impl Nat64Translator {
         if ip_proto == proto::ICMP && buf.get(l4s).is_some_and(|&t| icmp4::is_error(t)) {
             return self.err46(buf, start, len, l4s, l4e, (src4, dst4), meta, frags);
         }
+        if ip_proto == proto::ICMPV6 {
+            // RFC 7915 §4.1 (as SIIT counts it).
+            return Err(DropReason::Icmpv6InIpv4);
+        }
         let (p, sport, dport, flags) = l4_ports(
             ip_proto,
             &buf[l4s..l4e],
             (icmp4::ECHO_REQUEST, icmp4::ECHO_REPLY),
+            fkey.is_none(),
         )?;
         let src6 = self.cfg.addressing.src_4to6(src4)?;
         let m = match self.state.lookup_4to6(
@@ -1013,6 +1049,11 @@ impl Nat64Translator {
         let il4 = q + inner.header_len();
         if il4 > l4e {
             return Err(DropReason::IcmpInnerMalformed);
+        }
+        // RFC 7915 §4.2: an ICMP error about an ICMP error is not
+        // translated (as SIIT counts it).
+        if ipr == proto::ICMP && buf.get(il4).is_some_and(|&t| icmp4::is_error(t)) {
+            return Err(DropReason::IcmpErrorInError);
         }
         let (p, sport, _) = quoted_ports(
             ipr,

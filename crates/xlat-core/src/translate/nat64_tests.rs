@@ -1499,3 +1499,97 @@ fn rfc6146_3_8_hairpin_udp_without_bib_port_unreachable() {
     assert_eq!(&o.pkt[48..], &pkt[..]);
     assert_eq!(t.state().counts().bib, [0; 3]);
 }
+
+/// The project's contract for malformed packets: dropped with a counted
+/// reason and no state. A TCP header longer than the segment, or a UDP
+/// length beyond the datagram (RFC 7915 §4.5/§5.5, the stateless checks),
+/// created a BIB entry and a session (and, from IPv4, a stored SYN) before
+/// the translation found them truncated (found by a probe).
+#[test]
+fn rfc6146_3_5_truncated_transport_headers_leave_no_state() {
+    let t = xlat(state_with(|_| {}));
+    let (s, d) = (a6(CLIENT), server6());
+    let mut udp = l4_v6(proto::UDP, &s, &d, udp_raw(4444, 9, b"0123456789"));
+    put16(&mut udp, 4, 200);
+    let mut tcp = l4_v6(proto::TCP, &s, &d, tcp_raw(5555, 9, SYN));
+    tcp[12] = 0xf0;
+    for (l4, pr, why) in [
+        (udp, proto::UDP, DropReason::UdpTruncated),
+        (tcp, proto::TCP, DropReason::TcpTruncated),
+    ] {
+        let o = run(&t, &ip6(s, d, pr, &l4), 0);
+        assert_eq!(o.v, Verdict::Drop(why));
+    }
+    // From IPv4 to a pool4 address: no stored SYN either.
+    let dst = Ta4::new(a4("203.0.113.2"), 8080);
+    let mut syn = l4_v4(proto::TCP, a4(SERVER4), dst.addr, tcp_raw(4444, 8080, SYN));
+    syn[12] = 0xf0;
+    let o = run(&t, &ip4(a4(SERVER4), dst.addr, proto::TCP, &syn), 0);
+    assert_eq!(o.v, Verdict::Drop(DropReason::TcpTruncated));
+    assert!(o.stored.is_none());
+    let mut u4 = l4_v4(proto::UDP, a4(SERVER4), dst.addr, udp_raw(53, 8080, b"x"));
+    put16(&mut u4, 4, 100);
+    let o = run(&t, &ip4(a4(SERVER4), dst.addr, proto::UDP, &u4), 0);
+    assert_eq!(o.v, Verdict::Drop(DropReason::UdpTruncated));
+    let c = t.state().counts();
+    assert_eq!((c.bib, c.sessions, c.stored_syns), ([0; 3], [0; 3], 0));
+    // The same segments whole still pass.
+    assert!(matches!(
+        run(&t, &tcp6(CLIENT, 5555, 9, SYN), 1).v,
+        Verdict::Forward { .. }
+    ));
+}
+
+/// Drop reasons as the stateless translation names them (counters.rs):
+/// ICMPv4 inside IPv6 and ICMPv6 inside IPv4 (RFC 7915 §4.1/§5.1), and an
+/// ICMP error quoting an ICMP error (RFC 7915 §4.2/§5.2); NAT64 counted
+/// them as untranslatable ICMP / a malformed inner packet.
+#[test]
+fn rfc7915_icmp_in_the_other_family_and_error_in_error_reasons() {
+    let t = xlat(state_with(|_| {}));
+    let (s, d) = (a6(CLIENT), server6());
+    let echo4 = l4_v4(proto::ICMP, a4(SERVER4), a4(SERVER4), echo_raw(8, 1, 1));
+    let o = run(&t, &ip6(s, d, proto::ICMP, &echo4), 0);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Icmpv4InIpv6));
+    let pool = a4("203.0.113.2");
+    let echo6 = echo_raw(icmp6::ECHO_REQUEST, 1, 1);
+    let o = run(&t, &ip4(a4(SERVER4), pool, proto::ICMPV6, &echo6), 0);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Icmpv6InIpv4));
+    // ICMPv6 error quoting an ICMPv6 error.
+    let mut quoted = vec![icmp6::DEST_UNREACH, 4, 0, 0, 0, 0, 0, 0];
+    quoted.extend_from_slice(&ip6(d, s, proto::UDP, &udp_raw(53, 4000, b"q")));
+    let inner = ip6(d, s, proto::ICMPV6, &l4_v6(proto::ICMPV6, &d, &s, quoted));
+    let mut body = vec![icmp6::DEST_UNREACH, 4, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&inner);
+    let err = ip6(s, d, proto::ICMPV6, &l4_v6(proto::ICMPV6, &s, &d, body));
+    assert_eq!(
+        run(&t, &err, 0).v,
+        Verdict::Drop(DropReason::IcmpErrorInError)
+    );
+    // ICMPv4 error quoting an ICMPv4 error.
+    let mut quoted = vec![icmp4::DEST_UNREACH, icmp4::PORT_UNREACH, 0, 0, 0, 0, 0, 0];
+    quoted.extend_from_slice(&ip4(
+        pool,
+        a4(SERVER4),
+        proto::UDP,
+        &udp_raw(4000, 53, b"q"),
+    ));
+    let inner = ip4(
+        pool,
+        a4(SERVER4),
+        proto::ICMP,
+        &l4_v4(proto::ICMP, pool, a4(SERVER4), quoted),
+    );
+    let mut body = vec![icmp4::DEST_UNREACH, 1, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&inner);
+    let err = ip4(
+        a4(SERVER4),
+        pool,
+        proto::ICMP,
+        &l4_v4(proto::ICMP, a4(SERVER4), pool, body),
+    );
+    assert_eq!(
+        run(&t, &err, 0).v,
+        Verdict::Drop(DropReason::IcmpErrorInError)
+    );
+}
