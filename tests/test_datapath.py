@@ -386,6 +386,51 @@ def test_a_renamed_interface_loses_the_program_and_a_removed_filter_comes_back(h
         close_siit(t, x)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("hook", ["tcx", "tc"])
+def test_swapped_names_and_an_l3_device_under_an_attached_name(hook):
+    """Two attached interfaces that swap names both get the program back, on the
+    configured hook (with TCX the first re-attach failed on the other's link, and
+    a second later a clsact filter was "put back" on it, though the hook was TCX).
+    An L3 device created under an attached name is refused and stays without the
+    program (a second later a clsact filter was "put back" on it too, and the
+    program read IP packets as Ethernet frames). Found by a probe."""
+    t, x = make_siit(datapath="ebpf")
+    r = t.router
+    want = [f"{hook} xlat_ingress"]
+
+    def progs():
+        return {d: ingress_progs(t.lab, r, d) for d in (t.dev6, t.dev4)}
+
+    try:
+        x.stop()
+        x.logpath.write_text("")
+        _set_hook(x, hook)
+        x.start()
+        for a, b in ((t.dev4, "xswp"), (t.dev6, t.dev4), ("xswp", t.dev6)):
+            t.lab.exec(r, ["ip", "link", "set", a, "name", b])
+        deadline = time.monotonic() + 10
+        while any(p != want for p in progs().values()):
+            assert time.monotonic() < deadline, (progs(), x.log())
+            time.sleep(0.2)
+        time.sleep(2.5)  # the next checks of the interfaces add nothing
+        assert all(p == want for p in progs().values()), (progs(), x.log())
+        assert "removed by someone else" not in x.log(), x.log()
+        before = x.stats()["ebpf_translated_6to4_packets"]
+        assert ping(t.lab, t.h6, t.h4_v6, count=3).returncode == 0
+        assert x.stats()["ebpf_translated_6to4_packets"] - before >= 3
+        t.lab.exec(r, ["ip", "link", "del", t.dev4])
+        x.wait_log("interface deleted")
+        t.lab.exec(r, ["ip", "tuntap", "add", "dev", t.dev4, "mode", "tun"])
+        t.lab.exec(r, ["ip", "link", "set", t.dev4, "up"])
+        x.wait_log("not an Ethernet interface")
+        time.sleep(2.5)
+        assert ingress_progs(t.lab, r, t.dev4) == [], x.log()
+        assert "removed by someone else" not in x.log(), x.log()
+    finally:
+        close_siit(t, x)
+
+
 @pytest.mark.timeout(40)
 def test_a_non_ethernet_interface_is_refused():
     """The program reads an Ethernet header: on an L3 device (here a tun) it would

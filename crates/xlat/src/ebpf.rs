@@ -58,6 +58,10 @@ struct Attachment {
     dev: String,
     /// The TCX link (closing it detaches); None on a clsact filter.
     link: Option<std::os::fd::OwnedFd>,
+    /// Attached with a clsact filter (which someone may remove under us:
+    /// then it is put back). False with a TCX link, or when the last
+    /// attach failed (the interface then stays without the program).
+    filter: bool,
 }
 
 /// Fast-path counters, in the order of the program's enum.
@@ -734,6 +738,7 @@ impl FastPath {
         self.attached.push(Attachment {
             ifindex,
             dev: dev.to_string(),
+            filter: link.is_none(),
             link,
         });
         Ok(())
@@ -749,8 +754,14 @@ impl FastPath {
     /// second): one that was deleted is reported once; one created again
     /// under the same name (a new ifindex: a veth pair or VLAN made anew)
     /// gets the program again. What changed, for the log.
+    ///
+    /// Two passes: every interface that changed is detached first, then
+    /// the new ones are attached, so that names swapped between two
+    /// attached interfaces get their programs back (the second's TCX
+    /// link was still on the first's new device when it was attached).
     pub fn follow_interfaces(&mut self) -> Vec<IfEvent> {
         let mut out = vec![];
+        let mut new = vec![];
         for i in 0..self.attached.len() {
             let was = self.attached[i].ifindex;
             let dev = self.attached[i].dev.clone();
@@ -758,47 +769,52 @@ impl FastPath {
                 Some(now) if now == was => {
                     // A clsact filter can be removed under us (`tc qdisc
                     // del`, `tc filter del`): put it back.
-                    if self.attached[i].link.is_none() && !self.filter_present(was) {
+                    if self.attached[i].filter && !self.filter_present(was) {
                         out.push(match self.attach_filter(was, &dev) {
                             Ok(()) => IfEvent::Restored(dev),
-                            Err(e) => IfEvent::Failed(e),
+                            Err(e) => {
+                                self.attached[i].filter = false;
+                                IfEvent::Failed(e)
+                            }
                         });
                     }
                 }
                 None if was == 0 => {}
-                None => {
-                    // Deleted (the kernel detached the program with it), or
-                    // renamed: then detached here, as the name is what the
-                    // configuration attaches to.
-                    let renamed = crate::tun::ifname(was as u32);
-                    if renamed.is_some() && self.attached[i].link.is_none() {
+                found => {
+                    // Deleted (the kernel detached the program with it),
+                    // renamed (detached here: the name is what the
+                    // configuration attaches to), or a new device under
+                    // the name.
+                    let old_name = crate::tun::ifname(was as u32).filter(|_| was != 0);
+                    if old_name.is_some() && self.attached[i].filter {
                         self.detach_filter(was);
                     }
                     self.attached[i].ifindex = 0;
                     self.attached[i].link = None;
-                    out.push(match renamed {
-                        Some(n) => IfEvent::Renamed(dev, n),
-                        None => IfEvent::Gone(dev),
-                    });
-                }
-                Some(now) => {
-                    // A new device under the name; the old one, if it was
-                    // only renamed, loses the program. Tried once per new
-                    // ifindex: a failure is not retried every second.
-                    if was != 0 && self.attached[i].link.is_none() {
-                        self.detach_filter(was);
+                    self.attached[i].filter = false;
+                    match found {
+                        Some(now) => new.push((i, now)),
+                        None => out.push(match old_name {
+                            Some(n) => IfEvent::Renamed(dev, n),
+                            None => IfEvent::Gone(dev),
+                        }),
                     }
-                    self.attached[i].ifindex = now;
-                    self.attached[i].link = None;
-                    out.push(match self.attach_index(now, &dev) {
-                        Ok(link) => {
-                            self.attached[i].link = link;
-                            IfEvent::Attached(dev)
-                        }
-                        Err(e) => IfEvent::Failed(e),
-                    });
                 }
             }
+        }
+        // Tried once per new ifindex: a failure is not retried every
+        // second, and the interface stays without the program.
+        for (i, now) in new {
+            let dev = self.attached[i].dev.clone();
+            self.attached[i].ifindex = now;
+            out.push(match self.attach_index(now, &dev) {
+                Ok(link) => {
+                    self.attached[i].filter = link.is_none();
+                    self.attached[i].link = link;
+                    IfEvent::Attached(dev)
+                }
+                Err(e) => IfEvent::Failed(e),
+            });
         }
         out
     }
@@ -911,7 +927,7 @@ impl FastPath {
     pub fn detach_all(&mut self) -> Vec<String> {
         let mut errs = vec![];
         for a in std::mem::take(&mut self.attached) {
-            if a.ifindex == 0 || a.link.is_some() {
+            if a.ifindex == 0 || !a.filter {
                 continue; // dropping the link detaches it
             }
             let rc = self.detach_filter(a.ifindex);
