@@ -81,6 +81,24 @@ def perf_json(*args: str, timeout: float = 50) -> dict:
     return json.loads(perf(*args, "--json", timeout=timeout).stdout)
 
 
+def _count_test_frames(lab: netns.Lab, ns: str) -> None:
+    """Count the UDP frames to port 7000 arriving in ``ns`` (read with
+    ``_test_frames``; interface counters also see the namespace's own IPv6
+    MLD / neighbour traffic)."""
+    lab.exec(
+        ns,
+        ["nft", "-f", "-"],
+        input="table inet xlp {\n chain xin {\n"
+        "  type filter hook input priority 0; policy accept;\n"
+        "  udp dport 7000 counter\n }\n}\n",
+    )
+
+
+def _test_frames(lab: netns.Lab, ns: str) -> int:
+    """The frames ``_count_test_frames`` counted so far."""
+    return nft_counter(lab, ns, "chain", "inet", "xlp", "xin")
+
+
 def _pair(lab: netns.Lab):
     """Sender ns -- receiver ns over one veth pair (no DUT)."""
     s, d = lab.add_ns("s"), lab.add_ns("d")
@@ -427,19 +445,10 @@ def test_packet_io_frames_accepted_by_kernel_and_ports_spread(lab):
 @pytest.mark.timeout(30)
 def test_bad_parameters_fail_before_sending(lab):
     s, d = _pair(lab)
-
-    # Count test frames where they would arrive (interface counters also see
-    # IPv6 MLD / neighbour traffic of the namespace itself).
-    lab.exec(
-        d,
-        ["nft", "-f", "-"],
-        input="table inet xlp {\n chain xin {\n"
-        "  type filter hook input priority 0; policy accept;\n"
-        "  udp dport 7000 counter\n }\n}\n",
-    )
+    _count_test_frames(lab, d)
 
     def tx_packets() -> int:
-        return nft_counter(lab, d, "chain", "inet", "xlp", "xin")
+        return _test_frames(lab, d)
 
     before = tx_packets()
     good = _common(s, d, dst="192.0.2.2:7000")
@@ -970,13 +979,7 @@ def test_frames_delivered_elsewhere_are_lost(lab):
 @pytest.mark.timeout(30)
 def test_frames_over_the_receiving_mtu_are_refused_before_sending(lab):
     s, d = _pair(lab)
-    lab.exec(
-        d,
-        ["nft", "-f", "-"],
-        input="table inet xlp {\n chain xin {\n"
-        "  type filter hook input priority 0; policy accept;\n"
-        "  udp dport 7000 counter\n }\n}\n",
-    )
+    _count_test_frames(lab, d)
     v4 = _common(s, d, dst="192.0.2.2:7000")
     run = ["frame-loss", "--max-rate", "1000", "--rates", "100%"]
     run += ["--duration", "0.2", "--wait", "0.1"]
@@ -992,7 +995,7 @@ def test_frames_over_the_receiving_mtu_are_refused_before_sending(lab):
     cp = perf(*run, *v4, "--frame-size", "1518", check=False)
     assert cp.returncode == 2, (cp.stdout, cp.stderr)
     assert "1500-byte IP packet), over the MTU 1400" in cp.stderr, cp.stderr
-    assert nft_counter(lab, d, "chain", "inet", "xlp", "xin") == 0
+    assert _test_frames(lab, d) == 0
     # The largest frame that fits is measured.
     t = perf_json(*run, *v4, "--frame-size", "1418")["repetitions"][0]["trials"][0]
     assert t["received"] == 200, t

@@ -1302,15 +1302,11 @@ pub fn run(p: &Params) -> Result<String, String> {
                         p.max_rate
                     ));
                 }
-                if !res.converged {
-                    warnings.push(search::unconverged_warning(
-                        &format!("repetition {rep}"),
-                        p.max_trials,
-                        res.throughput,
-                        res.upper,
-                        p.error,
-                    ));
-                }
+                warnings.extend(res.unconverged(
+                    &format!("repetition {rep}"),
+                    p.max_trials,
+                    p.error,
+                ));
                 reps.push(J::obj(vec![
                     ("repetition", J::u(rep as u64)),
                     ("throughput_fps", J::u(res.throughput)),
@@ -1587,12 +1583,7 @@ pub fn rfc_deviations(p: &Params) -> Vec<String> {
             }
         ));
     }
-    if p.wait < 2.0 {
-        w.push(format!(
-            "--wait {}: frames later than this are lost; RFC 2544 section 23 waits 2 s",
-            p.wait
-        ));
-    }
+    w.extend(short_wait(p.wait));
     if p.test == Test::Latency && p.warmup < 60.0 {
         w.push(format!(
             "--warmup {}: shorter than the 60 s of RFC 8219 section 7.2 before the first tagged frame (a DUT still settling shows in the worst case)",
@@ -1600,6 +1591,14 @@ pub fn rfc_deviations(p: &Params) -> Vec<String> {
         ));
     }
     w
+}
+
+/// RFC 2544 section 23: frames are awaited 2 s after a trial; a shorter
+/// `--wait` is said so (stateless and stateful tests alike).
+pub fn short_wait(wait: f64) -> Option<String> {
+    (wait < 2.0).then(|| {
+        format!("--wait {wait}: frames later than this are lost; RFC 2544 section 23 waits 2 s")
+    })
 }
 
 /// A warning when valid trials fell far behind their schedule during the

@@ -173,15 +173,7 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
                 p.max_burst
             ));
         }
-        if !res.converged {
-            warnings.push(search::unconverged_warning(
-                &format!("repetition {rep}"),
-                p.max_trials,
-                res.throughput,
-                res.upper,
-                p.error,
-            ));
-        }
+        warnings.extend(res.unconverged(&format!("repetition {rep}"), p.max_trials, p.error));
         values.push(res.throughput as f64);
         reps.push(J::obj(vec![
             ("repetition", J::u(rep as u64)),

@@ -51,6 +51,14 @@ pub fn unconverged_warning(what: &str, max_trials: usize, lo: u64, hi: u64, erro
     )
 }
 
+impl SearchResult {
+    /// [`unconverged_warning`] for this search, if `max_trials` stopped it.
+    pub fn unconverged(&self, what: &str, max_trials: usize, error: f64) -> Option<String> {
+        (!self.converged)
+            .then(|| unconverged_warning(what, max_trials, self.throughput, self.upper, error))
+    }
+}
+
 /// Runs the search; `trial(rate)` runs one trial at `rate` frames/s.
 /// `max_trials` bounds the loop whatever the parameters.
 pub fn binary_search<F, E>(
@@ -58,10 +66,28 @@ pub fn binary_search<F, E>(
     error: f64,
     min_step: u64,
     max_trials: usize,
-    mut trial: F,
+    trial: F,
 ) -> Result<SearchResult, E>
 where
     F: FnMut(u64) -> Result<Outcome, E>,
+{
+    binary_search_until(max_rate, error, min_step, max_trials, trial, |_, _| false)
+}
+
+/// [`binary_search`] that its caller may end early: after every trial
+/// that left the bounds wider than the error, `stop(lo, hi)` is asked;
+/// true ends the search there (not converged).
+pub fn binary_search_until<F, S, E>(
+    max_rate: u64,
+    error: f64,
+    min_step: u64,
+    max_trials: usize,
+    mut trial: F,
+    mut stop: S,
+) -> Result<SearchResult, E>
+where
+    F: FnMut(u64) -> Result<Outcome, E>,
+    S: FnMut(u64, u64) -> bool,
 {
     let mut lo = 0u64;
     let mut hi = max_rate + 1;
@@ -79,6 +105,9 @@ where
         let gap = hi - lo;
         if hi <= 1 || gap as f64 <= error * hi as f64 || gap <= min_step.max(1) {
             converged = true;
+            break;
+        }
+        if stop(lo, hi) {
             break;
         }
         rate = lo + gap / 2;

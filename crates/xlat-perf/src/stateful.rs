@@ -29,7 +29,7 @@ use crate::flows::{self, Dir, DirOut, Tuple};
 use crate::json::J;
 use crate::measure::{self, parse_ip, RunOpts};
 use crate::payload;
-use crate::search;
+use crate::search::{self, Outcome};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -1013,40 +1013,50 @@ fn rate_search<E>(
     stop_below: u64,
     mut trial: impl FnMut(u64) -> Result<Verdict, E>,
 ) -> Result<RateSearch, E> {
-    let (mut lo, mut hi) = (0u64, max_rate + 1);
-    let mut rate = max_rate;
-    let mut end = End::MaxTrials;
-    // The connections the last failing trial established, and its rate.
+    // The connections the last failing trial established (while nothing
+    // had passed), and its rate; the table limit, once two agreed.
     let mut short: Option<(u64, u64)> = None;
-    for _ in 0..max_trials {
-        match trial(rate)? {
-            Verdict::Pass => lo = rate,
-            Verdict::Fail(k) => {
-                hi = rate;
-                if let (Some(k), 0) = (k, lo) {
-                    if let Some((_, r0)) = short.filter(|&(k0, r0)| k0 == k && r0 != rate) {
-                        end = End::TableLimit {
-                            established: k,
-                            rates: (r0, rate),
-                        };
-                        break;
-                    }
-                    short = Some((k, rate));
+    let limit = std::cell::Cell::new(None);
+    let mut passed = false;
+    let res = search::binary_search_until(
+        max_rate,
+        error,
+        1,
+        max_trials,
+        |rate| {
+            Ok(match trial(rate)? {
+                Verdict::Pass => {
+                    passed = true;
+                    Outcome::Pass
                 }
-            }
-        }
-        let gap = hi - lo;
-        if hi <= 1 || gap as f64 <= error * hi as f64 || gap <= 1 {
-            end = End::Converged;
-            break;
-        }
-        if hi < stop_below {
-            end = End::Below;
-            break;
-        }
-        rate = lo + gap / 2;
-    }
-    Ok(RateSearch { lo, hi, end })
+                Verdict::Fail(k) => {
+                    if let (Some(k), false) = (k, passed) {
+                        if let Some((_, r0)) = short.filter(|&(k0, r0)| k0 == k && r0 != rate) {
+                            limit.set(Some(End::TableLimit {
+                                established: k,
+                                rates: (r0, rate),
+                            }));
+                        }
+                        short = Some((k, rate));
+                    }
+                    Outcome::Fail
+                }
+            })
+        },
+        |_, hi| limit.get().is_some() || hi < stop_below,
+    )?;
+    // A table limit ends the search at the trial that showed it.
+    let end = match limit.get() {
+        Some(l) => l,
+        None if res.converged => End::Converged,
+        None if res.upper < stop_below => End::Below,
+        None => End::MaxTrials,
+    };
+    Ok(RateSearch {
+        lo: res.throughput,
+        hi: res.upper,
+        end,
+    })
 }
 
 /// The warnings about one repetition's search of `p.test` (`cer` or
@@ -1240,13 +1250,13 @@ fn phase_lags(log: &[Trial]) -> impl Iterator<Item = (u64, u64)> + '_ {
 
 fn verdict(t: &Trial) -> String {
     if !t.valid() {
-        let why = |f: fn(&DirOut) -> bool| t.phases().any(f);
-        return match (why(|d| d.behind), why(|d| d.rx_drops > 0)) {
-            (true, true) => "invalid: sender behind, tester's receive ring overflowed",
-            (false, true) => "invalid: tester's receive ring overflowed",
-            _ => "invalid: sender behind",
-        }
-        .into();
+        // The phases' reasons together, in the engine's words.
+        let all = engine::TrialOut {
+            behind: t.phases().any(|d| d.behind),
+            rx_ring_drops: t.phases().map(|d| d.rx_drops).sum(),
+            ..Default::default()
+        };
+        return format!("invalid: {}", all.invalid_why());
     }
     if !t.prelim_ok() {
         let v = t.validation.as_ref().map_or(String::new(), |v| {
@@ -1310,13 +1320,7 @@ fn row(rep: usize, step: &str, t: &Trial) -> (String, String) {
 /// Departures from the RFCs' procedures that the parameters alone show,
 /// as the stateless tests report them.
 fn rfc_deviations(p: &SParams) -> Vec<String> {
-    let mut w = Vec::new();
-    if p.wait < 2.0 {
-        w.push(format!(
-            "--wait {}: frames later than this are lost; RFC 2544 section 23 waits 2 s",
-            p.wait
-        ));
-    }
+    let mut w: Vec<String> = measure::short_wait(p.wait).into_iter().collect();
     if p.test == STest::StateThroughput && p.duration < 60.0 {
         w.push(format!(
             "--duration {}: shorter than the 60 s of RFC 8219 section 7.1 (RFC 2544 section 24)",
