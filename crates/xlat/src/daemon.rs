@@ -91,22 +91,19 @@ pub fn desired_routes(
 }
 
 /// Changes the routes into the TUN from `old` to what the configuration
-/// asks for (one read of the routing tables); failures are logged, the
-/// other routes still made. Returns the routes now wanted.
+/// asks for (`tables`: the routing tables as they are, read once per
+/// change); failures are logged, the other routes still made. Returns the
+/// routes now wanted.
 fn update_routes(
     old: &Routes,
     s: &Settings,
     pool6: Option<Ipv6Prefix>,
     eamt: &[EamEntry],
+    tables: &tun::RouteTables,
 ) -> Routes {
-    let tables = tun::RouteTables::default();
-    let (new, _) = tun::without_connected(
-        &s.tun.name,
-        old,
-        &desired_routes(s, pool6, eamt, &tables),
-        &tables,
-    );
-    for e in tun::apply_routes(&s.tun.name, old, &new, &tables) {
+    let desired = desired_routes(s, pool6, eamt, tables);
+    let (new, errors) = tun::apply_routes(&s.tun.name, old, &desired, tables);
+    for e in errors {
         warn!("route change failed", "error" => e);
     }
     new
@@ -121,10 +118,10 @@ fn check_routes(
     s: &Settings,
     pool6: Option<Ipv6Prefix>,
     eamt: &[EamEntry],
+    tables: &tun::RouteTables,
 ) -> Result<(), String> {
-    let tables = tun::RouteTables::default();
-    let new = desired_routes(s, pool6, eamt, &tables);
-    let (_, errors) = tun::without_connected(&s.tun.name, old, &new, &tables);
+    let new = desired_routes(s, pool6, eamt, tables);
+    let (_, errors) = tun::without_connected(&s.tun.name, old, &new, tables);
     if errors.is_empty() {
         Ok(())
     } else {
@@ -289,7 +286,13 @@ impl Daemon {
         self.shared.swap(t);
         self.update_fast(&st.settings, st.pool6, &eamt);
         st.eamt = eamt;
-        st.routes = update_routes(&st.routes, &st.settings, st.pool6, &st.eamt);
+        st.routes = update_routes(
+            &st.routes,
+            &st.settings,
+            st.pool6,
+            &st.eamt,
+            &tun::RouteTables::default(),
+        );
         Ok(())
     }
 
@@ -347,7 +350,13 @@ impl Daemon {
         };
         self.shared.swap(t);
         self.update_fast(&st.settings, Some(p), &st.eamt);
-        st.routes = update_routes(&st.routes, &st.settings, Some(p), &st.eamt);
+        st.routes = update_routes(
+            &st.routes,
+            &st.settings,
+            Some(p),
+            &st.eamt,
+            &tun::RouteTables::default(),
+        );
         let old = st.pool6.replace(p);
         st.discovered = Some(p);
         if let Some(c) = self.stats.discovery.get() {
@@ -501,7 +510,9 @@ impl Daemon {
         if let Some(p) = &pool4_wanted {
             wanted.nat64.pool4 = p.clone();
         }
-        if let Err(e) = check_routes(&st.routes, &wanted, pool6, &eamt) {
+        // One read of the routing tables for the check and the change.
+        let tables = tun::RouteTables::default();
+        if let Err(e) = check_routes(&st.routes, &wanted, pool6, &eamt, &tables) {
             error!("reload rejected, keeping the running configuration", "reason" => e);
             self.stats.reload_failures.fetch_add(1, Ordering::Relaxed);
             return;
@@ -545,7 +556,7 @@ impl Daemon {
             fc.reconcile(nat);
         }
         crate::log::set_level(new.log_level);
-        st.routes = update_routes(&st.routes, &new, pool6, &eamt);
+        st.routes = update_routes(&st.routes, &new, pool6, &eamt, &tables);
         st.settings = new;
         let pool6_was = std::mem::replace(&mut st.pool6, pool6);
         st.eamt = eamt;
@@ -1358,7 +1369,7 @@ pub fn run(path: &str) -> i32 {
     }
     let tables = tun::RouteTables::default();
     let routes = desired_routes(&settings, pool6, &eamt, &tables);
-    let errs = tun::apply_routes(&name, &Routes::default(), &routes, &tables);
+    let (_, errs) = tun::apply_routes(&name, &Routes::default(), &routes, &tables);
     if !errs.is_empty() {
         for e in errs {
             error!("cannot install route", "error" => e);

@@ -589,9 +589,27 @@ pub fn without_connected(
 /// Installs `new` and removes what only `old` had, with one `ip` process
 /// for all of it. A connected subnet of another device is never taken
 /// over (see [`without_connected`]): its route is left alone and reported.
-pub fn apply_routes(dev: &str, old: &Routes, new: &Routes, tables: &RouteTables) -> Vec<String> {
-    let (new, mut refused) = without_connected(dev, old, new, tables);
-    let new = &new;
+/// Returns the routes now wanted (`new` without those) and the errors.
+pub fn apply_routes(
+    dev: &str,
+    old: &Routes,
+    new: &Routes,
+    tables: &RouteTables,
+) -> (Routes, Vec<String>) {
+    let (wanted, refused) = without_connected(dev, old, new, tables);
+    let errors = change_routes(dev, old, &wanted, tables, refused);
+    (wanted, errors)
+}
+
+/// [`apply_routes`] once the routes are known good: `errors` (so far)
+/// with the kernel's refusals added.
+fn change_routes(
+    dev: &str,
+    old: &Routes,
+    new: &Routes,
+    tables: &RouteTables,
+    mut errors: Vec<String>,
+) -> Vec<String> {
     enum Op {
         Replace(String, &'static str),
         Del(String),
@@ -610,7 +628,7 @@ pub fn apply_routes(dev: &str, old: &Routes, new: &Routes, tables: &RouteTables)
     ops.extend(old.v4.difference(&new.v4).map(|p| Op::Del(p.to_string())));
     ops.extend(old.v6.difference(&new.v6).map(|p| Op::Del(p.to_string())));
     if ops.is_empty() {
-        return refused;
+        return errors;
     }
     // Which routes `ip route replace` is about to take over from another
     // device: the tables as they were before the change (read now at the
@@ -633,11 +651,10 @@ pub fn apply_routes(dev: &str, old: &Routes, new: &Routes, tables: &RouteTables)
     let failed = match ip_batch(&cmds) {
         Ok(f) => f,
         Err(e) => {
-            refused.push(e);
-            return refused;
+            errors.push(e);
+            return errors;
         }
     };
-    let mut errors = refused;
     let (mut added, mut removed) = (0usize, 0usize);
     for (i, o) in ops.iter().enumerate() {
         if let Some(e) = failed.get(&i) {
