@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from conftest import (
     DATAPATHS,
     PY,
+    Xlat,
     close_siit,
     first_packet,
     first_packet_line,
@@ -23,6 +27,7 @@ from conftest import (
     mac_of,
     make_siit,
     need_tool,
+    need_xlat,
     nsio,
     nsio_bg,
     nsio_server,
@@ -32,7 +37,7 @@ from conftest import (
 from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.inet6 import ICMPv6PacketTooBig, IPv6, IPv6ExtHdrRouting
 
-from lab.topologies.siit_single import SiitSingle
+from lab.topologies.siit_single import SiitSingle, siit_single
 
 SIZES = [0, 56, 1232, 1452, 1472]
 
@@ -540,6 +545,53 @@ def test_ipv6_packet_over_tun_mtu_gets_packet_too_big_on_both_datapaths(datapath
         assert ping(lab, t.h6, t.h4_v6, size=1452, count=2, df=True).returncode == 0
     finally:
         close_siit(t, x)
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_eam_only_siit_answers_parameter_problem_from_the_eam_address(datapath):
+    """RFC 7915 section 5.1 / RFC 4443 section 2.2: a SIIT without pool6 (every
+    host through an EAM, no icmp-source-v6 or rfc6791v6) answers a packet it
+    does not translate (a routing header with Segments Left 1) with Parameter
+    Problem from the EAM address the packet was sent to. It dropped the answer
+    (no pool6 to embed 192.0.0.8 in): the sender heard nothing."""
+    need_xlat()
+    t = siit_single()
+    t.eamt.append(("198.51.100.0/28", "2001:db8:46::/124"))
+    h4_v6 = "2001:db8:46::2"
+    d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+    x = None
+    try:
+        conf = t.xlat_toml(socket=f"{d}/xlat0.sock")
+        conf = conf.replace(f'pool6 = "{t.pool6}"\n', "")
+        assert "pool6" not in conf, conf
+        x = Xlat(t.lab, t.router, conf, d, datapath=datapath).start()
+        # The EAM-only mapping works both ways.
+        assert ping(t.lab, t.h6, h4_v6, count=2).returncode == 0
+        before = x.stats()
+        pkt = bytes(
+            IPv6(src=t.h6_addr, dst=h4_v6, hlim=64)
+            / IPv6ExtHdrRouting(segleft=1, addresses=["2001:db8:6::99"])
+            / UDP(sport=40000, dport=9)
+            / b"x"
+        )
+        cap = first_packet(t.lab, t.h6, "icmp6 and ip6[40] == 4", ("-v",))
+        send_l2(
+            t.lab, t.h6, mac_of(t.lab, t.router, t.dev6), pkt.hex(), ethertype="0x86dd"
+        )
+        line = first_packet_line(t.lab, cap)
+        assert f"{h4_v6} > {t.h6_addr}" in line, (line, x.stats())
+        assert "parameter problem" in line.lower(), line
+        after = x.stats()
+        assert after["ipv6_segments_left"] - before["ipv6_segments_left"] == 1
+        assert after["icmp_errors_sent"] - before["icmp_errors_sent"] == 1, after
+    finally:
+        try:
+            if x is not None:
+                x.stop()
+        finally:
+            t.close()
+            shutil.rmtree(d, ignore_errors=True)
 
 
 # One UDP datagram of argv[3] bytes from [argv[1]] to [argv[2]]:7300, echoed by a

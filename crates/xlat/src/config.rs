@@ -642,6 +642,20 @@ pub fn check_eam(e: &EamEntry) -> Result<(), String> {
     Ok(())
 }
 
+/// An EAM whose IPv4 prefix overlaps a `denylist4` entry: the denylist
+/// drops every IPv4 packet from or to it (before the EAMT is looked up),
+/// so the entry would translate in one direction only.
+pub fn check_eam_denylist(e: &EamEntry, denylist4: &[Ipv4Prefix]) -> Result<(), String> {
+    match denylist4.iter().find(|d| d.overlaps(&e.v4)) {
+        Some(d) => Err(format!(
+            "IPv4 prefix overlaps the denylist4 entry {d}: its IPv4 packets would be dropped \
+             (src4_denied, dst4_denied) and the entry work one way only; take the range out \
+             of denylist4 to map it"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Checks a new EAM entry against existing ones (duplicates, overlaps).
 pub fn check_eam_conflict(e: &EamEntry, existing: &[EamEntry]) -> Result<(), String> {
     for o in existing {
@@ -971,7 +985,9 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                     };
                     ctx.unknown_keys(t, &path, &["ipv4", "ipv6"]);
                     if let Some(entry) = eam_pair(&mut ctx, t, &path) {
-                        match index.insert(&entry, s.eamt.len(), &s.eamt) {
+                        let checked = check_eam_denylist(&entry, &s.denylist4)
+                            .and_then(|()| index.insert(&entry, s.eamt.len(), &s.eamt));
+                        match checked {
                             Ok(()) => s.eamt.push(entry),
                             Err(r) => ctx.err(path, format!("{} {}", entry.v4, entry.v6), r),
                         }
@@ -988,7 +1004,9 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         if s.mode != Mode::Clat {
             ctx.err("clat", "{...}", "only allowed with mode = \"clat\"");
         } else if let Some(e) = eam_pair(&mut ctx, t, "clat") {
-            match check_eam_conflict(&e, &s.eamt) {
+            match check_eam_denylist(&e, &s.denylist4)
+                .and_then(|()| check_eam_conflict(&e, &s.eamt))
+            {
                 Ok(()) => s.clat = Some(e),
                 Err(r) => ctx.err("clat", format!("{} {}", e.v4, e.v6), r),
             }
@@ -1655,6 +1673,53 @@ listen = "[::1]:9464"
         assert!(has(&ps, "pool6", "prefix length must be one of"));
         let ps = problems("pool6 = \"2001:db8:0:0:ff00::/96\"\n");
         assert!(has(&ps, "pool6", "u-octet"));
+    }
+
+    /// An EAM (or the [clat] entry) whose IPv4 side the denylist drops worked
+    /// one way only (6->4 translated, every IPv4 packet back `src4_denied`):
+    /// refused, naming the denylist entry; one outside it is accepted.
+    #[test]
+    fn eam_inside_the_denylist_is_refused() {
+        let eam = |v4: &str| {
+            format!("pool6 = \"2001:db8:64::/96\"\n[[eamt]]\nipv4 = \"{v4}\"\nipv6 = \"2001:db8:f00a::/120\"\n")
+        };
+        let ps = problems(&eam("169.254.7.0/24"));
+        assert!(
+            has(
+                &ps,
+                "eamt[0]",
+                "overlaps the denylist4 entry 169.254.0.0/16"
+            ),
+            "{ps:?}"
+        );
+        let ps = problems(&format!(
+            "denylist4 = [\"203.0.113.128/25\"]\n{}",
+            eam("203.0.113.0/24")
+        ));
+        assert!(
+            has(
+                &ps,
+                "eamt[0]",
+                "overlaps the denylist4 entry 203.0.113.128/25"
+            ),
+            "{ps:?}"
+        );
+        parse(&format!("denylist4 = []\n{}", eam("169.254.7.0/24"))).unwrap();
+        parse(&eam("203.0.113.0/24")).unwrap();
+        let ps = problems(concat!(
+            "mode = \"clat\"\npool6 = \"64:ff9b::/96\"\ndenylist4 = [\"192.0.0.0/29\"]\n",
+            "[clat]\nipv4 = \"192.0.0.1/32\"\nipv6 = \"2001:db8:1::1/128\"\n"
+        ));
+        assert!(
+            has(&ps, "clat", "overlaps the denylist4 entry 192.0.0.0/29"),
+            "{ps:?}"
+        );
+        let e = EamEntry {
+            v4: "169.254.3.0/24".parse().unwrap(),
+            v6: "2001:db8:e023::/120".parse().unwrap(),
+        };
+        assert!(check_eam_denylist(&e, &default_denylist4()).is_err());
+        assert!(check_eam_denylist(&e, &[]).is_ok());
     }
 
     /// RFC 7757 §3.1: equal suffix lengths; duplicates and overlaps rejected.

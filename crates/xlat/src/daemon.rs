@@ -11,7 +11,9 @@ use xlat_core::nat64::Nat64State;
 use xlat_core::translate::nat64::Nat64Translator;
 use xlat_core::Translator;
 
-use crate::config::{self, check_eam, check_eam_conflict, DatapathKind, Mode, Settings};
+use crate::config::{
+    self, check_eam, check_eam_conflict, check_eam_denylist, DatapathKind, Mode, Settings,
+};
 use crate::datapath::{Engine, Shared, Worker};
 use crate::stats::Registry;
 use crate::tun::{self, Routes, Tun};
@@ -228,6 +230,7 @@ impl Daemon {
                 let mut st = self.state.lock().unwrap();
                 let all: Vec<EamEntry> = st.settings.clat.iter().chain(st.eamt.iter()).copied().collect();
                 check_eam_conflict(&e, &all)?;
+                check_eam_denylist(&e, &st.settings.denylist4)?;
                 if all.len() >= config::MAX_EAMT {
                     return Err(format!(
                         "the EAM table is full ({} entries): {v4} {v6} refused, the table is unchanged",

@@ -385,12 +385,18 @@ pub(crate) fn reply(
     // 192.0.0.8) embedded in pool6, so the sender sees the error come from
     // the translator. A CLAT answers from the address the packet was sent
     // to, one of its own (RFC 4443 §2.2; RFC 6877 §6.3): a stateful PLAT
-    // discards pool6 sources (RFC 6146 §3.5).
+    // discards pool6 sources (RFC 6146 §3.5). So does a SIIT without pool6
+    // (EAM only), which has no other address to answer from: without it,
+    // its Packet Too Big and Parameter Problem were never sent.
     let own = match cfg.own_v6 {
         Some(a) => a,
         None => match cfg.rfc6791v6.pick(hash6(src6, dst6)) {
             Some(a) => a,
-            None if cfg.addressing.src_eam_only && cfg.addressing.eamt.contains6(dst6) => *dst6,
+            None if (cfg.addressing.src_eam_only || cfg.addressing.pool6.is_none())
+                && cfg.addressing.eamt.contains6(dst6) =>
+            {
+                *dst6
+            }
             None => match cfg.addressing.pool6 {
                 Some(p) => p.embed(cfg.own_v4.unwrap_or(crate::translate::v4_to_v6::DUMMY_V4)),
                 None => return Verdict::Drop(reason),

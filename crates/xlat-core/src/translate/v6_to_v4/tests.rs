@@ -3,7 +3,7 @@
 //! transport / ICMP checksum.
 
 use super::*;
-use crate::addr::{Denylist4, Eamt, Pool6791v4, Pool6791v6, SiitAddressing};
+use crate::addr::{Denylist4, EamEntry, Eamt, Pool6791v4, Pool6791v6, SiitAddressing};
 use crate::translate::{DEFAULT_MTU_PLATEAUS, HEADROOM};
 use crate::wire::{be16, be32, Ipv4Packet};
 use proptest::prelude::*;
@@ -468,6 +468,55 @@ fn rfc7915_5_1_segments_left_param_problem() {
         &r[40..],
     );
     assert!(checksum::verify(acc));
+}
+
+/// RFC 7915 §5.1 / RFC 4443 §2.2: a SIIT with no pool6 (EAM only) and no
+/// icmp-source-v6 or rfc6791v6 answers from the EAM address the packet was
+/// sent to (it dropped the error, having no pool6 to embed 192.0.0.8 in);
+/// a destination outside the EAMT still gets nothing.
+#[test]
+fn rfc7915_5_1_eam_only_siit_answers_from_the_destination() {
+    let mut c = cfg();
+    c.own_v6 = None;
+    c.addressing
+        .eamt
+        .insert(
+            EamEntry::new(
+                "198.51.100.0/24".parse().unwrap(),
+                "2001:db8:6::/120".parse().unwrap(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    // (The test mapper maps both; only the EAMT of the configuration
+    // decides where the answer may come from.)
+    for (src, dst, answered) in [(h4_as6(), h6(), true), (h6(), h4_as6(), false)] {
+        let u = udp(&src, &dst, 1, 2, b"x");
+        let mut ext = vec![0u8; 24];
+        ext[0] = proto::UDP; // Routing, len 2 (24 bytes), type 0, segleft 1
+        ext[1] = 2;
+        ext[3] = 1;
+        let p = ip6(src, dst, 0, 64, proto::IPV6_ROUTE, &ext, &u);
+        let (v, buf) = run_with(&c, &p, meta(1));
+        if !answered {
+            assert_eq!(v, Verdict::Drop(DropReason::Ipv6SegmentsLeft));
+            continue;
+        }
+        let Verdict::Reply { start, len, reason } = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(reason, DropReason::Ipv6SegmentsLeft);
+        let r = &buf[start..start + len];
+        assert_eq!(&r[8..24], &dst.octets(), "from the address it was sent to");
+        assert_eq!(&r[24..40], &src.octets());
+        assert_eq!(&r[40..42], &[4, 0]);
+        assert_eq!(be32(r, 44), 40 + 3, "pointer names the Segments Left byte");
+        let acc = checksum::sum(
+            checksum::pseudo_v6(&dst, &src, 58, (len - 40) as u32),
+            &r[40..],
+        );
+        assert!(checksum::verify(acc));
+    }
 }
 
 fn frag_hdr(nh: u8, offset: u16, more: bool, ident: u32) -> [u8; 8] {
