@@ -140,7 +140,7 @@ def test_eamt_add_rejects_bad_entry(siit_fn):
     # An IPv4 side the (default) denylist drops would translate one way only.
     cp = x.cli("eamt", "add", "169.254.3.0/24", "2001:db8:e023::/120", check=False)
     assert cp.returncode == 1, cp
-    assert "overlaps the denylist4 entry 169.254.0.0/16" in cp.stderr, cp.stderr
+    assert "lies inside the denylist4 entry 169.254.0.0/16" in cp.stderr, cp.stderr
     assert "169.254.3.0/24" not in x.cli("eamt", "list").stdout
     # The sides swapped, and a prefix with host bits: each error says what is wrong.
     cp = x.cli("eamt", "add", "2001:db8:6::20/124", "192.0.2.32/28", check=False)

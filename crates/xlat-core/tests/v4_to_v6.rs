@@ -899,6 +899,20 @@ mod v4_to_v6 {
             Verdict::Drop(DropReason::IcmpErrorInError)
         );
 
+        // RFC 7915 §4.3: a quoted ICMPv4 message other than echo (a
+        // Timestamp) was never translated: dropped (it went out with type
+        // 13, an ICMPv6 error type); a quoted echo request is translated.
+        let inner_ts = ip4(H6, H1, 1, 3, 1, 0, 0, &icmp4(13, 0, 0x1234_0001, &[0; 12]));
+        let e = ip4(R4, H6, 1, 64, 1, 0, 0, &icmp4(11, 0, 0, &inner_ts));
+        assert_eq!(
+            run(&cfg(), &e).verdict,
+            Verdict::Drop(DropReason::IcmpInnerMalformed)
+        );
+        let inner_echo = ip4(H6, H1, 1, 3, 1, 0, 0, &icmp4(8, 0, 0x1234_0001, &[0; 12]));
+        let e = ip4(R4, H6, 1, 64, 1, 0, 0, &icmp4(11, 0, 0, &inner_echo));
+        let (_, _, _, inner) = check_icmp6_error(run(&cfg(), &e).pkt());
+        assert_eq!(inner[40], 128, "quoted echo request now ICMPv6 type 128");
+
         let e = ip4(R4, H6, 1, 64, 1, 0, 0, &icmp4(11, 0, 0, &q[..19]));
         assert_eq!(
             run(&cfg(), &e).verdict,
@@ -1017,6 +1031,24 @@ mod v4_to_v6 {
             run(&cfg(), &e).verdict,
             Verdict::Drop(DropReason::IcmpBadExtension)
         );
+
+        // RFC 4884 §5: an extension after an original datagram field under
+        // 128 bytes (length 10 = 40 bytes) is not one: dropped, not sent on
+        // with the rest of the quote as a corrupt "extension".
+        let m = icmp4(11, 0, 10 << 16, &body);
+        let e = ip4(R4, H6, 1, 64, 1, 0, 0, &m);
+        assert_eq!(
+            run(&cfg(), &e).verdict,
+            Verdict::Drop(DropReason::IcmpBadExtension)
+        );
+        // A length attribute covering the whole message (no extension
+        // after it): translated without one, as from IPv6 to IPv4.
+        let m = icmp4(11, 0, (132 / 4) << 16, &body[..132]);
+        let e = ip4(R4, H6, 1, 64, 1, 0, 0, &m);
+        let (t, _, rest, payload) = check_icmp6_error(run(&cfg(), &e).pkt());
+        assert_eq!((t, rest), (3, 0));
+        assert_eq!(payload.len(), 150);
+        check_inner_udp(&payload, &full);
 
         // Packet Too Big has no length attribute: the extension is left out.
         let m = icmp4(3, 4, ((132 / 4) << 16) | 1400, &body);

@@ -642,15 +642,20 @@ pub fn check_eam(e: &EamEntry) -> Result<(), String> {
     Ok(())
 }
 
-/// An EAM whose IPv4 prefix overlaps a `denylist4` entry: the denylist
+/// An EAM whose IPv4 prefix lies inside a `denylist4` entry: the denylist
 /// drops every IPv4 packet from or to it (before the EAMT is looked up),
-/// so the entry would translate in one direction only.
+/// so the entry would translate in one direction only. (A denylist entry
+/// inside a larger EAM prefix, such as RFC 7757 Appendix B's 0.0.0.0/0,
+/// carves those addresses out of it: allowed.)
 pub fn check_eam_denylist(e: &EamEntry, denylist4: &[Ipv4Prefix]) -> Result<(), String> {
-    match denylist4.iter().find(|d| d.overlaps(&e.v4)) {
+    match denylist4
+        .iter()
+        .find(|d| d.len() <= e.v4.len() && d.overlaps(&e.v4))
+    {
         Some(d) => Err(format!(
-            "IPv4 prefix overlaps the denylist4 entry {d}: its IPv4 packets would be dropped \
-             (src4_denied, dst4_denied) and the entry work one way only; take the range out \
-             of denylist4 to map it"
+            "IPv4 prefix lies inside the denylist4 entry {d}: its IPv4 packets would be \
+             dropped (src4_denied, dst4_denied) and the entry work one way only; take the \
+             range out of denylist4 to map it"
         )),
         None => Ok(()),
     }
@@ -1685,33 +1690,31 @@ listen = "[::1]:9464"
         };
         let ps = problems(&eam("169.254.7.0/24"));
         assert!(
-            has(
-                &ps,
-                "eamt[0]",
-                "overlaps the denylist4 entry 169.254.0.0/16"
-            ),
+            has(&ps, "eamt[0]", "inside the denylist4 entry 169.254.0.0/16"),
             "{ps:?}"
         );
         let ps = problems(&format!(
-            "denylist4 = [\"203.0.113.128/25\"]\n{}",
+            "denylist4 = [\"203.0.112.0/23\"]\n{}",
             eam("203.0.113.0/24")
         ));
         assert!(
-            has(
-                &ps,
-                "eamt[0]",
-                "overlaps the denylist4 entry 203.0.113.128/25"
-            ),
+            has(&ps, "eamt[0]", "inside the denylist4 entry 203.0.112.0/23"),
             "{ps:?}"
         );
         parse(&format!("denylist4 = []\n{}", eam("169.254.7.0/24"))).unwrap();
         parse(&eam("203.0.113.0/24")).unwrap();
+        // A denylist entry inside the EAM carves it out (RFC 7757 App. B).
+        parse(&format!(
+            "denylist4 = [\"203.0.113.128/25\"]\n{}",
+            eam("203.0.113.0/24")
+        ))
+        .unwrap();
         let ps = problems(concat!(
             "mode = \"clat\"\npool6 = \"64:ff9b::/96\"\ndenylist4 = [\"192.0.0.0/29\"]\n",
             "[clat]\nipv4 = \"192.0.0.1/32\"\nipv6 = \"2001:db8:1::1/128\"\n"
         ));
         assert!(
-            has(&ps, "clat", "overlaps the denylist4 entry 192.0.0.0/29"),
+            has(&ps, "clat", "inside the denylist4 entry 192.0.0.0/29"),
             "{ps:?}"
         );
         let e = EamEntry {

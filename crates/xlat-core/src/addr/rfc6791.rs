@@ -28,6 +28,21 @@ pub struct Pool6791v4 {
     prefixes: Vec<Ipv4Prefix>,
 }
 
+/// The usable addresses of an IPv4 pool prefix: (first host offset, count).
+/// A prefix of /30 or shorter leaves out its all-zeros (network) and
+/// all-ones (broadcast) addresses, which may not be the source of a
+/// packet (RFC 1122 §3.2.1.3, RFC 1812 §4.2.3.1); a /31 (RFC 3021) and a
+/// /32 have no such addresses.
+#[inline]
+fn hosts4(p: &Ipv4Prefix) -> (u32, u128) {
+    let n = u128::from(p.size());
+    if p.len() <= 30 {
+        (1, n - 2)
+    } else {
+        (0, n)
+    }
+}
+
 impl Pool6791v4 {
     pub fn new(prefixes: Vec<Ipv4Prefix>) -> Self {
         Pool6791v4 { prefixes }
@@ -35,19 +50,20 @@ impl Pool6791v4 {
     pub fn is_empty(&self) -> bool {
         self.prefixes.is_empty()
     }
-    /// Number of addresses in the pool (prefixes counted one after the other).
+    /// Number of addresses in the pool (prefixes counted one after the
+    /// other, without their network and broadcast addresses).
     pub fn size(&self) -> u128 {
-        self.prefixes.iter().map(|p| u128::from(p.size())).sum()
+        self.prefixes.iter().map(|p| hosts4(p).1).sum()
     }
     /// Picks an address; `hash` (e.g. of the packet's addresses) spreads the
     /// choice over the pool (RFC 6791 §4 recommends random selection).
     pub fn pick(&self, hash: u32) -> Option<Ipv4Addr> {
         let mut idx = scale(hash, self.size());
         for p in &self.prefixes {
-            let n = u128::from(p.size());
+            let (first, n) = hosts4(p);
             if idx < n {
-                // idx < 2^32 here, and the prefix has no host bits.
-                return Some(Ipv4Addr::from(u32::from(p.addr()) | idx as u32));
+                // idx + first < 2^32 here, and the prefix has no host bits.
+                return Some(Ipv4Addr::from(u32::from(p.addr()) | (idx as u32 + first)));
             }
             idx -= n;
         }
@@ -123,7 +139,9 @@ mod tests {
 
     #[test]
     fn rfc6791_s4_v4_spreads_over_all_prefixes() {
-        let p = v4(&["192.0.2.0/30", "198.51.100.7/32"]);
+        // A /30 gives its two hosts (never .0 or .3: RFC 1122 §3.2.1.3, no
+        // broadcast source), a /31 both its addresses (RFC 3021), a /32 one.
+        let p = v4(&["192.0.2.0/30", "192.0.2.8/31", "198.51.100.7/32"]);
         assert_eq!(p.size(), 5);
         let mut seen = std::collections::BTreeSet::new();
         for i in 0..1000u32 {
@@ -132,16 +150,26 @@ mod tests {
             assert!(p.prefixes().iter().any(|q| q.contains(a)), "{a}");
             seen.insert(a);
         }
-        assert_eq!(seen.len(), 5, "{seen:?}");
-        assert_eq!(p.pick(0), Some(Ipv4Addr::new(192, 0, 2, 0)));
+        let want: std::collections::BTreeSet<Ipv4Addr> = [
+            "192.0.2.1",
+            "192.0.2.2",
+            "192.0.2.8",
+            "192.0.2.9",
+            "198.51.100.7",
+        ]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+        assert_eq!(seen, want);
+        assert_eq!(p.pick(0), Some(Ipv4Addr::new(192, 0, 2, 1)));
         assert_eq!(p.pick(u32::MAX), Some(Ipv4Addr::new(198, 51, 100, 7)));
     }
 
     #[test]
     fn rfc6791_s4_v4_whole_space() {
         let p = v4(&["0.0.0.0/0"]);
-        assert_eq!(p.pick(0x1234_5678), Some(Ipv4Addr::from(0x1234_5678)));
-        assert_eq!(p.pick(u32::MAX), Some(Ipv4Addr::BROADCAST));
+        assert_eq!(p.pick(0), Some(Ipv4Addr::new(0, 0, 0, 1)));
+        assert_eq!(p.pick(u32::MAX), Some(Ipv4Addr::new(255, 255, 255, 254)));
     }
 
     #[test]

@@ -880,7 +880,10 @@ fn icmp_error_to_v6(
         (body, 0)
     } else {
         let l = usize::from(len_attr) * 4;
-        if l > body {
+        // An extension follows a field of at least 128 bytes (RFC 4884
+        // §4.1 / §5) and has at least its 4-byte header; a field that
+        // covers the whole message has no extension after it.
+        if l > body || (l < body && (l < 128 || body - l < 4)) {
             return Err(DropReason::IcmpBadExtension);
         }
         (l, body - l)
@@ -952,6 +955,15 @@ fn icmp_error_to_v6(
             // RFC 768: a zero UDP checksum means "none", kept as is.
             proto::UDP if l4.len() >= 8 && be16(l4, 6) != 0 => {
                 update_csum_at(l4, 6, old, new, false, true)
+            }
+            // RFC 7915 §4.3: only echo is translated (§4.2), so any other
+            // quoted ICMPv4 message never crossed the translator: dropped,
+            // as the NAT64 does (it went out with its ICMPv4 type number,
+            // 13 say, which is an ICMPv6 error type).
+            proto::ICMP
+                if l4.len() >= 4 && l4[0] != icmp4::ECHO_REQUEST && l4[0] != icmp4::ECHO_REPLY =>
+            {
+                return Err(DropReason::IcmpInnerMalformed)
             }
             proto::ICMP => echo_to_v6(l4, &isrc6, &idst6, (inner.total_len - inner.ihl) as u32),
             _ => {}

@@ -209,8 +209,12 @@ pub(super) fn translate_error(
     let words6 = if has_len_attr { usize::from(msg[4]) } else { 0 };
     let quote_end = if words6 != 0 {
         let field6 = words6 * 8;
-        // The extension structure has at least its 4-byte header.
-        if ICMP_HDR + field6 + 4 > msg.len() {
+        let body = msg.len() - ICMP_HDR;
+        // RFC 4884 §4.5 / §5: an extension follows an original datagram
+        // field of at least 128 bytes and has at least its 4-byte header.
+        // A field that covers the whole message has no extension after
+        // it: translated without one, as on the IPv4 -> IPv6 side.
+        if field6 > body || (field6 < body && (field6 < 128 || body - field6 < 4)) {
             return Err(DropReason::IcmpBadExtension);
         }
         // RFC 7915 §5.2 (ICMP Error Payload): the extensions are passed
@@ -220,7 +224,7 @@ pub(super) fn translate_error(
     } else {
         icmp_end
     };
-    let ext = (words6 != 0).then_some((quote_end, icmp_end));
+    let ext = (quote_end < icmp_end).then_some((quote_end, icmp_end));
 
     // The quoted IPv6 packet (RFC 7915 §5.3).
     let q_start = icmp_start + ICMP_HDR;
@@ -302,16 +306,18 @@ pub(super) fn translate_error(
                 }
             }
             proto::ICMPV6 if l4.len() >= 4 => {
+                // RFC 7915 §5.3: the quoted packet is translated like a
+                // normal one, and only echo is (§5.2): any other quoted
+                // ICMPv6 message never crossed the translator. Dropped as
+                // the NAT64 does (it went out with its ICMPv6 type number
+                // inside an ICMPv4 error).
                 let nt = match l4[0] {
-                    icmp6::ECHO_REQUEST => Some(icmp4::ECHO_REQUEST),
-                    icmp6::ECHO_REPLY => Some(icmp4::ECHO_REPLY),
-                    _ => None,
+                    icmp6::ECHO_REQUEST => icmp4::ECHO_REQUEST,
+                    icmp6::ECHO_REPLY => icmp4::ECHO_REPLY,
+                    _ => return Err(DropReason::IcmpInnerMalformed),
                 };
-                if let Some(nt) = nt {
-                    let pseudo =
-                        checksum::pseudo_v6(&isrc6, &idst6, proto::ICMPV6, iupper_full as u32);
-                    echo_rewrite(l4, nt, pseudo, false);
-                }
+                let pseudo = checksum::pseudo_v6(&isrc6, &idst6, proto::ICMPV6, iupper_full as u32);
+                echo_rewrite(l4, nt, pseudo, false);
             }
             _ => {}
         }

@@ -986,6 +986,22 @@ fn rfc7915_5_2_error_drops() {
         run(&error6(h6(), 1, 4, 0, &inner_err)).0,
         Verdict::Drop(DropReason::IcmpErrorInError)
     );
+    // RFC 7915 §5.3: a quoted ICMPv6 message other than echo (a Neighbor
+    // Solicitation) was never translated: dropped (it went out as ICMPv4
+    // type 135).
+    let inner_ns = ip6(
+        h4_as6(),
+        h6(),
+        0,
+        60,
+        proto::ICMPV6,
+        &[],
+        &icmp6_msg(&h4_as6(), &h6(), 135, 0, 0, &[0; 16]),
+    );
+    assert_eq!(
+        run(&error6(h6(), 1, 4, 0, &inner_ns)).0,
+        Verdict::Drop(DropReason::IcmpInnerMalformed)
+    );
     // Unmappable error source and no RFC 6791 pool: the translator's own
     // source, the RFC 7600 dummy 192.0.0.8, instead of a drop that would
     // black-hole PMTUD.
@@ -1077,6 +1093,20 @@ fn rfc4884_extension() {
     assert_eq!(&inner4[20..26], &u[..6], "ports and length");
     assert_eq!(&inner4[28..108], &u[8..], "data");
     verify_l4(&out);
+    // RFC 4884 §5: an original datagram field under 128 bytes (5 words =
+    // 40 bytes) with an extension after it: dropped, not translated into a
+    // quote of zeros and an "extension" made of the rest of the quote.
+    let p = error6(h6(), 3, 0, 5 << 24, &body);
+    assert_eq!(run(&p).0, Verdict::Drop(DropReason::IcmpBadExtension));
+    // A length attribute covering the whole message (no extension after
+    // it): translated without one, as from IPv4 to IPv6 (it was dropped).
+    let p = error6(h6(), 3, 0, 16 << 24, &inner);
+    let (v, buf) = run(&p);
+    let out = fwd(v, &buf);
+    let (icmp, inner4) = check_error(&out, 11, 0);
+    assert_eq!(icmp[5], 0, "no length attribute without an extension");
+    assert_eq!(icmp.len(), 8 + 108);
+    assert_eq!(&inner4[20..26], &u[..6], "ports and length");
     // Length attribute past the end of the message.
     for words in [18u32, 19, 255] {
         let p = error6(h6(), 3, 0, words << 24, &body);
