@@ -190,6 +190,35 @@ def test_xdp_io_bad_setup_fails_before_sending(lab, tmp_path):
     )
     assert cp.returncode == 2 and "--io xdp" in cp.stderr, cp.stderr
     assert test_frames() == 0
+    # A frame longer than an AF_XDP chunk takes (2048 bytes less the kernel's
+    # 256 of XDP headroom), on links that carry it: refused before sending.
+    # (1800-byte frames were all dropped by the receiving socket, 2060-byte
+    # ones never left the sender: a valid trial with 100 % loss.)
+    for ns in (s, lab.ns_name("r"), d):
+        for link in json.loads(lab.exec(ns, ["ip", "-j", "link", "show"]).stdout):
+            if link["ifname"] != "lo":
+                lab.exec(
+                    ns, ["ip", "link", "set", "dev", link["ifname"], "mtu", "9000"]
+                )
+    for size in (1800, 2060):
+        cp = perf(
+            "frame-loss",
+            *_common(s, d),
+            "--io",
+            "xdp",
+            "--frame-size",
+            str(size),
+            "--max-rate",
+            "1000",
+            "--rates",
+            "100%",
+            "--duration",
+            "0.1",
+            check=False,
+        )
+        assert cp.returncode == 2, (size, cp.stdout, cp.stderr)
+        assert "with --io xdp a frame (FCS included) is at most 1796" in cp.stderr
+        assert test_frames() == 0
     # The counter does see test frames: a working run afterwards is counted.
     r = perf_json(
         "frame-loss",

@@ -387,6 +387,25 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
             io_resolve::ns_label(recv_ns.as_deref())
         ));
     }
+    // AF_XDP receives a frame into one UMEM chunk less the kernel's XDP
+    // headroom: a longer one is dropped by the socket (counted as the
+    // tester's receive ring overflowing) and one over the chunk is never
+    // sent (a valid trial with 100 % loss, blamed on the DUT).
+    if io_kind == IoKind::Xdp {
+        let bg = a.opt::<String>("background")?.is_some();
+        let bg_l3 = crate::payload::l3_header(true) + crate::payload::UDP_HEADER + ep.payload;
+        let l3 = l3_len.max(recv_l3).max(if bg { bg_l3 } else { 0 });
+        let most = crate::io_xdp::MAX_FRAME_L2 + 4;
+        if l3 + crate::payload::ETHERNET_OVERHEAD > most {
+            return Err(format!(
+                "--frame-size: with --io xdp a frame (FCS included) is at most {most} bytes, the AF_XDP chunk of {} bytes less the kernel's XDP headroom of {}; this test has {}-byte frames{}: give a smaller --frame-size or use --io packet",
+                crate::io_xdp::FRAME,
+                crate::io_xdp::XDP_PACKET_HEADROOM,
+                l3 + crate::payload::ETHERNET_OVERHEAD,
+                if l3 > l3_len { " on the way (translated or background)" } else { "" }
+            ));
+        }
+    }
     // The route to --dst through loopback means --dst is an address of the
     // sending namespace itself (both ports in one namespace): the frames
     // would never leave it for the DUT. Refused unless the receiving port

@@ -41,7 +41,11 @@ const PGOFF_RX_RING: i64 = 0;
 const PGOFF_TX_RING: i64 = 0x8000_0000;
 const PGOFF_FILL_RING: i64 = 0x1_0000_0000;
 const PGOFF_COMPLETION_RING: i64 = 0x1_8000_0000;
-const FRAME: usize = 2048;
+pub(crate) const FRAME: usize = 2048;
+/// What the kernel keeps in front of a received frame in its chunk.
+pub(crate) const XDP_PACKET_HEADROOM: usize = 256;
+/// The longest Ethernet frame (FCS not included) an AF_XDP socket takes.
+pub(crate) const MAX_FRAME_L2: usize = FRAME - XDP_PACKET_HEADROOM;
 const TX_FRAMES: usize = 4096;
 const RX_FRAMES: usize = 8192;
 const XDP_FLAGS_UPDATE_IF_NOEXIST: u32 = 1;

@@ -1486,9 +1486,6 @@ pub fn run(p: &Params) -> Result<String, String> {
             }
         }
     }
-    if let Some(w) = lag_warning(p, &rows.iter().map(|r| &r.t).collect::<Vec<_>>()) {
-        warnings.push(w);
-    }
     if p.json {
         return Ok(J::obj(vec![
             ("mode", J::s(p.test.name())),
@@ -1599,42 +1596,6 @@ pub fn short_wait(wait: f64) -> Option<String> {
     (wait < 2.0).then(|| {
         format!("--wait {wait}: frames later than this are lost; RFC 2544 section 23 waits 2 s")
     })
-}
-
-/// A warning when valid trials fell far behind their schedule during the
-/// trial and caught up later: such a trial is valid (it ended within 0.1%
-/// of its length, siitperf's rule), but the frames it owed left faster than
-/// the rate, which a DUT with a shallow token bucket may drop.
-fn lag_warning(p: &Params, trials: &[&TrialOut]) -> Option<String> {
-    let limit_us = (p.duration * 1e6 * 0.01) as u64;
-    lag_warning_of(
-        "trial(s) fell more than 1% of their length",
-        trials
-            .iter()
-            .filter(|t| t.valid())
-            .map(|t| (t.max_lag_us, limit_us)),
-    )
-}
-
-/// The text of [`lag_warning`] for `what` ("trial(s) fell more than 1% of
-/// their length"), given the largest lag and the lag allowed (us) of each
-/// valid one; None when none lagged more than allowed. The stateful tests
-/// give their phases.
-pub(crate) fn lag_warning_of(
-    what: &str,
-    lags: impl IntoIterator<Item = (u64, u64)>,
-) -> Option<String> {
-    let lagged: Vec<u64> = lags
-        .into_iter()
-        .filter(|&(lag_us, allowed_us)| lag_us > allowed_us)
-        .map(|(lag_us, _)| lag_us)
-        .collect();
-    let worst = lagged.iter().max()?;
-    Some(format!(
-        "{} valid {what} behind schedule during the trial (up to {:.1} ms) and caught up by sending faster than the rate; a DUT with a shallow token bucket may drop such catch-up frames (see max_lag_us)",
-        lagged.len(),
-        *worst as f64 / 1000.0
-    ))
 }
 
 /// Issue 5: a DUT result within 10% of the tester's own (self-test) ceiling

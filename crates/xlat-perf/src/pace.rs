@@ -32,6 +32,16 @@ use std::time::{Duration, Instant};
 /// siitperf); a sender that ends later makes the trial invalid.
 pub const BEHIND_TOLERANCE: f64 = 0.001;
 
+/// Largest tolerated lag behind the schedule *during* a trial, as a share
+/// of its length, and at least [`MIN_LAG_LIMIT`]: a sender that fell
+/// further behind (a stall of 400 ms in a trial of 1.5 s) had to catch up
+/// faster than the rate, and a DUT with a shallow token bucket dropped
+/// those frames although the rate was within its limit (the loss was the
+/// tester's). Such a trial is invalid too.
+pub const LAG_TOLERANCE: f64 = 0.01;
+/// The smallest lag limit: one late wake-up of a loaded machine is no stall.
+pub const MIN_LAG_LIMIT: Duration = Duration::from_millis(2);
+
 /// Longest a due frame waits for later ones to join its batch: near the
 /// sender's ceiling a send call (a wake-up and an inter-processor interrupt
 /// on a VM) must carry enough frames; 50 us raised the sender's cost per
@@ -230,6 +240,12 @@ impl Pacer {
             let now = self.start.elapsed();
             if now > self.hard_stop {
                 self.aborted = true;
+                // The frames never sent count in the lag: the first of them
+                // is this late (max_lag_us said 0.5 ms of a sender that
+                // stopped 367 ms of frames short).
+                if sent < self.total {
+                    self.max_lag = self.max_lag.max(now.saturating_sub(self.due_at(sent)));
+                }
                 return None;
             }
             self.adapt(now);
@@ -299,9 +315,24 @@ impl Pacer {
         self.scheduled
     }
 
-    /// The trial is invalid: given up, frames unsent, or ended too late.
+    /// The largest lag allowed during the schedule ([`LAG_TOLERANCE`] of
+    /// its length, at least [`MIN_LAG_LIMIT`] and the tolerated end).
+    pub fn lag_limit(&self) -> Duration {
+        Duration::from_secs_f64(self.scheduled * LAG_TOLERANCE)
+            .max(MIN_LAG_LIMIT)
+            .max(
+                self.hard_stop
+                    .saturating_sub(Duration::from_secs_f64(self.scheduled)),
+            )
+    }
+
+    /// The trial is invalid: given up, frames unsent, ended too late, or
+    /// fell more than [`Pacer::lag_limit`] behind on the way.
     pub fn behind(&self, sent: u64, elapsed: f64) -> bool {
-        self.aborted || sent < self.total || elapsed > self.hard_stop.as_secs_f64()
+        self.aborted
+            || sent < self.total
+            || elapsed > self.hard_stop.as_secs_f64()
+            || self.max_lag > self.lag_limit()
     }
 }
 
@@ -441,11 +472,43 @@ mod tests {
         assert!(p.aborted || sent == 30_000);
     }
 
+    /// Issue 5 (a trial is invalid if the sender falls behind): a stall of
+    /// 60 ms in the middle of a 0.5 s schedule is made up before the end,
+    /// but the owed frames left faster than the rate: invalid. Without the
+    /// stall the same schedule is valid.
+    #[test]
+    fn a_stall_during_the_trial_is_invalid_though_made_up() {
+        for stall in [None, Some(Duration::from_millis(60))] {
+            let mut p = Pacer::new(5_000, 10_000, 32);
+            assert_eq!(p.lag_limit(), Duration::from_millis(5));
+            let mut sent = 0u64;
+            while let Some(n) = p.next(sent) {
+                if let Some(s) = stall.filter(|_| sent < 2_000 && sent + n as u64 >= 2_000) {
+                    std::thread::sleep(s);
+                }
+                sent += n as u64;
+            }
+            let elapsed = p.elapsed();
+            assert_eq!(sent, 5_000);
+            match stall {
+                // A quiet machine keeps the schedule (a loaded one may lag).
+                None => assert!(p.max_lag < p.lag_limit() || p.behind(sent, elapsed)),
+                Some(s) => {
+                    assert!(p.max_lag >= s - Duration::from_millis(1), "{:?}", p.max_lag);
+                    assert!(elapsed <= 0.5 * 1.001 + 0.002, "made up: {elapsed}");
+                    assert!(p.behind(sent, elapsed), "lag {:?}", p.max_lag);
+                }
+            }
+        }
+    }
+
     #[test]
     fn falling_behind_is_invalid() {
         let mut p = Pacer::new(10, 1_000_000, 1);
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(p.next(0), None, "past the tolerated end: give up");
         assert!(p.aborted && p.behind(0, p.elapsed()));
+        // The frames never sent are in the lag (it said 0).
+        assert!(p.max_lag >= Duration::from_millis(5), "{:?}", p.max_lag);
     }
 }

@@ -356,11 +356,6 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
         ),
     ];
     let mut csv = Vec::new();
-    // Valid repetitions whose sender fell more than 1% of the whole run
-    // behind at some point (the owed frames then left faster than the rate,
-    // which adds to the overload): their max_lag_us.
-    let lag_limit_us = ((p.duration + p.recovery_duration) * 1e6 * 0.01) as u64;
-    let mut lagged: Vec<u64> = Vec::new();
     for rep in 1..=p.repeat {
         let mut attempt = 0;
         let out = loop {
@@ -416,9 +411,6 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
         if out.valid() && rec.is_some() {
             values.push(rms);
         }
-        if out.valid() && out.max_lag_us > lag_limit_us {
-            lagged.push(out.max_lag_us);
-        }
         table.push(format!(
             "{rep:>3} {:>10} {:>10} {:>12} {:>12} {:>12.3}  {note}",
             out.planned, out.received, ol, rl, rms
@@ -462,14 +454,7 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
         ]));
     }
     let headline = vec![("system recovery time".to_string(), "ms".to_string(), values)];
-    let mut warnings = measure::rfc_deviations(p);
-    if let Some(worst) = lagged.iter().max() {
-        warnings.push(format!(
-            "{} valid repetition(s) fell more than 1% of their length behind schedule (up to {:.1} ms) and caught up by sending faster than the rate: their overload (and so the overload loss and the recovery time) was larger than planned (see max_lag_us)",
-            lagged.len(),
-            *worst as f64 / 1000.0
-        ));
-    }
+    let warnings = measure::rfc_deviations(p);
     Ok(render(
         p,
         reps,

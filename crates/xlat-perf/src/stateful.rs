@@ -1225,29 +1225,6 @@ fn trial_json(t: &Trial) -> J {
     ])
 }
 
-/// What the lag warning (`measure::lag_warning_of`) says of the stateful
-/// phases.
-const LAG_WHAT: &str =
-    "phase(s) of the trials fell more than 1% of their length (and more than 2 ms)";
-
-/// (largest lag, lag allowed) in us of every valid phase of `log`'s trials,
-/// for the lag warning, as the stateless trials have it: a phase that fell
-/// more than 1% of its length behind caught up by sending faster than the
-/// rate. A lag up to [`STATE_SLACK_NS`], which a phase may even end late
-/// by, is allowed: in a phase of 100 ms it is no stall.
-fn phase_lags(log: &[Trial]) -> impl Iterator<Item = (u64, u64)> + '_ {
-    let slack_us = STATE_SLACK_NS / 1000;
-    log.iter()
-        .flat_map(Trial::phases)
-        .filter(|d| d.valid())
-        .map(move |d| {
-            (
-                d.max_lag_us,
-                ((d.elapsed * 1e6 * 0.01) as u64).max(slack_us),
-            )
-        })
-}
-
 fn verdict(t: &Trial) -> String {
     if !t.valid() {
         // The phases' reasons together, in the engine's words.
@@ -1351,8 +1328,6 @@ pub fn run(p: &SParams) -> Result<String, String> {
     };
     let mut reps = Vec::new();
     let mut warnings = rfc_deviations(p);
-    // (largest lag, lag allowed) of every valid phase, for the lag warning.
-    let mut lags: Vec<(u64, u64)> = Vec::new();
     // Repetitions whose capacity search stopped at --max-connections.
     let mut reached_max: Vec<usize> = Vec::new();
     let mut rows: Vec<(String, String)> = Vec::new();
@@ -1524,7 +1499,6 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 }
             }
         }
-        lags.extend(phase_lags(&log));
         res.push(("trials", J::Arr(log.iter().map(trial_json).collect())));
         reps.push(J::Obj(
             res.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
@@ -1536,7 +1510,6 @@ pub fn run(p: &SParams) -> Result<String, String> {
             reached_max, p.max_connections
         ));
     }
-    warnings.extend(measure::lag_warning_of(LAG_WHAT, lags));
     if p.json {
         return Ok(J::obj(vec![
             ("mode", J::s(p.test.name())),
@@ -1875,29 +1848,13 @@ mod tests {
         }
     }
 
-    // Stateful phases that fell more than 1% of their length behind are
-    // warned about as the stateless trials are (they never were), and the
-    // CSV gives each trial's largest lag.
+    // The CSV gives each trial's largest lag (a phase that fell more than
+    // 1% of its length behind is invalid: the pacer's rule).
     #[test]
-    fn stateful_sender_lag_is_warned_and_in_the_csv() {
-        let mut late = phase(40_000, 2.0);
-        late.behind = true;
-        let log = [
-            trial(phase(30_000, 1.0), Some(phase(5_000, 1.0))),
-            trial(phase(9_000, 1.0), Some(phase(12_000, 1.0))),
-            // Invalid: its lag made it so, and it is reported as such.
-            trial(late, None),
-        ];
-        assert_eq!(
-            measure::lag_warning_of(LAG_WHAT, phase_lags(&log)).as_deref(),
-            Some("2 valid phase(s) of the trials fell more than 1% of their length (and more than 2 ms) behind schedule during the trial (up to 30.0 ms) and caught up by sending faster than the rate; a DUT with a shallow token bucket may drop such catch-up frames (see max_lag_us)")
-        );
+    fn stateful_sender_lag_is_in_the_csv() {
+        let log = [trial(phase(30_000, 1.0), Some(phase(5_000, 1.0)))];
         let csv = row(1, "cer", &log[0]).1;
         assert_eq!(csv, "1,cer,1000,1000,1000,1000,1000,0,0,0,true,30000,pass");
-        // 1% of a 1 s phase, or 2 ms (the lateness a phase may end with)
-        // in a phase of 50 ms, is no stall.
-        let few = [trial(phase(9_000, 1.0), Some(phase(1_900, 0.05)))];
-        assert_eq!(measure::lag_warning_of(LAG_WHAT, phase_lags(&few)), None);
     }
 
     // A run can be reproduced: every trial's JSON gives the start of its
