@@ -6,7 +6,8 @@ python -m lab run SCENARIO [--out DIR] [--duts a,b] [--budget-min M]
 python -m lab report DIR               regenerate DIR/report.md and DIR/plots/*.png
 python -m lab compare A B              headline metrics of two runs side by side
 python -m lab cleanup [--prefix P]     remove leftovers of crashed lab runs (namespaces
-                                       named xlab*, /etc/netns/xlab*) -- only the lab's own
+                                       named xlab*, their processes and testers,
+                                       /etc/netns/xlab*, /tmp/xlat-lab-*) -- only the lab's own
 """
 
 from __future__ import annotations
@@ -42,7 +43,14 @@ def cmd_list(_a) -> int:
 
 def cmd_run(a) -> int:
     from lab import report
-    from lab.runner import default_out, run_problem, run_scenario
+    from lab.runner import (
+        default_out,
+        interrupted,
+        run_problem,
+        run_scenario,
+        say,
+        signalled,
+    )
 
     only = [d for d in (a.duts or "").split(",") if d] or None
     if a.duts is not None and not only:
@@ -61,31 +69,38 @@ def cmd_run(a) -> int:
     try:
         out, meta = run_scenario(a.scenario, out, only, a.budget_min)
     except (KeyboardInterrupt, SystemExit) as e:
-        # Ctrl-C / SIGTERM (e.g. make bench's hard stop): still the report of
-        # what finished, so nothing measured is lost; a rerun resumes.
+        if not signalled(e):
+            raise
+        # Ctrl-C / SIGTERM / SIGHUP (e.g. make bench's hard stop): still the
+        # report of what finished, so nothing measured is lost; a rerun
+        # resumes. (Further signals are ignored from the first one on.)
         if (out / "meta.json").exists() and any((out / "trials").glob("*/*.json")):
             md = report.write(out)
-            print(
+            say(
                 f"interrupted; report of the finished trials: {md} "
-                f"(rerun with --out {out} to resume)",
-                file=sys.stderr,
+                f"(rerun with --out {out} to resume)"
             )
-        if isinstance(e, KeyboardInterrupt):
-            return 130
-        raise
-    md = report.write(out)
-    run = report.load(out)
-    print()
-    print(report.console_table(run))
-    print(f"report: {md}")
-    print(
-        f"elapsed {meta['elapsed_s'] / 60:.1f} min"
-        + (
-            f"; {meta['unfinished_trials']} trial(s) pending (budget): rerun with --out {out} to resume"
-            if meta.get("unfinished_trials")
-            else ""
+            return 130 if isinstance(e, KeyboardInterrupt) else e.code
+        return interrupted(e, out)
+    try:
+        md = report.write(out)
+        run = report.load(out)
+        print()
+        print(report.console_table(run))
+        print(f"report: {md}")
+        print(
+            f"elapsed {meta['elapsed_s'] / 60:.1f} min"
+            + (
+                f"; {meta['unfinished_trials']} trial(s) pending (budget): rerun with --out {out} to resume"
+                if meta.get("unfinished_trials")
+                else ""
+            )
         )
-    )
+    except (KeyboardInterrupt, SystemExit) as e:
+        # A signal while the report is written: the trials are all saved.
+        if not signalled(e):
+            raise
+        return interrupted(e, out)
     # Every trial must have given its figure: a failed one (listed under the
     # summary) makes the run fail, as does a run with no trial at all.
     statuses = [r.get("status") for t in run["trials"].values() for r in t.values()]
@@ -125,25 +140,40 @@ def cmd_compare(a) -> int:
 
 
 def cmd_cleanup(a) -> int:
-    from lab.cleanup import cleanup
+    from lab.cleanup import clean
 
-    gone, alive = cleanup(a.prefix)
+    res = clean(a.prefix)
+    gone = res.namespaces
+    for pid, cmd in res.killed:
+        print(f"killed pid {pid}: {cmd}")
     print(
         f"removed {len(gone)} namespace(s)" + (": " + ", ".join(gone) if gone else "")
     )
-    for p, pid in alive.items():
+    if res.tmpdirs:
+        print(f"removed {len(res.tmpdirs)} temp dir(s): {', '.join(res.tmpdirs)}")
+    for p, pid in res.alive.items():
         print(f"left {p}-*: its lab run (pid {pid}) is still running")
     return 0
 
 
 def main(argv=None) -> int:
+    from lab.scenarios import SCENARIOS
+
     ap = argparse.ArgumentParser(prog="python -m lab", description="the xlat lab")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="scenarios, topologies and DUTs").set_defaults(
         fn=cmd_list
     )
-    r = sub.add_parser("run", help="run a scenario")
-    r.add_argument("scenario")
+    r = sub.add_parser(
+        "run",
+        help="run a scenario",
+        description="Run a scenario (`python -m lab list` describes them).",
+    )
+    r.add_argument(
+        "scenario",
+        metavar="SCENARIO",
+        help=f"one of: {', '.join(SCENARIOS)} (`python -m lab list` describes them)",
+    )
     r.add_argument("--out", help="results directory (an existing one is resumed)")
     r.add_argument("--duts", help="only these DUTs (comma list)")
     r.add_argument(

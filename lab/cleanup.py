@@ -2,20 +2,31 @@
 
 Lab runs name their namespaces ``xlab<4 hex>-<role>`` (:data:`lab.runner.LAB_PREFIX`;
 the tests use ``xlt``, other tools their own prefixes, which are never touched).
-While a topology is up, its owner's PID is in ``/run/xlat-lab/<prefix>.owner``
-(:func:`claim`), so that a cleanup never removes the namespaces of a lab run that
-is still going (another user's ``make bench``, say). Cleanup removes the
-namespaces whose owner is gone (killing, by PID, the processes still inside
-them: they were started there by that run) and the ``/etc/netns/<namespace>``
-directories the 464XLAT topology writes for the CLAT's resolver.
+While a topology is up, its owner's PID and start time are in
+``/run/xlat-lab/<prefix>.owner`` (:func:`claim`), so that a cleanup never removes
+the namespaces of a lab run that is still going (another user's ``make bench``,
+say); the start time tells the run from a process that got its PID later (PIDs
+wrap within minutes). Cleanup removes, for the prefixes whose owner is gone:
+
+- the processes still inside their namespaces (started there by that run) and
+  the processes of the root namespace whose command line names one of them
+  (``xlat-perf --send-netns <prefix>-h6``: only its threads enter the
+  namespaces), all killed by PID;
+- the namespaces, and the ``/etc/netns/<namespace>`` directories the 464XLAT
+  topology writes for the CLAT's resolver;
+
+and the run's marked temp directories (``/tmp/xlat-lab-*``, :func:`lab_tmpdir`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import signal
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.netns import cleanup_prefix, list_ns
@@ -23,12 +34,73 @@ from lab.netns import cleanup_prefix, list_ns
 OWNERS = Path("/run/xlat-lab")
 
 
+def start_time(pid: int) -> int | None:
+    """The start time of process ``pid`` (clock ticks after boot, field 22 of
+    ``/proc/PID/stat``); None if there is no such process (or only a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    try:
+        if fields[0] == "Z":
+            return None
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def cmdline(pid: int) -> list[str]:
+    """The arguments of process ``pid`` ([] if it is gone or a kernel thread)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def owner_mark(pid: int | None = None) -> str:
+    """``"<pid> <start time>"``: what marks a namespace prefix or a temp dir as
+    this process's."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid} {start_time(pid)}\n"
+
+
+def _is_lab(args: list[str]) -> bool:
+    """Does this command line run the lab (``python -m lab ...``, ``-m lab.demo``,
+    a ``test_lab_*`` test)? For marks written before the start time was kept."""
+    for i, a in enumerate(args):
+        if a in ("lab", "lab.demo") and i > 0 and args[i - 1] == "-m":
+            return True
+        if "/lab/" in a or Path(a).name.startswith("test_lab"):
+            return True
+    return False
+
+
+def mark_alive(text: str) -> int | None:
+    """The PID of the live process a mark (:func:`owner_mark`) names, None if it
+    is gone: its PID exists with the same start time (a mark without one, of an
+    older version, must name a process that runs the lab)."""
+    parts = text.split()
+    try:
+        pid = int(parts[0])
+        start = int(parts[1]) if len(parts) > 1 and parts[1] != "None" else None
+    except (IndexError, ValueError):
+        return None
+    now = start_time(pid)
+    if now is None:
+        return None
+    if start is not None:
+        return pid if now == start else None
+    return pid if _is_lab(cmdline(pid)) else None
+
+
 @contextlib.contextmanager
 def claim(prefix: str):
     """Mark ``prefix`` as owned by this process while the block runs."""
     OWNERS.mkdir(parents=True, exist_ok=True)
     f = OWNERS / f"{prefix}.owner"
-    f.write_text(f"{os.getpid()}\n")
+    f.write_text(owner_mark())
     try:
         yield
     finally:
@@ -40,21 +112,12 @@ TMP_MARK = ".lab-owner"
 
 def lab_tmpdir(tag: str) -> tempfile.TemporaryDirectory:
     """A ``/tmp/xlat-lab-<tag>-*`` directory of this run (config, log, socket of a
-    DUT), marked with this process's PID so that ``lab cleanup`` can remove it
-    after a crash (``kill -9``) and leaves it alone while the run lives."""
+    DUT, nginx's files), marked with this process's PID and start time so that
+    ``lab cleanup`` can remove it after a crash (``kill -9``) and leaves it alone
+    while the run lives."""
     t = tempfile.TemporaryDirectory(prefix=f"xlat-lab-{tag}-")
-    (Path(t.name) / TMP_MARK).write_text(f"{os.getpid()}\n")
+    (Path(t.name) / TMP_MARK).write_text(owner_mark())
     return t
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _stale_tmpdirs() -> list[Path]:
@@ -63,41 +126,93 @@ def _stale_tmpdirs() -> list[Path]:
     out = []
     for d in Path(tempfile.gettempdir()).glob("xlat-lab-*"):
         try:
-            pid = int((d / TMP_MARK).read_text().strip())
-        except (OSError, ValueError):
+            mark = (d / TMP_MARK).read_text()
+        except OSError:
             continue
-        if not _pid_alive(pid):
+        if mark_alive(mark) is None:
             out.append(d)
     return out
 
 
 def _alive_owner(prefix: str) -> int | None:
     try:
-        pid = int((OWNERS / f"{prefix}.owner").read_text().strip())
-    except (OSError, ValueError):
+        mark = (OWNERS / f"{prefix}.owner").read_text()
+    except OSError:
         return None
-    return pid if _pid_alive(pid) else None
+    return mark_alive(mark)
 
 
-def cleanup(prefix: str = "xlab") -> tuple[list[str], dict[str, int]]:
-    """Remove leftovers under ``prefix``; returns (removed namespaces,
-    {prefix: pid} of the runs still alive, left alone)."""
+def naming_processes(prefixes: list[str]) -> list[int]:
+    """PIDs of the processes (any namespace) whose command line names a namespace
+    ``<prefix>-...`` of one of ``prefixes``, as an argument or an option's value
+    (``--send-netns=xlab12ab-h6``, ``ip netns exec xlab12ab-h6 ...`` in a
+    ``--between-cmd``); never this process or its parent."""
+    if not prefixes:
+        return []
+    names = re.compile(
+        r"(?:^|[\s=,:])(?:" + "|".join(re.escape(p + "-") for p in prefixes) + ")"
+    )
+    me = {os.getpid(), os.getppid()}
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) in me:
+            continue
+        if any(names.search(a) for a in cmdline(int(d.name))):
+            out.append(int(d.name))
+    return sorted(out)
+
+
+@dataclass
+class Cleaned:
+    namespaces: list[str] = field(default_factory=list)  # deleted
+    alive: dict[str, int] = field(default_factory=dict)  # {prefix: pid} left alone
+    killed: list[tuple[int, str]] = field(default_factory=list)  # (pid, command)
+    tmpdirs: list[str] = field(default_factory=list)
+
+
+def clean(prefix: str = "xlab") -> Cleaned:
+    """Remove the leftovers of the dead lab runs under ``prefix`` (see the module)."""
     if not prefix.startswith("xlab"):
         raise SystemExit(f"lab cleanup: prefix {prefix!r} is not the lab's (xlab...)")
-    gone: list[str] = []
-    alive: dict[str, int] = {}
-    for p in sorted({ns.split("-", 1)[0] for ns in list_ns(prefix)}):
+    res = Cleaned()
+    # The runs: from their namespaces, and from their owner files (a run whose
+    # namespaces are gone may still have a tester flooding them).
+    owned = (
+        [f.name.removesuffix(".owner") for f in OWNERS.glob(f"{prefix}*.owner")]
+        if OWNERS.is_dir()
+        else []
+    )
+    runs = sorted({ns.split("-", 1)[0] for ns in list_ns(prefix)} | set(owned))
+    dead = []
+    for p in runs:
         pid = _alive_owner(p)
         if pid is not None:
-            alive[p] = pid
+            res.alive[p] = pid
+        else:
+            dead.append(p)
+    for pid in naming_processes(dead):
+        cmd = " ".join(cmdline(pid))[:120]
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
             continue
-        gone += cleanup_prefix(p + "-")
+        res.killed.append((pid, cmd))
+    for p in dead:
+        res.namespaces += cleanup_prefix(p + "-")
         (OWNERS / f"{p}.owner").unlink(missing_ok=True)
     etc = Path("/etc/netns")
     if etc.is_dir():
         for d in etc.iterdir():
-            if d.name.startswith(prefix) and d.name.split("-", 1)[0] not in alive:
+            if d.name.startswith(prefix) and d.name.split("-", 1)[0] not in res.alive:
                 shutil.rmtree(d, ignore_errors=True)
     for d in _stale_tmpdirs():
         shutil.rmtree(d, ignore_errors=True)
-    return gone, alive
+        res.tmpdirs.append(str(d))
+    return res
+
+
+def cleanup(prefix: str = "xlab") -> tuple[list[str], dict[str, int]]:
+    """Remove leftovers under ``prefix``; returns (removed namespaces,
+    {prefix: pid} of the runs still alive, left alone). See :func:`clean`."""
+    res = clean(prefix)
+    return res.namespaces, res.alive

@@ -21,12 +21,13 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from lab import netns, report
 from lab.adapters import make_adapter
 from lab.cleanup import claim
 from lab.netns import ns_exec, random_prefix
-from lab.runner import LAB_PREFIX, run_scenario
+from lab.runner import LAB_PREFIX, default_out, interrupted, run_scenario, signalled
 from lab.topologies import siit_single
 from lab.workloads.http import Nginx
 
@@ -123,14 +124,14 @@ def walkthrough() -> None:
             xlat.stop()
 
 
-def demo() -> int:
+def demo(out: Path | None = None) -> int:
     t0 = time.monotonic()
     walkthrough()
     step(
         "xlat (TUN and eBPF datapaths) vs TAYGA vs kernel forwarding"
         "  (scenario demo, same machine, same run)"
     )
-    out, _meta = run_scenario("demo")
+    out, _meta = run_scenario("demo", out)
     md = report.write(out)
     run = report.load(out)
     step("results")
@@ -169,8 +170,15 @@ def main() -> int:
         print("demo: must run as root (network namespaces)", file=sys.stderr)
         return 2
     netns.stop_on_first_signal()
+    out = default_out("demo")
     try:
-        return demo()
+        return demo(out)
+    except (KeyboardInterrupt, SystemExit) as e:
+        # Ctrl-C, SIGTERM, SIGHUP: one line, no traceback (the topology is
+        # already removed); the trials measured so far are in `out`.
+        if not signalled(e):
+            raise
+        return interrupted(e, out, "demo")
     except Exception as e:  # noqa: BLE001 - one clear line, topology already removed
         print(f"\ndemo: FAILED: {e}", file=sys.stderr)
         return 1

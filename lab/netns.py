@@ -236,23 +236,36 @@ def cleanup_prefix(prefix: str, kill_leftover_pids: bool = True) -> list[str]:
 CREATED_PREFIXES: set[str] = set()
 
 
+# The name of the signal that stopped this process (stop_on_first_signal), or
+# None: a run's meta.json and the command line's message say it was
+# interrupted, and by what.
+stopped_by: str | None = None
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def stop_on_first_signal() -> None:
-    """SIGINT raises KeyboardInterrupt and SIGTERM SystemExit(143), once: the
-    first of them ignores both from then on, so that a second one cannot
-    interrupt the cleanup the first started. A Ctrl-C under
-    ``timeout --foreground`` (make demo, make bench) reaches the lab twice,
-    from the terminal and from timeout, and the second one used to land in
-    the teardown and leave namespaces and daemons behind. Main thread only."""
+    """SIGINT raises KeyboardInterrupt, SIGTERM SystemExit(143) and SIGHUP (the
+    terminal or the ssh session closed) SystemExit(129), once: the first of them
+    ignores all three from then on, so that a second one cannot interrupt the
+    cleanup the first started. A Ctrl-C under ``timeout --foreground`` (make
+    demo, make bench) reaches the lab twice, from the terminal and from
+    timeout, and the second one used to land in the teardown and leave
+    namespaces and daemons behind. A SIGHUP that is ignored already (``nohup``)
+    stays ignored. Main thread only."""
 
     def first(signum, _frame):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        global stopped_by
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        stopped_by = signal.Signals(signum).name
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
-        sys.exit(143)
+        sys.exit(128 + signum)
 
-    signal.signal(signal.SIGINT, first)
-    signal.signal(signal.SIGTERM, first)
+    for s in STOP_SIGNALS:
+        if s == signal.SIGHUP and signal.getsignal(s) == signal.SIG_IGN:
+            continue
+        signal.signal(s, first)
 
 
 class Lab:

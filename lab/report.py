@@ -212,7 +212,80 @@ def _spec(label: str) -> str:
 
 
 def _part_duts(run, part) -> list[str]:
-    return [d for d in part["duts"] if d in run["duts"] or d in run["trials"]]
+    """The part's DUTs the run has a record, a trial or pending trials of."""
+    todo = pending_trials(run)
+    return [
+        d
+        for d in part["duts"]
+        if d in run.get("duts", {}) or d in run["trials"] or d in todo
+    ]
+
+
+def run_state(run: dict) -> str:
+    """``finished``, ``interrupted`` (Ctrl-C, SIGTERM, SIGHUP) or ``unfinished``
+    (killed, or still going)."""
+    m = run.get("meta", {})
+    if m.get("interrupted"):
+        return "interrupted"
+    return "finished" if m.get("finished") else "unfinished"
+
+
+# Why a run's pending trials did not run, by run_state().
+_PENDING_WHY = {
+    "finished": "the time budget ran out",
+    "interrupted": "the run was interrupted",
+    "unfinished": "the run did not finish: killed, or still going",
+}
+# A DUT with no finished trial, by run_state().
+_NOT_MEASURED = {
+    "finished": "not measured (time budget spent)",
+    "interrupted": "not measured (interrupted)",
+    "unfinished": "not measured (run not finished)",
+}
+
+
+def pending_trials(run: dict) -> dict[str, list]:
+    """``{dut: [Trial...]}``: the trials of the run's plan that have no record
+    (not run yet: budget, interruption, kill), in plan order."""
+    from lab.runner import pending
+
+    m = run.get("meta", {})
+    if not m.get("parts"):
+        return {}
+    return dict(pending(m, run.get("duts", {}), run["trials"]))
+
+
+def _workloads_brief(trials) -> str:
+    """``tcp (4), ping``: the workloads of ``trials``, with their counts."""
+    n: dict[str, int] = {}
+    for t in trials:
+        n[t.workload] = n.get(t.workload, 0) + 1
+    return ", ".join(f"{w} ({c})" if c > 1 else w for w, c in n.items())
+
+
+def _pending_lines(run: dict) -> list[str]:
+    todo = pending_trials(run)
+    if not todo:
+        return []
+    m = run["meta"]
+    total = sum(len(ts) for ts in todo.values())
+    duts = f" --duts {','.join(m['only'])}" if m.get("only") else ""
+    out = [
+        (
+            f"- **Pending: {total} trial(s)** not run ({_PENDING_WHY[run_state(run)]}); "
+            f"`python -m lab run {m['scenario']} --out <this directory>{duts}` runs them:"
+        )
+    ]
+    out += [
+        f"  - `{d}`: {len(ts)} ({_workloads_brief(ts)})"
+        + (
+            " — not started"
+            if d not in run["trials"] and d not in run.get("duts", {})
+            else ""
+        )
+        for d, ts in todo.items()
+    ]
+    return out
 
 
 def _baselines(run, duts) -> list[str]:
@@ -239,7 +312,8 @@ def summary_table(run: dict, part: dict) -> str:
             if any(mm.get(lab, (None,))[0] is not None for _, mm in rows)
         )
     )
-    out = _head("DUT", *labels)
+    # (A part with no figure yet: one column for what the DUTs' rows say.)
+    out = _head("DUT", *(labels or [""]))
     for d in duts:
         rec = run["duts"].get(d, {})
         if "skipped" in rec:
@@ -248,8 +322,12 @@ def summary_table(run: dict, part: dict) -> str:
             )
             continue
         if d not in run["trials"]:
-            err = rec.get("error", "no trial finished").splitlines()[0][:120]
-            out.append(f"| {d} | FAILED: {err} |" + " |" * (len(labels) - 1))
+            if "error" in rec or d not in pending_trials(run):
+                err = rec.get("error", "no trial finished").splitlines()[0][:120]
+                cell = f"FAILED: {err}"
+            else:  # nothing failed: the run stopped before it
+                cell = _NOT_MEASURED[run_state(run)]
+            out.append(f"| {d} | {cell} |" + " |" * (len(labels) - 1))
             continue
         m = dict(rows)[d]
         out.append(
@@ -953,24 +1031,37 @@ def header(run: dict) -> list[str]:
     h = m["host"]
     v = h.get("versions", {})
     el = m.get("elapsed_s")
+    state = run_state(run)
+    if state == "interrupted":
+        how = m["interrupted"]
+        by = {"SIGINT": "Ctrl-C", "SIGTERM": "SIGTERM", "SIGHUP": "SIGHUP"}.get(
+            how.get("by"), how.get("by", "?")
+        )
+        end = f"**interrupted** at {how.get('at', '?')} ({by})"
+    elif state == "finished":
+        end = f"finished {m['finished']}"
+    else:
+        end = "**not finished** (killed, or still going)"
+    todo = pending_trials(run)
+    n_todo = sum(len(ts) for ts in todo.values())
+    if not todo and m.get("unfinished_trials") and state == "finished":
+        n_todo = m["unfinished_trials"]  # a run without its plan in meta.json
     lines = [
         f"# Lab report: scenario `{m['scenario']}`",
         "",
         f"{m['description']}.",
         "",
-        f"- Run: started {m['started']}, finished {m.get('finished', '(not finished)')}"
+        f"- Run: started {m['started']}, {end}"
         + (f", {el / 60:.1f} min of measuring" if el else "")
         + f" (budget {m['budget_min']:g} min)"
-        + (
-            f"; {m['unfinished_trials']} trial(s) left pending by the budget"
-            if m.get("unfinished_trials")
-            else ""
-        )
+        + (f"; {n_todo} trial(s) pending" if n_todo else "")
         + (f"; resumed {len(m['resumed'])}x" if m.get("resumed") else ""),
+        *_pending_lines(run),
         f"- Host: {h['cpu_model']}, {h['cpus']} CPUs, kernel {h['kernel']}, clocksource {h['clocksource']}, "
         f"load {h['loadavg'][0]:.2f} at start"
         + (f", {m['loadavg_end'][0]:.2f} at end" if m.get("loadavg_end") else ""),
         "- Versions: " + "; ".join(f"{k}: {x}" for k, x in v.items() if x),
+        *_resume_lines(m),
         "",
         (
             "All DUTs ran on the same machine in the same run, in network namespaces; compare "
@@ -980,6 +1071,55 @@ def header(run: dict) -> list[str]:
         *_warnings_lines(run),
     ]
     return lines
+
+
+def _resume_lines(m: dict) -> list[str]:
+    """The host conditions of each resume (the header's are the first
+    invocation's), with the versions that changed."""
+    out = []
+    v0 = m.get("host", {}).get("versions", {})
+    for i, r in enumerate(m.get("resumed") or [], 1):
+        if not isinstance(r, dict):  # an older run: the time only
+            continue
+        h = r.get("host", {})
+        load = h.get("loadavg") or [None]
+        changed = [
+            f"{k}: {x}"
+            for k, x in (h.get("versions") or {}).items()
+            if x and v0.get(k) != x
+        ]
+        out.append(
+            f"- Resume {i}: {r.get('started', '?')}"
+            + (f", load {load[0]:.2f}" if load[0] is not None else "")
+            + (f"; versions changed: {'; '.join(changed)}" if changed else "")
+        )
+    return out
+
+
+def _dut_note(run: dict, d: str, rec: dict) -> str:
+    if "skipped" in rec:
+        return f" — skipped: {rec['skipped']}"
+    if "error" in rec:
+        return f" — FAILED: {rec['error'].splitlines()[0]}"
+    todo = pending_trials(run).get(d)
+    if not todo:
+        return ""
+    if d not in run["trials"]:
+        return f" — {_NOT_MEASURED[run_state(run)]}: {len(todo)} trial(s) pending"
+    return f" — {len(todo)} trial(s) pending ({_workloads_brief(todo)})"
+
+
+def _dut_rec(run: dict, d: str) -> dict:
+    """The DUT's record, or (a DUT the run never reached) its adapter's data."""
+    rec = run.get("duts", {}).get(d)
+    if rec is not None:
+        return rec
+    from lab.adapters import ADAPTERS
+
+    cls = ADAPTERS.get(d)
+    if cls is None:
+        return {}
+    return {"description": cls.description, "role": cls.role, "topology": cls.topology}
 
 
 def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
@@ -992,16 +1132,8 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
         pl = plots.get(part["title"], {})
         out += ["", f"## {part['title']}", ""]
         for d in duts:
-            rec = run["duts"].get(d, {})
-            note = (
-                f" — skipped: {rec['skipped']}"
-                if "skipped" in rec
-                else (
-                    f" — FAILED: {rec['error'].splitlines()[0]}"
-                    if "error" in rec
-                    else ""
-                )
-            )
+            rec = _dut_rec(run, d)
+            note = _dut_note(run, d, rec)
             flow = rec.get("flow", {})
             fl = (
                 f" ({flow['direction']}: {flow['src']} -> {flow['dst']})"

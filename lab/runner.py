@@ -11,21 +11,25 @@ Layout of ``results/<scenario>-<YYYYmmdd-HHMMSS>/``::
 A rerun with the same directory (``lab run SCENARIO --out DIR``) skips every
 trial whose file says ``"status": "ok"`` (or "unsupported"), so an interrupted run
 resumes where it stopped. The run keeps to its time budget: a trial is not
-started after the deadline (it stays pending, to be resumed).
+started after the deadline (it stays pending, to be resumed). A trial of the
+plan with no file is *pending* (:func:`pending`): the budget ran out, the run was
+interrupted (``meta["interrupted"]``) or killed before it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
+import sys
 import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab import hostinfo, netns
-from lab.adapters import Unsupported, make_adapter, repo_root
+from lab.adapters import ADAPTERS, Unsupported, make_adapter, repo_root
 from lab.cleanup import claim
 from lab.netns import random_prefix
 from lab.scenarios import SCENARIOS, Scenario
@@ -105,15 +109,23 @@ def plan(
     scenario: Scenario, only: list[str] | None = None
 ) -> list[tuple[str, list[Trial]]]:
     """``[(dut, [Trial...])]`` in run order (stateful workloads last per DUT)."""
+    return plan_parts([(p.duts, p.workloads) for p in scenario.parts], only)
+
+
+def plan_parts(
+    parts: list[tuple[list[str], dict]], only: list[str] | None = None
+) -> list[tuple[str, list[Trial]]]:
+    """:func:`plan` of ``(duts, workloads)`` pairs (a scenario's parts, or those
+    recorded in a run's meta.json)."""
     out: dict[str, list[Trial]] = {}
-    for part in scenario.parts:
-        for dut in part.duts:
+    for duts, workloads in parts:
+        for dut in duts:
             if only and dut not in only:
                 continue
-            a = make_adapter(dut)
+            stateful = getattr(ADAPTERS.get(dut), "stateful", False)
             lst = out.setdefault(dut, [])
-            for w, p in part.workloads.items():
-                if w in STATEFUL and not a.stateful:
+            for w, p in workloads.items():
+                if w in STATEFUL and not stateful:
                     continue
                 for key, params in expand(w, p):
                     if not any(t.key == key for t in lst):
@@ -134,6 +146,32 @@ def trial_status(out: Path, t: Trial) -> str | None:
     return None if r is None else r.get("status")
 
 
+def pending(meta: dict, duts: dict, trials: dict) -> list[tuple[str, list[Trial]]]:
+    """The trials of a run's plan (``meta``'s parts, limited to the DUTs it was
+    run with) that have no record, per DUT (``duts``: the DUT records, a skipped
+    DUT has no trials to run; ``trials``: ``{dut: {key: record}}``). A run of an
+    older version, which did not record its ``--duts``, counts only the DUTs it
+    reached."""
+    parts = meta.get("parts") or []
+    if "only" in meta:
+        only = meta["only"]
+    else:
+        only = sorted(set(duts) | set(trials)) or ["-"]
+    out = []
+    for dut, ts in plan_parts([(p["duts"], p["workloads"]) for p in parts], only):
+        if "skipped" in duts.get(dut, {}):
+            continue
+        have = trials.get(dut, {})
+        left = [t for t in ts if t.key not in have]
+        if left:
+            out.append((dut, left))
+    return out
+
+
+class DutStartError(RuntimeError):
+    """The DUT did not start: its other trials of this invocation are not tried."""
+
+
 class Run:
     def __init__(
         self,
@@ -151,6 +189,8 @@ class Run:
         self.started = 0.0
         self.done_count = 0
         self.total = 0
+        # DUT -> why it did not start (its remaining trials are failed with it).
+        self.start_failed: dict[str, str] = {}
 
     # -- helpers ------------------------------------------------------------------
     def progress(self, msg: str) -> None:
@@ -163,10 +203,23 @@ class Run:
 
     def _meta(self) -> dict:
         f = self.out / "meta.json"
+        host = hostinfo.host()
         if f.exists():
-            # (Of this scenario: run_scenario checked it, run_problem.)
+            # (Of this scenario: run_scenario checked it, run_problem.) The
+            # first invocation's host conditions stay the run's; each
+            # resume's are kept beside them.
             meta = json.loads(f.read_text())
-            meta.setdefault("resumed", []).append(_now())
+            meta.setdefault("resumed", []).append({"started": _now(), "host": host})
+            for k in ("finished", "interrupted"):
+                meta.pop(k, None)
+            # The DUTs of every invocation (None: all of the scenario's).
+            if "only" in meta:
+                was = meta["only"]
+                meta["only"] = (
+                    None
+                    if was is None or self.only is None
+                    else sorted(set(was) | set(self.only))
+                )
         else:
             meta = {
                 "scenario": self.scenario.name,
@@ -182,9 +235,11 @@ class Run:
                 ],
                 "headline": self.scenario.headline,
                 "started": _now(),
+                "only": sorted(self.only) if self.only else None,
+                "host": host,
             }
+        meta.setdefault("host", host)
         meta["budget_min"] = self.budget_min
-        meta["host"] = hostinfo.host()
         return meta
 
     # -- the run ------------------------------------------------------------------
@@ -194,31 +249,55 @@ class Run:
         _write(self.out / "meta.json", meta)
         self.started = time.monotonic()
         self.deadline = self.started + self.budget_min * 60
-        pending = [
+        todo = [
             (dut, [t for t in trials if trial_status(self.out, t) not in DONE])
             for dut, trials in self.plan
         ]
-        self.total = sum(len(ts) for _, ts in pending)
+        self.total = sum(len(ts) for _, ts in todo)
         skipped_done = sum(len(ts) for _, ts in self.plan) - self.total
         log(
             f"scenario {self.scenario.name}: {self.total} trial(s) to run"
             + (f", {skipped_done} already done (resumed)" if skipped_done else "")
             + f", budget {self.budget_min:g} min, results in {self.out}"
         )
-        unfinished = 0
-        for dut, trials in pending:
-            if not trials:
-                continue
-            unfinished += self.run_dut(dut, trials)
-        meta["finished"] = _now()
-        # Summed over the invocations of a resumed run.
-        meta["elapsed_s"] = round(
-            meta.get("elapsed_s", 0) + time.monotonic() - self.started, 1
-        )
-        meta["loadavg_end"] = os.getloadavg()
-        meta["unfinished_trials"] = unfinished
-        _write(self.out / "meta.json", meta)
+        elapsed0 = meta.get("elapsed_s", 0)
+        try:
+            for dut, trials in todo:
+                if trials:
+                    self.run_dut(dut, trials)
+        except (KeyboardInterrupt, SystemExit) as e:
+            # Ctrl-C, SIGTERM, SIGHUP: the topology is down (context managers);
+            # the run says it was interrupted, and by what.
+            meta["interrupted"] = {
+                "at": _now(),
+                "by": netns.stopped_by
+                or ("SIGINT" if isinstance(e, KeyboardInterrupt) else "exit"),
+            }
+            raise
+        else:
+            meta["finished"] = _now()
+        finally:
+            # Summed over the invocations of a resumed run, interrupted ones too.
+            meta["elapsed_s"] = round(elapsed0 + time.monotonic() - self.started, 1)
+            meta["loadavg_end"] = os.getloadavg()
+            meta["unfinished_trials"] = self.pending_count()
+            _write(self.out / "meta.json", meta)
         return meta
+
+    def pending_count(self) -> int:
+        """How many trials of this invocation's plan have no record."""
+        skipped = set()
+        for f in (self.out / "duts").glob("*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                if "skipped" in json.loads(f.read_text()):
+                    skipped.add(f.stem)
+        return sum(
+            1
+            for dut, ts in self.plan
+            if dut not in skipped
+            for t in ts
+            if trial_status(self.out, t) is None
+        )
 
     def run_dut(self, dut: str, trials: list[Trial]) -> int:
         """Run ``trials`` of one DUT; returns how many stay unfinished."""
@@ -230,6 +309,12 @@ class Run:
             "topology": a.topology,
             "role": a.role,
         }
+        if rec_path.exists():  # a resume: keep what earlier invocations found
+            with contextlib.suppress(OSError, ValueError):
+                old = json.loads(rec_path.read_text())
+                for k in ("prefixes", "flow", "stats"):
+                    if k in old:
+                        rec[k] = old[k]
         if not a.supports():
             self.progress(f"{dut}: SKIPPED: {a.why}")
             rec["skipped"] = a.why
@@ -246,6 +331,11 @@ class Run:
                     f"{dut}: time budget spent, {len(left)} trial(s) left pending"
                 )
                 return unrun + len(left)
+            if dut in self.start_failed:
+                # It did not start for an earlier batch: not again (each try
+                # costs a topology and the same error), its trials fail with it.
+                self._fail(left, f"the DUT failed: {self.start_failed[dut]}")
+                break
             # Stateful workloads each get a fresh topology and DUT (no state carried over).
             if left[0].workload in STATEFUL:
                 batch = [left.pop(0)]
@@ -253,8 +343,10 @@ class Run:
                 batch = []
                 while left and left[0].workload not in STATEFUL:
                     batch.append(left.pop(0))
+            # The DUT's record as soon as it runs (a kill -9 skips the finally).
+            _write(rec_path, rec)
             try:
-                unrun += self.run_batch(a, batch, rec)
+                unrun += self.run_batch(a, batch, rec, rec_path)
             except Unsupported as e:
                 self.progress(f"{dut}: SKIPPED: {e}")
                 rec["skipped"] = str(e)
@@ -267,42 +359,57 @@ class Run:
             except (KeyboardInterrupt, SystemExit):
                 raise
             except Exception as e:  # noqa: BLE001 - the DUT failed: record, go on
-                self.progress(f"{dut}: FAILED: {e}")
+                start = isinstance(e, DutStartError)
+                self.progress(f"{dut}: FAILED{' to start' if start else ''}: {e}")
                 rec["error"] = str(e)
-                rec["log_tail"] = a.log_tail()
+                if start:
+                    self.start_failed[dut] = str(e)
                 # Its trials that did not run failed with it: recorded as
                 # errors (the run fails, the report lists them, a resume
                 # retries them), not left out.
-                for t in batch:
-                    if trial_status(self.out, t) is None:
-                        _write(
-                            self.out / "trials" / dut / t.file,
-                            {
-                                **_trial_head(t),
-                                "status": "error",
-                                "error": f"the DUT failed: {e}",
-                            },
-                        )
+                self._fail(
+                    [t for t in batch if trial_status(self.out, t) is None],
+                    f"the DUT failed: {e}",
+                )
             finally:
                 _write(rec_path, rec)
         return unrun
 
-    def run_batch(self, a, batch: list[Trial], rec: dict) -> int:
+    def _fail(self, trials: list[Trial], error: str) -> None:
+        for t in trials:
+            self.done_count += 1
+            _write(
+                self.out / "trials" / t.dut / t.file,
+                {**_trial_head(t), "status": "error", "error": error},
+            )
+
+    def run_batch(self, a, batch: list[Trial], rec: dict, rec_path: Path) -> int:
         """Runs ``batch`` on one topology; returns how many of its trials the
-        time budget left pending."""
+        time budget left pending. Raises :class:`DutStartError` if the DUT did
+        not start (stopped all the same: what it started is undone)."""
         build = TOPOLOGIES[a.topology]
         prefix = random_prefix(LAB_PREFIX)
         rec.setdefault("prefixes", []).append(prefix)
+        _write(rec_path, rec)
+        # The workloads' servers of this topology (nginx), started at the first
+        # trial that needs one: a server that does not start fails those
+        # trials, not the DUT.
+        servers: dict = {}
         with claim(prefix), build(prefix) as topo:
-            a.start(topo)
-            server = None
             try:
+                try:
+                    a.start(topo)
+                except (Unsupported, KeyboardInterrupt, SystemExit):
+                    raise
+                except Exception as e:
+                    raise DutStartError(str(e)) from e
                 flow = a.flow(topo)
                 rec["flow"] = {
                     "direction": flow.direction,
                     "src": flow.src_addr,
                     "dst": flow.dst_addr,
                 }
+                _write(rec_path, rec)
                 if not wait_reachable(flow):
                     raise RuntimeError(
                         f"{flow.dst_addr} not reachable from {flow.src_ns}"
@@ -313,20 +420,37 @@ class Run:
                             f"{t.dut}: time budget spent, {len(batch) - i} trial(s) left pending"
                         )
                         return len(batch) - i
-                    if t.workload == "http" and server is None:
-                        server = w_http.Nginx(
-                            topo.lab, flow.dst_ns, flow.dst_local or flow.sink_bind
-                        )
-                        server.start()
-                    self.run_trial(a, topo, flow, t, server)
+                    self.run_trial(a, topo, flow, t, servers)
                 rec["stats"] = a.stats()
+            except Exception:
+                # The DUT's log before stop() removes it (the error is the
+                # caller's to record).
+                if tail := a.log_tail():
+                    rec["log_tail"] = tail
+                raise
             finally:
-                if server is not None:
+                if (server := servers.get("http")) is not None:
                     server.stop()
                 a.stop()
         return 0
 
-    def run_trial(self, a, topo, flow, t: Trial, server) -> None:
+    def _nginx(self, topo, flow, servers: dict):
+        """The topology's nginx (started by the first HTTP trial); a start that
+        failed is not retried: the later HTTP trials fail with its error."""
+        if "http_error" in servers:
+            raise RuntimeError(servers["http_error"])
+        if servers.get("http") is None:
+            servers["http"] = w_http.Nginx(
+                topo.lab, flow.dst_ns, flow.dst_local or flow.sink_bind
+            )
+            try:
+                servers["http"].start()
+            except Exception as e:
+                servers["http_error"] = str(e)
+                raise
+        return servers["http"]
+
+    def run_trial(self, a, topo, flow, t: Trial, servers: dict) -> None:
         self.done_count += 1
         self.progress(f"{t.dut} {t.key}")
         head = _trial_head(t)
@@ -334,7 +458,7 @@ class Run:
         t0 = time.monotonic()
         try:
             with CpuSampler(a.cpu_pids()) as cpu:
-                out = self.call(a, topo, flow, t, server)
+                out = self.call(a, topo, flow, t, servers)
             rec = {**head, "status": "ok", **out, "cpu": cpu.result()}
         except (KeyboardInterrupt, SystemExit):
             raise
@@ -366,7 +490,7 @@ class Run:
         )
         return max(100, int(base * p.get("rate_fraction", 0.5)))
 
-    def call(self, a, topo, flow, t: Trial, server) -> dict:
+    def call(self, a, topo, flow, t: Trial, servers: dict) -> dict:
         p = t.params
         w = t.workload
         if w == "throughput":
@@ -406,7 +530,7 @@ class Run:
                 profile=p["profile"],
                 concurrency=p["concurrency"],
                 seconds=p["seconds"],
-                server=server,
+                server=self._nginx(topo, flow, servers),
             )
         if w == "conn_rate":
             return w_nat64.conn_rate(
@@ -482,6 +606,32 @@ def _now() -> str:
 def default_out(name: str) -> Path:
     base = Path(os.environ.get("LAB_RESULTS", str(repo_root() / "results")))
     return base / f"{name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def say(msg: str) -> None:
+    """One line to stderr; nothing if the terminal is gone (SIGHUP)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(msg, file=sys.stderr, flush=True)
+
+
+def interrupted(e: BaseException, out: Path | None, who: str = "lab") -> int:
+    """The one-line message of a run stopped by Ctrl-C, SIGTERM or SIGHUP (no
+    traceback), and its exit status (130 for Ctrl-C, 128 + the signal)."""
+    msg = f"{who}: interrupted"
+    if out is not None and (out / "meta.json").exists():
+        msg += (
+            f"; the trials are saved in {out}, `python -m lab report {out}` "
+            "writes the report"
+        )
+    say(msg)
+    if isinstance(e, SystemExit) and isinstance(e.code, int):
+        return e.code
+    return 130
+
+
+def signalled(e: BaseException) -> bool:
+    """Ctrl-C, or the SystemExit of SIGTERM / SIGHUP (not a plain exit)."""
+    return isinstance(e, KeyboardInterrupt) or netns.stopped_by is not None
 
 
 def run_problem(

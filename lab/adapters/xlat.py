@@ -150,7 +150,10 @@ class Xlat(Adapter):
             self.daemons.append(d)
             d.spawn([self.binary, "run", "-c", str(conf)])
             try:
-                d.wait_log("ready", ready_timeout, f"xlat {tag}")
+                # "xlat nat64", "xlat clat"; the SIIT instance is just "xlat".
+                d.wait_log(
+                    "ready", ready_timeout, "xlat" if tag == "xlat" else f"xlat {tag}"
+                )
             except RuntimeError as e:
                 if self.datapath == "ebpf" and re.search(r"(?i)bpf", d.log_tail()):
                     raise Unsupported(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -16,7 +17,10 @@ LINK_GBPS = 100
 
 
 def log(msg: str) -> None:
-    print(f"[lab {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    # After a SIGHUP the terminal may be gone: the progress is lost, not the
+    # cleanup that follows.
+    with contextlib.suppress(OSError, ValueError):
+        print(f"[lab {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def perf_bin() -> str:

@@ -17,10 +17,11 @@ import json
 import os
 import shutil
 import sys
-import tempfile
+import time
 from pathlib import Path
 
 from lab.adapters.base import repo_root
+from lab.cleanup import lab_tmpdir
 from lab.netns import ns_exec
 from lab.workloads.common import describe, wait_listen
 
@@ -38,14 +39,15 @@ def nginx_bin() -> str | None:
 
 
 class Nginx:
-    """nginx in the foreground in ``ns``, everything in a temp dir; stopped by PID."""
+    """nginx in the foreground in ``ns``, everything (its stderr too) in the lab's
+    marked temp dir (``lab cleanup`` removes it after a crash); stopped by PID."""
 
     def __init__(self, lab, ns: str, listen: str, port: int = HTTP_PORT):
         self.lab, self.ns, self.listen, self.port = lab, ns, listen, port
-        self.tmp = tempfile.TemporaryDirectory(prefix="xlat-lab-nginx-")
+        self.tmp = lab_tmpdir("nginx")
         self.proc = None
 
-    def start(self) -> None:
+    def start(self, timeout: float = 5.0) -> None:
         nginx = nginx_bin()
         if nginx is None:
             raise FileNotFoundError("nginx not found (Debian package nginx-light)")
@@ -82,18 +84,43 @@ http {{
 }}
 """
         )
-        self.proc = self.lab.spawn(
-            self.ns,
-            [nginx, "-p", str(d), "-c", str(d / "nginx.conf"), "-e", f"{d}/error.log"],
-        )
-        if not wait_listen(self.ns, self.port):
-            raise RuntimeError(f"nginx did not listen: {self.log_tail()}")
+        with open(d / "stderr.log", "w") as err:
+            self.proc = self.lab.spawn(
+                self.ns,
+                [
+                    nginx,
+                    *("-p", str(d), "-c", str(d / "nginx.conf")),
+                    *("-e", f"{d}/error.log"),
+                ],
+                stdout=err,
+                stderr=err,
+            )
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"nginx ({nginx}) exited at start ({self.proc.returncode}): "
+                    f"{self.log_tail() or '(no output)'}"
+                )
+            if wait_listen(self.ns, self.port, timeout=0.1):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"nginx ({nginx}) did not listen on port {self.port} in "
+                    f"{timeout:g} s: {self.log_tail() or '(no output)'}"
+                )
 
     def log_tail(self) -> str:
-        try:
-            return (Path(self.tmp.name) / "error.log").read_text()[-500:]
-        except OSError:
-            return ""
+        """The end of nginx's stderr and of its error log."""
+        out = []
+        for f in ("stderr.log", "error.log"):
+            try:
+                text = (Path(self.tmp.name) / f).read_text(errors="replace").strip()
+            except OSError:
+                continue
+            if text:
+                out.append(text[-500:])
+        return "\n".join(out)
 
     def stop(self) -> None:
         if self.proc is not None:

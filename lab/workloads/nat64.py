@@ -178,7 +178,10 @@ def conn_rate(
     return {
         "result": {
             "flows_per_s": lo,
-            "sessions_per_s": round(lo * ok[-1]["new_fraction"]) if ok else None,
+            # From the exact counts (new_fraction is rounded to 3 digits).
+            "sessions_per_s": (
+                round(ok[-1]["new_sessions"] / ok[-1]["duration"]) if ok else None
+            ),
             "upper_bound": hi,
             "new_fraction": ok[-1]["new_fraction"] if ok else None,
             "trials": trials,

@@ -1,0 +1,524 @@
+"""The lab's runner, cleanup and signals without measuring (fast): what a crashed,
+interrupted, budget-limited or failing run leaves, records and reports.
+
+The runs here are in-process (``lab.runner.Run``) with small scenarios of their
+own; where a trial would measure, ``Run.call`` is replaced. Namespaces: the
+lab's own ``xlab<4 hex>`` prefixes, each test cleaning up only its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from lab import hostinfo, netns, report
+from lab.runner import Run
+from lab.scenarios import Part, Scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+SLEEPER = "import time; time.sleep(60)"
+PING = {"count": 5}
+TCP = {"streams": [1], "directions": ["fwd"], "seconds": 1}
+
+
+def _kill(*procs: subprocess.Popen) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait(timeout=5)
+
+
+def _marked_by_me(d: Path) -> bool:
+    """Is temp dir ``d`` marked (``.lab-owner``) by this process?"""
+    try:
+        return (d / ".lab-owner").read_text().split()[0] == str(os.getpid())
+    except (OSError, IndexError):
+        return False
+
+
+def _gone_pid() -> int:
+    """The PID of a process that has exited."""
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def _scenario(*parts: Part, budget_min: float = 5.0) -> Scenario:
+    return Scenario("smoke", "a test scenario", list(parts), budget_min)
+
+
+def _trials(out: Path, dut: str) -> dict[str, dict]:
+    return {
+        r["key"]: r
+        for r in (
+            json.loads(f.read_text()) for f in (out / "trials" / dut).glob("*.json")
+        )
+    }
+
+
+@pytest.fixture
+def signals():
+    """The test may install the lab's signal handlers: put pytest's back."""
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    saved = {s: signal.getsignal(s) for s in sigs}
+    yield
+    for s, h in saved.items():
+        signal.signal(s, h)
+    netns.stopped_by = None
+
+
+# -- lab cleanup --------------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_cleanup_kills_the_tester_naming_a_dead_runs_namespaces():
+    """xlat-perf runs in the root namespace (only its threads enter the lab's
+    namespaces, through --send-netns / --recv-netns): `ip netns pids` never
+    lists it, and after a kill -9 of the lab run it kept flooding. Cleanup now
+    kills, by PID, the processes whose command line names a dead run's
+    namespace, also when only the run's owner file is left; not those naming
+    another prefix's."""
+    from lab.cleanup import OWNERS, cleanup
+
+    crashed = netns.Lab(netns.random_prefix("xlab"))
+    ghost = netns.random_prefix("xlab")  # its namespaces are gone, its owner file not
+    other = netns.random_prefix("xlt")
+    procs = []
+    try:
+        h6 = crashed.add_ns("h6")
+        OWNERS.mkdir(parents=True, exist_ok=True)
+        (OWNERS / f"{ghost}.owner").write_text(f"{_gone_pid()} 1\n")
+        for args in (
+            ["--send-netns", h6, "--recv-netns", f"{crashed.prefix}-h4"],
+            [f"--initiator-netns={ghost}-c1"],
+            ["--send-netns", f"{other}-h6"],
+        ):
+            procs.append(subprocess.Popen([sys.executable, "-c", SLEEPER, *args]))
+        gone, _alive = cleanup(crashed.prefix)
+        assert h6 in gone
+        assert procs[0].wait(timeout=5) == -signal.SIGKILL
+        assert procs[2].poll() is None, "killed a process of another prefix"
+        cleanup(ghost)
+        assert procs[1].wait(timeout=5) == -signal.SIGKILL
+        assert not (OWNERS / f"{ghost}.owner").exists()
+        assert procs[2].poll() is None
+    finally:
+        _kill(*procs)
+        (OWNERS / f"{ghost}.owner").unlink(missing_ok=True)
+        crashed.namespaces.clear()
+        netns.cleanup_prefix(crashed.prefix + "-")
+
+
+@pytest.mark.timeout(30)
+def test_cleanup_sees_through_a_reused_pid():
+    """The owner file held the run's PID only, and `kill(pid, 0)` says yes for
+    any process that got the PID since (pid_max 32768 wraps within minutes):
+    cleanup refused. Now the start time is kept and compared; a mark of an older
+    version (PID only) counts as alive only if that PID runs the lab. The same
+    for the marked temp dirs."""
+    from lab.cleanup import OWNERS, TMP_MARK, claim, cleanup, lab_tmpdir
+
+    reused = subprocess.Popen(["sleep", "30"])  # got the dead run's PID
+    runs = [netns.Lab(netns.random_prefix("xlab")) for _ in range(3)]
+    tmps = [Path(tempfile.mkdtemp(prefix="xlat-lab-xpe-")) for _ in range(2)]
+    live_tmp = lab_tmpdir("xpe")  # this process's: alive
+    tmps.append(Path(live_tmp.name))
+    try:
+        OWNERS.mkdir(parents=True, exist_ok=True)
+        marks = [
+            f"{reused.pid}\n",  # an older mark: the PID is no lab run now
+            f"{os.getpid()} 1\n",  # this PID, but started at another time
+        ]
+        nss = [lab.add_ns("a") for lab in runs]
+        for lab, tmp, mark in zip(runs, tmps, marks, strict=False):
+            (OWNERS / f"{lab.prefix}.owner").write_text(mark)
+            (tmp / TMP_MARK).write_text(mark)
+        with claim(runs[2].prefix):  # this process: alive
+            for lab in runs:
+                cleanup(lab.prefix)
+            assert [netns.list_ns(lab.prefix) for lab in runs] == [[], [], [nss[2]]]
+        assert [t.exists() for t in tmps] == [False, False, True]
+        assert reused.poll() is None
+    finally:
+        live_tmp.cleanup()
+        _kill(reused)
+        for lab in runs:
+            (OWNERS / f"{lab.prefix}.owner").unlink(missing_ok=True)
+            lab.close()
+        for t in tmps:
+            subprocess.run(["rm", "-rf", str(t)], check=False)
+
+
+def test_nginx_temp_dir_is_the_labs_marked_one():
+    """nginx's temp dir (/tmp/xlat-lab-nginx-*) had no .lab-owner mark, so `lab
+    cleanup` left it after a kill -9 during the HTTP trials."""
+    from lab.workloads.http import Nginx
+
+    n = Nginx(None, "xlab0000-h4", "192.0.2.1")
+    try:
+        d = Path(n.tmp.name)
+        assert d.name.startswith("xlat-lab-nginx-")
+        assert _marked_by_me(d)
+    finally:
+        n.tmp.cleanup()
+
+
+# -- signals ------------------------------------------------------------------------
+
+SIGHUP_SCRIPT = """
+import os, signal, time
+from lab import netns
+netns.stop_on_first_signal()
+try:
+    os.kill(os.getpid(), signal.SIGHUP)
+    time.sleep(1)
+except SystemExit as e:
+    print("exit", e.code, netns.stopped_by, flush=True)
+os.kill(os.getpid(), signal.SIGHUP)
+os.kill(os.getpid(), signal.SIGINT)
+time.sleep(0.1)
+print("cleaned", flush=True)
+"""
+
+NOHUP_SCRIPT = """
+import signal
+from lab import netns
+netns.stop_on_first_signal()
+print(signal.getsignal(signal.SIGHUP) == signal.SIG_IGN)
+"""
+
+
+@pytest.mark.timeout(20)
+def test_sighup_stops_the_lab_like_sigterm():
+    """SIGHUP (the terminal or the ssh session closed) killed the run with no
+    cleanup (exit 129, namespaces and the xlat daemon left); it is now a normal
+    exit like SIGTERM, once. Under nohup it stays ignored."""
+
+    def py(script, **kw):
+        return subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            **kw,
+        )
+
+    cp = py(SIGHUP_SCRIPT)
+    assert cp.stdout.split() == ["exit", "129", "SIGHUP", "cleaned"], (
+        cp.stdout + cp.stderr
+    )
+    cp = py(
+        NOHUP_SCRIPT, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    )
+    assert cp.stdout.strip() == "True", cp.stdout + cp.stderr
+
+
+def _call_main(argv) -> int:
+    from lab.__main__ import main
+
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped (a traceback for the user)")
+
+
+@pytest.mark.timeout(20)
+def test_ctrl_c_while_the_report_is_written(tmp_path, monkeypatch, capsys, signals):
+    """Ctrl-C after the trials, while report.md was written, gave a
+    KeyboardInterrupt traceback and no hint; now one line says the trials are
+    saved and how to write the report, exit 130."""
+    import lab.runner
+
+    out = tmp_path / "run"
+
+    def run_scenario(name, out, only, budget):
+        out.mkdir()
+        (out / "meta.json").write_text("{}")
+        return out, {"elapsed_s": 1}
+
+    def write(_d):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lab.runner, "run_scenario", run_scenario)
+    monkeypatch.setattr(report, "write", write)
+    assert _call_main(["run", "smoke", "--out", str(out)]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"lab: interrupted; the trials are saved in {out}, "
+        f"`python -m lab report {out}` writes the report"
+    ), err
+
+
+@pytest.mark.timeout(20)
+def test_ctrl_c_during_make_demo(tmp_path, monkeypatch, capsys, signals):
+    """lab/demo.py main() caught only Exception: Ctrl-C printed a 40-line
+    traceback and no "interrupted"."""
+    import lab.demo
+
+    monkeypatch.setenv("LAB_RESULTS", str(tmp_path))
+
+    def demo(out=None):
+        if out is not None:  # the scenario had started: its directory exists
+            out.mkdir()
+            (out / "meta.json").write_text("{}")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lab.demo, "demo", demo)
+    try:
+        rc = lab.demo.main()
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped (a traceback for the user)")
+    assert rc == 130
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("demo: interrupted; the trials are saved in ") and (
+        "`python -m lab report " in err and "\n" not in err
+    ), err
+
+
+def test_run_help_names_the_scenarios():
+    cp = subprocess.run(
+        [sys.executable, "-m", "lab", "run", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert cp.returncode == 0, cp.stderr
+    assert "bench-quick" in cp.stdout and "lab list" in cp.stdout, cp.stdout
+
+
+# -- interrupted, budget-limited, resumed runs --------------------------------------
+
+
+def _host(n: int) -> dict:
+    return {
+        "cpu_model": f"cpu{n}",
+        "cpus": 2,
+        "kernel": "k",
+        "clocksource": "tsc",
+        "loadavg": [float(n), 0, 0],
+        "versions": {"xlat": f"xlat 0.{n}"},
+    }
+
+
+@pytest.mark.timeout(60)
+def test_interrupted_run_records_and_reports_it(tmp_path, monkeypatch):
+    """A run stopped by Ctrl-C said "finished (not finished)", nothing of the
+    trials left, called the DUT it was running "FAILED: no trial finished" and
+    left out the parts it never reached; the DUT's record (topology, flow) was
+    only written in a finally (not after a kill -9); the elapsed time was only
+    counted when an invocation ended normally, and a resume overwrote the
+    run's host conditions."""
+    out = tmp_path / "run"
+    sc = _scenario(
+        Part("first", ["kernel-v6", "kernel-v4"], {"ping": PING, "tcp": TCP}),
+        Part("second", ["kernel2-v4"], {"ping": PING}),
+    )
+    hosts = iter([_host(1), _host(2)])
+    monkeypatch.setattr(hostinfo, "host", lambda: next(hosts))
+    seen = []
+
+    def call(self, a, topo, flow, t, servers):
+        f = self.out / "duts" / f"{t.dut}.json"
+        seen.append(json.loads(f.read_text()) if f.exists() else None)
+        raise KeyboardInterrupt  # Ctrl-C in the DUT's first trial
+
+    monkeypatch.setattr(Run, "call", call)
+    with pytest.raises(KeyboardInterrupt):
+        Run(sc, out).run()
+    # The DUT's record was there while it ran, with its namespaces and flow.
+    assert seen[0] and seen[0]["flow"]["direction"] == "6->6", seen
+    assert seen[0]["prefixes"], seen
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["interrupted"]["by"] == "SIGINT" and "finished" not in meta
+    assert meta["elapsed_s"] > 0 and meta["unfinished_trials"] == 5
+    md = report.markdown(report.load(out))
+    assert "**interrupted** at" in md and "(Ctrl-C)" in md, md
+    assert "finished (not finished)" not in md and "FAILED" not in md, md
+    assert "**Pending: 5 trial(s)** not run (the run was interrupted)" in md, md
+    assert "  - `kernel-v6`: 2 (ping, tcp)\n" in md, md
+    assert "  - `kernel2-v4`: 1 (ping) — not started" in md, md
+    assert "## second" in md and "| kernel-v6 | not measured (interrupted) |" in md
+    assert "- `kernel2-v4` [baseline, topology `dual_stack2`]" in md, md
+
+    # A resume (the budget spent at once) keeps the first invocation's host
+    # conditions, records its own, and adds its time.
+    Run(sc, out, budget_min=1e-6).run()
+    meta2 = json.loads((out / "meta.json").read_text())
+    assert meta2["host"] == json.loads(json.dumps(_host(1)))
+    assert meta2["resumed"][0]["host"]["versions"] == {"xlat": "xlat 0.2"}
+    assert meta2["elapsed_s"] >= meta["elapsed_s"] and "interrupted" not in meta2
+    md = report.markdown(report.load(out))
+    assert "not run (the time budget ran out)" in md, md
+    assert "- Resume 1: " in md and "versions changed: xlat: xlat 0.2" in md, md
+    assert "| kernel-v6 | not measured (time budget spent) |" in md, md
+
+
+@pytest.mark.timeout(30)
+def test_budget_limited_run_names_its_pending_duts(tmp_path):
+    """A run the budget stopped listed only the DUTs it ran, and "N trial(s)
+    left pending by the budget"; the DUTs and workloads left are now named."""
+    out = tmp_path / "run"
+    sc = _scenario(
+        Part("first", ["kernel-v6"], {"ping": PING, "tcp": TCP}),
+        Part("second", ["kernel2-v4", "nft-nat44"], {"ping": PING, "scale": {}}),
+    )
+    meta = Run(sc, out, budget_min=1e-6).run()
+    assert meta["unfinished_trials"] == 5 and meta["finished"]
+    md = report.markdown(report.load(out))
+    assert "finished " in md and "; 5 trial(s) pending" in md, md
+    assert "**Pending: 5 trial(s)** not run (the time budget ran out)" in md, md
+    for line in (
+        "  - `kernel-v6`: 2 (ping, tcp) — not started",
+        "  - `kernel2-v4`: 1 (ping) — not started",
+        "  - `nft-nat44`: 2 (ping, scale) — not started",
+        "## second",
+        "| nft-nat44 | not measured (time budget spent) |",
+    ):
+        assert line in md, (line, md)
+
+
+# -- failures -----------------------------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+def test_a_dut_that_does_not_start_is_stopped_and_not_retried(tmp_path, monkeypatch):
+    """a.start() was outside the try/finally that stops the DUT: a DUT that did
+    not start was not stopped (its daemons piled up, duts/<dut>.json held its
+    log once per try), and a stateful DUT was started (and failed) again for
+    every stateful workload. Its message also read "xlat xlat exited"."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "xlat"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {calls}\n'
+        'case "$1" in check) echo "ok: fake"; exit 0;;\n'
+        '  -V|--version) echo "xlat 0.0.0"; exit 0;; esac\n'
+        'echo "fake xlat: refusing to run" >&2; exit 1\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("XLAT_BIN", str(fake))
+    out = tmp_path / "run"
+    sc = _scenario(
+        Part(
+            "p",
+            ["xlat", "xlat-nat64"],
+            {
+                "ping": PING,
+                "conn_rate": {
+                    "trial": 0.3,
+                    "max_trials": 1,
+                    "start_rate": 1000,
+                    "max_rate": 1000,
+                },
+                "scale": {"sessions": [1000]},
+            },
+        )
+    )
+    Run(sc, out).run()
+    runs = [ln for ln in calls.read_text().splitlines() if ln.startswith("run ")]
+    assert len(runs) == 2, runs  # once per DUT
+    for dut, n in (("xlat", 1), ("xlat-nat64", 3)):
+        ts = _trials(out, dut)
+        assert len(ts) == n and {t["status"] for t in ts.values()} == {"error"}, ts
+        for t in ts.values():
+            assert t["error"].startswith("the DUT failed: "), t
+            assert "fake xlat: refusing to run" in t["error"], t
+        rec = json.loads((out / "duts" / f"{dut}.json").read_text())
+        assert rec["log_tail"].count("refusing to run") == 1, rec
+        assert "xlat xlat" not in rec["error"], rec
+    assert _trials(out, "xlat")["ping"]["error"].startswith(
+        "the DUT failed: xlat exited at start (1)"
+    )
+    # Stopped: no temp dir of this process's DUTs is left.
+    mine = [
+        d for d in Path(tempfile.gettempdir()).glob("xlat-lab-*") if _marked_by_me(d)
+    ]
+    assert mine == []
+
+
+@pytest.mark.timeout(60)
+def test_an_http_server_that_does_not_start_fails_the_http_trials(
+    tmp_path, monkeypatch
+):
+    """nginx was started outside the trials' error handling with its stderr to
+    /dev/null: a failing nginx marked the DUT "FAILED: nginx did not listen: "
+    (empty reason). Now the HTTP trials fail with nginx's own message, nginx is
+    started once, and the DUT is not blamed."""
+    calls = tmp_path / "calls"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "nginx"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {calls}\n'
+        '[ "$1" = -v ] && { echo "nginx version: fake" >&2; exit 0; }\n'
+        'echo "fake nginx: [emerg] no such directive" >&2; exit 1\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    out = tmp_path / "run"
+    http = {"profiles": ["small"], "concurrency": [1, 5], "seconds": 0.3}
+    Run(_scenario(Part("p", ["kernel-v6"], {"http": http})), out).run()
+    ts = _trials(out, "kernel-v6")
+    assert sorted(ts) == ["http/small-c1", "http/small-c5"], ts
+    for t in ts.values():
+        assert t["status"] == "error", t
+        assert t["error"].startswith("nginx ("), t
+        assert "fake nginx: [emerg] no such directive" in t["error"], t
+    rec = json.loads((out / "duts" / "kernel-v6.json").read_text())
+    assert "error" not in rec, rec
+    starts = [ln for ln in calls.read_text().splitlines() if " -c " in f" {ln} "]
+    assert len(starts) == 1, starts
+
+
+def test_sessions_per_second_from_the_exact_counts(monkeypatch):
+    """sessions_per_s was the rate times the rounded new_fraction (9,490 where
+    4,747 sessions in 0.5 s are 9,494)."""
+    from lab.workloads import nat64
+
+    class Adapter:
+        n = 0
+
+        def sessions(self):
+            return self.n
+
+    a = Adapter()
+
+    def run(flow, src, *, rate, duration):
+        a.n += 4747
+        return {"repetitions": [{"throughput_fps": rate, "invalid_trials": 0}]}
+
+    class Lab:
+        def ip(self, *args):
+            pass
+
+    class Topo:
+        lab = Lab()
+
+    class Flow:
+        src_addr = "2001:db8:6::2"
+        src_ns = "x"
+
+    monkeypatch.setattr(nat64, "_run", run)
+    r = nat64.conn_rate(
+        a,
+        Topo(),
+        Flow(),
+        trial=0.5,
+        max_trials=1,
+        start_rate=10_000,
+        max_rate=10_000,
+        deadline=float("inf"),
+    )["result"]
+    assert r["new_fraction"] == 0.949 and r["sessions_per_s"] == 9494, r
