@@ -508,6 +508,11 @@ def test_bad_parameters_fail_before_sending(lab):
         ),
         ([*good, "--max-rate", "1000", "--io", "dpdk"], "--io"),
         ([*good, "--max-rate", "1000", "--background", "1/4"], "--background-dst"),
+        # Options of the reverse stream without one (it was ignored).
+        (
+            [*good, "--max-rate", "1000", "--reverse-dst-mac", "02:00:00:00:00:01"],
+            "--reverse-dst-mac needs --bidirectional",
+        ),
     ]
     for args, msg in cases:
         cp = perf("throughput", *args, check=False)

@@ -270,7 +270,7 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
             .iter()
             .find(|k| a.opt::<String>(k).ok().flatten().is_some())
         {
-            return Err(format!("--{k} needs --io packet"));
+            return Err(format!("--{k} needs --io packet or --io xdp"));
         }
         if a.flag("bidirectional") {
             return Err("--bidirectional needs --io packet".into());
@@ -449,8 +449,11 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         )?;
         rp.next_hop = p.next_hop;
         ep.io.reverse_dst = Some(rdst);
-    } else if a.opt::<String>("reverse-dst")?.is_some() {
-        return Err("--reverse-dst needs --bidirectional".into());
+    } else if let Some(k) = ["reverse-dst", "reverse-dst-mac"]
+        .into_iter()
+        .find(|k| a.opt::<String>(k).ok().flatten().is_some())
+    {
+        return Err(format!("--{k} needs --bidirectional"));
     }
     if let Some(s) = a.opt::<String>("background")? {
         let (n, m) = background(&s)?;
@@ -634,7 +637,7 @@ mod tests {
     fn socket_io_refuses_packet_options() {
         let mut ep = Endpoints::default();
         let e = apply(&args(&["--io", "socket", "--send-if", "lo"]), &mut ep).unwrap_err();
-        assert!(e.contains("--send-if needs --io packet"), "{e}");
+        assert!(e.contains("--send-if needs --io packet or --io xdp"), "{e}");
         let e = apply(&args(&["--io", "socket", "--bidirectional"]), &mut ep).unwrap_err();
         assert!(e.contains("--bidirectional"), "{e}");
         let e = apply(&args(&["--io", "xdp", "--bidirectional"]), &mut ep).unwrap_err();

@@ -274,7 +274,10 @@ pub(crate) fn check_media(key: &str, rate: u64, frame: usize, gbps: f64) -> Resu
 /// Parses `--rates` entries: "N" frames/s or "P%" of --max-rate.
 fn parse_rates(s: &str, max_rate: u64) -> Result<Vec<u64>, String> {
     let mut out = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+    for item in s.split(',').map(str::trim) {
+        if item.is_empty() {
+            return Err(format!("--rates {s:?}: an empty element"));
+        }
         let r = if let Some(p) = item.strip_suffix('%') {
             let p: f64 = p
                 .parse()
@@ -1724,6 +1727,16 @@ fn latency_of(t: &TrialOut, p: &Params) -> (f64, f64, u64) {
 
 #[cfg(test)]
 mod tests {
+    /// `--rates 100%,,50%`: an empty element was skipped silently.
+    #[test]
+    fn rates_list_refuses_an_empty_element() {
+        let r = super::parse_rates("100%, 50%,250", 1000).unwrap();
+        assert_eq!(r, vec![1000, 500, 250]);
+        let e = super::parse_rates("100%,,50%", 1000).unwrap_err();
+        assert!(e.contains("an empty element"), "{e}");
+        assert!(super::parse_rates("100%,", 1000).is_err());
+    }
+
     /// RFC 2544 section 26.5: 110 % of the throughput, then 50 % of that;
     /// exact for the round numbers where floating point was a frame over.
     #[test]

@@ -39,8 +39,10 @@ pub const BEHIND_TOLERANCE: f64 = 0.001;
 /// those frames although the rate was within its limit (the loss was the
 /// tester's). Such a trial is invalid too.
 pub const LAG_TOLERANCE: f64 = 0.01;
-/// The smallest lag limit: one late wake-up of a loaded machine is no stall.
-pub const MIN_LAG_LIMIT: Duration = Duration::from_millis(2);
+/// The smallest lag limit: a few late wake-ups of a loaded machine (a
+/// scheduler tick is 4 ms) are no stall, and what they owe is made up at
+/// [`CATCH_UP`] above the rate in most trials.
+pub const MIN_LAG_LIMIT: Duration = Duration::from_millis(10);
 
 /// Longest a due frame waits for later ones to join its batch: near the
 /// sender's ceiling a send call (a wake-up and an inter-processor interrupt
@@ -480,7 +482,7 @@ mod tests {
     fn a_stall_during_the_trial_is_invalid_though_made_up() {
         for stall in [None, Some(Duration::from_millis(60))] {
             let mut p = Pacer::new(5_000, 10_000, 32);
-            assert_eq!(p.lag_limit(), Duration::from_millis(5));
+            assert_eq!(p.lag_limit(), MIN_LAG_LIMIT);
             let mut sent = 0u64;
             while let Some(n) = p.next(sent) {
                 if let Some(s) = stall.filter(|_| sent < 2_000 && sent + n as u64 >= 2_000) {

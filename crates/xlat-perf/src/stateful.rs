@@ -639,13 +639,52 @@ pub fn trial_tuples(base: u64, n: u64, space: u64, seed: u64) -> Vec<u64> {
     v
 }
 
-/// (source port, destination port) of tuple number `k`.
-pub fn ports_of(k: u64, sports: (u16, u16), dports: (u16, u16)) -> (u16, u16) {
-    let ns = span(sports);
-    (
-        sports.0 + (k % ns) as u16,
-        dports.0 + ((k / ns) % span(dports)) as u16,
-    )
+/// Tuple numbers to port pairs. A trial's tuple numbers are a block of
+/// consecutive numbers (so that trial after trial uses fresh 4-tuples);
+/// each is first multiplied by `mult`, an odd number near the golden
+/// ratio of the space and prime to it (a bijection of the space), so that
+/// the block spreads over both port ranges (RFC 4814 section 4.5, RFC 9693
+/// section 4.1): 500 connections took 500 consecutive source ports and one
+/// destination port.
+#[derive(Clone, Copy, Debug)]
+pub struct TupleMap {
+    sports: (u16, u16),
+    dports: (u16, u16),
+    space: u64,
+    mult: u64,
+}
+
+impl TupleMap {
+    pub fn new(sports: (u16, u16), dports: (u16, u16)) -> TupleMap {
+        fn gcd(mut a: u64, mut b: u64) -> u64 {
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            a
+        }
+        let space = span(sports) * span(dports);
+        let mut mult = ((space as f64 * 0.618_033_988_749_894_9) as u64) | 1;
+        while gcd(mult, space) != 1 {
+            mult += 2;
+        }
+        TupleMap {
+            sports,
+            dports,
+            space,
+            mult: mult % space.max(1),
+        }
+    }
+
+    /// (source port, destination port) of tuple number `k`.
+    pub fn ports(&self, k: u64) -> (u16, u16) {
+        let k =
+            (u128::from(k % self.space) * u128::from(self.mult) % u128::from(self.space)) as u64;
+        let ns = span(self.sports);
+        (
+            self.sports.0 + (k % ns) as u16,
+            self.dports.0 + ((k / ns) % span(self.dports)) as u16,
+        )
+    }
 }
 
 /// Everything one stateful trial measured.
@@ -744,10 +783,10 @@ impl Runner<'_> {
         self.trial_no += 1;
         let order_seed = monotonic_ns();
         let order = Arc::new(trial_tuples(base, n, space, order_seed));
-        let (sports, dports, dst) = (p.sports, p.dports, p.dst);
+        let (tuples, dst) = (TupleMap::new(p.sports, p.dports), p.dst);
         let o = order.clone();
         let gen: flows::Gen = Arc::new(move |seq| {
-            let (s, d) = ports_of(o[seq as usize], sports, dports);
+            let (s, d) = tuples.ports(o[seq as usize]);
             (dst, s, d)
         });
         let stream = self.next_stream();
@@ -774,7 +813,7 @@ impl Runner<'_> {
             .tuples
             .iter()
             .enumerate()
-            .filter_map(|(seq, t)| t.map(|t| (t, ports_of(order[seq], sports, dports).0)))
+            .filter_map(|(seq, t)| t.map(|t| (t, tuples.ports(order[seq]).0)))
             .unzip();
         let back_ports = Arc::new(back_ports);
         let mut t = Trial {
@@ -842,7 +881,7 @@ impl Runner<'_> {
                 let gen: flows::Gen = Arc::new(move |seq| {
                     let mut r = Rng::new(seed ^ seq.wrapping_mul(0x9e37_79b9_7f4a_7c15));
                     let k = o[(r.next() % o.len() as u64) as usize];
-                    let (s, d) = ports_of(k, sports, dports);
+                    let (s, d) = tuples.ports(k);
                     (dst, s, d)
                 });
                 dirs.push(Dir {
@@ -1580,6 +1619,28 @@ mod tests {
     // trial is a distinct 4-tuple from the restricted ranges; consecutive
     // trials use fresh tuples while the space allows.
     #[test]
+    fn rfc9693_s4_1_a_trials_tuples_spread_over_both_port_ranges() {
+        // The default ranges: 500 connections from one block of tuple
+        // numbers took one destination port and 500 consecutive source ports.
+        let m = TupleMap::new((1024, 65535), (7000, 7099));
+        let ports: Vec<(u16, u16)> = (123_456..123_956).map(|k| m.ports(k)).collect();
+        let dports: std::collections::BTreeSet<u16> = ports.iter().map(|p| p.1).collect();
+        assert!(dports.len() >= 90, "{} destination ports", dports.len());
+        let lo = ports.iter().map(|p| p.0).min().unwrap();
+        let hi = ports.iter().map(|p| p.0).max().unwrap();
+        assert!(hi - lo > 30_000, "source ports {lo}..{hi}");
+        // A bijection of the space, also when its size is not prime.
+        for (sp, dp) in [((1024, 1123), (80, 89)), ((1, 6), (1, 6)), ((5, 5), (9, 9))] {
+            let m = TupleMap::new(sp, dp);
+            let n = span(sp) * span(dp);
+            let mut all: Vec<(u16, u16)> = (0..n).map(|k| m.ports(k)).collect();
+            all.sort();
+            all.dedup();
+            assert_eq!(all.len() as u64, n);
+        }
+    }
+
+    #[test]
     fn rfc9693_s4_1_trial_tuples_are_unique_and_move() {
         let (sp, dp) = ((1024u16, 1123u16), (80u16, 89u16));
         let space = 1000;
@@ -1588,7 +1649,7 @@ mod tests {
         let mut all: Vec<(u16, u16)> = a
             .iter()
             .chain(b.iter())
-            .map(|&k| ports_of(k, sp, dp))
+            .map(|&k| TupleMap::new(sp, dp).ports(k))
             .collect();
         assert!(all
             .iter()
