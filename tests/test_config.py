@@ -58,8 +58,8 @@ BAD = [
     ("icmp_source_v4", POOL6 + 'icmp-source-v4 = "2001:db8::1"\n', "icmp-source-v4"),
     ("icmp_source_v6", POOL6 + 'icmp-source-v6 = "192.0.2.1"\n', "icmp-source-v6"),
     (
-        "eam_suffix_rfc7757_3_1",
-        POOL6 + '[[eamt]]\nipv4 = "192.0.2.0/24"\nipv6 = "2001:db8:6::/112"\n',
+        "eam_ipv6_suffix_too_short_rfc7757_3_2",
+        POOL6 + '[[eamt]]\nipv4 = "192.0.2.0/24"\nipv6 = "2001:db8:6::/121"\n',
         "eamt[0]",
     ),
     ("eam_missing_ipv6", POOL6 + '[[eamt]]\nipv4 = "192.0.2.0/24"\n', "eamt[0].ipv6"),
@@ -69,9 +69,9 @@ BAD = [
         "eamt[0].ipv4",
     ),
     (
-        "eam_overlap",
+        "eam_same_ipv4_prefix_twice",
         POOL6 + '[[eamt]]\nipv4 = "192.0.2.0/24"\nipv6 = "2001:db8:6::/120"\n'
-        '[[eamt]]\nipv4 = "192.0.2.128/25"\nipv6 = "2001:db8:7::/121"\n',
+        '[[eamt]]\nipv4 = "192.0.2.0/24"\nipv6 = "2001:db8:7::/120"\n',
         "eamt[1]",
     ),
     (

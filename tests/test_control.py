@@ -13,6 +13,8 @@ from conftest import (
     DATAPATHS,
     ROOT,
     close_siit,
+    first_packet,
+    first_packet_line,
     ingress_progs,
     make_siit,
     need_tool,
@@ -119,15 +121,48 @@ def test_eamt_add_list_remove(siit_fn):
     assert ping(t.lab, t.h6, t.h4_v6, count=1).returncode == 0
 
 
+def _source_seen_by_h4(t, x) -> str:
+    """The IPv4 source of h6's echo request as h4 receives it."""
+    cap = first_packet(t.lab, t.h4, "icmp and icmp[icmptype] == 8")
+    ping(t.lab, t.h6, t.h4_v6, count=1)
+    line = first_packet_line(t.lab, cap)
+    m = re.search(r"IP (\S+) > ", line)
+    assert m, (line, x.stats())
+    return m.group(1)
+
+
+@pytest.mark.timeout(40)
+def test_rfc7757_nested_eam_entries_longest_prefix_wins(siit_fn):
+    """RFC 7757 sections 3.2 / 3.3: entries may nest; the longest prefix of the
+    address's own family matches. h6 (2001:db8:6::2) is 192.0.2.2 through the
+    configured 192.0.2.0/28 <-> 2001:db8:6::/124; a /128 inside it maps h6 to
+    192.0.2.99 alone, both ways, on both datapaths, until it is removed (nested
+    entries were refused as overlaps)."""
+    t, x = siit_fn
+    assert _source_seen_by_h4(t, x) == t.h6_v4
+    x.cli("eamt", "add", "192.0.2.99/32", f"{t.h6_addr}/128")
+    assert _source_seen_by_h4(t, x) == "192.0.2.99"
+    cp = ping(t.lab, t.h4, "192.0.2.99", count=2)
+    assert cp.returncode == 0, cp.stdout + x.log()
+    # The outer entry still maps the rest of its /28 (4->6 by the /28).
+    assert ping(t.lab, t.h4, t.h6_v4, count=1).returncode == 0
+    x.cli("eamt", "remove", "192.0.2.99/32")
+    assert _source_seen_by_h4(t, x) == t.h6_v4
+    assert ping(t.lab, t.h4, "192.0.2.99", count=1).returncode != 0
+
+
 @pytest.mark.timeout(30)
 def test_eamt_add_rejects_bad_entry(siit_fn):
     t, x = siit_fn
     cp = x.cli("eamt", "add", "192.0.2.16/28", "2001:db8:6::10/120", check=False)
     assert cp.returncode != 0
     cp = x.cli("eamt", "add", t.eamt[0][0], "2001:db8:7::/124", check=False)
-    assert cp.returncode != 0, "overlapping EAM accepted"
-    # Only the IPv4 side is the configured entry's: an overlap, not a duplicate.
-    assert "IPv4 prefix overlaps the entry" in cp.stderr, cp.stderr
+    assert cp.returncode != 0, "a second mapping of the same IPv4 prefix accepted"
+    # Only the IPv4 side is the configured entry's: ambiguous, not a duplicate.
+    assert "IPv4 prefix is already mapped by the entry" in cp.stderr, cp.stderr
+    # An IPv6 prefix that cannot hold the IPv4 suffix (RFC 7757 section 3.2).
+    cp = x.cli("eamt", "add", "10.5.0.0/16", "2001:db8:5::/120", check=False)
+    assert cp.returncode == 1 and "cannot hold the IPv4 suffix" in cp.stderr
     # A side no host can be in (it routed ff02::/112 or 127.0.0.0/24 into the TUN).
     for v4, v6 in (
         ("10.6.0.0/16", "ff02::/112"),

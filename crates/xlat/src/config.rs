@@ -609,16 +609,19 @@ const EAM_UNUSABLE_V6: [(&str, u128, u8); 4] = [
     ("multicast", 0xff << 120, 8),
 ];
 
-/// RFC 7757 §3.1: both prefixes of an EAM have suffixes of equal length;
-/// and neither lies inside a block no host can be in.
+/// RFC 7757 §3.2: the IPv6 prefix of an EAM leaves at least as many bits
+/// as the IPv4 prefix (the IPv4 suffix is placed right after it; a longer
+/// IPv6 suffix, like Appendix B's 192.0.2.128/26 <-> 2001:db8:dddd::/64,
+/// has its remaining bits zero from IPv4 and ignored from IPv6); and
+/// neither side lies inside a block no host can be in.
 pub fn check_eam(e: &EamEntry) -> Result<(), String> {
     let s4 = 32 - u32::from(e.v4.len());
     let s6 = 128 - u32::from(e.v6.len());
-    if s4 != s6 {
+    if s4 > s6 {
         return Err(format!(
-            "suffix lengths differ: IPv4 /{} leaves {s4} bits, IPv6 /{} leaves {s6} (RFC 7757 section 3.1)",
-            e.v4.len(),
-            e.v6.len()
+            "the IPv6 prefix /{} leaves {s6} bits, fewer than the {s4} of the IPv4 prefix /{}: it cannot hold the IPv4 suffix (RFC 7757 section 3.2)",
+            e.v6.len(),
+            e.v4.len()
         ));
     }
     for (what, a, len) in EAM_UNUSABLE_V4 {
@@ -661,71 +664,81 @@ pub fn check_eam_denylist(e: &EamEntry, denylist4: &[Ipv4Prefix]) -> Result<(), 
     }
 }
 
-/// Checks a new EAM entry against existing ones (duplicates, overlaps).
+/// Checks a new EAM entry against existing ones. Nested prefixes are
+/// allowed in both families (RFC 7757 §3.2/§3.3: the longest prefix
+/// matches, e.g. one host of a /24 mapped elsewhere); a prefix that is
+/// already an entry's, in either family, is refused (its mapping would be
+/// ambiguous).
 pub fn check_eam_conflict(e: &EamEntry, existing: &[EamEntry]) -> Result<(), String> {
     for o in existing {
-        if o.v4 == e.v4 && o.v6 == e.v6 {
-            return Err(format!("duplicate of the entry {} {}", o.v4, o.v6));
-        }
-        if o.v4.overlaps(&e.v4) {
+        eam_clash(e, o)?;
+    }
+    Ok(())
+}
+
+/// The `[clat]` entry maps the host or LAN behind the CLAT one to one onto
+/// the CLAT's own IPv6 addresses: equal suffix lengths, and no address of
+/// it in an `[[eamt]]` entry, nested or not (which of the two would
+/// translate the customer's packets depends on lengths).
+pub fn check_clat_eam(c: &EamEntry, eamt: &[EamEntry]) -> Result<(), String> {
+    let (s4, s6) = (32 - u32::from(c.v4.len()), 128 - u32::from(c.v6.len()));
+    if s4 != s6 {
+        return Err(format!(
+            "suffix lengths differ: IPv4 /{} leaves {s4} bits, IPv6 /{} leaves {s6} (the CLAT maps its host or LAN one to one)",
+            c.v4.len(),
+            c.v6.len()
+        ));
+    }
+    for o in eamt {
+        if o.v4.overlaps(&c.v4) {
             return Err(format!("IPv4 prefix overlaps the entry {} {}", o.v4, o.v6));
         }
-        if o.v6.overlaps(&e.v6) {
+        if o.v6.overlaps(&c.v6) {
             return Err(format!("IPv6 prefix overlaps the entry {} {}", o.v4, o.v6));
         }
     }
     Ok(())
 }
 
-/// The `[[eamt]]` entries accepted so far, as disjoint address ranges per
-/// family, so that a large table is checked in O(n log n) (the pairwise
-/// check took 13 s for 65,536 entries).
-#[derive(Default)]
-struct EamIndex {
-    v4: std::collections::BTreeMap<u32, (u32, usize)>,
-    v6: std::collections::BTreeMap<u128, (u128, usize)>,
+fn eam_clash(e: &EamEntry, o: &EamEntry) -> Result<(), String> {
+    if o.v4 == e.v4 && o.v6 == e.v6 {
+        return Err(format!("duplicate of the entry {} {}", o.v4, o.v6));
+    }
+    if o.v4 == e.v4 {
+        return Err(format!(
+            "IPv4 prefix is already mapped by the entry {} {}",
+            o.v4, o.v6
+        ));
+    }
+    if o.v6 == e.v6 {
+        return Err(format!(
+            "IPv6 prefix is already mapped by the entry {} {}",
+            o.v4, o.v6
+        ));
+    }
+    Ok(())
 }
 
-/// The entry of `m` (disjoint ranges by start) that overlaps `lo..=hi`.
-fn overlapping<T: Ord + Copy>(
-    m: &std::collections::BTreeMap<T, (T, usize)>,
-    lo: T,
-    hi: T,
-) -> Option<usize> {
-    if let Some((_, &(end, i))) = m.range(..=lo).next_back() {
-        if end >= lo {
-            return Some(i);
-        }
-    }
-    m.range(lo..=hi).next().map(|(_, &(_, i))| i)
+/// The `[[eamt]]` entries accepted so far by prefix, so that a large table
+/// is checked in O(n) (the pairwise check took 13 s for 65,536 entries).
+#[derive(Default)]
+struct EamIndex {
+    v4: std::collections::HashMap<Ipv4Prefix, usize>,
+    v6: std::collections::HashMap<Ipv6Prefix, usize>,
 }
 
 impl EamIndex {
     /// Like [`check_eam_conflict`] against the entries inserted so far
     /// (`all[i]`); inserts `e` when it conflicts with none.
     fn insert(&mut self, e: &EamEntry, i: usize, all: &[EamEntry]) -> Result<(), String> {
-        let lo4 = u32::from(e.v4.addr());
-        let hi4 = lo4 | u32::MAX.checked_shr(u32::from(e.v4.len())).unwrap_or(0);
-        let lo6 = u128::from(e.v6.addr());
-        let hi6 = lo6 | u128::MAX.checked_shr(u32::from(e.v6.len())).unwrap_or(0);
-        let o4 = overlapping(&self.v4, lo4, hi4);
-        let o6 = overlapping(&self.v6, lo6, hi6);
-        for o in [o4, o6].into_iter().flatten() {
-            let o = all[o];
-            if o.v4 == e.v4 && o.v6 == e.v6 {
-                return Err(format!("duplicate of the entry {} {}", o.v4, o.v6));
-            }
+        for o in [self.v4.get(&e.v4), self.v6.get(&e.v6)]
+            .into_iter()
+            .flatten()
+        {
+            eam_clash(e, &all[*o])?;
         }
-        if let Some(o) = o4 {
-            let o = all[o];
-            return Err(format!("IPv4 prefix overlaps the entry {} {}", o.v4, o.v6));
-        }
-        if let Some(o) = o6 {
-            let o = all[o];
-            return Err(format!("IPv6 prefix overlaps the entry {} {}", o.v4, o.v6));
-        }
-        self.v4.insert(lo4, (hi4, i));
-        self.v6.insert(lo6, (hi6, i));
+        self.v4.insert(e.v4, i);
+        self.v6.insert(e.v6, i);
         Ok(())
     }
 }
@@ -1009,9 +1022,7 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         if s.mode != Mode::Clat {
             ctx.err("clat", "{...}", "only allowed with mode = \"clat\"");
         } else if let Some(e) = eam_pair(&mut ctx, t, "clat") {
-            match check_eam_denylist(&e, &s.denylist4)
-                .and_then(|()| check_eam_conflict(&e, &s.eamt))
-            {
+            match check_eam_denylist(&e, &s.denylist4).and_then(|()| check_clat_eam(&e, &s.eamt)) {
                 Ok(()) => s.clat = Some(e),
                 Err(r) => ctx.err("clat", format!("{} {}", e.v4, e.v6), r),
             }
@@ -1725,14 +1736,16 @@ listen = "[::1]:9464"
         assert!(check_eam_denylist(&e, &[]).is_ok());
     }
 
-    /// RFC 7757 §3.1: equal suffix lengths; duplicates and overlaps rejected.
+    /// RFC 7757 §3.2/§3.3 and Appendix B: an IPv6 suffix at least as long
+    /// as the IPv4 one, nested prefixes (the longest matches) accepted; a
+    /// shorter IPv6 suffix, a prefix already mapped and duplicates refused.
     #[test]
-    fn eamt_suffix_and_duplicates_rfc7757_section_3_1() {
+    fn eamt_suffix_nesting_and_duplicates_rfc7757_section_3() {
         let ps = problems(
             r#"
 [[eamt]]
 ipv4 = "198.51.100.0/24"
-ipv6 = "2001:db8:6::/112"
+ipv6 = "2001:db8:6::/121"
 [[eamt]]
 ipv4 = "192.0.2.0/24"
 ipv6 = "2001:db8:7::/120"
@@ -1741,7 +1754,7 @@ ipv4 = "192.0.2.0/24"
 ipv6 = "2001:db8:8::/120"
 [[eamt]]
 ipv4 = "192.0.2.128/25"
-ipv6 = "2001:db8:9::/121"
+ipv6 = "2001:db8:7::/120"
 [[eamt]]
 ipv6 = "2001:db8:9::/121"
 [[eamt]]
@@ -1749,18 +1762,64 @@ ipv4 = "192.0.2.0/24"
 ipv6 = "2001:db8:7::/120"
 "#,
         );
-        assert!(has(&ps, "eamt[0]", "suffix lengths differ"));
-        // The same IPv4 prefix with another IPv6 one overlaps; it is no
-        // duplicate (that is both sides).
+        assert!(has(&ps, "eamt[0]", "cannot hold the IPv4 suffix"), "{ps:?}");
+        // The same IPv4 prefix with another IPv6 one, or the reverse: no
+        // duplicate (that is both sides), but ambiguous.
         assert!(has(
             &ps,
             "eamt[2]",
-            "IPv4 prefix overlaps the entry 192.0.2.0/24"
+            "IPv4 prefix is already mapped by the entry 192.0.2.0/24"
         ));
-        assert!(has(&ps, "eamt[3]", "overlaps"));
+        assert!(has(
+            &ps,
+            "eamt[3]",
+            "IPv6 prefix is already mapped by the entry 192.0.2.0/24"
+        ));
         assert!(has(&ps, "eamt[4].ipv4", "missing"));
         assert!(has(&ps, "eamt[5]", "duplicate of the entry 192.0.2.0/24"));
-        assert_eq!(ps.len(), 5);
+        assert_eq!(ps.len(), 5, "{ps:?}");
+        // RFC 7757 Appendix B: a longer IPv6 suffix, nested prefixes in both
+        // families (one host of a /24 mapped elsewhere; a /26 inside a /24).
+        let s = parse(
+            r#"
+pool6 = "64:ff9b::/96"
+[[eamt]]
+ipv4 = "192.0.2.128/26"
+ipv6 = "2001:db8:dddd::/64"
+[[eamt]]
+ipv4 = "198.51.100.0/24"
+ipv6 = "2001:db8:6::/120"
+[[eamt]]
+ipv4 = "198.51.100.7/32"
+ipv6 = "2001:db8:aaaa::7/128"
+[[eamt]]
+ipv4 = "203.0.113.0/26"
+ipv6 = "2001:db8:6::40/122"
+"#,
+        )
+        .unwrap();
+        assert_eq!(s.eamt.len(), 4);
+        // The [clat] entry stays one to one, and apart from the [[eamt]].
+        let clat = |c6: &str, extra: &str| {
+            problems(&format!(
+                "mode = \"clat\"\npool6 = \"64:ff9b::/96\"\n{extra}[clat]\nipv4 = \"192.0.0.0/29\"\nipv6 = \"{c6}\"\n"
+            ))
+        };
+        assert!(has(
+            &clat("2001:db8:aaaa::/64", ""),
+            "clat",
+            "suffix lengths differ"
+        ));
+        let nested = "[[eamt]]\nipv4 = \"198.51.100.0/24\"\nipv6 = \"2001:db8:aaaa::/120\"\n";
+        assert!(has(
+            &clat("2001:db8:aaaa::/125", nested),
+            "clat",
+            "IPv6 prefix overlaps"
+        ));
+        parse(&format!(
+            "mode = \"clat\"\npool6 = \"64:ff9b::/96\"\n{nested}[clat]\nipv4 = \"192.0.0.0/29\"\nipv6 = \"2001:db8:bbbb::/125\"\n"
+        ))
+        .unwrap();
     }
 
     /// An EAM side inside a block no host can be in maps nothing and routed

@@ -230,6 +230,11 @@ impl Daemon {
                 let mut st = self.state.lock().unwrap();
                 let all: Vec<EamEntry> = st.settings.clat.iter().chain(st.eamt.iter()).copied().collect();
                 check_eam_conflict(&e, &all)?;
+                if let Some(c) = st.settings.clat {
+                    if c.v4.overlaps(&e.v4) || c.v6.overlaps(&e.v6) {
+                        return Err(format!("overlaps the [clat] entry {} {}", c.v4, c.v6));
+                    }
+                }
                 check_eam_denylist(&e, &st.settings.denylist4)?;
                 if all.len() >= config::MAX_EAMT {
                     return Err(format!(

@@ -447,7 +447,7 @@ fn check_with(
 /// segments larger than many of the generated packets themselves.
 const GSO_SIZES: [u16; 8] = [536, 1000, 1200, 1212, 1220, 1232, 1240, 1400];
 
-const CONFIGS: [&str; 11] = [
+const CONFIGS: [&str; 12] = [
     // RFC 6052 /96 with EAM entries of several shapes (RFC 7757).
     "pool6 = \"2001:db8:64::/96\"\n[[eamt]]\nipv4 = \"192.0.2.2/32\"\nipv6 = \"2001:db8:6::2/128\"\n[[eamt]]\nipv4 = \"198.18.0.0/24\"\nipv6 = \"2001:db8:aaaa::/120\"\n[[eamt]]\nipv4 = \"203.0.113.0/28\"\nipv6 = \"2001:db8:bbbb::/124\"\n",
     // The Well-Known Prefix (RFC 6052 section 3.1: non-global addresses refused).
@@ -465,6 +465,10 @@ const CONFIGS: [&str; 11] = [
     // 0.0.0.0/0 (every IPv4 address EAM'd), the WKP, intrinsic
     // hairpinning (RFC 7757 section 4.2.2).
     "pool6 = \"64:ff9b::/96\"\n[[eamt]]\nipv4 = \"0.0.0.0/0\"\nipv6 = \"2001:db8:ff00::/96\"\n",
+    // RFC 7757 Appendix B's shapes: an IPv6 suffix longer than the IPv4
+    // one (its low bits zero 4->6, ignored 6->4) and nested prefixes in
+    // both families (the longest prefix matches, sections 3.2 / 3.3).
+    "pool6 = \"64:ff9b::/96\"\n[[eamt]]\nipv4 = \"192.0.2.128/26\"\nipv6 = \"2001:db8:dddd::/64\"\n[[eamt]]\nipv4 = \"198.51.100.0/24\"\nipv6 = \"2001:db8:6::/120\"\n[[eamt]]\nipv4 = \"198.51.100.7/32\"\nipv6 = \"2001:db8:aaaa::7/128\"\n[[eamt]]\nipv4 = \"203.0.113.0/26\"\nipv6 = \"2001:db8:6::40/122\"\n",
     // Size thresholds (RFC 7915 section 4): non-DF packets are fragmented
     // for min(lowest-ipv6-mtu, [tun] mtu), DF ones over [tun] mtu answered
     // with Fragmentation Needed, in either order of the two.
