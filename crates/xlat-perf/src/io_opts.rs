@@ -342,6 +342,8 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         })?);
     }
     let l3_len = crate::payload::l3_header(v6) + crate::payload::UDP_HEADER + ep.payload;
+    // A background frame (`--background`): the same UDP payload as IPv6.
+    let bg_l3 = crate::payload::l3_header(true) + crate::payload::UDP_HEADER + ep.payload;
     if l3_len > mtu as usize {
         return Err(format!(
             "--frame-size: a {l3_len}-byte IP packet is over the MTU {mtu} of {}",
@@ -386,25 +388,6 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
             rlink.mtu,
             io_resolve::ns_label(recv_ns.as_deref())
         ));
-    }
-    // AF_XDP receives a frame into one UMEM chunk less the kernel's XDP
-    // headroom: a longer one is dropped by the socket (counted as the
-    // tester's receive ring overflowing) and one over the chunk is never
-    // sent (a valid trial with 100 % loss, blamed on the DUT).
-    if io_kind == IoKind::Xdp {
-        let bg = a.opt::<String>("background")?.is_some();
-        let bg_l3 = crate::payload::l3_header(true) + crate::payload::UDP_HEADER + ep.payload;
-        let l3 = l3_len.max(recv_l3).max(if bg { bg_l3 } else { 0 });
-        let most = crate::io_xdp::MAX_FRAME_L2 + 4;
-        if l3 + crate::payload::ETHERNET_OVERHEAD > most {
-            return Err(format!(
-                "--frame-size: with --io xdp a frame (FCS included) is at most {most} bytes, the AF_XDP chunk of {} bytes less the kernel's XDP headroom of {}; this test has {}-byte frames{}: give a smaller --frame-size or use --io packet",
-                crate::io_xdp::FRAME,
-                crate::io_xdp::XDP_PACKET_HEADROOM,
-                l3 + crate::payload::ETHERNET_OVERHEAD,
-                if l3 > l3_len { " on the way (translated or background)" } else { "" }
-            ));
-        }
     }
     // The route to --dst through loopback means --dst is an address of the
     // sending namespace itself (both ports in one namespace): the frames
@@ -484,7 +467,6 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         // Background frames carry the test frames' UDP payload, as IPv6: 20
         // bytes longer than IPv4 test frames. The veth would refuse them and
         // the loss would be blamed on the DUT.
-        let bg_l3 = crate::payload::l3_header(true) + crate::payload::UDP_HEADER + ep.payload;
         if bg_l3 > mtu as usize {
             let most = mtu as usize - bg_l3 + l3_len + crate::payload::ETHERNET_OVERHEAD;
             return Err(format!(
@@ -503,6 +485,24 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         || a.opt::<String>("background-src")?.is_some()
     {
         return Err("--background-dst/--background-src need --background N/M".into());
+    }
+    // AF_XDP receives a frame into one UMEM chunk less the kernel's XDP
+    // headroom: a longer one is dropped by the socket (counted as the
+    // tester's receive ring overflowing) and one over the chunk is never
+    // sent (a valid trial with 100 % loss, blamed on the DUT).
+    if io_kind == IoKind::Xdp {
+        let bg = if ep.io.background.is_some() { bg_l3 } else { 0 };
+        let l3 = l3_len.max(recv_l3).max(bg);
+        let most = crate::io_xdp::MAX_FRAME_L2 + 4;
+        if l3 + crate::payload::ETHERNET_OVERHEAD > most {
+            return Err(format!(
+                "--frame-size: with --io xdp a frame (FCS included) is at most {most} bytes, the AF_XDP chunk of {} bytes less the kernel's XDP headroom of {}; this test has {}-byte frames{}: give a smaller --frame-size or use --io packet",
+                crate::io_xdp::FRAME,
+                crate::io_xdp::XDP_PACKET_HEADROOM,
+                l3 + crate::payload::ETHERNET_OVERHEAD,
+                if l3 > l3_len { " on the way (translated or background)" } else { "" }
+            ));
+        }
     }
     ep.io.send_port = Some(sp);
     ep.io.recv_port = Some(rp);

@@ -12,7 +12,8 @@ use xlat_core::translate::nat64::Nat64Translator;
 use xlat_core::Translator;
 
 use crate::config::{
-    self, check_eam, check_eam_conflict, check_eam_denylist, DatapathKind, Mode, Settings,
+    self, check_clat_eam, check_eam, check_eam_conflict, check_eam_denylist, DatapathKind, Mode,
+    Settings,
 };
 use crate::datapath::{Engine, Shared, Worker};
 use crate::stats::Registry;
@@ -231,9 +232,9 @@ impl Daemon {
                 let all: Vec<EamEntry> = st.settings.clat.iter().chain(st.eamt.iter()).copied().collect();
                 check_eam_conflict(&e, &all)?;
                 if let Some(c) = st.settings.clat {
-                    if c.v4.overlaps(&e.v4) || c.v6.overlaps(&e.v6) {
-                        return Err(format!("overlaps the [clat] entry {} {}", c.v4, c.v6));
-                    }
+                    // The [clat] entry is valid, so only an overlap fails.
+                    check_clat_eam(&c, std::slice::from_ref(&e))
+                        .map_err(|_| format!("overlaps the [clat] entry {} {}", c.v4, c.v6))?;
                 }
                 check_eam_denylist(&e, &st.settings.denylist4)?;
                 if all.len() >= config::MAX_EAMT {
