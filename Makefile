@@ -21,10 +21,13 @@ test-lint: setup
 test-rust: setup
 	cargo test --workspace
 
+# The functional tests on two workers, then the measuring ones (marker
+# `serial`, tests/conftest.py) one at a time; fails if either part fails.
 test-python: build
-	@if ls tests/test_*.py >/dev/null 2>&1; then \
-		$(PY) -m pytest -q --durations=25 tests; \
-	else echo "no integration tests yet"; fi
+	@rc=0; \
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15 -m "not serial" tests || rc=1; \
+	$(PY) -m pytest -q --durations=15 -m serial tests || rc=1; \
+	exit $$rc
 
 test: test-lint test-rust test-python
 

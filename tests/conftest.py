@@ -37,10 +37,37 @@ DEFAULT_TIMEOUT = 60
 DATAPATHS = ("tun", "ebpf")
 
 
+# Modules whose tests measure rates, delays or CPU figures and check them
+# against known values (the tester's calibration, the lab's trials): they run
+# alone, after the rest (`make test`: the other modules run on two workers,
+# pytest-xdist, then these one at a time), since a test running beside them
+# on a 2-CPU machine would change what they measure.
+SERIAL_MODULES = {
+    "test_perf.py",
+    "test_perf_calibration_more.py",
+    "test_perf_dut_cpu.py",
+    "test_perf_stateful.py",
+    "test_perf_xdp.py",
+    "test_lab_adapters.py",
+    "test_lab_smoke.py",
+}
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "timeout(seconds): per-test time limit (SIGALRM)"
     )
+    config.addinivalue_line(
+        "markers",
+        "serial: measures rates or delays; run alone (`-m serial`), not beside"
+        " other tests",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture(autouse=True)
