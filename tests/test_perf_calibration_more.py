@@ -154,7 +154,7 @@ def test_rfc8219_s7_1_ipv6_throughput_calibrated(lab):
 # the shared machine near the limit spoils one (its sender then catches up
 # faster than the rate; with 5 tokens every lag of a few ms costs frames).
 # At 50000 frames/s (this test until 2026-11-29) the same policer was
-# measured at 0.87-0.95x in 13 searches on a busier day (the inline router
+# measured at 0.77-0.96x in 15 searches on a busier day (the inline router
 # made each frame cost the sender 15 us, 70% of its CPU; docs/xlat-perf.md).
 @pytest.mark.timeout(150)
 def test_rfc8219_s7_1_throughput_of_a_policer_with_a_5_frame_burst(lab):
