@@ -724,7 +724,11 @@ mod tests {
         };
         let t = run_trial(&ep, &spec).unwrap();
         assert_eq!(t.planned, 500);
-        assert_eq!(t.sent, t.planned);
+        // A sender the loaded machine held up more than 0.1% of the trial
+        // (250 us; `cargo test` runs other tests beside this one) gives up
+        // with frames unsent, and the trial must then say it is invalid (a
+        // CI run sent 497 of 500).
+        assert!(t.sent == t.planned || !t.valid(), "{t:?}");
         if t.valid() {
             assert!(t.zero_loss(), "{t:?}");
             assert_eq!(t.loss_rate(), 0.0);
