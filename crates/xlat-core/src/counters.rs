@@ -160,8 +160,10 @@ reasons! {
     /// TCP packet not allowed in the session's state.
     Nat64TcpState = "nat64_tcp_state",
     /// A fragment through stateful NAT64 that cannot be handled: a
-    /// hairpinned fragment (RFC 6146 §3.8), or a fragment of a protocol
-    /// other than TCP/UDP (ICMP fragments count as `fragmented_icmp`).
+    /// hairpinned fragment (RFC 6146 §3.8), a fragment of a protocol
+    /// other than TCP/UDP (ICMP fragments count as `fragmented_icmp`), or
+    /// an ICMP error quoting a non-first fragment (no ports: its session
+    /// cannot be found).
     Nat64Fragment = "nat64_fragment",
     /// The NAT64 fragment table (RFC 6146 §3.4) is full: a fragment that
     /// would need a new entry is dropped.

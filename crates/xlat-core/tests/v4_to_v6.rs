@@ -544,6 +544,31 @@ mod v4_to_v6 {
         );
     }
 
+    /// A first fragment (MF set, offset 0) too short for its transport
+    /// header is `fragment_too_short`, as the IPv6 -> IPv4 side and the
+    /// NAT64 count it (RFC 7915 §4.5; RFC 7112 in the other family): an
+    /// operator's per-reason counters do not depend on the mode.
+    #[test]
+    fn rfc7915_4_5_first_fragment_without_its_transport_header() {
+        for (pr, len) in [(17u8, 0usize), (17, 7), (6, 0), (6, 19)] {
+            let p = ip4(H1, H6, pr, 64, 7, 0x2000, 0, &vec![0u8; len]);
+            assert_eq!(
+                run(&cfg(), &p).verdict,
+                Verdict::Drop(DropReason::FragmentTooShort),
+                "protocol {pr}, {len} bytes"
+            );
+        }
+        // A TCP data offset past the first fragment is the same case.
+        let mut t = tcp4(H1, H6, b"");
+        t.truncate(32);
+        t[12] = 0xf0; // 60-byte header
+        let p = ip4(H1, H6, 6, 64, 7, 0x2000, 0, &t);
+        assert_eq!(
+            run(&cfg(), &p).verdict,
+            Verdict::Drop(DropReason::FragmentTooShort)
+        );
+    }
+
     /// Header validation: checksum, truncation, csum_partial skips the check.
     #[test]
     fn rfc791_header_validation() {

@@ -458,7 +458,7 @@ impl Nat64Translator {
             .ok_or(DropReason::Ipv6Truncated)?;
         let pkt =
             Ipv6Packet::new_checked(&buf[start..end]).map_err(|_| DropReason::Ipv6Malformed)?;
-        let w = pkt.walk().map_err(|_| DropReason::Ipv6ExtMalformed)?;
+        let w = pkt.walk().map_err(super::v6_to_v4::ext_err)?;
         let src6 = pkt.src();
         let dst6 = pkt.dst();
         // RFC 6146 §3.5: "the NAT64 MUST silently discard all incoming
@@ -738,12 +738,16 @@ impl Nat64Translator {
         (src6, dst6): (&Ipv6Addr, &Ipv6Addr),
         meta: PacketMeta,
     ) -> Result<Verdict, DropReason> {
-        if l4e - l4s < 8 + ipv6::HEADER_LEN {
+        if l4e - l4s < 8 {
             return Err(DropReason::IcmpTruncated);
         }
         let pseudo = checksum::pseudo_v6(src6, dst6, proto::ICMPV6, (l4e - l4s) as u32);
         if !meta.csum_partial && !checksum::verify(checksum::sum(pseudo, &buf[l4s..l4e])) {
             return Err(DropReason::IcmpBadChecksum);
+        }
+        // A quote shorter than an IPv6 header: counted as SIIT counts it.
+        if l4e - l4s < 8 + ipv6::HEADER_LEN {
+            return Err(DropReason::IcmpInnerMalformed);
         }
         let q = l4s + 8;
         let inner =
@@ -752,8 +756,14 @@ impl Nat64Translator {
         let isrc = inner.src();
         let idst = inner.dst();
         let il4 = q + iw.upper_offset;
-        if il4 > l4e || iw.frag.is_some_and(|f| f.offset != 0) {
+        if il4 > l4e {
             return Err(DropReason::IcmpInnerMalformed);
+        }
+        // A quoted non-first fragment has no ports to find its session by
+        // (a router's Packet Too Big about a later fragment): well formed,
+        // but the NAT64 cannot translate it.
+        if iw.frag.is_some_and(|f| f.offset != 0) {
+            return Err(DropReason::Nat64Fragment);
         }
         // RFC 7915 §5.2: an ICMP error about an ICMP error is not
         // translated (as SIIT counts it).
@@ -1033,17 +1043,22 @@ impl Nat64Translator {
         meta: PacketMeta,
         frags: &mut FragBuf,
     ) -> Result<Verdict, DropReason> {
-        if l4e - l4s < 8 + ipv4::MIN_HEADER_LEN {
+        if l4e - l4s < 8 {
             return Err(DropReason::IcmpTruncated);
         }
         if !meta.csum_partial && !checksum::verify(checksum::sum(0, &buf[l4s..l4e])) {
             return Err(DropReason::IcmpBadChecksum);
         }
+        // A quote shorter than an IPv4 header: counted as SIIT counts it.
+        if l4e - l4s < 8 + ipv4::MIN_HEADER_LEN {
+            return Err(DropReason::IcmpInnerMalformed);
+        }
         let q = l4s + 8;
         let inner =
             Ipv4Packet::new_quoted(&buf[q..l4e]).map_err(|_| DropReason::IcmpInnerMalformed)?;
+        // A quoted non-first fragment: no ports to find its session by.
         if inner.frag_offset() != 0 {
-            return Err(DropReason::IcmpInnerMalformed);
+            return Err(DropReason::Nat64Fragment);
         }
         let (isrc, idst, ipr) = (inner.src(), inner.dst(), inner.protocol());
         let il4 = q + inner.header_len();

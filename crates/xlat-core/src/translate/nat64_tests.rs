@@ -642,6 +642,122 @@ fn rfc6146_3_4_icmpv4_error_with_8_byte_quote() {
     );
 }
 
+/// The NAT64 counts a malformed packet under the reason SIIT gives it
+/// (docs/core.md), so per-reason counters do not depend on the mode: an
+/// extension header that runs past the payload is `ipv6_ext_truncated`
+/// (not `ipv6_ext_malformed`, which is RFC 8200 §4.1's order), and an ICMP
+/// error whose quote is shorter than an IP header is
+/// `icmp_inner_malformed` (its own header is whole: not `icmp_truncated`).
+/// Found by a probe.
+#[test]
+fn rfc6146_3_4_malformed_packets_counted_as_siit_counts_them() {
+    let t = xlat(state_with(|_| {}));
+    let (s, d) = (a6(CLIENT), server6());
+    // Destination Options header (next header UDP) claiming 1608 bytes.
+    let mut l4 = vec![proto::UDP, 200, 0, 0, 0, 0, 0, 0];
+    l4.extend_from_slice(&udp_raw(40001, 9, b"x"));
+    let o = run(&t, &ip6(s, d, 60, &l4), 0);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Ipv6ExtTruncated));
+    // Make a mapping, so the errors below concern a known session.
+    let out = fwd(&run(&t, &udp6(CLIENT, 33001, 53), 0)).to_vec();
+    let pool = Ta4::new(v4src(&out), be16(&out, 20));
+    let router4 = a4("192.0.2.1");
+    for n in [0usize, 4, 19] {
+        let mut body = vec![icmp4::DEST_UNREACH, 1, 0, 0, 0, 0, 0, 0];
+        body.extend_from_slice(&out[..n]);
+        let err = ip4(
+            router4,
+            pool.addr,
+            proto::ICMP,
+            &l4_v4(proto::ICMP, router4, pool.addr, body),
+        );
+        assert_eq!(
+            run(&t, &err, 1).v,
+            Verdict::Drop(DropReason::IcmpInnerMalformed),
+            "ICMPv4 error quoting {n} bytes"
+        );
+    }
+    // An IPv6 node's error about a packet from the IPv4 server.
+    let reply = udp6(CLIENT, 33001, 53);
+    for n in [0usize, 4, 39] {
+        let mut body = vec![icmp6::DEST_UNREACH, 4, 0, 0, 0, 0, 0, 0];
+        body.extend_from_slice(&reply[..n]);
+        let err = ip6(s, d, proto::ICMPV6, &l4_v6(proto::ICMPV6, &s, &d, body));
+        assert_eq!(
+            run(&t, &err, 1).v,
+            Verdict::Drop(DropReason::IcmpInnerMalformed),
+            "ICMPv6 error quoting {n} bytes"
+        );
+    }
+    // Shorter than an ICMP header: truncated.
+    let err = ip4(
+        router4,
+        pool.addr,
+        proto::ICMP,
+        &[icmp4::DEST_UNREACH, 1, 0, 0],
+    );
+    assert_eq!(run(&t, &err, 1).v, Verdict::Drop(DropReason::IcmpTruncated));
+}
+
+/// An ICMP error quoting a non-first fragment (a router's Packet Too Big
+/// about a later fragment of a large datagram) is well formed, but it has
+/// no ports, so the NAT64 cannot find its session: `nat64_fragment`, not
+/// `icmp_inner_malformed` (found by a probe; SIIT translates it).
+#[test]
+fn rfc6146_3_4_icmp_error_quoting_a_non_first_fragment() {
+    let t = xlat(state_with(|_| {}));
+    let (s, d) = (a6(CLIENT), server6());
+    let out = fwd(&run(&t, &udp6(CLIENT, 33001, 53), 0)).to_vec();
+    let pool = Ta4::new(v4src(&out), be16(&out, 20));
+    // IPv6 side: the server's (translated) datagram's fragment at 800.
+    let later = frag6(d, s, 0x5556, 800, true, proto::UDP, &[7u8; 96]);
+    let mut body = vec![icmp6::PACKET_TOO_BIG, 0, 0, 0, 0, 0, 0x05, 0x14];
+    body.extend_from_slice(&later);
+    let err = ip6(s, d, proto::ICMPV6, &l4_v6(proto::ICMPV6, &s, &d, body));
+    assert_eq!(run(&t, &err, 1).v, Verdict::Drop(DropReason::Nat64Fragment));
+    // IPv4 side: the client's (translated) datagram's fragment at 800.
+    let later = frag4(pool.addr, a4(SERVER4), 9, 800, true, proto::UDP, &[7u8; 96]);
+    let router4 = a4("192.0.2.1");
+    let mut body = vec![
+        icmp4::DEST_UNREACH,
+        icmp4::FRAG_NEEDED,
+        0,
+        0,
+        0,
+        0,
+        0x05,
+        0x00,
+    ];
+    body.extend_from_slice(&later);
+    let err = ip4(
+        router4,
+        pool.addr,
+        proto::ICMP,
+        &l4_v4(proto::ICMP, router4, pool.addr, body),
+    );
+    assert_eq!(run(&t, &err, 1).v, Verdict::Drop(DropReason::Nat64Fragment));
+    // The same errors quoting the first fragment are translated.
+    let first = frag4(pool.addr, a4(SERVER4), 9, 0, true, proto::UDP, &out[20..]);
+    let mut body = vec![
+        icmp4::DEST_UNREACH,
+        icmp4::FRAG_NEEDED,
+        0,
+        0,
+        0,
+        0,
+        0x05,
+        0x00,
+    ];
+    body.extend_from_slice(&first);
+    let err = ip4(
+        router4,
+        pool.addr,
+        proto::ICMP,
+        &l4_v4(proto::ICMP, router4, pool.addr, body),
+    );
+    assert!(matches!(run(&t, &err, 1).v, Verdict::Forward { .. }));
+}
+
 proptest::proptest! {
     /// Arbitrary bytes behind valid-looking headers never panic the NAT64
     /// datapath (RFC 6146 §3.4: malformed packets are dropped).

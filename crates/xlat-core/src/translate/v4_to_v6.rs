@@ -449,20 +449,29 @@ pub(crate) fn fix_l4(
 ) -> Result<(), DropReason> {
     let old = addr_sum4(src4, dst4);
     let new = addr_sum6(src6, dst6);
+    // A first fragment without a whole transport header is counted as
+    // such, as on the IPv6 -> IPv4 side and in the NAT64.
+    let truncated = |r| {
+        if whole {
+            r
+        } else {
+            DropReason::FragmentTooShort
+        }
+    };
     match protocol {
         proto::TCP => {
             let hl = match l4.get(12) {
                 Some(b) if l4.len() >= 20 => usize::from(b >> 4) * 4,
-                _ => return Err(DropReason::TcpTruncated),
+                _ => return Err(truncated(DropReason::TcpTruncated)),
             };
             if hl < 20 || hl > l4.len() {
-                return Err(DropReason::TcpTruncated);
+                return Err(truncated(DropReason::TcpTruncated));
             }
             update_csum_at(l4, 16, old, new, partial, false);
         }
         proto::UDP => {
             if l4.len() < 8 {
-                return Err(DropReason::UdpTruncated);
+                return Err(truncated(DropReason::UdpTruncated));
             }
             // RFC 768: the length field covers header and data; in a whole
             // datagram it must fit in the IP payload (a receiver drops the

@@ -69,7 +69,7 @@ fn ip_err(e: WireError) -> DropReason {
     }
 }
 
-fn ext_err(e: WireError) -> DropReason {
+pub(super) fn ext_err(e: WireError) -> DropReason {
     match e {
         WireError::Truncated => DropReason::Ipv6ExtTruncated,
         WireError::Malformed => DropReason::Ipv6ExtMalformed,
