@@ -118,6 +118,9 @@ pub struct TrialOut {
     pub send_errors: u64,
     pub elapsed: f64,
     pub max_lag_us: u64,
+    /// The sender's burstiest departures, in frames (`Pacer::max_burst`):
+    /// the token bucket at the rate they needed.
+    pub send_burst: u64,
     pub behind: bool,
     /// One entry per planned frame: delay in ns, None if it never arrived.
     pub delays: Vec<Option<u64>>,
@@ -393,6 +396,7 @@ struct TxOut {
     send_errors: u64,
     elapsed: f64,
     max_lag_us: u64,
+    send_burst: u64,
     behind: bool,
 }
 
@@ -441,6 +445,7 @@ fn send_loop(ep: &Endpoints, spec: &TrialSpec, planned: u64) -> Result<TxOut, St
         send_errors,
         elapsed,
         max_lag_us: pacer.max_lag.as_micros() as u64,
+        send_burst: pacer.max_burst(),
         behind: pacer.behind(sent, elapsed),
     })
 }
@@ -610,6 +615,7 @@ pub fn run_trial(ep: &Endpoints, spec: &TrialSpec) -> Result<TrialOut, String> {
         send_errors: txo.send_errors,
         elapsed: txo.elapsed,
         max_lag_us: txo.max_lag_us,
+        send_burst: txo.send_burst,
         behind: txo.behind,
         delays: rxo.delays,
         ..Default::default()

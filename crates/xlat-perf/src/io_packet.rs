@@ -621,6 +621,8 @@ pub struct TxOut {
     pub refused: [u64; 2],
     pub elapsed: f64,
     pub max_lag_us: u64,
+    /// `Pacer::max_burst`: the bucket at the rate the departures needed.
+    pub send_burst: u64,
     pub behind: bool,
     /// CLOCK_MONOTONIC when the last frame was handed to the kernel: the
     /// post-trial wait counts from here (closing the sockets afterwards,
@@ -771,6 +773,7 @@ fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16, clock: &WaitClock) -> Result<T
         refused: ring.refused(),
         elapsed,
         max_lag_us: pacer.max_lag.as_micros() as u64,
+        send_burst: pacer.max_burst(),
         behind: pacer.behind(sent, elapsed),
     })
 }
@@ -1540,6 +1543,7 @@ pub fn run_trial(
             tx_cpu_s: t.cpu_s,
             elapsed: t.elapsed,
             max_lag_us: t.max_lag_us,
+            send_burst: t.send_burst,
             behind: t.behind,
             delays: s.delays.unwrap_or_default(),
             ..Default::default()

@@ -963,6 +963,7 @@ pub(crate) fn trial_json(t: &TrialOut, extra: Vec<(&str, J)>) -> J {
         ("valid", J::Bool(t.valid())),
         ("elapsed", J::f(t.elapsed)),
         ("max_lag_us", J::u(t.max_lag_us)),
+        ("send_burst", J::u(t.send_burst)),
         ("send_errors", J::u(t.send_errors)),
     ];
     crate::io_opts::trial_json_extra(t, &mut v, |t| trial_json(t, vec![]));
@@ -1198,6 +1199,29 @@ pub(crate) fn trial_with_retries(
     }
 }
 
+/// Departures burstier than this many frames (a token bucket at the rate
+/// that deep would have been needed to pass them) in the failing trial
+/// that bounds a throughput search are warned of: twice the starting
+/// train of the pacer (`pace::START_TRAIN`), which late wake-ups stretch
+/// by a frame or two.
+pub const BURST_WARN: u64 = 2 * crate::pace::START_TRAIN as u64;
+
+/// The warning for a throughput search whose upper bound is a trial that
+/// lost frames while its sender sent trains (or caught up) of more than
+/// [`BURST_WARN`] frames: a DUT with a shallow buffer or token bucket
+/// drops such bursts at a rate it passes when the frames come evenly, so
+/// the result may be low by the tester's doing (found by a probe: 76,000
+/// frames/s against an 80,000/s limit with a 10-frame bucket, trains of
+/// 16 while the sender was 87 % busy).
+pub(crate) fn bursty_bound_warning(rep: usize, t: &TrialOut) -> Option<String> {
+    (!t.zero_loss() && t.send_burst > BURST_WARN).then(|| {
+        format!(
+            "repetition {rep}: the failing trial at {} frames/s that bounds the result sent bursts of up to {} frames (a token bucket at that rate would need that depth to pass them; the sender was busy or catching up): a DUT with a shallower buffer or bucket drops such bursts, so the result may be low by the tester's doing (see 'Pacing' in docs/xlat-perf.md)",
+            t.rate, t.send_burst
+        )
+    })
+}
+
 /// Runs the test and renders the chosen output.
 pub fn run(p: &Params) -> Result<String, String> {
     match p.test {
@@ -1310,9 +1334,20 @@ pub fn run(p: &Params) -> Result<String, String> {
                     p.max_trials,
                     p.error,
                 ));
+                // Not when every trial was invalid (warned of above).
+                if invalid < trials.len() {
+                    warnings.extend(res.invalid_bound(&format!("repetition {rep}")));
+                }
+                let bound = trials
+                    .iter()
+                    .find(|(t, retried)| !retried && t.valid() && t.rate == res.upper);
+                if let Some((t, _)) = bound {
+                    warnings.extend(bursty_bound_warning(rep, t));
+                }
                 reps.push(J::obj(vec![
                     ("repetition", J::u(rep as u64)),
                     ("throughput_fps", J::u(res.throughput)),
+                    ("upper_bound_invalid", J::Bool(res.upper_is_invalid())),
                     (
                         "upper_bound_fps",
                         if at_max { J::Null } else { J::u(res.upper) },
@@ -1752,6 +1787,27 @@ mod tests {
         }
     }
     use super::*;
+
+    /// The failing trial that bounds a throughput search is warned of when
+    /// its sender's departures were bursty (`send_burst` over BURST_WARN),
+    /// not when they were even or the trial passed; the JSON carries it.
+    #[test]
+    fn rfc8219_s7_1_bursty_failing_bound_is_warned_of() {
+        let t = |received, send_burst| TrialOut {
+            rate: 76000,
+            planned: 1000,
+            sent: 1000,
+            received,
+            send_burst,
+            ..Default::default()
+        };
+        let w = bursty_bound_warning(1, &t(980, 16)).unwrap();
+        assert!(w.contains("at 76000 frames/s") && w.contains("up to 16 frames"), "{w}");
+        assert!(bursty_bound_warning(1, &t(980, BURST_WARN)).is_none());
+        assert!(bursty_bound_warning(1, &t(1000, 16)).is_none());
+        let j = trial_json(&t(980, 16), vec![]).render();
+        assert!(j.contains("\"send_burst\": 16"), "{j}");
+    }
 
     /// A bidirectional trial's JSON: top-level counts are the forward
     /// stream's and `loss_rate` the trial's (both streams); the forward

@@ -135,6 +135,12 @@ pub struct Pacer {
     hard_stop: Duration,
     /// Largest lateness seen at the moment a batch was sent.
     pub max_lag: Duration,
+    /// When the next frame would leave if every frame so far had left at
+    /// the rate from where it was sent (seconds since the start; GCRA's
+    /// theoretical arrival time at the nominal rate), and the largest
+    /// number of frames ahead of that: see [`Pacer::max_burst`].
+    tat: f64,
+    max_burst: f64,
     /// The schedule was given up (past the tolerated end with frames unsent).
     pub aborted: bool,
 }
@@ -161,8 +167,30 @@ impl Pacer {
             window: ADAPT_WINDOW.max(Duration::from_secs_f64(16.0 / rate as f64)),
             hard_stop: Duration::from_secs_f64(scheduled * (1.0 + BEHIND_TOLERANCE)),
             max_lag: Duration::ZERO,
+            tat: 0.0,
+            max_burst: 0.0,
             aborted: false,
         }
+    }
+
+    /// The burstiest departures so far, in frames: the depth of the
+    /// shallowest token bucket at the nominal rate that would have passed
+    /// every frame as it was sent (1 for evenly spaced frames; a train of
+    /// n frames needs n, and so does a catch-up that sends n - 1 frames
+    /// more than the rate over some stretch). A DUT with a shallower
+    /// buffer or bucket may drop frames the tester, not the rate, made it
+    /// drop.
+    pub fn max_burst(&self) -> u64 {
+        self.max_burst.ceil() as u64
+    }
+
+    /// Records `n` frames leaving at `now` in [`Pacer::max_burst`].
+    fn note_departure(&mut self, now: Duration, n: usize) {
+        let (now, rate) = (now.as_secs_f64(), self.rate as f64);
+        self.tat = self.tat.max(now) + n as f64 / rate;
+        // Less a nanosecond's worth, so that rounding does not make
+        // evenly spaced frames look like pairs.
+        self.max_burst = self.max_burst.max((self.tat - now) * rate - 1e-6);
     }
 
     /// Also tolerates `slack` of lateness at the end (a short phase of a
@@ -269,6 +297,7 @@ impl Pacer {
             if now > last_sched {
                 self.max_lag = self.max_lag.max(now - last_sched);
             }
+            self.note_departure(now, n);
             self.returned_at = Some(self.start.elapsed());
             return Some(n);
         }
@@ -341,6 +370,28 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The burst measure (GCRA at the nominal rate): evenly spaced frames
+    // need a bucket of 1, a train of n frames n, and a catch-up of k
+    // frames over the rate k + 1.
+    #[test]
+    fn max_burst_is_the_bucket_the_departures_need() {
+        let mut p = Pacer::new(100, 1000, 32);
+        let ms = Duration::from_millis;
+        for i in 0..10 {
+            p.note_departure(ms(i), 1);
+        }
+        assert_eq!(p.max_burst(), 1);
+        // A train of 6 frames at 10 ms, due at 10..15 ms.
+        p.note_departure(ms(15), 6);
+        assert_eq!(p.max_burst(), 6);
+        let mut p = Pacer::new(100, 1000, 32);
+        // 1.2x the rate for 50 frames: 10 frames ahead at the end.
+        for i in 0..50u64 {
+            p.note_departure(Duration::from_micros(i * 1000 * 5 / 6), 1);
+        }
+        assert_eq!(p.max_burst(), 10);
+    }
 
     #[test]
     fn never_sends_ahead_of_schedule() {

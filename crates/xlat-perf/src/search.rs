@@ -51,11 +51,37 @@ pub fn unconverged_warning(what: &str, max_trials: usize, lo: u64, hi: u64, erro
     )
 }
 
+/// The warning for a search whose final upper bound is a rate at which
+/// the trial was invalid (the sender fell behind, or the tester's receive
+/// ring overflowed): the DUT was never shown to lose frames at or below
+/// it, so the result, the lower bound, may be the tester's limit on this
+/// machine rather than the DUT's. `what` says whose search.
+pub fn invalid_bound_warning(what: &str, lo: u64, hi: u64) -> String {
+    format!(
+        "{what}: the search's upper bound {hi} is a rate whose trial was invalid (the tester fell behind, not the DUT): no loss by the DUT was seen at or below it, so the result {lo} may be the tester's limit on this machine, not the DUT's (see the trials; a less loaded machine, --retries or a lower --max-rate)"
+    )
+}
+
 impl SearchResult {
     /// [`unconverged_warning`] for this search, if `max_trials` stopped it.
     pub fn unconverged(&self, what: &str, max_trials: usize, error: f64) -> Option<String> {
         (!self.converged)
             .then(|| unconverged_warning(what, max_trials, self.throughput, self.upper, error))
+    }
+
+    /// The final upper bound came from an invalid trial (not a failure of
+    /// the DUT): see [`invalid_bound_warning`].
+    pub fn upper_is_invalid(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| s.rate == self.upper && s.outcome == Outcome::Invalid)
+    }
+
+    /// [`invalid_bound_warning`] for this search, if its upper bound came
+    /// from an invalid trial.
+    pub fn invalid_bound(&self, what: &str) -> Option<String> {
+        self.upper_is_invalid()
+            .then(|| invalid_bound_warning(what, self.throughput, self.upper))
     }
 }
 
@@ -235,6 +261,36 @@ mod tests {
     }
 
     // Invalid trials (sender behind) never raise the lower bound.
+    #[test]
+    fn upper_bound_from_an_invalid_trial_is_flagged() {
+        // The DUT passes up to 30000; the tester's sender cannot keep up
+        // above 20000, so those trials are invalid and set the bound.
+        let s = binary_search::<_, ()>(80000, 0.02, 1, 40, |r| {
+            Ok(if r > 20000 {
+                Outcome::Invalid
+            } else {
+                Outcome::Pass
+            })
+        })
+        .unwrap();
+        assert!(s.upper_is_invalid(), "{s:?}");
+        let w = s.invalid_bound("repetition 1").unwrap();
+        assert!(w.contains(&format!("upper bound {}", s.upper)), "{w}");
+        // A bound set by a real failure is not flagged, even after an
+        // invalid trial higher up.
+        let s = binary_search::<_, ()>(80000, 0.02, 1, 40, |r| {
+            Ok(if r > 50000 {
+                Outcome::Invalid
+            } else if r > 20000 {
+                Outcome::Fail
+            } else {
+                Outcome::Pass
+            })
+        })
+        .unwrap();
+        assert!(!s.upper_is_invalid() && s.invalid_bound("r").is_none(), "{s:?}");
+    }
+
     #[test]
     fn invalid_trials_do_not_count_as_passes() {
         let r = binary_search::<_, ()>(100_000, 0.02, 1, 100, |rate| {

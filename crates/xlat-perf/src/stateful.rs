@@ -979,9 +979,11 @@ impl Runner<'_> {
         rate_search(max_rate, error, max_trials, stop_below, |rate| {
             let i = self.trial_retry(n, rate, true, 0, log)?;
             let t = &log[i];
-            Ok(if t.valid() && t.prelim_ok() && t.validation_ok() {
+            Ok(if !t.valid() {
+                Verdict::Invalid
+            } else if t.prelim_ok() && t.validation_ok() {
                 Verdict::Pass
-            } else if t.valid() && t.prelim.received < n {
+            } else if t.prelim.received < n {
                 Verdict::Fail(Some(t.prelim.received))
             } else {
                 Verdict::Fail(None)
@@ -994,9 +996,12 @@ impl Runner<'_> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Verdict {
     Pass,
-    /// Lost frames or invalid; `Some(k)`: a valid trial whose preliminary
-    /// phase established only `k` of its connections.
+    /// Lost frames; `Some(k)`: a trial whose preliminary phase
+    /// established only `k` of its connections.
     Fail(Option<u64>),
+    /// The tester fell behind (or its receive ring overflowed): lowers the
+    /// upper bound like a failure, but says nothing about the DUT.
+    Invalid,
 }
 
 /// Why a stateful search ended.
@@ -1022,6 +1027,8 @@ struct RateSearch {
     lo: u64,
     /// The lowest rate that failed; `max_rate + 1` when `max_rate` passed.
     hi: u64,
+    /// `hi` is a rate whose trial was invalid (the tester's failure).
+    hi_invalid: bool,
     end: End,
 }
 
@@ -1080,6 +1087,7 @@ fn rate_search<E>(
                     }
                     Outcome::Fail
                 }
+                Verdict::Invalid => Outcome::Invalid,
             })
         },
         |_, hi| limit.get().is_some() || hi < stop_below,
@@ -1094,6 +1102,7 @@ fn rate_search<E>(
     Ok(RateSearch {
         lo: res.throughput,
         hi: res.upper,
+        hi_invalid: res.upper_is_invalid(),
         end,
     })
 }
@@ -1130,6 +1139,13 @@ fn search_warnings(p: &SParams, rep: usize, s: &RateSearch) -> Vec<String> {
             "repetition {rep}: the DUT established {established} of {n} connections at {r1}/s and at {r2}/s: a table limit, not a rate limit; measure it with `capacity` or use --connections below it (the search stopped with no result)"
         )),
         End::Converged | End::Below => {}
+    }
+    if s.hi_invalid {
+        w.push(search::invalid_bound_warning(
+            &format!("repetition {rep}"),
+            s.lo,
+            s.hi,
+        ));
     }
     w
 }
@@ -1394,6 +1410,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
                     "connection_establishment_rate_upper_bound",
                     s.upper_json(p.max_rate),
                 ));
+                res.push(("upper_bound_invalid", J::Bool(s.hi_invalid)));
                 warnings.extend(search_warnings(p, rep, &s));
                 for t in &log {
                     rows.push(row(rep, "cer", t));
@@ -1429,13 +1446,13 @@ pub fn run(p: &SParams) -> Result<String, String> {
                             t.prelim.received, p.connections, p.prelim_rate
                         ));
                     }
-                    Ok(
-                        if t.valid() && t.phase2.iter().all(|(_, d)| d.zero_loss()) {
-                            Verdict::Pass
-                        } else {
-                            Verdict::Fail(None)
-                        },
-                    )
+                    Ok(if !t.valid() {
+                        Verdict::Invalid
+                    } else if t.phase2.iter().all(|(_, d)| d.zero_loss()) {
+                        Verdict::Pass
+                    } else {
+                        Verdict::Fail(None)
+                    })
                 })?;
                 warnings.extend(search_warnings(p, rep, &s));
                 let lo = s.lo;
@@ -1450,6 +1467,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 push(name, "frames/s", lo as f64);
                 res.push(("throughput_fps", J::u(lo)));
                 res.push(("upper_bound_fps", s.upper_json(p.max_rate)));
+                res.push(("upper_bound_invalid", J::Bool(s.hi_invalid)));
                 res.push(("per_direction", J::Bool(both)));
                 if both {
                     res.push(("aggregate_throughput_fps", J::u(2 * lo)));
@@ -1727,6 +1745,36 @@ mod tests {
     // RFC 8219 section 7.1 (as `throughput`): a search that passes at
     // --max-rate knows a lower bound only: its upper bound is null in the
     // JSON and a warning says so (it gave max_rate + 1, a rate never tried).
+    // A CER whose upper bound is a rate at which the tester fell behind
+    // (invalid trials) is not the DUT's: a warning says so and the JSON
+    // flags the bound (found by a probe: 23,827 against a known 80,000,
+    // every trial above it invalid, and no warning).
+    #[test]
+    fn rfc9693_s4_5_upper_bound_from_invalid_trials_is_warned_of() {
+        let s = rate_search::<()>(20000, 0.01, 40, 0, |r| {
+            Ok(if r > 6000 {
+                Verdict::Invalid
+            } else {
+                Verdict::Pass
+            })
+        })
+        .unwrap();
+        assert!(s.hi_invalid && s.lo <= 6000 && s.hi > 6000, "{s:?}");
+        let w = warnings_of(STest::Cer, &s);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("trial was invalid"), "{w:?}");
+        // Failures by the DUT: no such warning.
+        let s = rate_search::<()>(20000, 0.01, 40, 0, |r| {
+            Ok(if r > 6000 {
+                Verdict::Fail(None)
+            } else {
+                Verdict::Pass
+            })
+        })
+        .unwrap();
+        assert!(!s.hi_invalid && warnings_of(STest::Cer, &s).is_empty());
+    }
+
     #[test]
     fn rfc9693_s4_5_search_passing_at_max_rate_has_no_upper_bound() {
         let s = rate_search::<()>(20000, 0.01, 40, 0, |_| Ok(Verdict::Pass)).unwrap();
