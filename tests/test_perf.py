@@ -1004,3 +1004,78 @@ def test_frames_over_the_receiving_mtu_are_refused_before_sending(lab):
     # The largest frame that fits is measured.
     t = perf_json(*run, *v4, "--frame-size", "1418")["repetitions"][0]["trials"][0]
     assert t["received"] == 200, t
+
+
+# The tester's own receiving interface down (not IFF_UP) was measured as a
+# DUT that drops everything: throughput 0 and a valid frame-loss trial with
+# FLR 100 %, exit 0, no warning. As a sending interface that is down, it is
+# refused before anything is sent (exit 2), naming the option and the
+# interface: the one given with --recv-if or the one holding the receive
+# address, for every I/O kind and every subcommand that receives.
+@pytest.mark.timeout(60)
+def test_receiving_interface_down_is_refused_before_sending(lab):
+    s, _, d = ipv4_router(lab)
+    lab.exec(d, ["ip", "link", "set", "p0", "down"])
+    ends = _common(s, d)
+    short = ["--duration", "0.2", "--wait", "0.1"]
+    found = f'the receiving interface "p0" in namespace "{d}"'
+    given = f'--recv-if "p0": interface is down in namespace "{d}"'
+    cases = [
+        ("throughput", ["--max-rate", "1000", *short], found),
+        ("throughput", ["--max-rate", "1000", "--recv-if", "p0", *short], given),
+        ("throughput", ["--max-rate", "1000", "--io", "socket", *short], found),
+        ("throughput", ["--max-rate", "1000", "--io", "xdp", *short], found),
+        ("throughput", ["--max-rate", "1000", "--bidirectional", *short], found),
+        (
+            "frame-loss",
+            ["--max-rate", "1000", "--rates", "100%", "--json", *short],
+            found,
+        ),
+        (
+            "latency",
+            ["--rate", "1000", "--warmup", "0.1", "--tagged", "50", *short],
+            found,
+        ),
+        ("pdv", ["--rate", "1000", *short], found),
+        ("ipdv", ["--rate", "1000", *short], found),
+        (
+            "back-to-back",
+            ["--rate", "1000", "--max-burst", "100", "--gap", "0.1", "--wait", "0.1"],
+            found,
+        ),
+        (
+            "system-recovery",
+            ["--throughput", "1000", "--recovery-duration", "0.2", *short],
+            found,
+        ),
+    ]
+    for cmd, args, msg in cases:
+        cp = perf(cmd, *ends, *args, check=False)
+        assert cp.returncode == 2, (cmd, args, cp.stdout, cp.stderr)
+        assert msg in cp.stderr and "is down" in cp.stderr, (cmd, args, cp.stderr)
+        assert cp.stdout == "", (cmd, args, cp.stdout)
+    # The stateful tests receive on both sides: the Responder's interface
+    # down is refused the same way.
+    for cmd, args in [
+        ("cer", ["--max-rate", "1000", "--connections", "100"]),
+        ("validate", ["--prelim-rate", "1000", "--connections", "100"]),
+    ]:
+        cp = perf(
+            cmd,
+            "--initiator-netns",
+            s,
+            "--initiator",
+            "192.0.2.1",
+            "--responder-netns",
+            d,
+            "--dst",
+            "198.51.100.2",
+            *args,
+            check=False,
+        )
+        assert cp.returncode == 2, (cmd, cp.stdout, cp.stderr)
+        assert '--responder 198.51.100.2: its interface "p0"' in cp.stderr, (
+            cmd,
+            cp.stderr,
+        )
+        assert "is down" in cp.stderr and cp.stdout == "", (cmd, cp.stdout, cp.stderr)

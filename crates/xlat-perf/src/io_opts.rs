@@ -190,6 +190,36 @@ fn overlap(a: (u16, u16), b: (u16, u16)) -> bool {
     a.0 <= b.1 && b.0 <= a.1
 }
 
+/// Refuses a receiving interface that is down (not IFF_UP): no frame would
+/// arrive, and the trial would report the DUT as dropping every one. As
+/// the sending side's `--send-if` is checked, before the first frame;
+/// `given` says whether the user named it with `--recv-if` or it is the
+/// interface holding the receive address `recv`.
+fn recv_if_up(
+    ifname: &str,
+    given: bool,
+    recv: IpAddr,
+    netns: Option<&str>,
+    up: bool,
+) -> Result<(), String> {
+    if up {
+        return Ok(());
+    }
+    let ns = io_resolve::ns_label(netns);
+    let what = if given {
+        format!("--recv-if {ifname:?}: interface is down in {ns}")
+    } else {
+        // back-to-back and system-recovery take no --recv-if: name the
+        // address the interface was found by.
+        format!(
+            "the receiving interface {ifname:?} in {ns} (it holds the receive address {recv}, --recv-bind or --dst) is down"
+        )
+    };
+    Err(format!(
+        "{what}: nothing would arrive and the DUT would be blamed for every frame; bring it up (ip link set {ifname} up)"
+    ))
+}
+
 /// Resolves one sending port: (interface, own MAC, next-hop MAC, source
 /// address the kernel would use).
 fn resolve_sender(
@@ -274,6 +304,19 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         }
         if a.flag("bidirectional") {
             return Err("--bidirectional needs --io packet".into());
+        }
+        // The receiving socket is bound to --recv-bind (default --dst): the
+        // interface holding that address must be up, or nothing arrives
+        // and the trial would blame the DUT (a wildcard address names no
+        // interface; an address the namespace does not hold fails at bind).
+        let recv_ip = ep.recv_bind.ip();
+        if !recv_ip.is_unspecified() {
+            let ns = ep.recv_netns.as_deref();
+            if let Some(ifname) = io_resolve::iface_of_addr(ns, recv_ip).ok().flatten() {
+                if let Some(up) = io_resolve::is_up(ns, &ifname) {
+                    recv_if_up(&ifname, false, recv_ip, ns, up)?;
+                }
+            }
         }
         return Ok(());
     }
@@ -374,6 +417,13 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
             "--recv-if {recv_if:?}: not an Ethernet device; use --io socket"
         ));
     }
+    recv_if_up(
+        &recv_if,
+        a.has("recv-if"),
+        ep.recv_bind.ip(),
+        recv_ns.as_deref(),
+        rlink.up,
+    )?;
     // A frame the receiving link cannot carry whole, e.g. a 1518-byte IPv4
     // frame is 1538 bytes as IPv6 after translation (RFC 8219 section
     // 5.1.1): the DUT can only fragment it (fragments are not test frames)
@@ -662,6 +712,28 @@ mod tests {
         assert_eq!(
             e,
             "the default source port 50000 equals the destination port of --dst 192.0.2.2:50000: give --src-port"
+        );
+    }
+
+    /// The tester's own receiving interface down was measured as a DUT
+    /// dropping every frame (throughput 0, FLR 100 %, exit 0); it is
+    /// refused before sending, naming the option and the interface.
+    #[test]
+    fn receiving_interface_down_is_refused() {
+        let a: IpAddr = "198.51.100.2".parse().unwrap();
+        assert!(recv_if_up("p0", true, a, Some("d"), true).is_ok());
+        let e = recv_if_up("p0", true, a, Some("d"), false).unwrap_err();
+        assert!(
+            e.starts_with("--recv-if \"p0\": interface is down in namespace \"d\""),
+            "{e}"
+        );
+        // Found from the receive address: the message says so.
+        let e = recv_if_up("p0", false, a, None, false).unwrap_err();
+        assert!(
+            e.starts_with(
+                "the receiving interface \"p0\" in the current namespace (it holds the receive address 198.51.100.2, --recv-bind or --dst) is down"
+            ),
+            "{e}"
         );
     }
 }

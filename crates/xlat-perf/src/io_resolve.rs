@@ -110,7 +110,7 @@ pub fn link(netns: Option<&str>, ifname: &str, key: &str) -> Result<Link, String
     } else {
         [0; 6]
     };
-    let flags_up = out.contains("\"UP\"");
+    let flags_up = admin_up(&out);
     Ok(Link {
         ifname: ifname.to_string(),
         mac,
@@ -119,6 +119,27 @@ pub fn link(netns: Option<&str>, ifname: &str, key: &str) -> Result<Link, String
         mtu: jnum(&out, "mtu").unwrap_or(1500) as u32,
         up: flags_up,
     })
+}
+
+/// IFF_UP of an interface from its compact `ip -j link show` output: "UP"
+/// among its `flags` (a down interface has no "UP" there; its `operstate`
+/// is "DOWN" too, but so is that of an interface whose peer is down, which
+/// still takes frames from the tester).
+pub(crate) fn admin_up(json: &str) -> bool {
+    let Some(i) = json.find("\"flags\":[") else {
+        return false;
+    };
+    let rest = &json[i + 9..];
+    let flags = &rest[..rest.find(']').unwrap_or(rest.len())];
+    flags.split(',').any(|f| f.trim() == "\"UP\"")
+}
+
+/// Whether `ifname` in `netns` is up (IFF_UP), for ports that are not
+/// resolved with [`link`] (`--io socket`); None if `ip` cannot tell.
+pub fn is_up(netns: Option<&str>, ifname: &str) -> Option<bool> {
+    ip_cmd(netns, &["-j", "link", "show", "dev", ifname])
+        .ok()
+        .map(|out| admin_up(&out))
 }
 
 /// The kernel's route to `dst` in `netns`: (device, gateway, preferred source).
@@ -208,5 +229,22 @@ mod tests {
         );
         let (dev, gw, _) = route(None, "127.0.0.1".parse().unwrap()).unwrap();
         assert_eq!((dev.as_str(), gw), ("lo", None));
+    }
+
+    /// IFF_UP from `ip -j link show`: a link set down has no "UP" flag; one
+    /// whose peer is down (NO-CARRIER, operstate DOWN) is still up.
+    #[test]
+    fn admin_up_reads_the_flags() {
+        let down = r#"[{"ifindex":2,"ifname":"p0","flags":["BROADCAST","MULTICAST"],"mtu":1500,"operstate":"DOWN","link_type":"ether"}]"#;
+        let no_carrier = r#"[{"ifindex":3,"ifname":"p1","flags":["NO-CARRIER","BROADCAST","MULTICAST","UP"],"mtu":1500,"operstate":"DOWN"}]"#;
+        let up = r#"[{"ifindex":2,"ifname":"p0","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],"operstate":"UP"}]"#;
+        // An interface named UP that is down.
+        let named =
+            r#"[{"ifindex":4,"ifname":"UP","flags":["BROADCAST","MULTICAST"],"operstate":"DOWN"}]"#;
+        assert!(!admin_up(down));
+        assert!(admin_up(no_carrier));
+        assert!(admin_up(up));
+        assert!(!admin_up(named));
+        assert!(!admin_up(""));
     }
 }

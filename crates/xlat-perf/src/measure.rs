@@ -1802,7 +1802,10 @@ mod tests {
             ..Default::default()
         };
         let w = bursty_bound_warning(1, &t(980, 16)).unwrap();
-        assert!(w.contains("at 76000 frames/s") && w.contains("up to 16 frames"), "{w}");
+        assert!(
+            w.contains("at 76000 frames/s") && w.contains("up to 16 frames"),
+            "{w}"
+        );
         assert!(bursty_bound_warning(1, &t(980, BURST_WARN)).is_none());
         assert!(bursty_bound_warning(1, &t(1000, 16)).is_none());
         let j = trial_json(&t(980, 16), vec![]).render();

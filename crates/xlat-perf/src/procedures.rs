@@ -174,6 +174,14 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
             ));
         }
         warnings.extend(res.unconverged(&format!("repetition {rep}"), p.max_trials, p.error));
+        // The bound is a burst whose trial was invalid: the DUT was not
+        // seen to drop a burst that long (when none passed, warned above).
+        if res.throughput > 0 && res.upper_is_invalid() {
+            warnings.push(format!(
+                "repetition {rep}: the search's upper bound, a burst of {} frames, is a trial that was invalid (the tester fell behind, not the DUT): the result {} may be the tester's limit, not the DUT's buffer",
+                res.upper, res.throughput
+            ));
+        }
         values.push(res.throughput as f64);
         reps.push(J::obj(vec![
             ("repetition", J::u(rep as u64)),
@@ -188,6 +196,7 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
                 J::f(res.throughput as f64 / rate as f64),
             ),
             ("invalid_trials", J::u(invalid as u64)),
+            ("upper_bound_invalid", J::Bool(res.upper_is_invalid())),
             (
                 "trials",
                 J::Arr(
@@ -326,6 +335,194 @@ pub fn recovery_of(
     }
 }
 
+/// The figures of one system-recovery attempt. A phase whose frames were
+/// not all sent (the sender fell behind and stopped: an invalid attempt)
+/// has no loss count and no recovery time of its own: None, written `-` in
+/// the table, an empty field in the CSV and null in JSON (it was 0 there,
+/// and NaN in the table and CSV), never 0.
+#[derive(Debug, PartialEq)]
+pub struct Attempt {
+    /// Frames of the 110% phase that did not arrive (it was sent whole).
+    pub overload_lost: Option<u64>,
+    /// Frames after the rate change that did not arrive (both phases were
+    /// sent whole).
+    pub recovery_lost: Option<u64>,
+    /// B - A in ms; infinite when the DUT did not recover while measured.
+    pub recovery_ms: Option<f64>,
+    pub recovered: Option<bool>,
+    /// See [`Recovery::arrival_recovery_ns`], in ms.
+    pub arrival_recovery_ms: Option<f64>,
+}
+
+/// The figures of `out`, a stream of `n1` overload frames then `n2`
+/// recovery frames, the recovery phase `phase_ns` long.
+pub fn attempt_of(out: &flows::DirOut, n1: u64, n2: u64, phase_ns: u64) -> Attempt {
+    // Every frame up to `n` was handed to the kernel, and each has its
+    // send and arrival record.
+    let whole =
+        |n: u64| out.sent >= n && out.send_ns.len() as u64 >= n && out.arrival_ns.len() as u64 >= n;
+    let overload_lost = whole(n1).then(|| {
+        out.arrival_ns[..n1 as usize]
+            .iter()
+            .filter(|a| a.is_none())
+            .count() as u64
+    });
+    let rec = (whole(n1 + n2) && out.phase_start_ns.len() == 2)
+        .then(|| recovery_of(n1, out.phase_start_ns[1], &out.send_ns, &out.arrival_ns));
+    // Frames lost until (nearly) the end of the recovery phase: the DUT
+    // did not recover while measured; its recovery time is unknown
+    // (infinite), not B - A.
+    let recovered = rec.as_ref().map(|r| r.recovered(phase_ns));
+    Attempt {
+        overload_lost,
+        recovery_lost: rec.as_ref().map(|r| r.recovery_lost),
+        recovery_ms: rec.as_ref().map(|r| {
+            if r.recovered(phase_ns) {
+                r.recovery_ns as f64 / 1e6
+            } else {
+                f64::INFINITY
+            }
+        }),
+        recovered,
+        arrival_recovery_ms: rec
+            .as_ref()
+            .and_then(|r| r.arrival_recovery_ns)
+            .map(|x| x as f64 / 1e6),
+    }
+}
+
+/// The verdict of an attempt (`retried`: an invalid one run again).
+fn attempt_note(out: &flows::DirOut, f: &Attempt, retried: bool) -> String {
+    if !out.valid() {
+        let again = if retried { " (retried)" } else { "" };
+        return format!("invalid: {}{again}", out.invalid_why());
+    }
+    match (f.recovered, f.recovery_lost, f.recovery_ms) {
+        (Some(false), _, _) => {
+            "not recovered: frames lost in the last 10 % of the recovery phase".into()
+        }
+        (Some(true), Some(0), _) => "recovered at once".into(),
+        (Some(true), _, Some(ms)) => format!("recovered after {ms:.3} ms"),
+        _ => "no result".into(),
+    }
+}
+
+/// Table, CSV and JSON of one system-recovery repetition.
+pub(crate) struct RecoveryRep {
+    pub table: Vec<String>,
+    pub csv: Vec<String>,
+    pub json: J,
+    /// The repetition's recovery time (ms) for the summary: its final
+    /// attempt's, if valid and measured.
+    pub value: Option<f64>,
+}
+
+/// Reports the attempts of repetition `rep` (the ones before the last were
+/// invalid and retried), each with its own counts in the table, the CSV
+/// and the JSON's `trials`; the repetition's own fields are its final
+/// attempt's.
+pub(crate) fn recovery_rep(
+    rep: usize,
+    (r1, r2): (u64, u64),
+    (n1, n2): (u64, u64),
+    phase_ns: u64,
+    attempts: &[flows::DirOut],
+) -> RecoveryRep {
+    let opt_u = |v: Option<u64>| v.map_or(J::Null, J::u);
+    let cell = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |x| x.to_string());
+    let field = |v: Option<u64>| v.map_or_else(String::new, |x| x.to_string());
+    let overload_rate = |f: &Attempt| {
+        f.overload_lost
+            .map_or(J::Null, |l| J::f(l as f64 * 100.0 / n1.max(1) as f64))
+    };
+    let figures_json = |f: &Attempt, note: &str| -> Vec<(&'static str, J)> {
+        vec![
+            ("overload_lost", opt_u(f.overload_lost)),
+            ("overload_loss_rate_percent", overload_rate(f)),
+            ("recovery_lost", opt_u(f.recovery_lost)),
+            // Null as well when the DUT did not recover (infinite).
+            (
+                "system_recovery_time_ms",
+                f.recovery_ms.map_or(J::Null, J::f),
+            ),
+            ("recovered", f.recovered.map_or(J::Null, J::Bool)),
+            (
+                "arrival_recovery_time_ms",
+                f.arrival_recovery_ms.map_or(J::Null, J::f),
+            ),
+            ("note", J::s(note)),
+        ]
+    };
+    let (mut table, mut csv, mut trials) = (Vec::new(), Vec::new(), Vec::new());
+    let mut last = None;
+    for (i, out) in attempts.iter().enumerate() {
+        let retried = i + 1 < attempts.len();
+        let f = attempt_of(out, n1, n2, phase_ns);
+        let note = attempt_note(out, &f, retried);
+        let ms = f.recovery_ms.map(|x| format!("{x:.3}"));
+        table.push(format!(
+            "{rep:>3} {:>10} {:>10} {:>10} {:>13} {:>12} {:>12}  {note}",
+            out.planned,
+            out.sent,
+            out.received,
+            cell(f.overload_lost),
+            cell(f.recovery_lost),
+            ms.as_deref().unwrap_or("-"),
+        ));
+        csv.push(format!(
+            "system-recovery,{rep},{r1},{r2},{},{},{},{},{},{},{},{},{}",
+            out.planned,
+            out.sent,
+            out.received,
+            field(f.overload_lost),
+            field(f.recovery_lost),
+            ms.as_deref().unwrap_or(""),
+            out.valid(),
+            out.max_lag_us,
+            measure::csv_field(&note)
+        ));
+        let mut extra = figures_json(&f, &note);
+        if retried {
+            extra.push(("retried", J::Bool(true)));
+        }
+        trials.push(measure::trial_json(&out.as_trial(r1), extra));
+        last = Some((out, f, note));
+    }
+    let invalid = attempts.iter().filter(|o| !o.valid()).count();
+    let mut fields = vec![
+        ("repetition", J::u(rep as u64)),
+        ("overload_rate_fps", J::u(r1)),
+        ("recovery_rate_fps", J::u(r2)),
+    ];
+    let mut value = None;
+    if let Some((out, f, note)) = last {
+        if out.valid() {
+            value = f.recovery_ms;
+        }
+        fields.extend([
+            ("planned", J::u(out.planned)),
+            ("sent", J::u(out.sent)),
+            ("received", J::u(out.received)),
+            ("lost", J::u(out.lost())),
+            ("duplicates", J::u(out.duplicates)),
+            ("valid", J::Bool(out.valid())),
+            ("max_lag_us", J::u(out.max_lag_us)),
+            ("overload_frames", J::u(n1)),
+            ("recovery_frames", J::u(n2)),
+        ]);
+        fields.extend(figures_json(&f, &note));
+    }
+    fields.push(("invalid_trials", J::u(invalid as u64)));
+    // Every attempt, in order: the retried ones with "retried": true.
+    fields.push(("trials", J::Arr(trials)));
+    RecoveryRep {
+        table,
+        csv,
+        json: J::obj(fields),
+        value,
+    }
+}
+
 /// RFC 8219 section 7.6 / RFC 2544 section 26.5: `--duration` seconds at
 /// 110% of `--throughput` (at most the media maximum), then
 /// `--recovery-duration` seconds at 50% of that rate; the
@@ -351,107 +548,29 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
             p.recovery_duration
         ),
         format!(
-            "{:>3} {:>10} {:>10} {:>12} {:>12} {:>12}  result",
-            "rep", "planned", "received", "overload_lost", "after_lost", "recovery_ms"
+            "{:>3} {:>10} {:>10} {:>10} {:>13} {:>12} {:>12}  result",
+            "rep", "planned", "sent", "received", "overload_lost", "after_lost", "recovery_ms"
         ),
     ];
     let mut csv = Vec::new();
+    let phase_ns = (p.recovery_duration * 1e9) as u64;
     for rep in 1..=p.repeat {
-        let mut attempt = 0;
-        let out = loop {
+        let mut attempts = Vec::new();
+        loop {
             stream = stream.wrapping_add(1);
             let d = dir(p, stream, vec![(n1, r1), (n2, r2)], 0, true)?;
-            let mut o = flows::run(&[d], p.wait)?;
-            let o = o.remove(0);
-            if o.valid() || attempt >= p.retries {
-                break o;
+            let o = flows::run(&[d], p.wait)?.remove(0);
+            let done = o.valid() || attempts.len() >= p.retries;
+            attempts.push(o);
+            if done {
+                break;
             }
-            attempt += 1;
-            table.push(format!(
-                "{rep:>3} {:>10} {:>10} {:>12} {:>12} {:>12}  invalid: {} (retried)",
-                o.planned,
-                o.received,
-                "-",
-                "-",
-                "-",
-                o.invalid_why()
-            ));
-        };
-        let a_ns = out.phase_start_ns.get(1).copied().unwrap_or(0);
-        let rec = if out.phase_start_ns.len() == 2 {
-            Some(recovery_of(n1, a_ns, &out.send_ns, &out.arrival_ns))
-        } else {
-            None
-        };
-        // Frames lost until (nearly) the end of the recovery phase: the DUT
-        // did not recover while measured; its recovery time is unknown
-        // (infinite), not B - A.
-        let phase_ns = (p.recovery_duration * 1e9) as u64;
-        let recovered = rec.as_ref().is_some_and(|r| r.recovered(phase_ns));
-        let note = if !out.valid() {
-            format!("invalid: {}", out.invalid_why())
-        } else {
-            match &rec {
-                Some(_) if !recovered => {
-                    "not recovered: frames lost in the last 10 % of the recovery phase".into()
-                }
-                Some(r) if r.recovery_lost == 0 => "recovered at once".into(),
-                Some(r) => format!("recovered after {:.3} ms", r.recovery_ns as f64 / 1e6),
-                None => "no result".into(),
-            }
-        };
-        let (ol, rl, rms) = rec.as_ref().map_or((0, 0, f64::NAN), |r| {
-            let ms = if recovered {
-                r.recovery_ns as f64 / 1e6
-            } else {
-                f64::INFINITY
-            };
-            (r.overload_lost, r.recovery_lost, ms)
-        });
-        if out.valid() && rec.is_some() {
-            values.push(rms);
         }
-        table.push(format!(
-            "{rep:>3} {:>10} {:>10} {:>12} {:>12} {:>12.3}  {note}",
-            out.planned, out.received, ol, rl, rms
-        ));
-        csv.push(format!(
-            "system-recovery,{rep},{r1},{r2},{},{},{},{ol},{rl},{rms:.3},{},{},{}",
-            out.planned,
-            out.sent,
-            out.received,
-            out.valid(),
-            out.max_lag_us,
-            measure::csv_field(&note)
-        ));
-        reps.push(J::obj(vec![
-            ("repetition", J::u(rep as u64)),
-            ("overload_rate_fps", J::u(r1)),
-            ("recovery_rate_fps", J::u(r2)),
-            ("planned", J::u(out.planned)),
-            ("sent", J::u(out.sent)),
-            ("received", J::u(out.received)),
-            ("duplicates", J::u(out.duplicates)),
-            ("valid", J::Bool(out.valid())),
-            ("max_lag_us", J::u(out.max_lag_us)),
-            ("overload_frames", J::u(n1)),
-            ("overload_lost", J::u(ol)),
-            (
-                "overload_loss_rate_percent",
-                J::f(ol as f64 * 100.0 / n1 as f64),
-            ),
-            ("recovery_frames", J::u(n2)),
-            ("recovery_lost", J::u(rl)),
-            ("system_recovery_time_ms", J::f(rms)),
-            ("recovered", J::Bool(recovered)),
-            (
-                "arrival_recovery_time_ms",
-                rec.as_ref()
-                    .and_then(|r| r.arrival_recovery_ns)
-                    .map_or(J::Null, |x| J::f(x as f64 / 1e6)),
-            ),
-            ("note", J::s(note)),
-        ]));
+        let r = recovery_rep(rep, (r1, r2), (n1, n2), phase_ns, &attempts);
+        table.extend(r.table);
+        csv.extend(r.csv);
+        reps.push(r.json);
+        values.extend(r.value);
     }
     let headline = vec![("system recovery time".to_string(), "ms".to_string(), values)];
     let warnings = measure::rfc_deviations(p);
@@ -461,10 +580,13 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
         &headline,
         table,
         csv,
-        "test,repetition,overload_rate,recovery_rate,planned,sent,received,overload_lost,recovery_lost,recovery_ms,valid,max_lag_us,note",
+        RECOVERY_CSV_HEAD,
         &warnings,
     ))
 }
+
+/// The CSV's column heads of `system-recovery` (the table's, named).
+const RECOVERY_CSV_HEAD: &str = "test,repetition,overload_rate,recovery_rate,planned,sent,received,overload_lost,recovery_lost,recovery_ms,valid,max_lag_us,note";
 
 #[cfg(test)]
 mod tests {
@@ -573,5 +695,151 @@ mod tests {
         }
         let r = recovery_of(10, 10_000, &send, &arr);
         assert!(r.recovered(1000), "{r:?}");
+    }
+
+    /// n1 = 10 overload frames, then n2 = 5 recovery frames, 1 ns apart
+    /// from 1000, the rate change at 1010; `sent` of them sent, those in
+    /// `lost` (or not sent) not received.
+    fn recovery_out(sent: u64, lost: &[u64], behind: bool) -> flows::DirOut {
+        let send_ns: Vec<u64> = (0..15).map(|i| 1000 + i).collect();
+        let arrival_ns: Vec<Option<u64>> = (0..15)
+            .map(|i| (i < sent && !lost.contains(&i)).then_some(1000 + i + 1))
+            .collect();
+        flows::DirOut {
+            planned: 15,
+            sent,
+            received: arrival_ns.iter().flatten().count() as u64,
+            behind,
+            max_lag_us: if behind { 40_000 } else { 10 },
+            phase_start_ns: if sent > 10 {
+                vec![1000, 1010]
+            } else {
+                vec![1000]
+            },
+            send_ns,
+            arrival_ns,
+            ..Default::default()
+        }
+    }
+
+    // docs/xlat-perf.md: every attempt is reported, in the table, the CSV
+    // rows and the JSON (`"retried": true` in the trial list). The CSV and
+    // the JSON gave the final attempt only, and the JSON had no trial list.
+    #[test]
+    fn system_recovery_reports_every_attempt() {
+        // The sender fell behind in the overload phase; then a valid attempt
+        // that lost frame 3 (overload) and frame 11 (after the change).
+        let attempts = [
+            recovery_out(6, &[2], true),
+            recovery_out(15, &[3, 11], false),
+        ];
+        let r = recovery_rep(1, (1100, 550), (10, 5), 1000, &attempts);
+        assert_eq!(r.table.len(), 2, "{:?}", r.table);
+        assert!(
+            r.table[0].ends_with("invalid: sender behind (retried)"),
+            "{:?}",
+            r.table
+        );
+        assert!(
+            r.table[1].ends_with("recovered after 0.000 ms"),
+            "{:?}",
+            r.table
+        );
+        assert_eq!(
+            r.csv,
+            [
+                "system-recovery,1,1100,550,15,6,5,,,,false,40000,invalid: sender behind (retried)",
+                "system-recovery,1,1100,550,15,15,13,1,1,0.000,true,10,recovered after 0.000 ms",
+            ]
+        );
+        let j = r.json.render();
+        assert!(j.contains(r#""invalid_trials": 1"#), "{j}");
+        let trials = &j[j.find(r#""trials": ["#).expect(&j)..];
+        // The retried attempt with its own counts, then the final one.
+        let first = trials
+            .find(r#""sent": 6, "received": 5, "lost": 10"#)
+            .expect(&j);
+        let retried = trials.find(r#""retried": true"#).expect(&j);
+        let second = trials
+            .find(r#""sent": 15, "received": 13, "lost": 2"#)
+            .expect(&j);
+        assert!(first < retried && retried < second, "{j}");
+        assert_eq!(trials.matches(r#""retried": true"#).count(), 1, "{j}");
+        assert!(
+            trials.contains(r#""note": "invalid: sender behind (retried)""#),
+            "{j}"
+        );
+        // The repetition's own figures are the final attempt's.
+        assert!(j.starts_with(r#"{"repetition": 1, "overload_rate_fps": 1100, "recovery_rate_fps": 550, "planned": 15, "sent": 15, "received": 13, "lost": 2,"#), "{j}");
+        assert_eq!(r.value, Some(1e-6));
+    }
+
+    // An invalid attempt whose sender stopped in the overload phase (sent 6
+    // of 15, received 5) reported overload_lost 0, overload_loss_rate_percent
+    // 0 and recovery_lost 0 in JSON, "0 0 NaN" in the table, NaN in the CSV.
+    // Its phases were not sent whole: no per-phase figure, the same "not
+    // available" in all three (table `-`, empty CSV field, JSON null), and
+    // its real sent / received counts.
+    #[test]
+    fn system_recovery_invalid_attempt_is_not_reported_as_zero_loss() {
+        let r = recovery_rep(
+            2,
+            (1100, 550),
+            (10, 5),
+            1000,
+            &[recovery_out(6, &[2], true)],
+        );
+        let cols: Vec<&str> = r.table[0].split_whitespace().collect();
+        assert_eq!(
+            cols,
+            ["2", "15", "6", "5", "-", "-", "-", "invalid:", "sender", "behind"]
+        );
+        assert_eq!(
+            r.csv,
+            ["system-recovery,2,1100,550,15,6,5,,,,false,40000,invalid: sender behind"]
+        );
+        let j = r.json.render();
+        for k in [
+            "overload_lost",
+            "overload_loss_rate_percent",
+            "recovery_lost",
+            "system_recovery_time_ms",
+            "recovered",
+        ] {
+            // In the repetition and in its trial.
+            assert_eq!(j.matches(&format!(r#""{k}": null"#)).count(), 2, "{k}: {j}");
+        }
+        assert!(j.contains(r#""sent": 6, "received": 5, "lost": 10"#), "{j}");
+        assert!(!j.contains(r#""retried""#), "{j}");
+        assert_eq!(r.value, None);
+        // Stopped in the recovery phase (sent 12 of 15): the overload phase
+        // was sent whole and lost frame 4; after the change nothing is known.
+        let r = recovery_rep(
+            1,
+            (1100, 550),
+            (10, 5),
+            1000,
+            &[recovery_out(12, &[4], true)],
+        );
+        let cols: Vec<&str> = r.table[0].split_whitespace().collect();
+        assert_eq!(cols[..7], ["1", "15", "12", "11", "1", "-", "-"]);
+        assert!(r.csv[0].contains(",15,12,11,1,,,false,"), "{:?}", r.csv);
+        let j = r.json.render();
+        assert!(
+            j.contains(
+                r#""overload_lost": 1, "overload_loss_rate_percent": 10, "recovery_lost": null"#
+            ),
+            "{j}"
+        );
+        // Invalid because the tester's receive ring overflowed, both phases
+        // sent whole: the counts are real and given.
+        let mut o = recovery_out(15, &[12], false);
+        o.rx_drops = 1;
+        let r = recovery_rep(1, (1100, 550), (10, 5), 1000, &[o]);
+        assert_eq!(
+            r.csv,
+            ["system-recovery,1,1100,550,15,15,14,0,1,0.000,false,10,invalid: tester's receive ring overflowed"]
+        );
+        assert_eq!(r.value, None);
     }
 }

@@ -288,7 +288,10 @@ mod tests {
             })
         })
         .unwrap();
-        assert!(!s.upper_is_invalid() && s.invalid_bound("r").is_none(), "{s:?}");
+        assert!(
+            !s.upper_is_invalid() && s.invalid_bound("r").is_none(),
+            "{s:?}"
+        );
     }
 
     #[test]

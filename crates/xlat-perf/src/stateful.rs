@@ -433,6 +433,23 @@ impl SParams {
         if initiator_netns == responder_netns && initiator == responder {
             return Err("--initiator and --responder are the same address in the same namespace: the Responder would see the Initiator's own frames".into());
         }
+        // Both sides receive: an interface holding either address that is
+        // down would make every trial blame the DUT for every frame (as
+        // the stateless tests refuse a receiving interface that is down).
+        for (key, ns, addr) in [
+            ("initiator", &initiator_netns, initiator),
+            ("responder", &responder_netns, responder),
+        ] {
+            let ns = ns.as_deref();
+            if let Ok(Some(ifname)) = crate::io_resolve::iface_of_addr(ns, addr) {
+                if crate::io_resolve::is_up(ns, &ifname) == Some(false) {
+                    return Err(format!(
+                        "--{key} {addr}: its interface {ifname:?} in {} is down: nothing would arrive and the DUT would be blamed for every frame; bring it up (ip link set {ifname} up)",
+                        crate::io_resolve::ns_label(ns)
+                    ));
+                }
+            }
+        }
         // RFC 9693 section 4.1: restricted port ranges; RFC 4814 section 4.5
         // source ports 1024-65535, destination ports 1-49151.
         let (sports, dports) = (sports(a)?, dports(a)?);
