@@ -1216,7 +1216,7 @@ pub const BURST_WARN: u64 = 2 * crate::pace::START_TRAIN as u64;
 pub(crate) fn bursty_bound_warning(rep: usize, t: &TrialOut) -> Option<String> {
     (!t.zero_loss() && t.send_burst > BURST_WARN).then(|| {
         format!(
-            "repetition {rep}: the failing trial at {} frames/s that bounds the result sent bursts of up to {} frames (a token bucket at that rate would need that depth to pass them; the sender was busy or catching up): a DUT with a shallower buffer or bucket drops such bursts, so the result may be low by the tester's doing (see 'Pacing' in docs/xlat-perf.md)",
+            "repetition {rep}: the failing trial at {} frames/s that bounds the result sent up to {} frames ahead of an even schedule at that rate (trains while the sender was busy, or frames made up after a stall; send_burst): a DUT whose buffer or token bucket at that rate is shallower may have dropped them, so the result may be low by the tester's doing (see 'Pacing' in docs/xlat-perf.md)",
             t.rate, t.send_burst
         )
     })
@@ -1803,7 +1803,7 @@ mod tests {
         };
         let w = bursty_bound_warning(1, &t(980, 16)).unwrap();
         assert!(
-            w.contains("at 76000 frames/s") && w.contains("up to 16 frames"),
+            w.contains("at 76000 frames/s") && w.contains("up to 16 frames ahead"),
             "{w}"
         );
         assert!(bursty_bound_warning(1, &t(980, BURST_WARN)).is_none());
