@@ -312,10 +312,8 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         let recv_ip = ep.recv_bind.ip();
         if !recv_ip.is_unspecified() {
             let ns = ep.recv_netns.as_deref();
-            if let Some(ifname) = io_resolve::iface_of_addr(ns, recv_ip).ok().flatten() {
-                if let Some(up) = io_resolve::is_up(ns, &ifname) {
-                    recv_if_up(&ifname, false, recv_ip, ns, up)?;
-                }
+            if let Some(ifname) = io_resolve::down_iface_holding(ns, recv_ip) {
+                recv_if_up(&ifname, false, recv_ip, ns, false)?;
             }
         }
         return Ok(());

@@ -134,12 +134,14 @@ pub(crate) fn admin_up(json: &str) -> bool {
     flags.split(',').any(|f| f.trim() == "\"UP\"")
 }
 
-/// Whether `ifname` in `netns` is up (IFF_UP), for ports that are not
-/// resolved with [`link`] (`--io socket`); None if `ip` cannot tell.
-pub fn is_up(netns: Option<&str>, ifname: &str) -> Option<bool> {
-    ip_cmd(netns, &["-j", "link", "show", "dev", ifname])
-        .ok()
-        .map(|out| admin_up(&out))
+/// The interface in `netns` holding `a`, if it is down (not IFF_UP), for
+/// receiving ports that are not resolved with [`link`] (`--io socket`, the
+/// RFC 9693 Initiator and Responder): nothing would arrive on it. None
+/// when it is up, when no interface holds `a`, or when `ip` cannot tell.
+pub fn down_iface_holding(netns: Option<&str>, a: IpAddr) -> Option<String> {
+    let ifname = iface_of_addr(netns, a).ok().flatten()?;
+    let out = ip_cmd(netns, &["-j", "link", "show", "dev", &ifname]).ok()?;
+    (!admin_up(&out)).then_some(ifname)
 }
 
 /// The kernel's route to `dst` in `netns`: (device, gateway, preferred source).

@@ -188,8 +188,8 @@ impl Pacer {
     fn note_departure(&mut self, now: Duration, n: usize) {
         let (now, rate) = (now.as_secs_f64(), self.rate as f64);
         self.tat = self.tat.max(now) + n as f64 / rate;
-        // Less a nanosecond's worth, so that rounding does not make
-        // evenly spaced frames look like pairs.
+        // Less a millionth of a frame, so that floating-point rounding
+        // does not make evenly spaced frames look like pairs.
         self.max_burst = self.max_burst.max((self.tat - now) * rate - 1e-6);
     }
 

@@ -297,6 +297,11 @@ impl Recovery {
     }
 }
 
+/// Frames of `arrival` that never arrived.
+fn lost_among(arrival: &[Option<u64>]) -> u64 {
+    arrival.iter().filter(|a| a.is_none()).count() as u64
+}
+
 /// RFC 2544 section 26.5: A = when the rate was reduced; B = the time of the
 /// last frame lost (we take its send time: a lost frame has no arrival);
 /// recovery time = B - A.
@@ -307,10 +312,7 @@ pub fn recovery_of(
     arrival: &[Option<u64>],
 ) -> Recovery {
     let n1 = n_overload as usize;
-    let overload_lost = arrival[..n1.min(arrival.len())]
-        .iter()
-        .filter(|x| x.is_none())
-        .count() as u64;
+    let overload_lost = lost_among(&arrival[..n1.min(arrival.len())]);
     let mut recovery_lost = 0;
     let mut last_lost: Option<usize> = None;
     for (i, a) in arrival.iter().enumerate().skip(n1) {
@@ -361,12 +363,7 @@ pub fn attempt_of(out: &flows::DirOut, n1: u64, n2: u64, phase_ns: u64) -> Attem
     // send and arrival record.
     let whole =
         |n: u64| out.sent >= n && out.send_ns.len() as u64 >= n && out.arrival_ns.len() as u64 >= n;
-    let overload_lost = whole(n1).then(|| {
-        out.arrival_ns[..n1 as usize]
-            .iter()
-            .filter(|a| a.is_none())
-            .count() as u64
-    });
+    let overload_lost = whole(n1).then(|| lost_among(&out.arrival_ns[..n1 as usize]));
     let rec = (whole(n1 + n2) && out.phase_start_ns.len() == 2)
         .then(|| recovery_of(n1, out.phase_start_ns[1], &out.send_ns, &out.arrival_ns));
     // Frames lost until (nearly) the end of the recovery phase: the DUT
@@ -376,8 +373,8 @@ pub fn attempt_of(out: &flows::DirOut, n1: u64, n2: u64, phase_ns: u64) -> Attem
     Attempt {
         overload_lost,
         recovery_lost: rec.as_ref().map(|r| r.recovery_lost),
-        recovery_ms: rec.as_ref().map(|r| {
-            if r.recovered(phase_ns) {
+        recovery_ms: rec.as_ref().zip(recovered).map(|(r, ok)| {
+            if ok {
                 r.recovery_ns as f64 / 1e6
             } else {
                 f64::INFINITY

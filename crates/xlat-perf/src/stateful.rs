@@ -441,13 +441,11 @@ impl SParams {
             ("responder", &responder_netns, responder),
         ] {
             let ns = ns.as_deref();
-            if let Ok(Some(ifname)) = crate::io_resolve::iface_of_addr(ns, addr) {
-                if crate::io_resolve::is_up(ns, &ifname) == Some(false) {
-                    return Err(format!(
-                        "--{key} {addr}: its interface {ifname:?} in {} is down: nothing would arrive and the DUT would be blamed for every frame; bring it up (ip link set {ifname} up)",
-                        crate::io_resolve::ns_label(ns)
-                    ));
-                }
+            if let Some(ifname) = crate::io_resolve::down_iface_holding(ns, addr) {
+                return Err(format!(
+                    "--{key} {addr}: its interface {ifname:?} in {} is down: nothing would arrive and the DUT would be blamed for every frame; bring it up (ip link set {ifname} up)",
+                    crate::io_resolve::ns_label(ns)
+                ));
             }
         }
         // RFC 9693 section 4.1: restricted port ranges; RFC 4814 section 4.5

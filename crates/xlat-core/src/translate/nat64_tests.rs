@@ -715,46 +715,34 @@ fn rfc6146_3_4_icmp_error_quoting_a_non_first_fragment() {
     body.extend_from_slice(&later);
     let err = ip6(s, d, proto::ICMPV6, &l4_v6(proto::ICMPV6, &s, &d, body));
     assert_eq!(run(&t, &err, 1).v, Verdict::Drop(DropReason::Nat64Fragment));
+    // A router's Fragmentation Needed (MTU 1280) quoting `quote`.
+    let router4 = a4("192.0.2.1");
+    let frag_needed = |quote: &[u8]| {
+        let mut body = vec![
+            icmp4::DEST_UNREACH,
+            icmp4::FRAG_NEEDED,
+            0,
+            0,
+            0,
+            0,
+            0x05,
+            0x00,
+        ];
+        body.extend_from_slice(quote);
+        ip4(
+            router4,
+            pool.addr,
+            proto::ICMP,
+            &l4_v4(proto::ICMP, router4, pool.addr, body),
+        )
+    };
     // IPv4 side: the client's (translated) datagram's fragment at 800.
     let later = frag4(pool.addr, a4(SERVER4), 9, 800, true, proto::UDP, &[7u8; 96]);
-    let router4 = a4("192.0.2.1");
-    let mut body = vec![
-        icmp4::DEST_UNREACH,
-        icmp4::FRAG_NEEDED,
-        0,
-        0,
-        0,
-        0,
-        0x05,
-        0x00,
-    ];
-    body.extend_from_slice(&later);
-    let err = ip4(
-        router4,
-        pool.addr,
-        proto::ICMP,
-        &l4_v4(proto::ICMP, router4, pool.addr, body),
-    );
+    let err = frag_needed(&later);
     assert_eq!(run(&t, &err, 1).v, Verdict::Drop(DropReason::Nat64Fragment));
     // The same errors quoting the first fragment are translated.
     let first = frag4(pool.addr, a4(SERVER4), 9, 0, true, proto::UDP, &out[20..]);
-    let mut body = vec![
-        icmp4::DEST_UNREACH,
-        icmp4::FRAG_NEEDED,
-        0,
-        0,
-        0,
-        0,
-        0x05,
-        0x00,
-    ];
-    body.extend_from_slice(&first);
-    let err = ip4(
-        router4,
-        pool.addr,
-        proto::ICMP,
-        &l4_v4(proto::ICMP, router4, pool.addr, body),
-    );
+    let err = frag_needed(&first);
     assert!(matches!(run(&t, &err, 1).v, Verdict::Forward { .. }));
 }
 
