@@ -322,6 +322,34 @@ def test_keep_on_exit_device_is_reused(one_ns):
     assert "xlat0" not in lab.links(ns), "keep-on-exit = false removes it"
 
 
+@pytest.mark.timeout(40)
+def test_a_tun_device_xlat_did_not_create_is_kept_or_refused(one_ns):
+    """An operator's own persistent multi-queue TUN (`ip tuntap add ...
+    multi_queue`) is used and left in place at exit: xlat removes only a
+    device it made (or left by keep-on-exit). A single-queue TUN (what
+    `tayga --mktun` makes) or a TAP device is refused by name before
+    anything starts, not with TUNSETIFF's bare "Invalid argument"."""
+    lab, ns, d = one_ns
+    lab.ip(ns, "tuntap", "add", "mode", "tun", "multi_queue", "name", "xlat0")
+    x = Xlat(lab, ns, _conf(d, "a.sock"), d, name="a").start()
+    assert x.stop() == 0, x.log()
+    assert "xlat0" in lab.links(ns), f"the operator's device was removed:\n{x.log()}"
+    assert "did not create" in x.log()
+    lab.ip(ns, "link", "del", "xlat0")
+    for kind, flags, word in [
+        ("tun", [], "single-queue"),
+        ("tap", [], "TAP"),
+        ("tap", ["multi_queue"], "TAP"),
+    ]:
+        lab.ip(ns, "tuntap", "add", "mode", kind, *flags, "name", "xlat0")
+        r = _second(lab, ns, d, _conf(d, "c.sock"), "c")
+        assert r.returncode == 1, r
+        assert word in r.stderr and "xlat0" in r.stderr, r.stderr
+        assert "Invalid argument" not in r.stderr, r.stderr
+        assert "xlat0" in lab.links(ns), "the refused device stays"
+        lab.ip(ns, "link", "del", "xlat0")
+
+
 @pytest.mark.timeout(30)
 def test_socket_directory_created_for_the_daemon_stays_roots(one_ns):
     """A control socket directory that xlat creates (like /run/xlat) is root's

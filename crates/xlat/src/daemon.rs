@@ -1303,6 +1303,13 @@ pub fn run(path: &str) -> i32 {
         error!("cannot create the TUN device", "dev" => settings.tun.name, "error" => why);
         return 1;
     }
+    let existing = match tun::existing(&settings.tun.name) {
+        Ok(e) => e,
+        Err(why) => {
+            error!("cannot use the TUN device", "dev" => settings.tun.name, "error" => why);
+            return 1;
+        }
+    };
     // Opened before privileges are dropped (the file may be root-owned).
     let mapping_log = if settings.mode == Mode::Nat64 && !settings.nat64.mapping_log.is_empty() {
         match std::fs::OpenOptions::new()
@@ -1354,6 +1361,15 @@ pub fn run(path: &str) -> i32 {
     if let Err(e) = tun.configure_link(settings.tun.mtu) {
         error!("cannot configure the TUN device", "dev" => name, "error" => e);
         return 1;
+    }
+    match existing {
+        Some(tun::Existing::Kept) => {
+            info!("took over the TUN device left by keep-on-exit", "dev" => name)
+        }
+        Some(tun::Existing::Foreign) => {
+            info!("using an existing persistent TUN device that xlat did not create: it stays after xlat stops", "dev" => name)
+        }
+        None => {}
     }
     info!("tun device up", "dev" => name, "queues" => tun.queues.len(), "mtu" => settings.tun.mtu,
         "vnet_hdr" => tun.vnet_hdr, "offloads" => format!("{:#x}", tun.offloads));
@@ -1563,8 +1579,16 @@ pub fn run(path: &str) -> i32 {
         let _ = t.join();
     }
     let keep = daemon.state.lock().unwrap().settings.tun.keep_on_exit;
-    if let Err(e) = tun.set_persist(keep) {
+    // A device someone else made stays, as it was found (persistent);
+    // one xlat leaves behind is marked as its own for the next start.
+    let foreign = existing == Some(tun::Existing::Foreign);
+    if let Err(e) = tun.set_persist(keep || foreign) {
         warn!("cannot change persistence of the TUN device", "error" => e);
+    }
+    if keep && !foreign {
+        if let Err(e) = tun::mark_kept(&name, true) {
+            warn!("cannot mark the TUN device as xlat's", "error" => e);
+        }
     }
     drop(tun);
     match (std::fs::remove_file(&socket_path), reaper) {
@@ -1578,6 +1602,8 @@ pub fn run(path: &str) -> i32 {
     }
     if keep {
         info!("stopped, device and routes kept (keep-on-exit)", "dev" => name);
+    } else if foreign {
+        info!("stopped, device and routes kept (xlat did not create the device)", "dev" => name);
     } else {
         info!("stopped", "dev" => name);
     }

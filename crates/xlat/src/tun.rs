@@ -138,6 +138,79 @@ pub fn in_use(name: &str) -> Option<String> {
     None
 }
 
+/// The alias (`ip link set dev NAME alias ...`) xlat gives a device it
+/// leaves behind with `keep-on-exit`: the next `xlat run` takes it over as
+/// its own (and removes it at exit unless `keep-on-exit` is still set).
+pub const KEPT_ALIAS: &str = "xlat-keep-on-exit";
+
+/// A persistent TUN device found under `[tun] name` before the start
+/// (after [`in_use`] found nobody attached to it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// Left by an xlat with `keep-on-exit` ([`KEPT_ALIAS`]).
+    Kept,
+    /// Made by someone else (`ip tuntap add ... multi_queue`): used, and
+    /// kept at exit, since xlat did not create it.
+    Foreign,
+}
+
+/// What is under `name`, from `ip -j -d link show` (namespace-correct,
+/// unlike /sys in a namespace entered without remounting it): `Ok(None)`
+/// when there is no such device, an error for one xlat cannot attach to
+/// (a TAP device, or a TUN device without multi_queue, such as `tayga
+/// --mktun` makes, where TUNSETIFF would only say "Invalid argument").
+pub fn existing(name: &str) -> Result<Option<Existing>, String> {
+    let cname = std::ffi::CString::new(name).map_err(|e| e.to_string())?;
+    // SAFETY: a NUL-terminated name.
+    if unsafe { libc::if_nametoindex(cname.as_ptr()) } == 0 {
+        return Ok(None);
+    }
+    let Ok(j) = ip(&["-j", "-d", "link", "show", "dev", name]) else {
+        return Ok(None);
+    };
+    classify(name, &j).map(Some)
+}
+
+/// [`existing`] on the JSON `ip -j -d link show dev NAME` printed.
+fn classify(name: &str, j: &str) -> Result<Existing, String> {
+    let compact: String = j.chars().filter(|c| !c.is_whitespace()).collect();
+    let has = |s: &str| compact.contains(s);
+    if !has("\"info_kind\":\"tun\"") {
+        return Err(format!("{name} exists and is not a TUN device"));
+    }
+    if !has("\"type\":\"tun\"") {
+        return Err(format!(
+            "{name} is a TAP device; xlat needs a multi-queue TUN device: remove it \
+             (ip link del {name}) or choose another [tun] name"
+        ));
+    }
+    if !has("\"multi_queue\":true") {
+        return Err(format!(
+            "{name} is a single-queue TUN device (as `tayga --mktun` or `ip tuntap add` \
+             without multi_queue make); xlat needs a multi-queue one: remove it \
+             (ip link del {name}) or choose another [tun] name"
+        ));
+    }
+    if has(&format!("\"ifalias\":\"{KEPT_ALIAS}\"")) {
+        Ok(Existing::Kept)
+    } else {
+        Ok(Existing::Foreign)
+    }
+}
+
+/// Marks (or unmarks) the device as left by `keep-on-exit`.
+pub fn mark_kept(name: &str, on: bool) -> Result<(), String> {
+    ip(&[
+        "link",
+        "set",
+        "dev",
+        name,
+        "alias",
+        if on { KEPT_ALIAS } else { "" },
+    ])
+    .map(|_| ())
+}
+
 /// IFF_RUNNING of `name` (SIOCGIFFLAGS): for a TUN device, a queue is attached.
 fn running(name: &str) -> bool {
     let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
@@ -702,6 +775,36 @@ const LOGGED_ROUTES: usize = 32;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `ip -j -d link show` says of a device under `[tun] name`: a
+    /// multi-queue TUN is usable (ours by its alias), a single-queue TUN,
+    /// a TAP or another kind of device is refused by name.
+    #[test]
+    fn existing_devices_classified_from_ip_json() {
+        let dev = |kind: &str, mq: bool, alias: &str| {
+            format!(
+                r#"[{{"ifname":"t0","linkinfo":{{"info_kind":"{}","info_data":{{"type":"{kind}","pi":false,"multi_queue":{mq},"persist":true}}}}{alias}}}]"#,
+                if kind == "veth" { "veth" } else { "tun" }
+            )
+        };
+        assert_eq!(classify("t0", &dev("tun", true, "")), Ok(Existing::Foreign));
+        let kept = format!(r#","ifalias":"{KEPT_ALIAS}""#);
+        assert_eq!(classify("t0", &dev("tun", true, &kept)), Ok(Existing::Kept));
+        let other = r#","ifalias":"mine""#;
+        assert_eq!(
+            classify("t0", &dev("tun", true, other)),
+            Ok(Existing::Foreign)
+        );
+        assert!(classify("t0", &dev("tun", false, ""))
+            .unwrap_err()
+            .contains("single-queue"));
+        assert!(classify("t0", &dev("tap", true, ""))
+            .unwrap_err()
+            .contains("TAP"));
+        assert!(classify("t0", &dev("veth", true, ""))
+            .unwrap_err()
+            .contains("not a TUN"));
+    }
 
     const V4: &str = "default via 198.51.100.1 dev eth0 proto static\n\
         10.0.0.0/8 via 10.9.0.1 dev eth1\n\
