@@ -807,15 +807,32 @@ fn key_at(text: &str, at: usize) -> Option<String> {
     if !bare(k) {
         return None;
     }
-    // The last table header above the line, if any.
-    let table = text[..line_start].lines().rev().find_map(|l| {
+    // The last table header above the line, if any; an array of tables
+    // (`[[eamt]]`) is named with the index of its element, counted from
+    // the headers above (`eamt[1].ipv4`), as the other problems name it.
+    let header = |l: &str| -> Option<(String, bool)> {
         let l = l.trim();
-        let inner = l.strip_prefix("[[").and_then(|x| x.strip_suffix("]]"));
-        let inner = inner.or_else(|| l.strip_prefix('[').and_then(|x| x.strip_suffix(']')));
-        inner.map(str::trim).filter(|t| bare(t))
-    });
+        if let Some(x) = l.strip_prefix("[[").and_then(|x| x.strip_suffix("]]")) {
+            return Some((x.trim().to_string(), true));
+        }
+        let x = l.strip_prefix('[').and_then(|x| x.strip_suffix(']'))?;
+        Some((x.trim().to_string(), false))
+    };
+    let above = &text[..line_start];
+    let table = above
+        .lines()
+        .rev()
+        .find_map(header)
+        .filter(|(t, _)| bare(t));
     Some(match table {
-        Some(t) => format!("{t}.{k}"),
+        Some((t, true)) => {
+            let n = above
+                .lines()
+                .filter(|l| header(l) == Some((t.clone(), true)))
+                .count();
+            format!("{t}[{}].{k}", n.saturating_sub(1))
+        }
+        Some((t, false)) => format!("{t}.{k}"),
         None => k.to_string(),
     })
 }
@@ -2104,6 +2121,17 @@ ipv6 = "2001:db8:6::40/122"
         assert_eq!(ps[0].value, format!("line {}", OK.lines().count() + 3));
         let ps = problems("lowest-ipv6-mtu = 99999999999999999999\n");
         assert_eq!(ps[0].key, "lowest-ipv6-mtu");
+        // In an array of tables the element's index is named, as in every
+        // other problem (docs/configuration.md: `eamt[2].ipv6`); OK has
+        // one eamt element already.
+        let eam = "[[eamt]]\nipv4 = \"192.0.2.1\"\nipv6 = \"2001:db8::1\"\n";
+        let ps = problems(&format!("{OK}\n{eam}[[eamt]]\nipv4 = 5.5.5\n"));
+        assert_eq!(ps[0].key, "eamt[2].ipv4", "{ps:?}");
+        let ps = problems(&format!("{OK}\n[[eamt]]\nx = [\n"));
+        assert_eq!(ps[0].key, "eamt[1].x", "{ps:?}");
+        let pool4 = "[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n";
+        let ps = problems(&format!("mode = \"nat64\"\n{pool4}{pool4}ports = \"1-\n"));
+        assert_eq!(ps[0].key, "nat64.pool4[1].ports", "{ps:?}");
     }
 
     /// A path to something endless (/dev/zero) or huge is refused after

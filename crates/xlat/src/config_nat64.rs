@@ -260,6 +260,7 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
     ctx.unknown_keys(t, "nat64", NAT64_KEYS);
     // Known here: from the file or the default (config.rs).
     let pool6 = s.pool6;
+    let denylist4 = s.denylist4.clone();
     let n = &mut s.nat64;
 
     match t.get("pool4") {
@@ -346,6 +347,20 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                         format!(
                             "not a routable unicast range (overlaps {}, {})",
                             bad.0, bad.1
+                        ),
+                    );
+                    continue;
+                }
+                // denylist4 says "never translated": replies to a pool4
+                // address inside it would be dropped (dst4_denied) after
+                // the address was handed out.
+                if let Some(d) = denylist4.iter().find(|d| d.overlaps(&prefix)) {
+                    ctx.err(
+                        join(&path, "prefix"),
+                        prefix.to_string(),
+                        format!(
+                            "overlaps the denylist4 entry {d}: addresses there are never \
+                             translated (take the range out of denylist4, or out of pool4)"
                         ),
                     );
                     continue;
@@ -752,6 +767,24 @@ ipv4 = "203.0.113.1#8080"
                 "{bad}: {ps:?}"
             );
         }
+    }
+
+    /// docs/configuration.md: denylist4 addresses are never translated, so
+    /// a pool4 range in (or around) one is refused, as an EAM in one is.
+    #[test]
+    fn pool4_inside_the_denylist_is_refused() {
+        for (deny, pool) in [
+            ("203.0.113.0/24", "203.0.113.0/28"),
+            ("203.0.113.8/29", "203.0.113.0/28"),
+        ] {
+            let ps = problems(&format!(
+                "mode = \"nat64\"\ndenylist4 = [\"{deny}\"]\n[[nat64.pool4]]\nprefix = \"{pool}\"\n"
+            ));
+            let why = format!("overlaps the denylist4 entry {deny}");
+            assert!(has(&ps, "nat64.pool4[0].prefix", &why), "{ps:?}");
+        }
+        parse("mode = \"nat64\"\ndenylist4 = [\"203.0.113.16/28\"]\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n")
+            .unwrap();
     }
 
     /// RFC 6146 §3.1 static BIB entries that could never carry traffic are

@@ -420,7 +420,12 @@ impl Daemon {
             Ok(s) => s,
             Err(ps) => {
                 for p in &ps {
-                    error!("reload rejected, keeping the running configuration", "key" => p.key, "value" => p.value, "reason" => p.reason);
+                    // A TOML syntax error has a place, not a value.
+                    if let Some(line) = p.value.strip_prefix("line ") {
+                        error!("reload rejected, keeping the running configuration", "key" => p.key, "line" => line, "reason" => p.reason);
+                    } else {
+                        error!("reload rejected, keeping the running configuration", "key" => p.key, "value" => p.value, "reason" => p.reason);
+                    }
                 }
                 self.stats.reload_failures.fetch_add(1, Ordering::Relaxed);
                 return;

@@ -15,7 +15,14 @@ const USAGE: &str = "usage:
   xlat bib add PROTO IPV6#PORT IPV4#PORT    static BIB entry
   xlat bib remove PROTO IPV4#PORT
   xlat session show [--address A]  NAT64 sessions (of a client, pool4 or remote address)
-client commands take -s SOCKET or -c FILE (default /run/xlat/xlat0.sock)";
+client commands take -s SOCKET (--socket) or -c FILE (--config; its [control] socket),
+  else /run/xlat/xlat0.sock, else the only socket in /run/xlat
+  xlat -V | --version              the version
+  xlat -h | --help | help          this text";
+
+/// Where client commands look without -s or -c (docs/configuration.md).
+const SOCKET_DIR: &str = "/run/xlat";
+const DEFAULT_SOCKET: &str = "/run/xlat/xlat0.sock";
 
 struct Args {
     pos: Vec<String>,
@@ -123,7 +130,39 @@ fn socket_path(a: &Args) -> Result<String, i32> {
             }
         };
     }
-    Ok("/run/xlat/xlat0.sock".into())
+    default_socket(SOCKET_DIR, DEFAULT_SOCKET).map_err(|e| {
+        eprintln!("error: {e}");
+        1
+    })
+}
+
+/// The socket of client commands without -s or -c: `default` if it
+/// exists, else the only socket in `dir` (a daemon whose `[tun] name` is
+/// not xlat0, as docs/nat64.md's "nat64"); several there is an error
+/// naming them, none leaves `default` (whose connect error says more).
+fn default_socket(dir: &str, default: &str) -> Result<String, String> {
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::symlink_metadata(default).is_ok() {
+        return Ok(default.into());
+    }
+    let mut socks: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
+        .map(|e| e.path().display().to_string())
+        .filter(|p| p.ends_with(".sock"))
+        .collect();
+    socks.sort();
+    match socks.len() {
+        0 => Ok(default.into()),
+        1 => Ok(socks.remove(0)),
+        _ => Err(format!(
+            "{default} does not exist and {dir} has several daemons' sockets: \
+             name one with -s SOCKET or -c FILE ({})",
+            socks.join(", ")
+        )),
+    }
 }
 
 fn client(a: &Args, req: &str) -> Result<String, i32> {
@@ -333,6 +372,35 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Without -s or -c: the default socket, else the only socket of the
+    /// directory (docs/nat64.md's daemon is "nat64"), else an error naming
+    /// them; regular files there are not sockets.
+    #[test]
+    fn default_socket_is_the_only_one_when_xlat0_is_missing() {
+        let d = std::env::temp_dir().join(format!("xlat-sock-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let dir = d.to_str().unwrap();
+        let def = format!("{dir}/xlat0.sock");
+        assert_eq!(default_socket(dir, &def).unwrap(), def);
+        std::fs::write(d.join("notes.sock"), "").unwrap();
+        assert_eq!(default_socket(dir, &def).unwrap(), def);
+        let _a = std::os::unix::net::UnixListener::bind(d.join("nat64.sock")).unwrap();
+        assert_eq!(
+            default_socket(dir, &def).unwrap(),
+            format!("{dir}/nat64.sock")
+        );
+        let _b = std::os::unix::net::UnixListener::bind(d.join("clat.sock")).unwrap();
+        let e = default_socket(dir, &def).unwrap_err();
+        assert!(
+            e.contains("clat.sock, ") && e.contains("nat64.sock)"),
+            "{e}"
+        );
+        let _c = std::os::unix::net::UnixListener::bind(&def).unwrap();
+        assert_eq!(default_socket(dir, &def).unwrap(), def);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 
     #[test]
     fn args_and_json() {
