@@ -44,6 +44,9 @@ pub(crate) struct Outer4 {
     pub ttl: u8,
     pub src: Ipv4Addr,
     pub dst: Ipv4Addr,
+    /// The packet's Fragment Header (only an atomic one reaches an ICMP
+    /// error): RFC 7915 §5.1.1 takes the Identification from it.
+    pub frag: Option<ipv6::FragHeader>,
 }
 
 /// RFC 7915 §5: translates the IPv6 packet `buf[start..start + len]` to
@@ -267,6 +270,7 @@ fn translate_impl(
         ttl,
         src: src4,
         dst: dst4,
+        frag: w.frag,
     };
 
     if is_icmp_error {

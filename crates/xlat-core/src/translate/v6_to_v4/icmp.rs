@@ -372,7 +372,11 @@ pub(super) fn translate_error(
     let c = checksum::checksum(&buf[icmp4_pos..icmp4_pos + icmp_len]);
     put16(buf, icmp4_pos + 2, c);
 
-    let (ident, flags) = unfragmented_ident_flags(total, meta.ident_seed);
+    // RFC 7915 §5.1.1: an (atomic) fragment keeps its Identification.
+    let (ident, flags) = match &outer.frag {
+        Some(f) => fragment_ident_flags(f),
+        None => unfragmented_ident_flags(total, meta.ident_seed),
+    };
     ipv4::emit_header(
         &mut buf[out..inner4],
         outer.tos,

@@ -621,6 +621,33 @@ fn rfc7915_5_1_1_atomic_fragment() {
     let out = fwd(v, &buf);
     assert_eq!((out[9], out[20]), (proto::ICMP, 8));
     assert_eq!(be16(&out, 4), 0x1234);
+    // An ICMPv6 error sent as an atomic fragment: its Identification too
+    // (it was a random one, as for a packet without Fragment Header).
+    let inner = ip6(
+        h4_as6(),
+        h6(),
+        0,
+        61,
+        proto::UDP,
+        &[],
+        &udp(&h4_as6(), &h6(), 53, 4000, &[1; 48]),
+    );
+    let m = icmp6_msg(&h6(), &h4_as6(), 1, 4, 0, &inner);
+    let p = ip6(
+        h6(),
+        h4_as6(),
+        0,
+        64,
+        proto::IPV6_FRAG,
+        &frag_hdr(proto::ICMPV6, 0, false, 0xabcd_1235),
+        &m,
+    );
+    let (v, buf) = run_with(&cfg(), &p, meta(0x55));
+    let out = fwd(v, &buf);
+    let q = Ipv4Packet::new_checked(&out[..]).unwrap();
+    assert_eq!((out[9], out[20], out[21]), (proto::ICMP, 3, 3));
+    assert_eq!(q.ident(), 0x1235);
+    assert!(!q.is_fragment() && !q.dont_frag());
 }
 
 /// RFC 7915 §5.1.1: a Fragment Header followed by an extension header
