@@ -112,6 +112,36 @@ fn update_routes(
     new
 }
 
+/// Removes the routes of `old` that the configuration no longer asks for,
+/// and adds none: called *before* a new translator is swapped in, so that
+/// no packet a stale route still sends into the TUN meets the translator
+/// that no longer has its mapping (an EAM removed: its IPv4 address then
+/// maps through pool6, which is routed into the TUN too, and the packet
+/// looped until its TTL ran out; found by a probe, 466 looped packets for
+/// one `eamt remove` under 1000 packets/s). New routes come after the
+/// swap ([`update_routes`]). Returns the routes left.
+fn withdraw_routes(
+    old: &Routes,
+    s: &Settings,
+    pool6: Option<Ipv6Prefix>,
+    eamt: &[EamEntry],
+    tables: &tun::RouteTables,
+) -> Routes {
+    let desired = desired_routes(s, pool6, eamt, tables);
+    let keep = Routes {
+        v4: old.v4.intersection(&desired.v4).copied().collect(),
+        v6: old.v6.intersection(&desired.v6).copied().collect(),
+    };
+    if keep == *old {
+        return keep;
+    }
+    let (left, errors) = tun::apply_routes(&s.tun.name, old, &keep, tables);
+    for e in errors {
+        warn!("route change failed", "error" => e);
+    }
+    left
+}
+
 /// Err (the reasons) if a configuration would route a connected subnet of
 /// another interface into the TUN (see [`tun::without_connected`]): a
 /// reload that asks for it is refused as a whole. (EAM sides cannot: a
@@ -292,6 +322,8 @@ impl Daemon {
             return Err("the EAMT is not used with mode = \"nat64\"".into());
         }
         let t = build_translator(&st.settings, st.pool6, &eamt, st.nat64.as_ref())?;
+        let tables = tun::RouteTables::default();
+        st.routes = withdraw_routes(&st.routes, &st.settings, st.pool6, &eamt, &tables);
         self.shared.swap(t);
         self.update_fast(&st.settings, st.pool6, &eamt);
         st.eamt = eamt;
@@ -357,6 +389,8 @@ impl Daemon {
                 return;
             }
         };
+        let tables = tun::RouteTables::default();
+        st.routes = withdraw_routes(&st.routes, &st.settings, Some(p), &st.eamt, &tables);
         self.shared.swap(t);
         self.update_fast(&st.settings, Some(p), &st.eamt);
         st.routes = update_routes(
@@ -539,6 +573,7 @@ impl Daemon {
                 return;
             }
         };
+        st.routes = withdraw_routes(&st.routes, &wanted, pool6, &eamt, &tables);
         self.shared.swap(t);
         self.shared
             .icmp_limit

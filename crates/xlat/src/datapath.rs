@@ -459,7 +459,8 @@ impl Worker {
             head[..head_len].copy_from_slice(&buf[BASE..BASE + head_len]);
             // How often this packet came back from the kernel: once is a
             // hairpin through the kernel, more is a routing loop.
-            let returns = route_key(&head[..head_len]).map_or(0, |k| loops.returns(k));
+            let now_ms = self.shared.now_ms();
+            let returns = route_key(&head[..head_len]).map_or(0, |k| loops.returns(k, now_ms));
             let looped = returns >= LOOP_FROM_RETURN;
             if looped {
                 c.add(stats::ROUTING_LOOP, 1);
@@ -549,7 +550,7 @@ impl Worker {
                                 }
                             }
                             if let Some(k) = route_key(&buf[start..start + olen]) {
-                                loops.sent(k, returns);
+                                loops.sent(k, returns, now_ms);
                             }
                             if write_all(fd, &buf[start - vlen..start + olen]) {
                                 let (p, b) = if in_v6 {
@@ -583,7 +584,7 @@ impl Worker {
                     let mut ok = 0u64;
                     let mut bytes = 0u64;
                     if let Some(k) = frags.iter().next().and_then(route_key) {
-                        loops.sent(k, returns);
+                        loops.sent(k, returns, now_ms);
                     }
                     for f in frags.iter() {
                         if writev2(fd, hdr_bytes, f) {
