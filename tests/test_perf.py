@@ -796,6 +796,55 @@ def test_rfc8219_s7_2_latency_and_pdv_through_router(lab):
     assert fp["udp_payload"] == 18
 
 
+# docs/xlat-perf.md, delay-relay UDP mode: a DUT that sends the frames on
+# from a local socket (onto a veth) leaves their UDP checksum to offload; the
+# packet I/O receiver took them as foreign and measured the relay as losing
+# every frame (latency inf, FLR 100%). Found by a probe that followed the doc.
+@pytest.mark.timeout(40)
+def test_udp_mode_relay_with_offloaded_checksums_is_measured(lab):
+    s, r, d = ipv4_router(lab)
+    relay = lab.spawn(
+        r,
+        [
+            str(need_perf()),
+            "delay-relay",
+            "--listen",
+            "192.0.2.254:7000",
+            "--to",
+            "198.51.100.2:7000",
+            "--delay-ms",
+            "5",
+            "--duration",
+            "15",
+        ],
+    )
+    time.sleep(0.3)
+    try:
+        r_ = perf_json(
+            "latency",
+            *_common(s, d, dst="192.0.2.254:7000"),
+            "--recv-bind",
+            "198.51.100.2:7000",
+            "--rate",
+            "1000",
+            "--duration",
+            "1",
+            "--warmup",
+            "0.3",
+            "--tagged",
+            "200",
+            "--batch",
+            "1",
+            "--wait",
+            "0.3",
+        )
+    finally:
+        lab.stop(relay)
+    t = r_["repetitions"][0]["trial"]
+    assert t["received"] == t["planned"] == 1000 and t["foreign"] == 0, t
+    assert 4.9e6 < t["typical_latency_ns"] < 20e6, t
+
+
 def test_frame_payload_unchanged_for_bench():
     """The generator commands' contract (docs/benchmarking.md appendix): frame-payload
     JSON (RFC 8219 section 5.1.1) and udp-flood's parameter errors."""
