@@ -257,7 +257,9 @@ def test_rfc8219_s7_1_self_test_ceiling(lab, tmp_path):
     # A DUT result within 10% of the saved ceiling is flagged (issue 5).
     s, d = _pair(lab)
     saved.write_text(
-        saved.read_text().replace(f'"ceiling_fps": {ceiling}', '"ceiling_fps": 1050')
+        saved.read_text()
+        .replace(f'"ceiling_fps": {ceiling}', '"ceiling_fps": 1050')
+        .replace('"ceiling_at_least": true', '"ceiling_at_least": false')
     )
     args = [
         *_common(s, d, dst="192.0.2.2:7000"),
@@ -282,6 +284,22 @@ def test_rfc8219_s7_1_self_test_ceiling(lab, tmp_path):
         assert any("passed at --max-rate 1000" in w for w in j["warnings"]), j
     else:
         assert rep["upper_bound_fps"] > rep["throughput_fps"], rep
+    # A self-test that passes at its --max-rate knows only a floor of the
+    # ceiling: it says so, and a file of it is refused (it flagged a DUT near
+    # that floor as limited by the tester).
+    floor = tmp_path / "floor.json"
+    r = perf_json(
+        "self-test",
+        *("--features", "64", "--max-rate", "2000", "--duration", "0.3"),
+        *("--save", str(floor)),
+    )
+    (feat,) = r["features"]
+    assert feat["ceiling_fps"] == 2000 and feat["ceiling_at_least"], feat
+    assert any("passed at --max-rate 2000" in w for w in r["warnings"]), r
+    args[-1] = str(floor)
+    cp = perf("throughput", *args, check=False)
+    assert cp.returncode == 2 and "only known to be at least" in cp.stderr, cp
+    assert cp.stdout == "", cp.stdout
 
 
 def _udp_listener(lab: netns.Lab, ns: str):

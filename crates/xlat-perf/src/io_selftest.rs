@@ -428,8 +428,20 @@ struct FeatureResult {
     key: String,
     f: Feature,
     ceilings: Vec<f64>,
+    /// Per repetition: the search passed at --max-rate (its ceiling is a
+    /// lower bound only).
+    at_max: Vec<bool>,
     trials: Vec<TrialOut>,
     skipped: Option<String>,
+}
+
+impl FeatureResult {
+    /// The median ceiling is only a lower bound: it is --max-rate, which
+    /// passed (nothing higher was tried).
+    fn at_least(&self, max_rate: u64) -> bool {
+        stats::summary(&self.ceilings).is_some_and(|s| s.median as u64 >= max_rate)
+            && self.at_max.iter().any(|&m| m)
+    }
 }
 
 /// Runs the self-test and renders it (table or JSON).
@@ -464,6 +476,7 @@ pub fn run(st: &SelfTest) -> Result<String, String> {
                 key: key.clone(),
                 f: f.clone(),
                 ceilings: vec![],
+                at_max: vec![],
                 trials: vec![],
                 skipped: Some("no addresses of this family given".into()),
             });
@@ -475,6 +488,7 @@ pub fn run(st: &SelfTest) -> Result<String, String> {
             key: key.clone(),
             f: f.clone(),
             ceilings: vec![],
+            at_max: vec![],
             trials: vec![],
             skipped: None,
         };
@@ -511,9 +525,23 @@ pub fn run(st: &SelfTest) -> Result<String, String> {
                 }
             })?;
             r.ceilings.push(res.throughput as f64);
+            r.at_max.push(res.upper > p.max_rate);
         }
         results.push(r);
     }
+    // A ceiling that passed at --max-rate is only a lower bound: said, and
+    // a --ceiling-file of it is refused (it would flag DUT results near a
+    // rate the tester may well exceed).
+    let warnings: Vec<String> = results
+        .iter()
+        .filter(|r| r.at_least(st.max_rate))
+        .map(|r| {
+            format!(
+                "{}: passed at --max-rate {}: the ceiling is at least that (nothing higher was tried); raise --max-rate",
+                r.key, st.max_rate
+            )
+        })
+        .collect();
     let namespaces = own.as_ref().map_or(J::Null, |p| {
         J::Arr(vec![J::s(p.a.clone()), J::s(p.b.clone())])
     });
@@ -537,6 +565,10 @@ pub fn run(st: &SelfTest) -> Result<String, String> {
         ("duration", J::f(st.duration)),
         ("max_rate", J::u(st.max_rate)),
         ("error", J::f(st.error)),
+        (
+            "warnings",
+            J::Arr(warnings.iter().map(|w| J::s(w.clone())).collect()),
+        ),
         ("environment", measure::environment()),
         (
             "features",
@@ -556,6 +588,7 @@ pub fn run(st: &SelfTest) -> Result<String, String> {
                                 "ceiling_fps",
                                 s.as_ref().map_or(J::Null, |s| J::u(s.median as u64)),
                             ),
+                            ("ceiling_at_least", J::Bool(r.at_least(st.max_rate))),
                             (
                                 "ceilings_fps",
                                 J::Arr(r.ceilings.iter().map(|&c| J::u(c as u64)).collect()),
@@ -608,7 +641,10 @@ pub fn run(st: &SelfTest) -> Result<String, String> {
         format!("{:<18} {:>12}  description", "feature", "ceiling fps"),
     ];
     for r in &results {
-        let c = stats::summary(&r.ceilings).map_or("-".into(), |s| format!("{:.0}", s.median));
+        let c = stats::summary(&r.ceilings).map_or("-".into(), |s| {
+            let at_least = if r.at_least(st.max_rate) { ">= " } else { "" };
+            format!("{at_least}{:.0}", s.median)
+        });
         out.push(format!(
             "{:<18} {:>12}  {}{}",
             r.key,
@@ -620,6 +656,9 @@ pub fn run(st: &SelfTest) -> Result<String, String> {
         ));
     }
     out.push("Results of a measurement within 10% of the matching ceiling are flagged (--ceiling FPS or --ceiling-file FILE of `--save FILE`).".into());
+    for w in &warnings {
+        out.push(format!("WARNING: {w}"));
+    }
     Ok(out.join("\n"))
 }
 
@@ -635,7 +674,7 @@ pub fn ceiling_from_file(
 ) -> Result<u64, String> {
     let s = std::fs::read_to_string(path).map_err(|e| format!("--ceiling-file {path}: {e}"))?;
     let fam = if ipv6 { "ipv6" } else { "ipv4" };
-    let mut best: Option<(u32, u64)> = None;
+    let mut best: Option<(u32, (u64, bool))> = None;
     for ent in s.split("{\"feature\"").skip(1) {
         let field = |k: &str| -> Option<String> {
             let pat = format!("\"{k}\": ");
@@ -657,15 +696,24 @@ pub fn ceiling_from_file(
         let Some(c) = field("ceiling_fps").and_then(|x| x.parse::<u64>().ok()) else {
             continue;
         };
+        let c = (c, field("ceiling_at_least").as_deref() == Some("true"));
         let score = (field("random_ports").as_deref() == Some(&random_ports.to_string())) as u32
             + (field("timestamps").as_deref() == Some(&timestamps.to_string())) as u32;
         if best.is_none_or(|b| score > b.0) {
             best = Some((score, c));
         }
     }
-    best.map(|b| b.1).ok_or_else(|| {
-        format!("--ceiling-file {path}: no self-test result for {frame}-byte {fam} frames")
-    })
+    match best {
+        None => Err(format!(
+            "--ceiling-file {path}: no self-test result for {frame}-byte {fam} frames"
+        )),
+        Some((_, (c, true))) => Err(format!(
+            "--ceiling-file {path}: the self-test passed at its --max-rate {c} for {frame}-byte \
+             {fam} frames: the tester's ceiling is only known to be at least that; run \
+             self-test again with a higher --max-rate"
+        )),
+        Some((_, (c, false))) => Ok(c),
+    }
 }
 
 #[cfg(test)]
@@ -675,6 +723,37 @@ mod tests {
     fn parse(v: &[&str]) -> Result<SelfTest, String> {
         let v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
         SelfTest::from_args(&Args::parse(&v).unwrap())
+    }
+
+    /// A saved ceiling that passed at the self-test's --max-rate is only a
+    /// lower bound: `--ceiling-file` refuses it (it flagged DUT results
+    /// within 10% of a rate the tester may well exceed); a measured one is
+    /// used.
+    #[test]
+    fn a_ceiling_file_at_max_rate_is_refused() {
+        let entry = |size: u64, c: u64, at_least: bool| {
+            J::obj(vec![
+                ("feature", J::s(format!("{size}"))),
+                ("family", J::s("ipv4")),
+                ("frame_size", J::u(size)),
+                ("random_ports", J::Bool(false)),
+                ("timestamps", J::Bool(false)),
+                ("ceiling_fps", J::u(c)),
+                ("ceiling_at_least", J::Bool(at_least)),
+            ])
+        };
+        let doc = J::obj(vec![(
+            "features",
+            J::Arr(vec![entry(64, 20000, true), entry(1518, 80000, false)]),
+        )])
+        .render();
+        let path = std::env::temp_dir().join(format!("xlp-ceiling-{}.json", std::process::id()));
+        std::fs::write(&path, doc).unwrap();
+        let f = path.to_str().unwrap();
+        let e = ceiling_from_file(f, false, 64, false, false).unwrap_err();
+        assert!(e.contains("passed at its --max-rate 20000"), "{e}");
+        assert_eq!(ceiling_from_file(f, false, 1518, false, false), Ok(80000));
+        std::fs::remove_file(&path).unwrap();
     }
 
     /// The I/O options passed on to the run were checked only by it (exit 1
