@@ -670,6 +670,11 @@ def test_csv_rows_are_well_formed_and_warnings_go_to_stderr(lab):
         assert all(len(r) == len(rows[0]) for r in rows), cp.stdout
         # Short trials, one repetition: RFC deviations are warned about.
         assert "xlat-perf: warning: " in cp.stderr, (cmd, cp.stderr)
+        # Their trials measure the sender's burstiness too (send_burst was
+        # always 0 here: their sender did not report it).
+        j = perf_json(*[a for a in args if a != "--csv"])
+        trials = [t for r in j["repetitions"] for t in r["trials"]]
+        assert trials and all(t["send_burst"] >= 1 for t in trials), trials
 
 
 # A CPU hog at real-time priority for STALL_S seconds on CPU argv[1] (bounded).

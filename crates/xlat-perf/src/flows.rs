@@ -93,6 +93,9 @@ pub struct DirOut {
     /// receiver thread was not scheduled): lost in the tester, not the DUT.
     pub rx_drops: u64,
     pub max_lag_us: u64,
+    /// The burstiest departures of any phase, in frames at that phase's
+    /// rate (`pace::Pacer::max_burst`; 1 for an even schedule).
+    pub send_burst: u64,
     pub elapsed: f64,
     /// CLOCK_MONOTONIC ns at which each phase started (sender side).
     pub phase_start_ns: Vec<u64>,
@@ -117,6 +120,7 @@ impl DirOut {
             send_errors: self.send_errors,
             elapsed: self.elapsed,
             max_lag_us: self.max_lag_us,
+            send_burst: self.send_burst,
             behind: self.behind,
             rx_ring_drops: self.rx_drops,
             ..Default::default()
@@ -225,6 +229,7 @@ struct TxOut {
     send_errors: u64,
     behind: bool,
     max_lag_us: u64,
+    send_burst: u64,
     elapsed: f64,
     phase_start_ns: Vec<u64>,
     send_ns: Vec<u64>,
@@ -262,7 +267,7 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
         Vec::new()
     };
     let (mut sent, mut send_errors) = (0u64, 0u64);
-    let (mut behind, mut max_lag) = (false, Duration::ZERO);
+    let (mut behind, mut max_lag, mut send_burst) = (false, Duration::ZERO, 0u64);
     let mut phase_start_ns = Vec::new();
     let t0 = std::time::Instant::now();
     'phases: for &(count, rate) in &d.phases {
@@ -300,6 +305,7 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
             }
         }
         max_lag = max_lag.max(pacer.max_lag);
+        send_burst = send_burst.max(pacer.max_burst());
         if pacer.behind(in_phase, pacer.elapsed()) {
             behind = true;
             break 'phases;
@@ -310,6 +316,7 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
         send_errors,
         behind,
         max_lag_us: max_lag.as_micros() as u64,
+        send_burst,
         elapsed: t0.elapsed().as_secs_f64(),
         phase_start_ns,
         send_ns,
@@ -584,6 +591,7 @@ pub fn run(dirs: &[Dir], wait: f64) -> Result<Vec<DirOut>, String> {
             behind: t.behind,
             rx_drops: r.drops,
             max_lag_us: t.max_lag_us,
+            send_burst: t.send_burst,
             elapsed: t.elapsed,
             phase_start_ns: t.phase_start_ns,
             send_ns: t.send_ns,
