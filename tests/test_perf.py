@@ -16,6 +16,7 @@ import csv
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -675,6 +676,34 @@ def test_csv_rows_are_well_formed_and_warnings_go_to_stderr(lab):
         j = perf_json(*[a for a in args if a != "--csv"])
         trials = [t for r in j["repetitions"] for t in r["trials"]]
         assert trials and all(t["send_burst"] >= 1 for t in trials), trials
+
+
+# back-to-back reports every attempt; one that was invalid (the sender held up:
+# here the tester stopped for 0.3 s mid-burst) and run again is marked
+# "(retried)" in the table and CSV and "retried": true in JSON, as throughput
+# and system-recovery mark theirs (it looked like the final attempt).
+@pytest.mark.timeout(60)
+def test_back_to_back_marks_a_retried_attempt(lab):
+    s, d = _pair(lab)
+    cmd = [str(need_perf()), "back-to-back", *_common(s, d, dst="192.0.2.2:7000")]
+    cmd += ["--rate", "2000", "--max-burst", "4000", "--gap", "0", "--wait", "0.1"]
+    cmd += ["--max-trials", "2"]
+    tester = subprocess.Popen([*cmd, "--json"], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.9)  # within the first burst (2 s)
+        os.kill(tester.pid, signal.SIGSTOP)
+        time.sleep(0.3)
+        os.kill(tester.pid, signal.SIGCONT)
+        out, _ = tester.communicate(timeout=40)
+    finally:
+        if tester.poll() is None:
+            tester.kill()
+            tester.wait()
+    trials = json.loads(out)["repetitions"][0]["trials"]
+    first = trials[0]
+    assert not first["valid"] and first.get("retried") is True, trials
+    assert first["outcome"].endswith("(retried)"), first
+    assert "retried" not in trials[-1], trials
 
 
 # A CPU hog at real-time priority for STALL_S seconds on CPU argv[1] (bounded).

@@ -112,7 +112,8 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
     let mut warnings = measure::rfc_deviations(p);
     let mut first = true;
     for rep in 1..=p.repeat {
-        let mut trials: Vec<(u64, TrialOut)> = Vec::new();
+        // (burst, trial, retried: an invalid attempt run again).
+        let mut trials: Vec<(u64, TrialOut, bool)> = Vec::new();
         let res = search::binary_search(p.max_burst, p.error, 1, p.max_trials, |burst| {
             let mut attempt = 0;
             loop {
@@ -129,15 +130,26 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
                     t.behind = true;
                 }
                 let o = outcome(&t);
-                trials.push((burst, t));
-                if o != Outcome::Invalid || attempt >= p.retries {
+                let retry = o == Outcome::Invalid && attempt < p.retries;
+                trials.push((burst, t, retry));
+                if !retry {
                     return Ok::<Outcome, String>(o);
                 }
                 attempt += 1;
             }
         })?;
-        for (burst, t) in &trials {
+        // Every attempt is reported, a retried one marked as such (as
+        // throughput and system-recovery do).
+        let note = |t: &TrialOut, retried: bool| {
             let v = verdict(t);
+            if retried {
+                format!("{v} (retried)")
+            } else {
+                v
+            }
+        };
+        for (burst, t, retried) in &trials {
+            let v = note(t, *retried);
             table.push(format!(
                 "{:>3} {:>10} {:>10} {:>10} {:>8} {:>9}  {v}",
                 rep,
@@ -158,7 +170,7 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
                 measure::csv_field(&v)
             ));
         }
-        let invalid = trials.iter().filter(|(_, t)| !t.valid()).count();
+        let invalid = trials.iter().filter(|(_, t, _)| !t.valid()).count();
         if res.throughput == 0 && invalid > 0 {
             warnings.push(format!(
                 "repetition {rep}: no burst passed and {invalid} trial(s) were invalid: the tester cannot keep {rate} frames/s; lower --rate"
@@ -202,11 +214,13 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
                 J::Arr(
                     trials
                         .iter()
-                        .map(|(b, t)| {
-                            measure::trial_json(
-                                t,
-                                vec![("burst", J::u(*b)), ("outcome", J::s(verdict(t)))],
-                            )
+                        .map(|(b, t, retried)| {
+                            let mut extra =
+                                vec![("burst", J::u(*b)), ("outcome", J::s(note(t, *retried)))];
+                            if *retried {
+                                extra.push(("retried", J::Bool(true)));
+                            }
+                            measure::trial_json(t, extra)
                         })
                         .collect(),
                 ),

@@ -720,6 +720,9 @@ struct Trial {
     recorded: Vec<Tuple>,
     phase2: Vec<(&'static str, DirOut)>,
     phase2_rate: u64,
+    /// Invalid and run again ([`Runner::trial_retry`]): marked in the table,
+    /// CSV and JSON, as the stateless tests mark theirs.
+    retried: bool,
 }
 
 impl Trial {
@@ -842,6 +845,7 @@ impl Runner<'_> {
             recorded,
             phase2: Vec::new(),
             phase2_rate,
+            retried: false,
         };
         // `validate` checks the connections that were made even when some
         // frames of the preliminary phase were lost; a search needs not.
@@ -967,10 +971,12 @@ impl Runner<'_> {
     ) -> Result<usize, String> {
         let mut attempt = 0;
         loop {
-            let t = self.trial(n, rate, validate, phase2_rate)?;
+            let mut t = self.trial(n, rate, validate, phase2_rate)?;
             let valid = t.valid();
+            t.retried = !valid && attempt < self.p.retries;
+            let retried = t.retried;
             log.push(t);
-            if valid || attempt >= self.p.retries {
+            if !retried {
                 return Ok(log.len() - 1);
             }
             attempt += 1;
@@ -1256,7 +1262,7 @@ fn trial_json(t: &Trial) -> J {
             ("elapsed", J::f(o.elapsed)),
         ])
     };
-    J::obj(vec![
+    let mut fields = vec![
         ("connections", J::u(t.connections)),
         ("prelim_rate", J::u(t.rate)),
         // Its 4-tuples: tuple numbers tuple_base .. tuple_base + N - 1
@@ -1292,7 +1298,11 @@ fn trial_json(t: &Trial) -> J {
         ),
         ("valid", J::Bool(t.valid())),
         ("result", J::s(verdict(t))),
-    ])
+    ];
+    if t.retried {
+        fields.push(("retried", J::Bool(true)));
+    }
+    J::obj(fields)
 }
 
 fn verdict(t: &Trial) -> String {
@@ -1303,7 +1313,8 @@ fn verdict(t: &Trial) -> String {
             rx_ring_drops: t.phases().map(|d| d.rx_drops).sum(),
             ..Default::default()
         };
-        return format!("invalid: {}", all.invalid_why());
+        let again = if t.retried { " (retried)" } else { "" };
+        return format!("invalid: {}{again}", all.invalid_why());
     }
     if !t.prelim_ok() {
         let v = t.validation.as_ref().map_or(String::new(), |v| {
@@ -1969,6 +1980,7 @@ mod tests {
             recorded: Vec::new(),
             phase2: Vec::new(),
             phase2_rate: 0,
+            retried: false,
         }
     }
 
@@ -1995,6 +2007,23 @@ mod tests {
         );
         t.phase2_seed = Some(77);
         assert!(trial_json(&t).render().contains("\"phase2_seed\": 77"));
+        assert!(!trial_json(&t).render().contains("retried"));
+    }
+
+    /// An invalid trial that was run again says so in the table, CSV and
+    /// JSON (`"retried": true`), as the stateless tests' do (a retried
+    /// attempt and the final one looked alike).
+    #[test]
+    fn a_retried_trial_is_marked() {
+        let mut behind = phase(0, 1.0);
+        behind.behind = true;
+        let mut t = trial(behind, None);
+        t.retried = true;
+        assert_eq!(verdict(&t), "invalid: sender behind (retried)");
+        let j = trial_json(&t).render();
+        assert!(j.contains("\"retried\": true"), "{j}");
+        assert!(row(1, "cer", &t).0.contains("(retried)"));
+        assert!(row(1, "cer", &t).1.contains("(retried)"));
     }
 
     /// An error about a value the user did not give names it as the
