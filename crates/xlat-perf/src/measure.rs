@@ -1098,10 +1098,20 @@ pub(crate) fn result_values(
             ("p99", s.p99),
             ("mean", v.iter().sum::<f64>() / v.len() as f64),
         ] {
-            out.push((what, figure.clone(), x));
+            out.push((what, figure.clone(), csv_round(x)));
         }
     }
     out
+}
+
+/// `x` rounded to a millionth, so that the CSV says 4.94, not the
+/// 4.9399999999999995 binary arithmetic left (an FLR in percent).
+pub(crate) fn csv_round(x: f64) -> f64 {
+    if x.is_finite() && x.abs() < 1e12 {
+        (x * 1e6).round() / 1e6
+    } else {
+        x
+    }
 }
 
 pub(crate) fn fmt_us(ns: f64) -> String {
@@ -2060,6 +2070,21 @@ mod tests {
         assert_eq!(with("127.0.0.1:7000"), Some((49152, 65535)));
         assert_eq!(with("127.0.0.1:50000"), Some((1024, 49999)));
         assert_eq!(with("127.0.0.1:9"), Some((1024, 65535)));
+    }
+
+    #[test]
+    fn csv_results_carry_no_binary_rounding_noise() {
+        let flr = 0.0494 * 100.0; // 4.9399999999999995
+        let v = result_values(&[("FLR".into(), "%".into(), vec![flr, flr])]);
+        assert_eq!(v.len(), 4);
+        for (_, figure, x) in v {
+            assert_eq!(
+                (figure.as_str(), format!("{x}")),
+                ("FLR (%)", "4.94".into())
+            );
+        }
+        assert_eq!(csv_round(1_234_567.0).to_string(), "1234567");
+        assert!(csv_round(f64::INFINITY).is_infinite());
     }
 
     #[test]
