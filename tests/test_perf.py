@@ -897,6 +897,27 @@ def test_udp_mode_relay_with_offloaded_checksums_is_measured(lab):
     assert 4.9e6 < t["typical_latency_ns"] < 20e6, t
 
 
+# A DUT that delivers every frame twice (nft dup in the router): the delay
+# tests count the copies as duplicates (and lost) and warn that their figures
+# mix the copies (they warned of nothing).
+@pytest.mark.timeout(30)
+def test_delay_figures_with_duplicates_are_warned_about(lab):
+    s, r, d = ipv4_router(lab)
+    rule = 'udp dport 7000 dup to 198.51.100.2 device "p1"'
+    lab.exec(
+        r,
+        ["nft", "-f", "-"],
+        input="table ip xlpd {\n chain f {\n  type filter hook forward priority 0;\n"
+        f"  {rule}\n }}\n}}\n",
+    )
+    r = perf_json(
+        "pdv", *_common(s, d), "--rate", "2000", "--duration", "0.5", "--wait", "0.1"
+    )
+    t = r["repetitions"][0]["trial"]
+    assert t["duplicates"] > 0, t
+    assert any("duplicate frame(s)" in w for w in r["warnings"]), r["warnings"]
+
+
 def test_frame_payload_unchanged_for_bench():
     """The generator commands' contract (docs/benchmarking.md appendix): frame-payload
     JSON (RFC 8219 section 5.1.1) and udp-flood's parameter errors."""
