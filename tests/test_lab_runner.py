@@ -172,9 +172,12 @@ def test_nginx_temp_dir_is_the_labs_marked_one():
 
 # -- signals ------------------------------------------------------------------------
 
+# SIGHUP's disposition is set first: a test run under nohup hands an ignored
+# SIGHUP down, which stop_on_first_signal rightly keeps ignored.
 SIGHUP_SCRIPT = """
 import os, signal, time
 from lab import netns
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 netns.stop_on_first_signal()
 try:
     os.kill(os.getpid(), signal.SIGHUP)
