@@ -105,11 +105,21 @@ fn update_routes(
     tables: &tun::RouteTables,
 ) -> Routes {
     let desired = desired_routes(s, pool6, eamt, tables);
-    let (new, errors) = tun::apply_routes(&s.tun.name, old, &desired, tables);
+    apply_routes_logged(&s.tun.name, old, &desired, tables)
+}
+
+/// [`tun::apply_routes`] with its failures logged; returns the routes now.
+fn apply_routes_logged(
+    dev: &str,
+    old: &Routes,
+    target: &Routes,
+    tables: &tun::RouteTables,
+) -> Routes {
+    let (now, errors) = tun::apply_routes(dev, old, target, tables);
     for e in errors {
         warn!("route change failed", "error" => e);
     }
-    new
+    now
 }
 
 /// Removes the routes of `old` that the configuration no longer asks for,
@@ -135,11 +145,7 @@ fn withdraw_routes(
     if keep == *old {
         return keep;
     }
-    let (left, errors) = tun::apply_routes(&s.tun.name, old, &keep, tables);
-    for e in errors {
-        warn!("route change failed", "error" => e);
-    }
-    left
+    apply_routes_logged(&s.tun.name, old, &keep, tables)
 }
 
 /// Err (the reasons) if a configuration would route a connected subnet of
