@@ -34,7 +34,7 @@ from conftest import (
     ping,
     send_l2,
 )
-from scapy.layers.inet import ICMP, IP, UDP
+from scapy.layers.inet import ICMP, IP, UDP, fragment
 from scapy.layers.inet6 import ICMPv6PacketTooBig, IPv6, IPv6ExtHdrRouting
 
 from lab.topologies.siit_single import SiitSingle, siit_single
@@ -231,6 +231,43 @@ def test_tcp_iperf3(siit_mod, direction):
 def _zero_csum_udp(src: str, dst: str, dport: int, payload: bytes) -> str:
     p = IP(src=src, dst=dst, ttl=64) / UDP(sport=40000, dport=dport, chksum=0) / payload
     return bytes(p).hex()
+
+
+@pytest.mark.timeout(40)
+def test_fragment_accounting_adds_up_when_a_reassembly_is_given_up(siit_fn):
+    """Fragmented ICMP is put back together before it is translated; the
+    counters keep received = translated + dropped + reassembly_fragments_held
+    (docs/configuration.md). A message whose last fragment never came counted
+    its fragments as held and again as dropped (fragmented_icmp) when it was
+    given up (found by a 464XLAT probe). Held fragments now count when their
+    message is whole; a given-up message's fragments are drops only."""
+    t, x = siit_fn
+    mac = mac_of(t.lab, t.router, t.dev4)
+
+    def echo(ident):
+        p = IP(src=t.h4_addr, dst=t.h6_v4, id=ident) / ICMP(id=ident, seq=1)
+        return fragment(p / (b"f" * 3000), 1000)
+
+    def total(st):
+        return (
+            st["translated_4to6_packets"]
+            + st["translated_6to4_packets"]
+            + st["dropped_packets"]
+            + st["reassembly_fragments_held"]
+        )
+
+    before = x.stats()
+    whole, partial = echo(0x4441), echo(0x4442)
+    assert len(whole) == 4
+    send_l2(t.lab, t.h4, mac, *(bytes(f).hex() for f in [*whole, *partial[:-1]]))
+    time.sleep(6.5)  # the reassembly timeout (5 s) and an idle expiry pass
+    after = x.stats()
+    delta = {k: after[k] - before[k] for k in after if isinstance(after[k], int)}
+    assert delta["received_packets"] >= 7, delta
+    # The whole echo's 3 and its reply's (fragmented by h6) 2.
+    assert delta["reassembly_fragments_held"] == 5, delta
+    assert delta["fragmented_icmp"] == 3, delta  # the given-up echo's
+    assert total(after) - total(before) == delta["received_packets"], delta
 
 
 @pytest.mark.timeout(30)

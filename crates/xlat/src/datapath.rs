@@ -411,10 +411,11 @@ impl Worker {
                 };
                 match o {
                     Offer::NotMine => {}
-                    Offer::Held => {
-                        c.add(stats::REASSEMBLY_HELD, 1);
-                        continue;
-                    }
+                    // A held fragment is counted once its message is whole
+                    // (below): one given up in time is a drop instead, so
+                    // received = translated + dropped + held stays true
+                    // (it was counted as held and again as dropped).
+                    Offer::Held => continue,
                     Offer::Dropped(n) => {
                         c.dropped(why, n);
                         let r = why;
@@ -426,8 +427,13 @@ impl Worker {
                         }
                         continue;
                     }
-                    Offer::Complete { len: l, ident } => {
+                    Offer::Complete {
+                        len: l,
+                        ident,
+                        fragments,
+                    } => {
                         len = l;
+                        c.add(stats::REASSEMBLY_HELD, fragments.saturating_sub(1));
                         c.add(
                             if udp0 {
                                 stats::UDP_REASSEMBLED

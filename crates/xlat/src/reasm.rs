@@ -84,8 +84,13 @@ pub enum Offer {
     Held,
     /// The datagram is complete: the whole packet (no fragmentation fields,
     /// no Fragment Header) now starts at `start` and is `len` bytes long.
-    /// `ident`: for IPv6, the Fragment Header's Identification.
-    Complete { len: usize, ident: u32 },
+    /// `ident`: for IPv6, the Fragment Header's Identification;
+    /// `fragments`: how many it was put together from (this one included).
+    Complete {
+        len: usize,
+        ident: u32,
+        fragments: u64,
+    },
     /// The fragment (and, for an overlap, the fragments of its datagram
     /// held so far) was dropped: this many fragments in all.
     Dropped(u64),
@@ -277,6 +282,7 @@ impl Reassembler {
                 Offer::Complete {
                     len: h + total,
                     ident: 0,
+                    fragments: e.frags,
                 }
             }
             Key::V6 { id, .. } => {
@@ -285,6 +291,7 @@ impl Reassembler {
                 Offer::Complete {
                     len: h + total,
                     ident: id,
+                    fragments: e.frags,
                 }
             }
         }
@@ -580,7 +587,8 @@ mod tests {
             o,
             Offer::Complete {
                 len: 40 + n,
-                ident: 0xdead_beef
+                ident: 0xdead_beef,
+                fragments: 2,
             }
         );
         assert_eq!(

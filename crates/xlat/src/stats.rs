@@ -420,7 +420,7 @@ impl Snapshot {
             (
                 "xlat_reassembly_fragments_held_total",
                 REASSEMBLY_HELD,
-                "Fragments kept by a reassembly until their message was whole (translated with it, or dropped when it was not whole in time).",
+                "Fragments kept by a reassembly and translated with their whole message (counted when it is whole; fragments of one never whole are drops).",
             ),
             (
                 "xlat_routing_loop_packets_total",
