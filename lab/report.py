@@ -221,6 +221,31 @@ def _part_duts(run, part) -> list[str]:
     ]
 
 
+def part_run(run: dict, part: dict) -> dict:
+    """The run as one part of it sees it: the part's DUTs' trials of the part's
+    plan only (kernel2-v4 of bench is in two parts with different workloads),
+    and its pending trials. A part without its workloads (an older run) sees
+    every trial of its DUTs."""
+    if not part.get("workloads"):
+        return run
+    from lab.runner import plan_parts
+
+    keys = {
+        d: {t.key for t in ts}
+        for d, ts in plan_parts([(part["duts"], part["workloads"])])
+    }
+    trials = {
+        d: {k: r for k, r in ts.items() if k in keys[d]}
+        for d, ts in run["trials"].items()
+        if d in keys
+    }
+    return {
+        **run,
+        "meta": {**run.get("meta", {}), "parts": [part]},
+        "trials": {d: ts for d, ts in trials.items() if ts},
+    }
+
+
 def run_state(run: dict) -> str:
     """``finished``, ``interrupted`` (Ctrl-C, SIGTERM, SIGHUP) or ``unfinished``
     (killed, or still going)."""
@@ -300,9 +325,16 @@ def _baselines(run, duts) -> list[str]:
     return b[:2] + taygas[:1]
 
 
+def _measured(run: dict, dut: str) -> bool:
+    """Whether the DUT has a finished (``ok``) trial."""
+    return any(t.get("status") == "ok" for t in run["trials"].get(dut, {}).values())
+
+
 def summary_table(run: dict, part: dict) -> str:
     duts = _part_duts(run, part)
-    rows = [(d, metrics(run, d)) for d in duts if d in run["trials"]]
+    # A DUT whose trials all failed (one that did not start has an error
+    # record for each) has no figure: its row says FAILED, not empty cells.
+    rows = [(d, metrics(run, d)) for d in duts if _measured(run, d)]
     # Every label some DUT has a value for (the scale points may differ).
     labels = list(
         dict.fromkeys(
@@ -321,9 +353,14 @@ def summary_table(run: dict, part: dict) -> str:
                 f"| {d} | skipped: {rec['skipped'][:120]} |" + " |" * (len(labels) - 1)
             )
             continue
-        if d not in run["trials"]:
-            if "error" in rec or d not in pending_trials(run):
-                err = rec.get("error", "no trial finished").splitlines()[0][:120]
+        if not _measured(run, d):
+            fails = failed_trials(run, [d])
+            if "error" in rec or fails or d not in pending_trials(run):
+                err = (
+                    rec.get("error")
+                    or (fails[0][2] if fails else None)
+                    or "no trial finished"
+                ).splitlines()[0][:120]
                 cell = f"FAILED: {err}"
             else:  # nothing failed: the run stopped before it
                 cell = _NOT_MEASURED[run_state(run)]
@@ -605,7 +642,13 @@ def plot_tcp(run, duts, path) -> bool:
 def plot_http(run, duts, path) -> bool:
     plt = _plt()
     st = _style(run, duts)
-    found = {k.split("/")[1].rsplit("-c", 1)[0] for k in _keys(run, duts, "http/")}
+    # Only the profiles some DUT has samples of: a plot of failed or pending
+    # trials would be axes with no data.
+    found = {
+        k.split("/")[1].rsplit("-c", 1)[0]
+        for k in _keys(run, duts, "http/")
+        if any((res(run, d, k) or {}).get("samples_ms") for d in duts)
+    }
     order = ["small", "large"]
     profiles = sorted(found, key=lambda p: (order.index(p) if p in order else 99, p))
     if not profiles:
@@ -828,6 +871,8 @@ def _tcp_table(run, duts) -> str:
             )
         if any(c != "–" for c in cells):
             out.append(_row(d, *cells))
+    if len(out) == 2:  # every TCP trial failed or is pending: no table
+        return ""
     return "Gbit/s at the receiver (TCP retransmissions):\n\n" + "\n".join(out)
 
 
@@ -838,6 +883,8 @@ def _http_table(run, duts) -> str:
     )
     if not keys:
         return ""
+    if not any(res(run, d, k) for k in keys for d in duts):
+        return ""  # every HTTP trial failed or is pending: no table of "–"
     out = _head("profile", "conc.", *duts)
     for k in keys:
         prof, c = k.split("/")[1].rsplit("-c", 1)
@@ -1017,6 +1064,8 @@ def _cpu_table(run, duts) -> str:
             cells.append((f"{max(p):.0f}% / " if p else "– / ") + f"{s:.0f}%")
         if any(c != "–" for c in cells):
             out.append(_row(d, *cells))
+    if len(out) == 2:  # no CPU figure at all: no table
+        return ""
     return (
         "Peak over the workload's trials: DUT processes (% of one CPU) / machine softirq (% of all CPUs):\n\n"
         + "\n".join(out)
@@ -1125,7 +1174,9 @@ def _dut_rec(run: dict, d: str) -> dict:
 def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
     plots = plots or {}
     out = header(run)
-    for part in run["meta"]["parts"]:
+    whole = run
+    for part in whole["meta"]["parts"]:
+        run = part_run(whole, part)
         duts = _part_duts(run, part)
         if not duts:
             continue
@@ -1243,7 +1294,8 @@ def write(d: Path) -> Path:
     pdir.mkdir(exist_ok=True)
     plots: dict[str, dict[str, str]] = {}
     for part in run["meta"]["parts"]:
-        duts = _part_duts(run, part)
+        prun = part_run(run, part)
+        duts = _part_duts(prun, part)
         slug = _slug(part["title"])
         got = {}
         for name, fn in (
@@ -1254,7 +1306,7 @@ def write(d: Path) -> Path:
             ("sessions", plot_sessions),
         ):
             f = pdir / f"{slug}-{name}.png"
-            if fn(run, duts, f):
+            if fn(prun, duts, f):
                 got[name] = f"plots/{f.name}"
         plots[part["title"]] = got
     md = markdown(run, plots)
@@ -1266,6 +1318,7 @@ def console_table(run: dict) -> str:
     """The summary tables of every part (what `make demo` prints)."""
     out = []
     for part in run["meta"]["parts"]:
-        if _part_duts(run, part):
-            out += [f"## {part['title']}", "", summary_table(run, part), ""]
+        prun = part_run(run, part)
+        if _part_duts(prun, part):
+            out += [f"## {part['title']}", "", summary_table(prun, part), ""]
     return "\n".join(out)

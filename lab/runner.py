@@ -419,6 +419,8 @@ class Run:
                         self.progress(
                             f"{t.dut}: time budget spent, {len(batch) - i} trial(s) left pending"
                         )
+                        if i:  # the counters of the trials run, before stop()
+                            rec["stats"] = a.stats()
                         return len(batch) - i
                     self.run_trial(a, topo, flow, t, servers)
                 rec["stats"] = a.stats()
@@ -569,6 +571,13 @@ def _brief(rec: dict) -> str:
     cpu = rec.get("cpu", {})
     c = f", DUT CPU {cpu['process_pct']}%" if cpu.get("process_pct") is not None else ""
     if w == "throughput":
+        from lab.report import no_valid_trial
+
+        if no_valid_trial(r):  # its 0 is no measurement
+            return (
+                f"no valid trial ({r['invalid_trials']} of {r['trials']} invalid: "
+                f"the tester fell behind) at {r['frame_size']} B{c}"
+            )
         return f"{r['fps']:,.0f} fps at {r['frame_size']} B{c}"
     if w == "tcp":
         return f"{r['gbps']:.2f} Gbit/s{c}"
@@ -588,6 +597,9 @@ def _brief(rec: dict) -> str:
     if w == "pdv":
         return f"PDV {r['pdv_us']} us"
     if w == "conn_rate":
+        ts = r.get("trials") or []
+        if not r.get("flows_per_s") and ts and all(t.get("invalid") for t in ts):
+            return f"no valid trial ({len(ts)} of {len(ts)} invalid)"
         return f"{r['flows_per_s']:,} new flows/s"
     if w == "rfc9693":
         return w_rfc9693.brief(r)

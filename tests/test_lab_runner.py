@@ -525,3 +525,40 @@ def test_sessions_per_second_from_the_exact_counts(monkeypatch):
         deadline=float("inf"),
     )["result"]
     assert r["new_fraction"] == 0.949 and r["sessions_per_s"] == 9494, r
+
+
+@pytest.mark.timeout(60)
+def test_budget_stopping_a_dut_keeps_its_stats(tmp_path, monkeypatch):
+    """run_batch returned (budget spent) before it recorded the DUT's stats:
+    duts/<dut>.json of a DUT the budget stopped partway had no stats."""
+    from lab.adapters.base import Adapter
+
+    monkeypatch.setattr(Adapter, "stats", lambda self: "fake counters")
+
+    def call(self, a, topo, flow, t, servers):
+        self.deadline = 0.0  # the budget is spent during the first trial
+        return {"result": {"rtt_ms": {"median": 0.1}}}
+
+    monkeypatch.setattr(Run, "call", call)
+    out = tmp_path / "run"
+    sc = _scenario(Part("p", ["kernel-v6"], {"ping": PING, "tcp": TCP}))
+    meta = Run(sc, out).run()
+    assert meta["unfinished_trials"] == 1, meta
+    assert sorted(_trials(out, "kernel-v6")) == ["ping"]
+    rec = json.loads((out / "duts" / "kernel-v6.json").read_text())
+    assert rec.get("stats") == "fake counters", rec
+
+
+def test_progress_line_of_a_search_with_no_valid_trial():
+    """The console said "throughput/min: 0 fps at 64 B" for a search none of
+    whose trials was valid (the report says "– ‡", no result)."""
+    from lab.runner import _brief
+
+    r = {"fps": 0, "frame_size": 64, "invalid_trials": 10, "trials": 10}
+    line = _brief({"workload": "throughput", "result": r})
+    assert "no valid trial" in line and "0 fps" not in line, line
+    r = {**r, "fps": 1000, "invalid_trials": 2}
+    assert _brief({"workload": "throughput", "result": r}) == "1,000 fps at 64 B"
+    cr = {"flows_per_s": 0, "trials": [{"rate": 1000, "invalid": True}]}
+    line = _brief({"workload": "conn_rate", "result": cr})
+    assert "no valid trial" in line and "0 new flows/s" not in line, line
