@@ -107,7 +107,15 @@ def cmd_run(a) -> int:
     if "error" in statuses:
         print(f"lab: {statuses.count('error')} trial(s) failed", file=sys.stderr)
         return 1
-    return 0 if "ok" in statuses else 1
+    if "ok" not in statuses:
+        # Every DUT skipped (a missing tool) or nothing run: say why it fails.
+        print(
+            "lab: no trial gave a result (every DUT was skipped, or none ran:"
+            " see the report's summary for the reasons)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 def _run_dir_problem(d: str) -> str | None:

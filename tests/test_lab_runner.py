@@ -261,6 +261,26 @@ def test_ctrl_c_while_the_report_is_written(tmp_path, monkeypatch, capsys, signa
     ), err
 
 
+def test_a_run_with_no_result_says_why_it_fails(tmp_path, monkeypatch, capsys):
+    """A run whose every DUT was skipped (a missing tool) exited 1 without a
+    word (found by a lab probe); it says so on stderr now."""
+    import lab.runner
+
+    out = tmp_path / "run"
+
+    def run_scenario(name, out, only, budget):
+        out.mkdir()
+        (out / "meta.json").write_text("{}")
+        return out, {"elapsed_s": 1}
+
+    monkeypatch.setattr(lab.runner, "run_scenario", run_scenario)
+    monkeypatch.setattr(report, "write", lambda d: Path(d) / "report.md")
+    monkeypatch.setattr(report, "load", lambda d: {"trials": {"xlat": {}}})
+    monkeypatch.setattr(report, "console_table", lambda run: "")
+    assert _call_main(["run", "smoke", "--out", str(out)]) == 1
+    assert "lab: no trial gave a result" in capsys.readouterr().err
+
+
 @pytest.mark.timeout(20)
 def test_ctrl_c_during_make_demo(tmp_path, monkeypatch, capsys, signals):
     """lab/demo.py main() caught only Exception: Ctrl-C printed a 40-line
