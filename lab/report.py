@@ -71,6 +71,18 @@ def no_valid_trial(r: dict | None) -> bool:
     )
 
 
+def no_valid_conn_rate(r: dict | None) -> bool:
+    """A connection-rate search none of whose trials was valid: its 0 is no
+    measurement either."""
+    trials = (r or {}).get("trials") or []
+    return bool(
+        r
+        and not r.get("flows_per_s")
+        and trials
+        and all(t.get("invalid") for t in trials)
+    )
+
+
 def failed_trials(run: dict, duts) -> list[tuple[str, str, str]]:
     """(dut, trial key, first line of the error) of every trial that failed."""
     return [
@@ -450,7 +462,7 @@ def _mark(run: dict, dut: str, label: str) -> str:
             return ""
         lo = r.get("flows_per_s") or 0
         trials = r.get("trials") or []
-        if not lo and trials and all(t.get("invalid") for t in trials):
+        if no_valid_conn_rate(r):
             return " ‡"
         if any(t.get("invalid") and t["rate"] > lo for t in trials):
             return " †"

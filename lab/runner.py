@@ -597,9 +597,11 @@ def _brief(rec: dict) -> str:
     if w == "pdv":
         return f"PDV {r['pdv_us']} us"
     if w == "conn_rate":
-        ts = r.get("trials") or []
-        if not r.get("flows_per_s") and ts and all(t.get("invalid") for t in ts):
-            return f"no valid trial ({len(ts)} of {len(ts)} invalid)"
+        from lab.report import no_valid_conn_rate
+
+        if no_valid_conn_rate(r):
+            n = len(r["trials"])
+            return f"no valid trial ({n} of {n} invalid)"
         return f"{r['flows_per_s']:,} new flows/s"
     if w == "rfc9693":
         return w_rfc9693.brief(r)
