@@ -412,15 +412,19 @@ mod tests {
     /// Does the UDP checksum of frame `f` (UDP header at `l4`) hold only
     /// the pseudo-header's sum (the form a checksum left to offload has)?
     fn partial_form(f: &[u8], l2: bool, l4: usize) -> bool {
+        u16::from_be_bytes([f[l4 + 6], f[l4 + 7]]) == !fold(pseudo_sum(f, l2, l4))
+    }
+
+    /// The UDP pseudo-header's sum of frame `f` (UDP header at `l4`).
+    fn pseudo_sum(f: &[u8], l2: bool, l4: usize) -> u64 {
         let l3 = if l2 { ETH_HLEN } else { 0 };
         let ulen = (f.len() - l4) as u64;
-        let pseudo = if f[l3] >> 4 == 6 {
+        let addrs = if f[l3] >> 4 == 6 {
             sum16(&f[l3 + 8..l3 + 40])
         } else {
             sum16(&f[l3 + 12..l3 + 20])
-        } + 17
-            + ulen;
-        u16::from_be_bytes([f[l4 + 6], f[l4 + 7]]) == !fold(pseudo)
+        };
+        addrs + 17 + ulen
     }
 
     /// A DUT that sends the test frames from a local socket onto a veth
@@ -434,14 +438,7 @@ mod tests {
             let mut f = b.template.clone();
             b.finish(&mut f, 5, 6, 7, 8, None);
             let l4 = b.l4();
-            let l3 = ETH_HLEN;
-            let ulen = (f.len() - l4) as u64;
-            let pseudo = if src.contains(':') {
-                sum16(&f[l3 + 8..l3 + 40])
-            } else {
-                sum16(&f[l3 + 12..l3 + 20])
-            } + 17
-                + ulen;
+            let pseudo = pseudo_sum(&f, true, l4);
             f[l4 + 6..l4 + 8].copy_from_slice(&(!fold(pseudo)).to_be_bytes());
             assert!(partial_form(&f, true, l4));
             assert_eq!(parse(&f, true), Rx::Test(0xbeef, 7, 8), "{src}");
