@@ -26,7 +26,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const RX_BATCH: usize = 64;
 const RX_BUF: usize = 2048;
@@ -97,7 +97,9 @@ pub struct DirOut {
     /// rate (`pace::Pacer::max_burst`; 1 for an even schedule).
     pub send_burst: u64,
     pub elapsed: f64,
-    /// CLOCK_MONOTONIC ns at which each phase started (sender side).
+    /// CLOCK_MONOTONIC ns of each phase's start (sender side): for the
+    /// first, when it began; for a later one, the rate change, i.e. when
+    /// the last frame of the phase before it was due (see `send_loop`).
     pub phase_start_ns: Vec<u64>,
     /// Per sequence number: send time (ns), if recorded.
     pub send_ns: Vec<u64>,
@@ -269,13 +271,42 @@ fn send_loop(d: &Dir) -> Result<TxOut, String> {
     let (mut sent, mut send_errors) = (0u64, 0u64);
     let (mut behind, mut max_lag, mut send_burst) = (false, Duration::ZERO, 0u64);
     let mut phase_start_ns = Vec::new();
-    let t0 = std::time::Instant::now();
+    let t0 = Instant::now();
+    let t0_ns = monotonic_ns();
+    let ns_at = |t: Instant| t0_ns + t.saturating_duration_since(t0).as_nanos() as u64;
+    // One schedule across the phases: the first starts now; in a later
+    // one each frame, its first included, follows the frame before it by
+    // one interval of its own rate, from when the previous phase's last
+    // frame was due (the rate change, RFC 2544 section 26.5's timestamp
+    // A). A clock started afresh per phase sent the first frame of the
+    // 55% phase of system-recovery right behind the last one at 110%,
+    // which a DUT at its capacity lost: a "recovery time" after the change
+    // where there was none.
+    let mut change: Option<Instant> = None;
     'phases: for &(count, rate) in &d.phases {
-        phase_start_ns.push(monotonic_ns());
+        let start = match change {
+            None => Instant::now(),
+            Some(at) => {
+                let first = at + Duration::from_nanos(1_000_000_000 / rate);
+                if let Some(wait) = first.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                first
+            }
+        };
+        phase_start_ns.push(ns_at(change.unwrap_or(start)));
+        change = Some(
+            start
+                + Duration::from_nanos(
+                    (count.saturating_sub(1) as u128 * 1_000_000_000 / rate as u128) as u64,
+                ),
+        );
         // The stateless trials' schedule: no trains at low rates and owed
         // frames spread after a stall (a DUT that polices new connections
         // with a shallow bucket would drop them at any rate).
-        let mut pacer = Pacer::new(count, rate, batch).with_slack(Duration::from_nanos(d.slack_ns));
+        let mut pacer = Pacer::new(count, rate, batch)
+            .with_slack(Duration::from_nanos(d.slack_ns))
+            .starting_at(start);
         let mut in_phase = 0u64;
         while let Some(n) = pacer.next(in_phase) {
             let ts = monotonic_ns();

@@ -1447,7 +1447,10 @@ pub fn run(p: &Params) -> Result<String, String> {
                     }
                     tj.push(trial_json(
                         &t,
-                        vec![("frame_loss_rate_percent", J::f(t.loss_rate() * 100.0))],
+                        vec![(
+                            "frame_loss_rate_percent",
+                            J::f(csv_round(t.loss_rate() * 100.0)),
+                        )],
                     ));
                     rows.push(Row {
                         rep,

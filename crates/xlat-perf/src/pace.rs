@@ -200,6 +200,15 @@ impl Pacer {
         self
     }
 
+    /// Counts the schedule from `start` (now or a moment just past) instead
+    /// of from [`Pacer::new`]: a later phase of one stream keeps the
+    /// stream's timing; frames a late start owes are caught up as after a
+    /// stall.
+    pub fn starting_at(mut self, start: Instant) -> Pacer {
+        self.start = start;
+        self
+    }
+
     /// The spread now (for tests and reports).
     pub fn current_spread(&self) -> Duration {
         self.spread

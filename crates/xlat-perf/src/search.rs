@@ -58,7 +58,7 @@ pub fn unconverged_warning(what: &str, max_trials: usize, lo: u64, hi: u64, erro
 /// machine rather than the DUT's. `what` says whose search.
 pub fn invalid_bound_warning(what: &str, lo: u64, hi: u64) -> String {
     format!(
-        "{what}: the search's upper bound {hi} is a rate whose trial was invalid (the tester fell behind, not the DUT): no loss by the DUT was seen at or below it, so the result {lo} may be the tester's limit on this machine, not the DUT's (see the trials; a less loaded machine, --retries or a lower --max-rate)"
+        "{what}: the search's upper bound {hi} is a rate whose trial was invalid (the tester fell behind: what that trial lost says nothing about the DUT), so the result {lo} may be the tester's limit on this machine, not the DUT's (see the trials; a less loaded machine, --retries or a lower --max-rate)"
     )
 }
 
