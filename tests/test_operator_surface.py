@@ -471,6 +471,43 @@ def test_cli_usage_and_exit_codes(tmp_path):
     assert cp.returncode == 2 and "error: nat64: " in cp.stdout, cp
 
 
+def run_to_closed_pipe(cmd: list) -> subprocess.CompletedProcess:
+    """``cmd`` with stdout a pipe whose reader is gone (``xlat ... | head``
+    after head exited): every write fails with EPIPE."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        return subprocess.run(
+            [str(c) for c in cmd],
+            check=False,
+            stdout=w,
+            stderr=subprocess.PIPE,
+            timeout=10,
+        )
+    finally:
+        os.close(w)
+
+
+# A reader that went away (`xlat session show | head`, `xlat stats | grep -q`)
+# wants no more output: the command ends as it would have, quietly. It
+# panicked ("failed printing to stdout: Broken pipe") with exit 101.
+@pytest.mark.timeout(20)
+def test_cli_output_to_a_closed_pipe(tmp_path):
+    xlat = need_xlat()
+    good = tmp_path / "good.toml"
+    good.write_text(f'pool6 = "{POOL6}"\n')
+    bad = tmp_path / "bad.toml"
+    bad.write_text(f'pool6 = "{POOL6}"\n[nat64.timeouts]\nudp = 5\n')
+    for args, code in (
+        (["--help"], 0),
+        (["--version"], 0),
+        (["check", good], 0),
+        (["check", bad], 2),
+    ):
+        cp = run_to_closed_pipe([xlat, *args])
+        assert cp.returncode == code and b"panicked" not in cp.stderr, (args, cp)
+
+
 # docs/configuration.md, "`check` rejects": values that parse but cannot work.
 CHECK_REJECTS = [
     ('[metrics]\nlisten = "127.0.0.1:0"\n', "metrics.listen"),

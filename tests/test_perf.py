@@ -82,6 +82,30 @@ def perf_json(*args: str, timeout: float = 50) -> dict:
     return json.loads(perf(*args, "--json", timeout=timeout).stdout)
 
 
+# A reader that went away (`xlat-perf ... | head`) wants no more output: exit
+# 0, not a panic ("failed printing to stdout: Broken pipe", exit 101, after
+# the whole measurement).
+def test_output_to_a_closed_pipe():
+    for args in (
+        ["--version"],
+        ["--help"],
+        ["frame-payload", "--frame-size", "64", "--ipv4"],
+    ):
+        r, w = os.pipe()
+        os.close(r)
+        try:
+            cp = subprocess.run(
+                [str(need_perf()), *args],
+                check=False,
+                stdout=w,
+                stderr=subprocess.PIPE,
+                timeout=10,
+            )
+        finally:
+            os.close(w)
+        assert cp.returncode == 0 and b"panicked" not in cp.stderr, (args, cp)
+
+
 def _count_test_frames(lab: netns.Lab, ns: str) -> None:
     """Count the UDP frames to port 7000 arriving in ``ns`` (read with
     ``_test_frames``; interface counters also see the namespace's own IPv6

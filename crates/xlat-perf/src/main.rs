@@ -64,6 +64,22 @@ frame - 18 - L3 header (20 or 40) - 8. 84-byte IPv6 frames => 18-byte payload
 => 64-byte IPv4 frames after translation.
 Output (udp-flood, udp-sink, frame-payload): one JSON object on stdout. Exit: 0 ok, 1 runtime error, 2 usage.";
 
+/// Prints `s` and a newline on stdout. A reader that went away
+/// (`xlat-perf ... | head -3`) is no error: it wants no more (println!
+/// panicked there, exit 101, after the measurement). Any other write error
+/// (a full disk) is the run's error: exit 1, naming it.
+fn out(s: &str) -> ExitCode {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    match writeln!(o, "{s}").and_then(|()| o.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            eprintln!("xlat-perf: writing the output: {e}");
+            ExitCode::from(1)
+        }
+        _ => ExitCode::SUCCESS,
+    }
+}
+
 fn main() -> ExitCode {
     // First, before any thread: SIGINT/SIGTERM/SIGHUP remove what a run set
     // up (drop tables, XDP programs, self-test namespaces) and end it.
@@ -74,14 +90,12 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     if cmd == "-V" || cmd == "--version" {
-        println!("xlat-perf {}", env!("CARGO_PKG_VERSION"));
-        return ExitCode::SUCCESS;
+        return out(&format!("xlat-perf {}", env!("CARGO_PKG_VERSION")));
     }
     let rest = &argv[1..];
     // `xlat-perf COMMAND --help`: the usage, not "unknown option --help".
     if rest.iter().any(|a| a == "--help" || a == "-h") {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
+        return out(USAGE);
     }
     if let Some((_, known)) = config::subcommands().iter().find(|(n, _)| n == cmd) {
         if let Some(k) = args::Args::unknown_option(rest, known) {
@@ -130,17 +144,11 @@ fn main() -> ExitCode {
         "state-throughput" => stateful_test(stateful::STest::StateThroughput, &parsed),
         "capacity" => stateful_test(stateful::STest::Capacity, &parsed),
         "self-test" => io_selftest::SelfTest::from_args(&parsed).map(|s| io_selftest::run(&s)),
-        "-h" | "--help" | "help" => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
+        "-h" | "--help" | "help" => return out(USAGE),
         other => Err(format!("unknown command {other:?}")),
     };
     match result {
-        Ok(Ok(json)) => {
-            println!("{json}");
-            ExitCode::SUCCESS
-        }
+        Ok(Ok(json)) => out(&json),
         Ok(Err(e)) => {
             eprintln!("xlat-perf: {cmd}: {e}");
             ExitCode::from(1)

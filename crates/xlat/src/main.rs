@@ -208,6 +208,20 @@ fn datapath_verdict(s: &config::Settings) -> Result<String, (String, String)> {
     }
 }
 
+/// Prints `s` on stdout. A reader that went away (`xlat session show |
+/// head`) is no error: it wants no more (println! panicked there, exit
+/// 101). Any other write error (a full disk) exits 1, naming it.
+fn out(s: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    if let Err(e) = o.write_all(s.as_bytes()).and_then(|()| o.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: writing the output: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
 fn check(path: &str) -> i32 {
     match config::load(path) {
         Ok(s) => {
@@ -221,8 +235,8 @@ fn check(path: &str) -> i32 {
             } else {
                 String::new()
             };
-            println!(
-                "{}: {path}: mode={} pool6={} eamt={} tun={} queues={} routes={} socket={}{nat} datapath={}",
+            out(&format!(
+                "{}: {path}: mode={} pool6={} eamt={} tun={} queues={} routes={} socket={}{nat} datapath={}\n",
                 // "valid": the file is, but `xlat run` would fail here.
                 if verdict.is_ok() { "ok" } else { "valid" },
                 s.mode.name(),
@@ -245,7 +259,7 @@ fn check(path: &str) -> i32 {
                 match &verdict {
                     Ok(v) | Err((v, _)) => v,
                 }
-            );
+            ));
             // Interfaces are looked up when xlat runs: one that is missing
             // here now may come later, but say so.
             let missing = |i: &str| ebpf::ifindex(i).is_none();
@@ -293,7 +307,7 @@ fn check(path: &str) -> i32 {
             // `check`'s report is its output: on stdout, like the summary of
             // a valid file (`xlat run` prints the same lines on stderr).
             for p in &ps {
-                println!("{p}");
+                out(&format!("{p}\n"));
             }
             2
         }
@@ -307,11 +321,11 @@ fn real_main() -> i32 {
             eprintln!("{USAGE}");
             return 2;
         }
-        println!("{USAGE}");
+        out(&format!("{USAGE}\n"));
         return 0;
     }
     if raw.iter().any(|a| a == "-V" || a == "--version") {
-        println!("xlat {}", env!("CARGO_PKG_VERSION"));
+        out(&format!("xlat {}\n", env!("CARGO_PKG_VERSION")));
         return 0;
     }
     let a = match parse_args(&raw) {
@@ -358,7 +372,7 @@ fn real_main() -> i32 {
     };
     match r {
         Ok(body) => {
-            print!("{body}");
+            out(&body);
             0
         }
         Err(code) => code,
