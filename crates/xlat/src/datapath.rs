@@ -579,8 +579,9 @@ impl Worker {
                 }
                 // NAT64: a fragment that came before its first fragment,
                 // held until that one gives the ports (RFC 6146 §3.4): not
-                // translated yet (released with its first fragment, or
-                // dropped as nat64_fragment_timeout).
+                // translated yet (released with its first fragment and
+                // counted as translated then, or dropped as
+                // nat64_fragment_timeout).
                 Verdict::Fragments if frags.packets.is_empty() => {
                     c.add(stats::FRAGMENTS_HELD, 1);
                     None
@@ -600,14 +601,21 @@ impl Worker {
                             c.add(stats::WRITE_ERRORS, 1);
                         }
                     }
-                    c.add(stats::FRAGMENTS, ok);
+                    // The pieces the translator cut; the packets this
+                    // translated: this one and (NAT64) the fragments held
+                    // for it, each counted once (received = translated +
+                    // dropped + held).
+                    c.add(stats::FRAGMENTS, ok.min(frags.cut as u64));
                     let (p, b) = if in_v6 {
                         (stats::T64_PKTS, stats::T64_BYTES)
                     } else {
                         (stats::T46_PKTS, stats::T46_BYTES)
                     };
-                    c.add(p, 1);
+                    c.add(p, 1 + frags.released as u64);
                     c.add(b, bytes);
+                    for &r in &frags.release_drops {
+                        c.dropped(r, 1);
+                    }
                     None
                 }
                 Verdict::Reply {

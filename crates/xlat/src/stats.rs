@@ -370,12 +370,12 @@ impl Snapshot {
             (
                 "xlat_fragments_held_total",
                 FRAGMENTS_HELD,
-                "NAT64 fragments held until their first fragment came (RFC 6146 section 3.4).",
+                "NAT64 fragments held until their first fragment came (RFC 6146 section 3.4); counted as translated or dropped when it comes or not.",
             ),
             (
                 "xlat_fragments_emitted_total",
                 FRAGMENTS,
-                "Fragments written after fragmenting.",
+                "Pieces xlat cut IPv4 packets without DF into (RFC 7915 section 4).",
             ),
             (
                 "xlat_dropped_packets_total",

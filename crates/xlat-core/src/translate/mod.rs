@@ -162,10 +162,24 @@ pub enum Verdict {
 
 /// Caller-owned output space for fragmentation. Reused across packets:
 /// `clear()` keeps the capacity, so there is no allocation once warm.
+///
+/// A [`Verdict::Fragments`] holds the translation of one packet, cut into
+/// pieces by the translator, or (NAT64, RFC 6146 §3.4) of a first fragment
+/// followed by those of the fragments held until it came: `packets` are then
+/// the translations of 1 + `released` packets, `cut` of them pieces, and the
+/// held fragments that could not be translated are in `release_drops`. With
+/// no packets at all the packet was held.
 #[derive(Debug, Default)]
 pub struct FragBuf {
     pub data: Vec<u8>,
     pub packets: Vec<Range<usize>>,
+    /// How many of `packets` are pieces the translator cut (RFC 7915 §4:
+    /// an IPv4 packet without DF over the IPv6 MTU).
+    pub cut: usize,
+    /// NAT64: held fragments released and translated with their first one.
+    pub released: usize,
+    /// NAT64: held fragments released but not translated, by reason.
+    pub release_drops: Vec<DropReason>,
 }
 
 impl FragBuf {
@@ -173,11 +187,15 @@ impl FragBuf {
         FragBuf {
             data: Vec::with_capacity(70_000),
             packets: Vec::with_capacity(64),
+            ..FragBuf::default()
         }
     }
     pub fn clear(&mut self) {
         self.data.clear();
         self.packets.clear();
+        self.cut = 0;
+        self.released = 0;
+        self.release_drops.clear();
     }
     /// The fragments, each a complete packet.
     pub fn iter(&self) -> impl Iterator<Item = &[u8]> {

@@ -94,6 +94,14 @@ fn push_frag(frags: &mut FragBuf, pkt: &[u8]) {
     frags.packets.push(at..frags.data.len());
 }
 
+/// Why a held fragment released with its first one was not translated.
+fn release_drop(v: Verdict) -> DropReason {
+    match v {
+        Verdict::Drop(r) | Verdict::Reply { reason: r, .. } => r,
+        Verdict::Forward { .. } | Verdict::Fragments => DropReason::Nat64Fragment,
+    }
+}
+
 /// Metadata for a held fragment translated later: the kernel completes
 /// checksums before it fragments, and a fragment is never a GSO packet.
 fn released_meta(meta: PacketMeta) -> PacketMeta {
@@ -715,10 +723,12 @@ impl Nat64Translator {
             scratch.clear();
             scratch.resize(HEADROOM + p.len(), 0);
             scratch[HEADROOM..].copy_from_slice(p);
-            if let Verdict::Forward { start, len } =
-                v6_to_v4::translate(&self.cfg, &map, &mut scratch, HEADROOM, p.len(), meta)
-            {
-                push_frag(frags, &scratch[start..start + len]);
+            match v6_to_v4::translate(&self.cfg, &map, &mut scratch, HEADROOM, p.len(), meta) {
+                Verdict::Forward { start, len } => {
+                    push_frag(frags, &scratch[start..start + len]);
+                    frags.released += 1;
+                }
+                v => frags.release_drops.push(release_drop(v)),
             }
         }
         Ok(Verdict::Fragments)
@@ -1016,13 +1026,16 @@ impl Nat64Translator {
             ) {
                 Verdict::Forward { start, len } => {
                     push_frag(frags, &scratch[start..start + len]);
+                    frags.released += 1;
                 }
                 Verdict::Fragments => {
                     for f in sfrags.iter() {
                         push_frag(frags, f);
                     }
+                    frags.cut += sfrags.cut;
+                    frags.released += 1;
                 }
-                _ => {}
+                v => frags.release_drops.push(release_drop(v)),
             }
         }
         Ok(Verdict::Fragments)

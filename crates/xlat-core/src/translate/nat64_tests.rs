@@ -996,6 +996,52 @@ fn rfc6146_3_4_out_of_order_fragment_held_then_released() {
     );
 }
 
+/// RFC 6146 §3.4, counted: the first fragment's translation says how many
+/// held fragments went out with it (each is a translated packet of its own)
+/// and which could not be translated (here one whose hop limit ran out on
+/// the way: dropped, with no ICMP error about a non-first fragment, as when
+/// it comes after its first fragment). None of
+/// them is a piece the translator cut. (The datapath counted a released
+/// fragment in no counter, and two pieces cut.)
+#[test]
+fn rfc6146_3_4_released_fragments_are_counted() {
+    let st = state_with(|_| {});
+    let t = xlat(st.clone());
+    let run = |pkt: &[u8], now: u64| {
+        let mut buf = vec![0u8; HEADROOM + pkt.len() + 64];
+        buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
+        let mut frags = FragBuf::new();
+        let v = t.translate(
+            &mut buf,
+            HEADROOM,
+            pkt.len(),
+            PacketMeta::default(),
+            &mut frags,
+            now,
+            &mut None,
+        );
+        (v, frags)
+    };
+    let (f1, f2) = client_frags(78, 40002);
+    let (v, held) = run(&f2, 0);
+    assert_eq!(
+        (v, held.packets.len(), held.released),
+        (Verdict::Fragments, 0, 0)
+    );
+    let (v, out) = run(&f1, 1);
+    assert_eq!(v, Verdict::Fragments);
+    assert_eq!((out.packets.len(), out.released, out.cut), (2, 1, 0));
+    assert!(out.release_drops.is_empty());
+
+    let (f1, mut f2) = client_frags(79, 40003);
+    f2[7] = 1; // hop limit
+    assert_eq!(run(&f2, 2).0, Verdict::Fragments);
+    let (v, out) = run(&f1, 3);
+    assert_eq!(v, Verdict::Fragments);
+    assert_eq!((out.packets.len(), out.released, out.cut), (1, 0, 0));
+    assert_eq!(out.release_drops, vec![DropReason::IcmpErrorSuppressed]);
+}
+
 /// RFC 6146 §3.4: held fragments whose first fragment never comes are
 /// dropped after FRAGMENT_MIN and counted (`nat64_fragment_timeout`).
 #[test]

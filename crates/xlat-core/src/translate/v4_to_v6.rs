@@ -748,6 +748,7 @@ fn fragment_into(
         frags.packets.push(at..frags.data.len());
         off += n;
     }
+    frags.cut = frags.packets.len();
     Ok(Verdict::Fragments)
 }
 
