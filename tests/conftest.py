@@ -112,6 +112,23 @@ def need_xlat() -> Path:
     return XLAT
 
 
+def run_to_closed_pipe(cmd: list) -> subprocess.CompletedProcess:
+    """``cmd`` with stdout a pipe whose reader is gone (``xlat ... | head``
+    after head exited): every write fails with EPIPE."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        return subprocess.run(
+            [str(c) for c in cmd],
+            check=False,
+            stdout=w,
+            stderr=subprocess.PIPE,
+            timeout=10,
+        )
+    finally:
+        os.close(w)
+
+
 def need_tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:

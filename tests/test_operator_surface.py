@@ -30,6 +30,7 @@ from conftest import (
     need_tool,
     need_xlat,
     ping,
+    run_to_closed_pipe,
 )
 
 from lab.netns import Lab, run
@@ -469,23 +470,6 @@ def test_cli_usage_and_exit_codes(tmp_path):
     bad.write_text(f'pool6 = "{POOL6}"\n[nat64.timeouts]\nudp = 5\n')
     cp = run([xlat, "check", bad], check=False)
     assert cp.returncode == 2 and "error: nat64: " in cp.stdout, cp
-
-
-def run_to_closed_pipe(cmd: list) -> subprocess.CompletedProcess:
-    """``cmd`` with stdout a pipe whose reader is gone (``xlat ... | head``
-    after head exited): every write fails with EPIPE."""
-    r, w = os.pipe()
-    os.close(r)
-    try:
-        return subprocess.run(
-            [str(c) for c in cmd],
-            check=False,
-            stdout=w,
-            stderr=subprocess.PIPE,
-            timeout=10,
-        )
-    finally:
-        os.close(w)
 
 
 # A reader that went away (`xlat session show | head`, `xlat stats | grep -q`)

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import run_to_closed_pipe
 
 from lab import netns
 
@@ -91,18 +92,7 @@ def test_output_to_a_closed_pipe():
         ["--help"],
         ["frame-payload", "--frame-size", "64", "--ipv4"],
     ):
-        r, w = os.pipe()
-        os.close(r)
-        try:
-            cp = subprocess.run(
-                [str(need_perf()), *args],
-                check=False,
-                stdout=w,
-                stderr=subprocess.PIPE,
-                timeout=10,
-            )
-        finally:
-            os.close(w)
+        cp = run_to_closed_pipe([need_perf(), *args])
         assert cp.returncode == 0 and b"panicked" not in cp.stderr, (args, cp)
 
 

@@ -918,6 +918,12 @@ fn rfc6146_3_4_udp_fragments_both_ways() {
 
 /// Like `run`, returning the packets of a `Verdict::Fragments`.
 fn run_frags(t: &Nat64Translator, pkt: &[u8], now: u64) -> (Verdict, Vec<Vec<u8>>) {
+    let (v, frags) = run_frag_buf(t, pkt, now);
+    (v, frags.iter().map(<[u8]>::to_vec).collect())
+}
+
+/// [`run_frags`] with the whole [`FragBuf`] (its counts).
+fn run_frag_buf(t: &Nat64Translator, pkt: &[u8], now: u64) -> (Verdict, FragBuf) {
     let mut buf = vec![0u8; HEADROOM + pkt.len() + 64];
     buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
     let mut frags = FragBuf::new();
@@ -931,7 +937,7 @@ fn run_frags(t: &Nat64Translator, pkt: &[u8], now: u64) -> (Verdict, Vec<Vec<u8>
         now,
         &mut stored,
     );
-    (v, frags.iter().map(<[u8]>::to_vec).collect())
+    (v, frags)
 }
 
 /// RFC 6146 §3.4 (the NAT64 SHOULD queue out-of-order fragments): a
@@ -1007,21 +1013,7 @@ fn rfc6146_3_4_out_of_order_fragment_held_then_released() {
 fn rfc6146_3_4_released_fragments_are_counted() {
     let st = state_with(|_| {});
     let t = xlat(st.clone());
-    let run = |pkt: &[u8], now: u64| {
-        let mut buf = vec![0u8; HEADROOM + pkt.len() + 64];
-        buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
-        let mut frags = FragBuf::new();
-        let v = t.translate(
-            &mut buf,
-            HEADROOM,
-            pkt.len(),
-            PacketMeta::default(),
-            &mut frags,
-            now,
-            &mut None,
-        );
-        (v, frags)
-    };
+    let run = |pkt: &[u8], now: u64| run_frag_buf(&t, pkt, now);
     let (f1, f2) = client_frags(78, 40002);
     let (v, held) = run(&f2, 0);
     assert_eq!(
