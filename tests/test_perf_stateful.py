@@ -591,8 +591,8 @@ def test_rfc9693_cer_search_ends_at_max_rate_and_at_a_table_limit(lab):
         and rep["connection_establishment_rate_upper_bound"] == rates[1]
     )
     assert any(
-        f"established 0 of 200 connections at {rates[0]}/s and at {rates[1]}/s:"
-        " a table limit" in w
+        "no frame of the 200 connections reached the Responder"
+        f" {out['parameters']['responder']} at {rates[0]}/s nor at {rates[1]}/s" in w
         for w in warnings
     ), warnings
     assert not any(w.startswith("neither --between-cmd") for w in warnings), warnings
@@ -691,6 +691,18 @@ def test_stateful_bad_parameters_fail_before_sending(lab):
         assert cp.returncode == rc, (args, cp.stdout, cp.stderr)
         assert msg in cp.stderr, (args, cp.stderr)
         assert forwarded() == 0, (args, "frames were sent")
+    # --responder left to its default, --dst's address, which the Responder's
+    # namespace does not have (behind a NAT64: the IPv6 form of the server): the
+    # error says where the address came from (it said only "not an address of
+    # the receiving namespace").
+    other = [a if a != "198.51.100.2" else "198.51.100.77" for a in base]
+    cp = perf("cer", *other, "--max-rate", "1000", check=False)
+    assert cp.returncode == 2, (cp.stdout, cp.stderr)
+    assert (
+        "--responder not given: it defaults to --dst's address 198.51.100.77"
+        in cp.stderr
+    ), cp.stderr
+    assert forwarded() == 0, "frames were sent"
 
 
 # RFC 9693 against xlat itself in NAT64 mode (RFC 6146; IPv6 Initiator,

@@ -424,12 +424,25 @@ impl SParams {
                 "--dst {dst}: not of the family of --initiator {initiator} (give the Responder's address as the Initiator reaches it, e.g. its NAT64 form)"
             ));
         }
-        let responder = match a.opt::<String>("responder")? {
-            Some(s) => parse_ip("responder", &s)?,
+        let given = a.opt::<String>("responder")?;
+        let responder = match &given {
+            Some(s) => parse_ip("responder", s)?,
             None => dst,
         };
         let initiator_netns = measure::netns_opt(a, "initiator-netns")?;
         let responder_netns = measure::netns_opt(a, "responder-netns")?;
+        // The default is --dst's address, right for a DUT that does not
+        // change it (NAT44) but not behind a translator: say so, rather
+        // than the receiver's bare "not an address of the namespace".
+        if given.is_none()
+            && responder_netns.is_some()
+            && crate::io_resolve::iface_of_addr(responder_netns.as_deref(), dst) == Ok(None)
+        {
+            return Err(format!(
+                "--responder not given: it defaults to --dst's address {dst}, which {} does not have; give the Responder's own address (behind a NAT64, the IPv4 address --dst embeds)",
+                crate::io_resolve::ns_label(responder_netns.as_deref())
+            ));
+        }
         if initiator_netns == responder_netns && initiator == responder {
             return Err("--initiator and --responder are the same address in the same namespace: the Responder would see the Initiator's own frames".into());
         }
@@ -997,7 +1010,7 @@ impl Runner<'_> {
         log: &mut Vec<Trial>,
     ) -> Result<RateSearch, String> {
         let (error, max_trials) = (self.p.error, self.p.max_trials);
-        rate_search(max_rate, error, max_trials, stop_below, |rate| {
+        rate_search(max_rate, error, max_trials, stop_below, n, |rate| {
             let i = self.trial_retry(n, rate, true, 0, log)?;
             let t = &log[i];
             Ok(if !t.valid() {
@@ -1034,11 +1047,15 @@ enum End {
     MaxTrials,
     /// The upper bound fell under the caller's threshold.
     Below,
-    /// Two failing trials, at these rates, established the same `k` of the
-    /// connections while no rate had passed: the DUT's table (or a DUT that
-    /// drops everything) limits them, not the rate, so a lower rate would
-    /// only take longer (N / R seconds each) to fail the same way.
-    TableLimit { established: u64, rates: (u64, u64) },
+    /// Two failing trials, at these rates, established these numbers of
+    /// the connections while no rate had passed, the same, or both 90% of
+    /// them or more at rates a factor 2 apart: the DUT's table (or a DUT
+    /// that drops everything) limits them, not the rate, so a lower rate
+    /// would only take longer (N / R seconds each) to fail the same way.
+    TableLimit {
+        established: (u64, u64),
+        rates: (u64, u64),
+    },
 }
 
 /// The result of a stateful binary search.
@@ -1070,16 +1087,23 @@ impl RateSearch {
 /// one trial. Besides `error` and `max_trials` it stops when the upper
 /// bound falls under `stop_below`, and, while nothing has passed, when two
 /// failing trials at different rates established the same number of
-/// connections ([`End::TableLimit`]): against a DUT that holds fewer than
-/// N connections each halving of the rate doubled the preliminary phase,
-/// and the search ran for hours before it reported 0.
+/// connections, or both established 90% of the `n` or more at rates a
+/// factor 2 or more apart ([`End::TableLimit`]): against a DUT that holds
+/// fewer than N connections each halving of the rate doubled the
+/// preliminary phase, and the search ran for hours before it reported 0.
+/// (A DUT that establishes 90% at R/s establishes C >= 0.9 R per second,
+/// so at R/2 it passes, unless it is not the rate that stops it: a table
+/// that holds a few connections more or fewer with the 4-tuples, as a NAT64
+/// pool4 split in shards does, never establishes the same number twice.)
 fn rate_search<E>(
     max_rate: u64,
     error: f64,
     max_trials: usize,
     stop_below: u64,
+    n: u64,
     mut trial: impl FnMut(u64) -> Result<Verdict, E>,
 ) -> Result<RateSearch, E> {
+    let near_all = |k: u64| k < n && k * 10 >= n * 9;
     // The connections the last failing trial established (while nothing
     // had passed), and its rate; the table limit, once two agreed.
     let mut short: Option<(u64, u64)> = None;
@@ -1098,9 +1122,13 @@ fn rate_search<E>(
                 }
                 Verdict::Fail(k) => {
                     if let (Some(k), false) = (k, passed) {
-                        if let Some((_, r0)) = short.filter(|&(k0, r0)| k0 == k && r0 != rate) {
+                        let same = |&(k0, r0): &(u64, u64)| {
+                            r0 != rate
+                                && (k0 == k || (near_all(k0) && near_all(k) && r0 >= 2 * rate))
+                        };
+                        if let Some((k0, r0)) = short.filter(same) {
                             limit.set(Some(End::TableLimit {
-                                established: k,
+                                established: (k0, k),
                                 rates: (r0, rate),
                             }));
                         }
@@ -1126,6 +1154,28 @@ fn rate_search<E>(
         hi_invalid: res.upper_is_invalid(),
         end,
     })
+}
+
+/// A CER search's losses that a rate limit does not explain: the first
+/// failing trial, as (rate, established), at twice the CER found `lo` or
+/// more that still established 90% of the `n` connections or more. A DUT
+/// limited to `lo` connections/s establishes about half of them at twice
+/// that rate (plus what its bucket holds). A table that holds about `n`
+/// connections, more or fewer with the 4-tuples (a NAT64 pool4 split in
+/// shards), loses a few at every rate instead, and one trial that passed
+/// by chance made its rate the CER. `fails`: the (rate, established) of
+/// the valid trials that failed with connections missing.
+fn rate_independent_loss(
+    lo: u64,
+    n: u64,
+    fails: impl IntoIterator<Item = (u64, u64)>,
+) -> Option<(u64, u64)> {
+    if lo == 0 {
+        return None; // nothing passed: End::TableLimit's case
+    }
+    fails
+        .into_iter()
+        .find(|&(rate, k)| rate >= 2 * lo && k < n && k * 10 >= n * 9)
 }
 
 /// The warnings about one repetition's search of `p.test` (`cer` or
@@ -1154,11 +1204,25 @@ fn search_warnings(p: &SParams, rep: usize, s: &RateSearch) -> Vec<String> {
             error,
         )),
         End::TableLimit {
-            established,
+            established: (0, 0),
             rates: (r1, r2),
         } => w.push(format!(
-            "repetition {rep}: the DUT established {established} of {n} connections at {r1}/s and at {r2}/s: a table limit, not a rate limit; measure it with `capacity` or use --connections below it (the search stopped with no result)"
+            "repetition {rep}: no frame of the {n} connections reached the Responder {} at {r1}/s nor at {r2}/s: a DUT that forwards nothing, or frames that go elsewhere (does --dst lead to --responder?); the search stopped with no result",
+            p.responder
         )),
+        End::TableLimit {
+            established: (k1, k2),
+            rates: (r1, r2),
+        } => {
+            let k = if k1 == k2 {
+                k1.to_string()
+            } else {
+                format!("{k1} and {k2}")
+            };
+            w.push(format!(
+                "repetition {rep}: the DUT established {k} of {n} connections at {r1}/s and at {r2}/s: a table limit, not a rate limit; measure it with `capacity` or use --connections below it (the search stopped with no result)"
+            ))
+        }
         End::Converged | End::Below => {}
     }
     if s.hi_invalid {
@@ -1393,7 +1457,7 @@ fn rfc_deviations(p: &SParams) -> Vec<String> {
         && p.between_wait == 0.0
     {
         w.push(
-            "neither --between-cmd nor --between-wait given: the DUT's state table is not emptied between trials (RFC 9693), so the connections of earlier trials may still fill it".into(),
+            "neither --between-cmd nor a --between-wait above 0 given: the DUT's state table is not emptied between trials (RFC 9693), so the connections of earlier trials may still fill it".into(),
         );
     }
     w
@@ -1438,6 +1502,21 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 ));
                 res.push(("upper_bound_invalid", J::Bool(s.hi_invalid)));
                 warnings.extend(search_warnings(p, rep, &s));
+                let fails = log
+                    .iter()
+                    .filter(|t| t.valid() && t.prelim.received < p.connections);
+                let odd = rate_independent_loss(
+                    s.lo,
+                    p.connections,
+                    fails.map(|t| (t.rate, t.prelim.received)),
+                );
+                res.push(("rate_independent_loss", J::Bool(odd.is_some())));
+                if let Some((rate, k)) = odd {
+                    warnings.push(format!(
+                        "repetition {rep}: at {rate}/s, twice the CER found or more, the DUT still established {k} of {} connections, where a DUT limited to {}/s establishes about half: its losses do not follow the rate, as a table's that holds about that many of these connections would (more or fewer with the 4-tuples, e.g. a NAT64 pool4 split in shards); the CER may be one trial that passed by chance: measure the table with `capacity`, or use fewer --connections",
+                        p.connections, s.lo
+                    ));
+                }
                 for t in &log {
                     rows.push(row(rep, "cer", t));
                 }
@@ -1462,24 +1541,32 @@ pub fn run(p: &SParams) -> Result<String, String> {
             STest::StateThroughput => {
                 // RFC 8219 section 7.1 binary search over the phase-2 rate;
                 // each trial refills the state table first (phase 1).
-                let s = rate_search(p.max_rate, p.error, p.max_trials, 0, |rate| {
-                    let i = r.trial_retry(p.connections, p.prelim_rate, false, rate, &mut log)?;
-                    let t = &log[i];
-                    if t.valid() && !t.prelim_ok() {
-                        // No table to measure with: not a result about the rate.
-                        return Err(format!(
+                let s = rate_search(
+                    p.max_rate,
+                    p.error,
+                    p.max_trials,
+                    0,
+                    p.connections,
+                    |rate| {
+                        let i =
+                            r.trial_retry(p.connections, p.prelim_rate, false, rate, &mut log)?;
+                        let t = &log[i];
+                        if t.valid() && !t.prelim_ok() {
+                            // No table to measure with: not a result about the rate.
+                            return Err(format!(
                             "preliminary phase failed: {} of {} frames reached the Responder at {} frames/s (lower --prelim-rate or --connections; see `cer`)",
                             t.prelim.received, p.connections, p.prelim_rate
                         ));
-                    }
-                    Ok(if !t.valid() {
-                        Verdict::Invalid
-                    } else if t.phase2.iter().all(|(_, d)| d.zero_loss()) {
-                        Verdict::Pass
-                    } else {
-                        Verdict::Fail(None)
-                    })
-                })?;
+                        }
+                        Ok(if !t.valid() {
+                            Verdict::Invalid
+                        } else if t.phase2.iter().all(|(_, d)| d.zero_loss()) {
+                            Verdict::Pass
+                        } else {
+                            Verdict::Fail(None)
+                        })
+                    },
+                )?;
                 warnings.extend(search_warnings(p, rep, &s));
                 let lo = s.lo;
                 // Bidirectional: each direction at the rate (RFC 8219
@@ -1761,6 +1848,24 @@ mod tests {
         SParams::from_args(STest::Cer, &args(&v)).unwrap()
     }
 
+    // The probe's sharded-pool4 NAT64 (1000 ports for 1000 connections):
+    // 993 established at 4000/s, 989 at 2000/s, a pass at 1000/s by
+    // chance, then 990-996 at 1007-1500/s: CER 1000 with no warning. A
+    // rate limit of 1000/s establishes about 250 and 500 at 4000 and
+    // 2000/s: no warning for it.
+    #[test]
+    fn cer_losses_that_do_not_follow_the_rate_are_flagged() {
+        let sharded = [(4000, 993), (2000, 989), (1500, 990), (1007, 992)];
+        assert_eq!(
+            rate_independent_loss(1000, 1000, sharded),
+            Some((4000, 993))
+        );
+        let limited = [(4000, 255), (2000, 505), (1500, 672), (1007, 995)];
+        assert_eq!(rate_independent_loss(1000, 1000, limited), None);
+        // Nothing passed: the table-limit rule's case, not this one.
+        assert_eq!(rate_independent_loss(0, 1000, sharded), None);
+    }
+
     /// The warnings of a search with `cer_params(&[])`'s parameters.
     fn warnings_of(test: STest, s: &RateSearch) -> Vec<String> {
         let mut p = cer_params(&[]);
@@ -1777,7 +1882,7 @@ mod tests {
     // every trial above it invalid, and no warning).
     #[test]
     fn rfc9693_s4_5_upper_bound_from_invalid_trials_is_warned_of() {
-        let s = rate_search::<()>(20000, 0.01, 40, 0, |r| {
+        let s = rate_search::<()>(20000, 0.01, 40, 0, 1000, |r| {
             Ok(if r > 6000 {
                 Verdict::Invalid
             } else {
@@ -1790,7 +1895,7 @@ mod tests {
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("trial was invalid"), "{w:?}");
         // Failures by the DUT: no such warning.
-        let s = rate_search::<()>(20000, 0.01, 40, 0, |r| {
+        let s = rate_search::<()>(20000, 0.01, 40, 0, 1000, |r| {
             Ok(if r > 6000 {
                 Verdict::Fail(None)
             } else {
@@ -1803,7 +1908,7 @@ mod tests {
 
     #[test]
     fn rfc9693_s4_5_search_passing_at_max_rate_has_no_upper_bound() {
-        let s = rate_search::<()>(20000, 0.01, 40, 0, |_| Ok(Verdict::Pass)).unwrap();
+        let s = rate_search::<()>(20000, 0.01, 40, 0, 1000, |_| Ok(Verdict::Pass)).unwrap();
         assert_eq!((s.lo, s.end), (20000, End::Converged));
         assert_eq!(s.upper_json(20000).render(), "null");
         assert_eq!(
@@ -1816,7 +1921,7 @@ mod tests {
         );
         // A search that found its bounds below the maximum keeps its upper
         // bound and warns of nothing.
-        let s = rate_search::<()>(20000, 0.01, 40, 0, |r| {
+        let s = rate_search::<()>(20000, 0.01, 40, 0, 1000, |r| {
             Ok(if r <= 7000 {
                 Verdict::Pass
             } else {
@@ -1841,7 +1946,7 @@ mod tests {
     fn rfc9693_s4_5_cer_search_stops_at_a_table_limit() {
         for held in [600u64, 0] {
             let mut rates = Vec::new();
-            let s = rate_search::<()>(20000, 0.01, 40, 0, |r| {
+            let s = rate_search::<()>(20000, 0.01, 40, 0, 1000, |r| {
                 rates.push(r);
                 Ok(Verdict::Fail(Some(held)))
             })
@@ -1852,19 +1957,47 @@ mod tests {
                 (
                     0,
                     End::TableLimit {
-                        established: held,
+                        established: (held, held),
                         rates: (20000, 10000)
                     }
                 )
             );
-            assert_eq!(
-                warnings_of(STest::Cer, &s),
-                [format!("repetition 1: the DUT established {held} of 1000 connections at 20000/s and at 10000/s: a table limit, not a rate limit; measure it with `capacity` or use --connections below it (the search stopped with no result)")]
-            );
+            let p = cer_params(&[]);
+            let want = if held == 0 {
+                // Nothing arrived: no table to measure (the Responder's
+                // address named), not "a table limit".
+                format!("repetition 1: no frame of the 1000 connections reached the Responder {} at 20000/s nor at 10000/s: a DUT that forwards nothing, or frames that go elsewhere (does --dst lead to --responder?); the search stopped with no result", p.responder)
+            } else {
+                format!("repetition 1: the DUT established {held} of 1000 connections at 20000/s and at 10000/s: a table limit, not a rate limit; measure it with `capacity` or use --connections below it (the search stopped with no result)")
+            };
+            assert_eq!(warnings_of(STest::Cer, &s), [want]);
         }
+        // The probe's NAT64 with 1000 pool4 ports in 2 shards: 999 of 1000
+        // at 4000/s, 978 at 2000/s, never twice the same. The search went
+        // on halving down to 15/s (a 66 s preliminary phase) until two
+        // trials happened to agree; a rate limit that lets 90% through at
+        // R/s passes at R/2.
+        let mut rates = Vec::new();
+        let s = rate_search::<()>(4000, 0.01, 40, 0, 1000, |r| {
+            rates.push(r);
+            Ok(Verdict::Fail(Some(if r == 4000 { 999 } else { 978 })))
+        })
+        .unwrap();
+        assert_eq!(rates, [4000, 2000]);
+        assert_eq!(
+            s.end,
+            End::TableLimit {
+                established: (999, 978),
+                rates: (4000, 2000)
+            }
+        );
+        assert_eq!(
+            warnings_of(STest::Cer, &s),
+            ["repetition 1: the DUT established 999 and 978 of 1000 connections at 4000/s and at 2000/s: a table limit, not a rate limit; measure it with `capacity` or use --connections below it (the search stopped with no result)"]
+        );
         // A rate limit establishes fewer connections the higher the rate:
         // the search goes on to its result.
-        let s = rate_search::<()>(20000, 0.01, 40, 0, |r| {
+        let s = rate_search::<()>(20000, 0.01, 40, 0, 1000, |r| {
             Ok(match r {
                 ..=5000 => Verdict::Pass,
                 _ => Verdict::Fail(Some(1000 * 5000 / r)),
@@ -1877,7 +2010,7 @@ mod tests {
         );
         // Invalid trials and failed validations carry no count.
         let mut n = 0;
-        let s = rate_search::<()>(20000, 0.01, 40, 0, |_| {
+        let s = rate_search::<()>(20000, 0.01, 40, 0, 1000, |_| {
             n += 1;
             Ok(Verdict::Fail(None))
         })
@@ -1888,7 +2021,7 @@ mod tests {
         // each step above it after two trials.
         let mut trials = Vec::new();
         let c = capacity_search::<()>(300, 20000, 1 << 20, 0.2, 0.4, 20, |n, max, stop| {
-            let s = rate_search(max, 0.01, 40, stop, |r| {
+            let s = rate_search(max, 0.01, 40, stop, n, |r| {
                 trials.push((n, r));
                 let held = n.min(1000).min(n * 10000 / r);
                 Ok(if held == n {
@@ -1918,7 +2051,7 @@ mod tests {
     // its result is only a lower bound (it reported it as the result).
     #[test]
     fn rfc9693_s4_5_search_stopped_by_max_trials_warns() {
-        let s = rate_search::<()>(20000, 0.01, 3, 0, |r| {
+        let s = rate_search::<()>(20000, 0.01, 3, 0, 1000, |r| {
             Ok(if r <= 4000 {
                 Verdict::Pass
             } else {
@@ -1933,7 +2066,8 @@ mod tests {
         );
         // The capacity search's early stop under its threshold is no such
         // case.
-        let s = rate_search::<()>(20000, 0.01, 40, 8000, |_| Ok(Verdict::Fail(None))).unwrap();
+        let s =
+            rate_search::<()>(20000, 0.01, 40, 8000, 1000, |_| Ok(Verdict::Fail(None))).unwrap();
         assert_eq!(s.end, End::Below);
         assert!(warnings_of(STest::Cer, &s).is_empty());
     }
@@ -1945,7 +2079,7 @@ mod tests {
         let warned = |p: &SParams| {
             rfc_deviations(p)
                 .iter()
-                .any(|w| w.starts_with("neither --between-cmd nor --between-wait given"))
+                .any(|w| w.starts_with("neither --between-cmd nor a --between-wait above 0 given"))
         };
         assert!(warned(&cer_params(&[])));
         assert!(!warned(&cer_params(&["--between-wait", "1"])));
