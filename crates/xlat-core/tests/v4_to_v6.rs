@@ -938,6 +938,51 @@ mod v4_to_v6 {
         let (_, _, _, inner) = check_icmp6_error(run(&cfg(), &e).pkt());
         assert_eq!(inner[40], 128, "quoted echo request now ICMPv6 type 128");
 
+        // A quote cut inside the quoted ICMPv4 header (1-3 bytes): the
+        // echo's type translated all the same (it passed as 8), another
+        // type dropped as with more bytes (a Timestamp went out as 13).
+        for cut in 1..=3 {
+            let e = ip4(
+                R4,
+                H6,
+                1,
+                64,
+                1,
+                0,
+                0,
+                &icmp4(11, 0, 0, &inner_echo[..20 + cut]),
+            );
+            let (_, _, _, inner) = check_icmp6_error(run(&cfg(), &e).pkt());
+            assert_eq!(
+                inner[40], 128,
+                "cut {cut}: quoted echo request now type 128"
+            );
+            let e = ip4(
+                R4,
+                H6,
+                1,
+                64,
+                1,
+                0,
+                0,
+                &icmp4(11, 0, 0, &inner_ts[..20 + cut]),
+            );
+            assert_eq!(
+                run(&cfg(), &e).verdict,
+                Verdict::Drop(DropReason::IcmpInnerMalformed),
+                "cut {cut}"
+            );
+        }
+        // RFC 7915 §4.1: ICMPv6 in IPv4 (protocol 58) is not translated, so
+        // a quoted one never crossed the translator: dropped, as a quoted
+        // ICMPv4 in IPv6 is on the other side (it was translated).
+        let inner58 = ip4(H6, H1, 58, 3, 1, 0, 0, &[128, 0, 0, 0, 0, 0, 0, 0]);
+        let e = ip4(R4, H6, 1, 64, 1, 0, 0, &icmp4(3, 3, 0, &inner58));
+        assert_eq!(
+            run(&cfg(), &e).verdict,
+            Verdict::Drop(DropReason::Icmpv6InIpv4)
+        );
+
         let e = ip4(R4, H6, 1, 64, 1, 0, 0, &icmp4(11, 0, 0, &q[..19]));
         assert_eq!(
             run(&cfg(), &e).verdict,

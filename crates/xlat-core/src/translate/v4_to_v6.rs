@@ -523,14 +523,20 @@ pub(crate) fn fix_l4(
 /// the ICMPv6 pseudo-header of length `icmp_len`. Needs at least 4 bytes;
 /// other types are left alone.
 fn echo_to_v6(m: &mut [u8], src6: &Ipv6Addr, dst6: &Ipv6Addr, icmp_len: u32) {
-    if m.len() < 4 {
+    let Some(&t4) = m.first() else {
         return;
-    }
-    let t6 = match m[0] {
+    };
+    let t6 = match t4 {
         icmp4::ECHO_REQUEST => icmp6::ECHO_REQUEST,
         icmp4::ECHO_REPLY => icmp6::ECHO_REPLY,
         _ => return,
     };
+    if m.len() < 4 {
+        // A quote cut inside the header: the type all the same (its
+        // checksum is not all there to update).
+        m[0] = t6;
+        return;
+    }
     let old = checksum::sum(0, &m[0..2]);
     m[0] = t6;
     let new = checksum::sum(0, &m[0..2]) + checksum::pseudo_v6(src6, dst6, proto::ICMPV6, icmp_len);
@@ -917,6 +923,12 @@ fn icmp_error_to_v6(
         return Err(DropReason::IcmpErrorInError);
     }
 
+    if inner.protocol == proto::ICMPV6 {
+        // RFC 7915 §4.1: ICMPv6 in IPv4 is not translated, so such a
+        // packet never crossed the translator (as the 6 -> 4 side drops
+        // a quoted ICMPv4 in IPv6).
+        return Err(DropReason::Icmpv6InIpv4);
+    }
     let (isrc6, idst6) = map
         .inner_4to6(inner.src, inner.dst)
         .map_err(|_| DropReason::IcmpInnerUnmappable)?;
@@ -971,7 +983,7 @@ fn icmp_error_to_v6(
             // as the NAT64 does (it went out with its ICMPv4 type number,
             // 13 say, which is an ICMPv6 error type).
             proto::ICMP
-                if l4.len() >= 4 && l4[0] != icmp4::ECHO_REQUEST && l4[0] != icmp4::ECHO_REPLY =>
+                if !l4.is_empty() && l4[0] != icmp4::ECHO_REQUEST && l4[0] != icmp4::ECHO_REPLY =>
             {
                 return Err(DropReason::IcmpInnerMalformed)
             }

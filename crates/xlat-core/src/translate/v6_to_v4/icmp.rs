@@ -305,7 +305,7 @@ pub(super) fn translate_error(
                     put16(l4, 6, c);
                 }
             }
-            proto::ICMPV6 if l4.len() >= 4 => {
+            proto::ICMPV6 if !l4.is_empty() => {
                 // RFC 7915 §5.3: the quoted packet is translated like a
                 // normal one, and only echo is (§5.2): any other quoted
                 // ICMPv6 message never crossed the translator. Dropped as
@@ -316,8 +316,15 @@ pub(super) fn translate_error(
                     icmp6::ECHO_REPLY => icmp4::ECHO_REPLY,
                     _ => return Err(DropReason::IcmpInnerMalformed),
                 };
-                let pseudo = checksum::pseudo_v6(&isrc6, &idst6, proto::ICMPV6, iupper_full as u32);
-                echo_rewrite(l4, nt, pseudo, false);
+                if l4.len() < 4 {
+                    // A quote cut inside the header: the type all the
+                    // same (its checksum is not all there to update).
+                    l4[0] = nt;
+                } else {
+                    let pseudo =
+                        checksum::pseudo_v6(&isrc6, &idst6, proto::ICMPV6, iupper_full as u32);
+                    echo_rewrite(l4, nt, pseudo, false);
+                }
             }
             _ => {}
         }

@@ -1075,6 +1075,29 @@ fn rfc7915_5_3_inner_ext_and_echo() {
     verify_l4(&inner4);
 }
 
+/// RFC 7915 §5.3, a quote cut inside the quoted ICMPv6 header (1-3 of its
+/// 4 first bytes): an echo's type is translated all the same (it passed
+/// as 128), any other type is dropped as it is with more bytes (a Neighbor
+/// Solicitation went out as ICMPv4 type 135).
+#[test]
+fn rfc7915_5_3_quote_cut_inside_the_icmpv6_header() {
+    let echo = icmp6_msg(&h4_as6(), &h6(), 128, 0, 0x0001_0002, b"abcdefgh");
+    let inner = ip6(h4_as6(), h6(), 0, 60, proto::ICMPV6, &[], &echo);
+    let ns = icmp6_msg(&h4_as6(), &h6(), 135, 0, 0, &[0; 16]);
+    let inner_ns = ip6(h4_as6(), h6(), 0, 60, proto::ICMPV6, &[], &ns);
+    for cut in 1..=3 {
+        let (v, buf) = run(&error6(h6(), 3, 0, 0, &inner[..40 + cut]));
+        let out = fwd(v, &buf);
+        let (_, inner4) = check_error(&out, 11, 0);
+        assert_eq!(inner4[20], 8, "cut {cut}: quoted echo request now type 8");
+        assert_eq!(
+            run(&error6(h6(), 3, 0, 0, &inner_ns[..40 + cut])).0,
+            Verdict::Drop(DropReason::IcmpInnerMalformed),
+            "cut {cut}"
+        );
+    }
+}
+
 /// RFC 1812 §4.3.2.3: the ICMPv4 error is cut to 576 bytes; the inner
 /// total length still says what the original was.
 #[test]
