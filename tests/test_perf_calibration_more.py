@@ -48,6 +48,16 @@ def _ends(s: str, d: str, v6: bool = False) -> list[str]:
     return ["--send-netns", s, "--recv-netns", d, "--dst", dst, "--src", src]
 
 
+def _tbf_toward_receiver(lab: netns.Lab, r: str, rate: str, burst: int, *queue: str):
+    """A tc token bucket (``tbf``) of ``rate`` and ``burst`` bytes on the router's
+    port toward the receiver; ``queue``: its ``latency`` or ``limit``."""
+    lab.exec(
+        r,
+        ["tc", "qdisc", "replace", "dev", "p1", "root", "tbf", "rate", rate]
+        + ["burst", str(burst), *queue],
+    )
+
+
 def _search(args: list[str], expect: float, attempts: int = 2) -> dict:
     """Throughput search (RFC 8219 section 7.1) whose result must lie within
     +-5% of ``expect``; one more search if a disturbed one missed."""
@@ -79,24 +89,7 @@ def test_rfc8219_s7_1_throughput_of_bit_rate_token_bucket(lab, frame, fps):
     s, router, d = _router2(lab)
     rate_bit = fps * (frame - 4) * 8
     burst = 64 * (frame - 4)
-    lab.exec(
-        router,
-        [
-            "tc",
-            "qdisc",
-            "replace",
-            "dev",
-            "p1",
-            "root",
-            "tbf",
-            "rate",
-            f"{rate_bit}bit",
-            "burst",
-            str(burst),
-            "latency",
-            "10ms",
-        ],
-    )
+    _tbf_toward_receiver(lab, router, f"{rate_bit}bit", burst, "latency", "10ms")
     r = _search(
         [
             *_ends(s, d),
@@ -563,24 +556,7 @@ def test_rfc2544_s26_5_a_dut_that_never_recovers(lab):
 @pytest.mark.timeout(60)
 def test_rfc2544_s26_5_a_dut_at_capacity_recovers_at_once(lab):
     s, router, d = _router2(lab)
-    lab.exec(
-        router,
-        [
-            "tc",
-            "qdisc",
-            "replace",
-            "dev",
-            "p1",
-            "root",
-            "tbf",
-            "rate",
-            "960kbit",
-            "burst",
-            "600",
-            "limit",
-            "6000",
-        ],
-    )
+    _tbf_toward_receiver(lab, router, "960kbit", 600, "limit", "6000")
     j = perf_json(
         "system-recovery",
         *_ends(s, d),

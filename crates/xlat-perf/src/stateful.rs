@@ -1103,7 +1103,6 @@ fn rate_search<E>(
     n: u64,
     mut trial: impl FnMut(u64) -> Result<Verdict, E>,
 ) -> Result<RateSearch, E> {
-    let near_all = |k: u64| k < n && k * 10 >= n * 9;
     // The connections the last failing trial established (while nothing
     // had passed), and its rate; the table limit, once two agreed.
     let mut short: Option<(u64, u64)> = None;
@@ -1124,7 +1123,8 @@ fn rate_search<E>(
                     if let (Some(k), false) = (k, passed) {
                         let same = |&(k0, r0): &(u64, u64)| {
                             r0 != rate
-                                && (k0 == k || (near_all(k0) && near_all(k) && r0 >= 2 * rate))
+                                && (k0 == k
+                                    || (nearly_all(k0, n) && nearly_all(k, n) && r0 >= 2 * rate))
                         };
                         if let Some((k0, r0)) = short.filter(same) {
                             limit.set(Some(End::TableLimit {
@@ -1156,6 +1156,12 @@ fn rate_search<E>(
     })
 }
 
+/// `k` connections of `n` established: 90% of them or more, not all (a
+/// rate limit lets that many through only at 1.1x its rate or below).
+fn nearly_all(k: u64, n: u64) -> bool {
+    k < n && k * 10 >= n * 9
+}
+
 /// A CER search's losses that a rate limit does not explain: the first
 /// failing trial, as (rate, established), at twice the CER found `lo` or
 /// more that still established 90% of the `n` connections or more. A DUT
@@ -1175,7 +1181,7 @@ fn rate_independent_loss(
     }
     fails
         .into_iter()
-        .find(|&(rate, k)| rate >= 2 * lo && k < n && k * 10 >= n * 9)
+        .find(|&(rate, k)| rate >= 2 * lo && nearly_all(k, n))
 }
 
 /// The warnings about one repetition's search of `p.test` (`cer` or

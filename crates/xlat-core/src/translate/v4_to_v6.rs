@@ -520,8 +520,8 @@ pub(crate) fn fix_l4(
 
 /// Echo Request/Reply (types 8/0) -> ICMPv6 128/129 (RFC 7915 §4.2) with an
 /// incremental checksum update that accounts for the type change and adds
-/// the ICMPv6 pseudo-header of length `icmp_len`. Needs at least 4 bytes;
-/// other types are left alone.
+/// the ICMPv6 pseudo-header of length `icmp_len`; a quote cut inside the
+/// header (1-3 bytes) gets the type alone. Other types are left alone.
 fn echo_to_v6(m: &mut [u8], src6: &Ipv6Addr, dst6: &Ipv6Addr, icmp_len: u32) {
     let Some(&t4) = m.first() else {
         return;

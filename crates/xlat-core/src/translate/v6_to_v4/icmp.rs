@@ -38,9 +38,16 @@ pub(super) fn translate_info(
     Ok(())
 }
 
-/// Sets the type and updates the checksum (bytes 2..4, which must be in
-/// `m`) for the new type word and the removed pseudo-header sum.
+/// Sets the type and updates the checksum (bytes 2..4) for the new type
+/// word and the removed pseudo-header sum. A quote cut inside the header
+/// (1-3 bytes) gets the type alone: its checksum is not all there.
 fn echo_rewrite(m: &mut [u8], new_type: u8, pseudo: u64, partial: bool) {
+    if m.len() < 4 {
+        if let Some(t) = m.first_mut() {
+            *t = new_type;
+        }
+        return;
+    }
     let old_word = u64::from(be16(m, 0));
     let new_word = u64::from(u16::from_be_bytes([new_type, m[1]]));
     let field = be16(m, 2);
@@ -316,15 +323,8 @@ pub(super) fn translate_error(
                     icmp6::ECHO_REPLY => icmp4::ECHO_REPLY,
                     _ => return Err(DropReason::IcmpInnerMalformed),
                 };
-                if l4.len() < 4 {
-                    // A quote cut inside the header: the type all the
-                    // same (its checksum is not all there to update).
-                    l4[0] = nt;
-                } else {
-                    let pseudo =
-                        checksum::pseudo_v6(&isrc6, &idst6, proto::ICMPV6, iupper_full as u32);
-                    echo_rewrite(l4, nt, pseudo, false);
-                }
+                let pseudo = checksum::pseudo_v6(&isrc6, &idst6, proto::ICMPV6, iupper_full as u32);
+                echo_rewrite(l4, nt, pseudo, false);
             }
             _ => {}
         }
