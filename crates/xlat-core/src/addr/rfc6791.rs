@@ -79,12 +79,21 @@ pub struct Pool6791v6 {
     prefixes: Vec<Ipv6Prefix>,
 }
 
-/// Addresses in an IPv6 prefix, saturating at u128::MAX for ::/0.
+/// The usable addresses of an IPv6 pool prefix: (first host offset, count),
+/// the count saturating at u128::MAX for ::/0. A prefix of /126 or shorter
+/// leaves out its all-zeros interface identifier, the Subnet-Router anycast
+/// address (RFC 4291 §2.6.1), as the IPv4 pool leaves out the network
+/// address; a /127 (RFC 6164 §6) and a /128 use all their addresses.
 #[inline]
-fn size6(p: &Ipv6Prefix) -> u128 {
-    1u128
+fn hosts6(p: &Ipv6Prefix) -> (u128, u128) {
+    let n = 1u128
         .checked_shl(128 - u32::from(p.len().min(128)))
-        .unwrap_or(u128::MAX)
+        .unwrap_or(u128::MAX);
+    if p.len() <= 126 {
+        (1, n - 1)
+    } else {
+        (0, n)
+    }
 }
 
 impl Pool6791v6 {
@@ -98,21 +107,25 @@ impl Pool6791v6 {
     pub fn size(&self) -> u128 {
         self.prefixes
             .iter()
-            .fold(0u128, |acc, p| acc.saturating_add(size6(p)))
+            .fold(0u128, |acc, p| acc.saturating_add(hosts6(p).1))
     }
     /// Picks an address; see [`Pool6791v4::pick`] (RFC 6791 §4).
     pub fn pick(&self, hash: u32) -> Option<Ipv6Addr> {
         let mut idx = scale(hash, self.size());
         for p in &self.prefixes {
-            let n = size6(p);
+            let (first, n) = hosts6(p);
             if idx < n {
-                return Some(Ipv6Addr::from(u128::from(p.addr()) | idx));
+                // idx + first <= the prefix's last address: no carry into
+                // the prefix bits.
+                return Some(Ipv6Addr::from(u128::from(p.addr()) | (idx + first)));
             }
             idx -= n;
         }
         // Only reached through saturation (pools larger than 2^128): the
-        // last prefix is a fine answer.
-        self.prefixes.last().map(|p| p.addr())
+        // last prefix's first usable address is a fine answer.
+        self.prefixes
+            .last()
+            .map(|p| Ipv6Addr::from(u128::from(p.addr()) | hosts6(p).0))
     }
     pub fn prefixes(&self) -> &[Ipv6Prefix] {
         &self.prefixes
@@ -174,9 +187,11 @@ mod tests {
 
     #[test]
     fn rfc6791_s4_v6_spreads() {
+        // A /126 gives ::1-::3, never its Subnet-Router anycast address
+        // (RFC 4291 §2.6.1: the all-zeros interface identifier).
         let p = v6(&["2001:db8::/126", "2001:db8:1::/64"]);
         let a = p.pick(0).unwrap();
-        assert_eq!(a, "2001:db8::".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(a, "2001:db8::1".parse::<Ipv6Addr>().unwrap());
         // The /64 is 2^62 times larger: the top half of hashes land in it,
         // spread over its whole interface-identifier range.
         let b = p.pick(u32::MAX).unwrap();
@@ -188,6 +203,32 @@ mod tests {
         // The whole IPv6 space still works (size saturates).
         let all = v6(&["::/0", "2001:db8::/64"]);
         assert!(all.pick(u32::MAX).is_some());
-        assert_eq!(all.pick(0), Some(Ipv6Addr::UNSPECIFIED));
+        assert_ne!(all.pick(0), Some(Ipv6Addr::UNSPECIFIED));
+    }
+
+    #[test]
+    fn rfc4291_s2_6_1_v6_pool_never_picks_subnet_router_anycast() {
+        let p = v6(&["2001:db8::/126", "2001:db8:2::/127", "2001:db8:3::5/128"]);
+        assert_eq!(p.size(), 3 + 2 + 1);
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..1000u32 {
+            seen.insert(p.pick(i.wrapping_mul(0x9e37_79b9)).unwrap());
+        }
+        let want: std::collections::BTreeSet<Ipv6Addr> = [
+            "2001:db8::1",
+            "2001:db8::2",
+            "2001:db8::3",
+            "2001:db8:2::",
+            "2001:db8:2::1",
+            "2001:db8:3::5",
+        ]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+        assert_eq!(seen, want);
+        // The last address of a /64 is still reached, the first never.
+        let q = v6(&["2001:db8:1::/64"]);
+        assert_eq!(q.pick(0), Some("2001:db8:1::1".parse().unwrap()));
+        assert_eq!(u128::from(q.pick(u32::MAX).unwrap()) >> 64, 0x2001_0db8_0001_0000);
     }
 }
