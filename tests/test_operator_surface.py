@@ -163,6 +163,54 @@ def test_route_taken_from_another_device_is_logged(one_ns):
 
 
 @pytest.mark.timeout(30)
+def test_default_route_taken_over_is_warned_and_given_back(one_ns):
+    """docs/configuration.md: a route through another device is taken over
+    with a warning. The router's default route was taken silently (`ip`
+    prints it as "default", not 0.0.0.0/0) and was gone after xlat stopped;
+    an EAM of 0.0.0.0/0 (RFC 7757 Appendix B) took it too, without being
+    asked, and every translated IPv4 packet looped back into the TUN."""
+    lab, ns, d = one_ns
+    # (No dummy driver here: a veth pair inside the namespace.)
+    lab.exec(ns, ["ip", "link", "add", "xgw0", "type", "veth", "peer", "name", "xgw1"])
+    for dev in ("xgw0", "xgw1"):
+        lab.exec(ns, ["ip", "link", "set", dev, "up"])
+    lab.exec(ns, ["ip", "addr", "add", "198.51.100.1/24", "dev", "xgw0"])
+    lab.exec(
+        ns, ["ip", "route", "add", "default", "via", "198.51.100.2", "proto", "static"]
+    )
+    before = lab.ip(ns, "-4", "route", "show", "default").stdout.strip()
+    assert before == "default via 198.51.100.2 dev xgw0 proto static", before
+
+    # An EAM side of length 0 is not routed: the default route stays.
+    eam = '[[eamt]]\nipv4 = "0.0.0.0/0"\nipv6 = "2001:db8:ff00::/40"\n'
+    x = Xlat(lab, ns, _conf(d, "a.sock", extra=eam), d, name="eam").start()
+    try:
+        assert lab.ip(ns, "-4", "route", "show", "default").stdout.strip() == before
+        assert _route_dev(lab, ns, "2001:db8:ff00::/40") == "xlat0"
+        assert "its side 0.0.0.0/0 is not routed into the TUN" in x.log(), x.log()
+    finally:
+        x.stop()
+    assert lab.ip(ns, "-4", "route", "show", "default").stdout.strip() == before
+
+    # Asked for (a CLAT's ipv4-routes): taken over with the warning, given
+    # back at exit.
+    conf = _conf(d, "b.sock").replace("[tun]\n", '[tun]\nipv4-routes = ["0.0.0.0/0"]\n')
+    x = Xlat(lab, ns, conf, d, name="v4default").start()
+    try:
+        during = lab.ip(ns, "-4", "route", "show", "default").stdout
+        assert "dev xlat0" in during, during
+        assert re.search(
+            r"level=warn msg=\"route taken over from another device\" "
+            r"dst=0\.0\.0\.0/0 dev=xlat0 was_dev=xgw0",
+            x.log(),
+        ), x.log()
+    finally:
+        x.stop()
+    assert lab.ip(ns, "-4", "route", "show", "default").stdout.strip() == before
+    assert 'msg="route given back" dst=0.0.0.0/0' in x.log(), x.log()
+
+
+@pytest.mark.timeout(30)
 def test_eam_routes_taken_over_from_another_instance(one_ns):
     """docs/configuration.md: a new instance takes the routes over from an old
     one before the old one stops. The EAM sides too: a route of the old TUN to

@@ -524,10 +524,27 @@ impl Ctx {
 /// And in a CLAT, an `icmp-source-v6` or `rfc6791v6` inside pool6: errors
 /// from there are discarded by a stateful PLAT (RFC 6146 §3.5), path MTU
 /// discovery through the LAN's routers with them.
+///
+/// And with `routes` on, an EAM side of length 0 (0.0.0.0/0, ::/0) is not
+/// routed into the TUN (daemon::desired_routes): it would replace the
+/// default route.
 pub fn pool6_notes(s: &Settings, pool6: Option<Ipv6Prefix>) -> Vec<String> {
     let wkp = xlat_core::addr::Pool6::wkp().prefix();
     let pool6 = pool6.or((s.mode == Mode::Nat64).then_some(wkp));
     let mut notes: Vec<String> = vec![];
+    if s.tun.routes {
+        for e in &s.eamt {
+            for side in [
+                (e.v4.len() == 0).then(|| e.v4.to_string()),
+                (e.v6.len() == 0).then(|| e.v6.to_string()),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                notes.push(format!("eamt entry {} <-> {}: its side {side} is not routed into the TUN (it would replace the default route, and translated packets would loop back into the TUN); route the addresses that should reach the translator with ipv4-routes / ipv6-routes", e.v4, e.v6));
+            }
+        }
+    }
     if let (Mode::Clat, Some(p)) = (s.mode, pool6) {
         let inside = s
             .icmp_source_v6

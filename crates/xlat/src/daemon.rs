@@ -80,10 +80,15 @@ pub fn desired_routes(
         let m4 = tables.get("-4").not_on(dev);
         let m6 = tables.get("-6").not_on(dev);
         for e in eamt {
-            if !m4.contains(e.v4.addr().into()) {
+            // A side of length 0 (RFC 7757 Appendix B's 0.0.0.0/0) is the
+            // default route: routed into the TUN it would replace the
+            // router's own, and every translated packet would come back
+            // into the TUN (a loop). The operator routes what should reach
+            // it with ipv4-routes / ipv6-routes (config::pool6_notes says so).
+            if e.v4.len() > 0 && !m4.contains(e.v4.addr().into()) {
                 r.v4.insert(e.v4);
             }
-            if !m6.contains(e.v6.addr().into()) {
+            if e.v6.len() > 0 && !m6.contains(e.v6.addr().into()) {
                 r.v6.insert(e.v6);
             }
         }
@@ -1636,6 +1641,11 @@ pub fn run(path: &str) -> i32 {
             warn!("cannot mark the TUN device as xlat's", "error" => e);
         }
     }
+    if !keep && !foreign {
+        // Our routes go with the device; the routes they replaced come back
+        // (replacing ours in place: no moment without a route).
+        tun::restore_taken_over();
+    }
     drop(tun);
     match (std::fs::remove_file(&socket_path), reaper) {
         (Ok(()), _) => {}
@@ -1724,6 +1734,36 @@ mod tests {
             desired_routes(&off, off.pool6, &[], &tun::RouteTables::default()),
             Routes::default()
         );
+    }
+
+    /// An EAM side of length 0 (RFC 7757 Appendix B's 0.0.0.0/0) is never
+    /// routed into the TUN: it took the router's default route over and
+    /// every translated IPv4 packet looped back into the TUN (found by a
+    /// probe). The other side and the other entries are routed as before,
+    /// and `check` / the start-up log say why it is not.
+    #[test]
+    fn eam_side_of_length_0_is_not_routed() {
+        let text = "pool6 = \"2001:db8:64::/96\"\n\
+            [[eamt]]\nipv4 = \"0.0.0.0/0\"\nipv6 = \"2001:db8:ff00::/40\"\n\
+            [[eamt]]\nipv4 = \"192.0.2.0/24\"\nipv6 = \"2001:db8:1::/120\"\n";
+        let s = config::parse(text).unwrap();
+        let tables = tun::RouteTables::parsed(
+            "default via 198.51.100.2 dev eth4 proto static\n",
+            "default via fe80::1 dev eth6 metric 1024 pref medium\n",
+        );
+        let r = desired_routes(&s, s.pool6, &s.eamt, &tables);
+        assert_eq!(
+            r.v4.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            ["192.0.2.0/24"]
+        );
+        assert_eq!(
+            r.v6.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            ["2001:db8:1::/120", "2001:db8:64::/96", "2001:db8:ff00::/40"]
+        );
+        let notes = config::pool6_notes(&s, s.pool6);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("0.0.0.0/0 is not routed into the TUN"));
+        assert!(notes[0].contains("ipv4-routes"));
     }
 
     /// RFC 7050 §3 / RFC 8781 §4: look again before the TTL or lifetime

@@ -411,6 +411,39 @@ pub struct MainTable {
     /// The connected subnets (`proto kernel`): destination as `ip` prints
     /// it -> device.
     connected: std::collections::HashMap<String, String>,
+    /// The routes not an xlat's, destination as `ip` prints it -> the
+    /// arguments of an `ip route replace` that puts the route back as it
+    /// was (see [`restore_taken_over`]).
+    restore: std::collections::HashMap<String, String>,
+}
+
+/// Words of `ip route show` that `ip route replace` does not take (the
+/// state of the route, not its definition).
+const ROUTE_STATE_WORDS: &[&str] = &[
+    "linkdown",
+    "dead",
+    "offload",
+    "trap",
+    "offload_failed",
+    "rt_offload",
+    "rt_trap",
+    "rt_offload_failed",
+];
+
+/// The arguments of `ip route replace` for a route as `ip route show`
+/// printed it (its continuation lines, the next hops of a multipath route,
+/// joined): the state words and the lifetime of a learned route left out.
+fn replace_args(route: &str) -> String {
+    let mut out: Vec<&str> = vec![];
+    let mut w = route.split_whitespace();
+    while let Some(x) = w.next() {
+        if x == "expires" {
+            w.next();
+        } else if !ROUTE_STATE_WORDS.contains(&x) {
+            out.push(x);
+        }
+    }
+    out.join(" ")
 }
 
 /// The routing protocol number (`ip route ... proto 88`, "X") of the routes
@@ -443,10 +476,23 @@ impl MainTable {
             routes: vec![],
             devs: Default::default(),
             connected: Default::default(),
+            restore: Default::default(),
         };
         let ours = ROUTE_PROTO.to_string();
         // Lines that start with white space continue a multipath route.
-        for l in text.lines().filter(|l| !l.starts_with(char::is_whitespace)) {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            if l.starts_with(char::is_whitespace) {
+                continue;
+            }
+            let mut whole = l.to_string();
+            for c in lines[i + 1..]
+                .iter()
+                .take_while(|c| c.starts_with(char::is_whitespace))
+            {
+                whole.push(' ');
+                whole.push_str(c.trim());
+            }
             let mut w = l.split_whitespace().peekable();
             if w.peek().is_some_and(|x| ROUTE_TYPES.contains(x)) {
                 w.next();
@@ -460,10 +506,22 @@ impl MainTable {
                     _ => {}
                 }
             }
-            if let Some(d) = &dev {
-                t.devs.insert(dst.to_string(), d.clone());
-                if proto == Some("kernel") {
-                    t.connected.insert(dst.to_string(), d.clone());
+            // `ip` prints the route to 0.0.0.0/0 or ::/0 as "default"
+            // (the table is of one family: the other key is never asked).
+            let keys: &[&str] = if dst == "default" {
+                &["0.0.0.0/0", "::/0"]
+            } else {
+                &[dst]
+            };
+            for k in keys {
+                if let Some(d) = &dev {
+                    t.devs.insert(k.to_string(), d.clone());
+                    if proto == Some("kernel") {
+                        t.connected.insert(k.to_string(), d.clone());
+                    }
+                }
+                if proto != Some(ours.as_str()) {
+                    t.restore.insert(k.to_string(), replace_args(&whole));
                 }
             }
             if dst == "default" || proto == Some(ours.as_str()) {
@@ -531,6 +589,15 @@ pub struct RouteTables {
 }
 
 impl RouteTables {
+    /// Tables as `ip route show` printed them (for tests).
+    #[cfg(test)]
+    pub fn parsed(v4: &str, v6: &str) -> RouteTables {
+        let t = RouteTables::default();
+        let _ = t.v4.set(MainTable::parse(v4));
+        let _ = t.v6.set(MainTable::parse(v6));
+        t
+    }
+
     /// The table of `family` ("-4" or "-6").
     pub fn get(&self, family: &str) -> &MainTable {
         let cell = if family == "-4" { &self.v4 } else { &self.v6 };
@@ -685,7 +752,7 @@ fn change_routes(
 ) -> Vec<String> {
     enum Op {
         Replace(String, &'static str),
-        Del(String),
+        Del(String, &'static str),
     }
     let mut ops = vec![];
     ops.extend(
@@ -698,8 +765,16 @@ fn change_routes(
             .difference(&old.v6)
             .map(|p| Op::Replace(p.to_string(), "-6")),
     );
-    ops.extend(old.v4.difference(&new.v4).map(|p| Op::Del(p.to_string())));
-    ops.extend(old.v6.difference(&new.v6).map(|p| Op::Del(p.to_string())));
+    ops.extend(
+        old.v4
+            .difference(&new.v4)
+            .map(|p| Op::Del(p.to_string(), "-4")),
+    );
+    ops.extend(
+        old.v6
+            .difference(&new.v6)
+            .map(|p| Op::Del(p.to_string(), "-6")),
+    );
     if ops.is_empty() {
         return errors;
     }
@@ -718,7 +793,7 @@ fn change_routes(
         .iter()
         .map(|o| match o {
             Op::Replace(s, _) => format!("route replace {s} dev {dev} proto {ROUTE_PROTO}"),
-            Op::Del(s) => format!("route del {s} dev {dev}"),
+            Op::Del(s, _) => format!("route del {s} dev {dev}"),
         })
         .collect();
     let failed = match ip_batch(&cmds) {
@@ -738,9 +813,20 @@ fn change_routes(
             Op::Replace(s, fam) => {
                 let before = &tables.get(fam).devs;
                 let host = s.strip_suffix("/32").or_else(|| s.strip_suffix("/128"));
-                match before.get(s).or_else(|| host.and_then(|h| before.get(h))) {
-                    Some(other) if other != dev => {
-                        crate::warn!("route taken over from another device", "dst" => s, "dev" => dev, "was_dev" => other)
+                let key = if before.contains_key(s) {
+                    Some(s.as_str())
+                } else {
+                    host
+                };
+                match key.and_then(|k| before.get(k).map(|o| (k, o))) {
+                    Some((k, other)) if other != dev => {
+                        crate::warn!("route taken over from another device", "dst" => s, "dev" => dev, "was_dev" => other);
+                        if let Some(args) = tables.get(fam).restore.get(k) {
+                            let mut taken = TAKEN_OVER.lock().unwrap_or_else(|e| e.into_inner());
+                            if !taken.iter().any(|(f, d, _)| f == fam && d == s) {
+                                taken.push((fam, s.clone(), args.clone()));
+                            }
+                        }
                     }
                     _ => {
                         added += 1;
@@ -750,11 +836,12 @@ fn change_routes(
                     }
                 }
             }
-            Op::Del(s) => {
+            Op::Del(s, fam) => {
                 removed += 1;
                 if removed <= LOGGED_ROUTES {
                     crate::info!("route removed", "dst" => s, "dev" => dev)
                 }
+                give_back(|f, d| f == *fam && d == s);
             }
         }
     }
@@ -771,6 +858,41 @@ fn change_routes(
 
 /// Routes logged one by one per change (the rest: a count).
 const LOGGED_ROUTES: usize = 32;
+
+/// The routes of other devices (not another xlat's) that `ip route
+/// replace` took over: family, destination, the `ip route replace`
+/// arguments that put the route back. The router's default route, say,
+/// under `ipv4-routes = ["0.0.0.0/0"]`: it was gone for good after xlat
+/// stopped (found by a probe).
+static TAKEN_OVER: std::sync::Mutex<Vec<(&'static str, String, String)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Puts back the taken-over routes that `which(family, destination)`
+/// selects, and forgets them.
+fn give_back(which: impl Fn(&str, &str) -> bool) {
+    let back: Vec<_> = {
+        let mut taken = TAKEN_OVER.lock().unwrap_or_else(|e| e.into_inner());
+        let (back, keep) = taken.drain(..).partition(|(f, d, _)| which(f, d));
+        *taken = keep;
+        back
+    };
+    for (fam, dst, args) in back {
+        let mut a = vec![fam, "route", "replace"];
+        a.extend(args.split_whitespace());
+        match ip(&a) {
+            Ok(_) => crate::info!("route given back", "dst" => dst, "route" => args),
+            Err(e) => {
+                crate::warn!("cannot give back a route taken over", "dst" => dst, "error" => e)
+            }
+        }
+    }
+}
+
+/// At exit (unless the routes are kept): the routes xlat took over from
+/// other devices are put back as they were.
+pub fn restore_taken_over() {
+    give_back(|_, _| true);
+}
 
 #[cfg(test)]
 mod tests {
@@ -822,6 +944,44 @@ mod tests {
 
     fn a(s: &str) -> std::net::IpAddr {
         s.parse().unwrap()
+    }
+
+    /// The default route is a route to 0.0.0.0/0 or ::/0 (which `ip`
+    /// prints as "default"): taking it over is warned about and it is
+    /// given back (found by a probe: no warning, and the router had no
+    /// default route after xlat stopped). A route is given back as it was
+    /// defined, next hops included, without its state words; an xlat's own
+    /// route (protocol 88) is not given back.
+    #[test]
+    fn default_route_is_known_by_prefix_and_kept_for_giving_back() {
+        let t = MainTable::parse(V4);
+        assert_eq!(t.devs.get("0.0.0.0/0").map(String::as_str), Some("eth0"));
+        assert_eq!(
+            t.restore.get("0.0.0.0/0").map(String::as_str),
+            Some("default via 198.51.100.1 dev eth0 proto static")
+        );
+        let t6 = MainTable::parse(V6);
+        assert_eq!(t6.devs.get("::/0").map(String::as_str), Some("eth6"));
+        assert_eq!(
+            t6.restore.get("2001:db8:77::/48").map(String::as_str),
+            Some(
+                "2001:db8:77::/48 proto static metric 1024 pref medium \
+                 nexthop via fe80::1 dev eth1 weight 1 nexthop via fe80::2 dev eth2 weight 1"
+            )
+        );
+        let learned = MainTable::parse(
+            "default via fe80::1 dev eth6 proto ra metric 1024 expires 1795sec linkdown pref medium\n\
+             2001:db8:64::/96 dev xlat1 proto 88 metric 1024 pref medium\n",
+        );
+        assert_eq!(
+            learned.restore.get("::/0").map(String::as_str),
+            Some("default via fe80::1 dev eth6 proto ra metric 1024 pref medium")
+        );
+        assert_eq!(
+            learned.devs.get("2001:db8:64::/96").map(String::as_str),
+            Some("xlat1")
+        );
+        assert!(!learned.restore.contains_key("2001:db8:64::/96"));
     }
 
     #[test]

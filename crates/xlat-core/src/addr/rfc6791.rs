@@ -229,6 +229,9 @@ mod tests {
         // The last address of a /64 is still reached, the first never.
         let q = v6(&["2001:db8:1::/64"]);
         assert_eq!(q.pick(0), Some("2001:db8:1::1".parse().unwrap()));
-        assert_eq!(u128::from(q.pick(u32::MAX).unwrap()) >> 64, 0x2001_0db8_0001_0000);
+        assert_eq!(
+            u128::from(q.pick(u32::MAX).unwrap()) >> 64,
+            0x2001_0db8_0001_0000
+        );
     }
 }
