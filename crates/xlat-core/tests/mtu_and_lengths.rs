@@ -75,6 +75,40 @@ fn rfc7915_4_df_over_ipv6_mtu_gets_frag_needed() {
     assert_eq!(&icmp.payload()[..20], &pkt[..20]);
 }
 
+/// RFC 7915 §4.2: a DF fragment becomes IPv6 with a Fragment Header, 28
+/// bytes more: a first fragment of 1480 bytes does not fit an IPv6 MTU of
+/// 1500, and the MTU it is told is 1472, one it fits (it was told 1480,
+/// its own size: a black hole for a sender that obeys it). One of 1472
+/// bytes passes.
+#[test]
+fn rfc7915_4_2_df_fragment_told_the_mtu_with_the_fragment_header() {
+    let t = translator(Some(1500));
+    let first_fragment = |total: usize| {
+        let mut p = udp4(total, true, 3000);
+        p[6] |= 0x20; // MF (with DF): the first fragment of a bigger datagram
+        let c = checksum::checksum(&{
+            let mut h = p[..20].to_vec();
+            h[10..12].fill(0);
+            h
+        });
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p
+    };
+    let pkt = first_fragment(1480);
+    let (v, buf, _) = run(&t, &pkt, PacketMeta::default());
+    let Verdict::Reply { start, len, reason } = v else {
+        panic!("expected Reply, got {v:?}")
+    };
+    assert_eq!(reason, DropReason::Ipv4PacketTooBig);
+    let ip = Ipv4Packet::new_checked(&buf[start..start + len]).unwrap();
+    let icmp = IcmpPacket::new_checked(ip.payload()).unwrap();
+    assert_eq!((icmp.msg_type(), icmp.code()), (3, 4));
+    assert_eq!(icmp.rest() & 0xffff, 1472, "next-hop MTU: 1500 - 40 - 8 + 20");
+    assert_eq!(checksum::checksum(ip.payload()), 0);
+    let (v, _, _) = run(&t, &first_fragment(1472), PacketMeta::default());
+    assert!(matches!(v, Verdict::Forward { .. }), "{v:?}");
+}
+
 /// A packet that fits (1480 + 20 = 1500) is translated; without DF a bigger
 /// one is fragmented instead (RFC 7915 §4, lowest-ipv6-mtu); a GSO
 /// super-packet is never answered nor fragmented.

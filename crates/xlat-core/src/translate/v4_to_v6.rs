@@ -578,7 +578,11 @@ fn translate_simple(
             if !may_send_icmp4_error(f, &buf[l4_start..l4_end]) {
                 return Err(DropReason::IcmpErrorSuppressed);
             }
-            let next_hop_mtu = u32::from(mtu6.saturating_sub(20).max(68));
+            // RFC 7915 §4.2: the MTU accounts for the Fragment Header a
+            // fragment gets (28 bytes more, not 20): 1480 for a fragment
+            // of 1480 bytes was a size it can never pass.
+            let growth = if is_frag { 20 + FRAG_HLEN as u16 } else { 20 };
+            let next_hop_mtu = u32::from(mtu6.saturating_sub(growth).max(68));
             return Ok(build_icmp4_error(
                 cfg,
                 buf,
