@@ -784,6 +784,22 @@ static __always_inline struct route_val *siit_decide(struct __sk_buff *skb,
 		fib_route(sc, skb, family, src, dst, family == AF_INET ? tos : 0);
 		v->to_tun = v->ifindex && v->ifindex == c->tun_ifindex;
 		v->ifindex = 0;
+		/* A source that is one of the router's own addresses is a
+		 * martian the kernel drops (RFC 1812 section 5.3.7;
+		 * fib_validate_source): not forwarded, so not translated
+		 * either. The source looked up as a destination is then not a
+		 * unicast route. Nor is a source with no route at all (the
+		 * lookup cannot tell them apart: Linux keeps the local and
+		 * main tables in one trie), whose packets the kernel would
+		 * still forward: these go to the slow path too (the replies
+		 * of such a source could not be routed back anyway). */
+		if (v->to_tun && family == AF_INET) {
+			struct bpf_fib_lookup *p = &sc->p;
+			__u8 none[4] = {};
+			fib_params(p, skb, AF_INET, none, src, 0, 1);
+			if (fib(skb, p) == BPF_FIB_LKUP_RET_NOT_FWDED)
+				v->to_tun = 0;
+		}
 	}
 	if (v->to_tun) {
 		int r;
@@ -1137,11 +1153,21 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 		return pass(P_MALFORMED);
 	if ((h.vihl >> 4) != 4 || (h.vihl & 15) < 5)
 		return pass(P_MALFORMED);
-	if ((h.vihl & 15) != 5)
-		return pass(P_V4_OPTIONS);
 	__u32 total = bpf_ntohs(h.tot_len);
-	if (total < 20 || ETH_LEN + total > skb->len)
+	__u32 ihl = (h.vihl & 15) * 4;
+	if (total < ihl || ETH_LEN + total > skb->len)
 		return pass(P_MALFORMED);
+	if (ihl != 20)
+		return pass(P_V4_OPTIONS);
+	/* RFC 1812 section 5.3.7: a router does not forward a packet from
+	 * 0.0.0.0, 127/8, a multicast (224/4) or the limited broadcast
+	 * source: the kernel drops these martians before routing (and so
+	 * before the TUN), whatever the denylist says; not the fast path's.
+	 * (Linux forwards the rest of 0/8 and of 240/4.) */
+	__u32 s32;
+	__builtin_memcpy(&s32, h.src, 4);
+	if (s32 == 0 || s32 == 0xffffffff || h.src[0] == 127 || (h.src[0] & 0xf0) == 224)
+		return pass(P_NOT_FOR_XLAT);
 	__u16 frag = bpf_ntohs(h.frag);
 	if (frag & 0x3fff) /* MF or an offset */
 		return pass(P_FRAGMENT);

@@ -756,3 +756,44 @@ def test_frames_to_another_link_address_are_not_translated(datapath):
         assert x.alive(), x.log()
     finally:
         close_siit(t, x)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("datapath", ["tun", "ebpf"])
+def test_martian_ipv4_sources_are_not_translated(datapath):
+    """RFC 1812 section 5.3.7: a router does not forward a packet whose source
+    is one of its own addresses, 0.0.0.0, 127/8, multicast or the limited
+    broadcast address (Linux forwards 0/8 and 240/4 otherwise); the kernel
+    drops these before routing, so the TUN datapath never sees them. The
+    fast path (ahead of the kernel's check on the ingress hook) translated
+    them all, also with an empty denylist4 (found by a probe). It must leave
+    them to the kernel (`ebpf_passed_not_for_xlat`). A packet from the IPv4
+    host still goes through."""
+    t, x = make_siit(datapath=datapath, extra="denylist4 = []")
+    try:
+        mac = mac_of(t.lab, t.router, t.dev4)
+        martians = [t.router_v4, "127.0.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255"]
+        before = x.stats()
+        cap = first_packet(t.lab, t.h6, "udp and (dst port 9998 or dst port 9999)")
+        for src in martians:
+            pkt = IP(src=src, dst=t.h6_v4, ttl=64) / UDP(sport=4000, dport=9998) / b"m"
+            send_l2(t.lab, t.h4, mac, bytes(pkt).hex())
+        time.sleep(0.3)
+        send_l2(t.lab, t.h4, mac, _udp("4", t, 9999, b"from the host").hex())
+        out = first_packet_line(t.lab, cap)
+        assert ".9998:" not in out, f"a martian source was translated: {out}"
+        assert ".9999:" in out, f"the control packet did not arrive: {out}"
+        after = x.stats()
+        if datapath == "ebpf":
+            passed = (
+                after["ebpf_passed_not_for_xlat"] - before["ebpf_passed_not_for_xlat"]
+            )
+            assert passed >= len(martians), passed
+            assert (
+                after["ebpf_translated_4to6_packets"]
+                - before["ebpf_translated_4to6_packets"]
+                == 1
+            ), (before, after)
+        assert x.alive(), x.log()
+    finally:
+        close_siit(t, x)
