@@ -350,6 +350,22 @@ pub fn tables(
             .fold(0, |b, (_, x)| b | x);
         *slow4.entry(*p).or_default() |= bits;
     }
+    // The global addresses inside a non-global block (192.0.0.9 and .10 in
+    // 192.0.0.0/24, as is_global_v4 says): their own entry without
+    // S_NONGLOBAL (the denylist still counts), or the fast path left them
+    // to the slow path as `denied`.
+    if wkp && !s.allow_wkp_non_global {
+        for x in xlat_core::addr::denylist::GLOBAL_EXCEPTIONS_V4 {
+            let a = std::net::Ipv4Addr::from(x);
+            let deny = sets
+                .iter()
+                .filter(|(q, b)| *b == S_DENY && q.contains(a))
+                .fold(0, |acc, (_, b)| acc | b);
+            if let Ok(p) = Ipv4Prefix::new(a, 32) {
+                slow4.insert(p, deny);
+            }
+        }
+    }
     let mut eam: Vec<EamEntry> = s.clat.iter().chain(eamt.iter()).copied().collect();
     eam.sort_by_key(|e| e.v4);
     eam.dedup();
@@ -1079,6 +1095,22 @@ mod tests {
         assert_eq!(get("240.0.0.0/4"), Some(S_DENY | S_NONGLOBAL));
         assert_eq!(get("224.0.0.0/3"), Some(S_DENY));
         assert_eq!(get("10.0.0.0/8"), Some(S_NONGLOBAL));
+        // 192.0.0.9 and .10 are global inside the non-global 192.0.0.0/24
+        // (is_global_v4): the fast path left them to the slow path as
+        // `denied` (found by a probe); a denylist entry still counts.
+        assert_eq!(get("192.0.0.0/24"), Some(S_NONGLOBAL));
+        assert_eq!(get("192.0.0.9/32"), Some(0));
+        assert_eq!(get("192.0.0.10/32"), Some(0));
+        let d = crate::config::parse(
+            "pool6 = \"64:ff9b::/96\"\ndenylist4 = [\"192.0.0.8/29\"]\n",
+        )
+        .unwrap();
+        let td = tables(&d, d.pool6, &[], 7, false);
+        let dget = |p: &str| {
+            let p: Ipv4Prefix = p.parse().unwrap();
+            td.slow4.iter().find(|(q, _)| *q == p).map(|(_, b)| *b)
+        };
+        assert_eq!(dget("192.0.0.9/32"), Some(S_DENY));
         assert_eq!(t.cfg.flags & F_ENABLED, F_ENABLED);
         assert_eq!(t.cfg.flags & F_TEST, 0);
         assert_eq!(t.cfg.tun_ifindex, 7);

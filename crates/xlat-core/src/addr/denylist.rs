@@ -92,12 +92,16 @@ const NON_GLOBAL: [(u32, u8); 15] = [
 /// fast path). 192.0.0.9 and 192.0.0.10 are the exceptions inside 192.0.0.0/24.
 pub const NON_GLOBAL_V4: [(u32, u8); 15] = NON_GLOBAL;
 
+/// The globally reachable addresses inside those blocks: 192.0.0.9 (PCP
+/// anycast, RFC 7723) and 192.0.0.10 (TURN anycast, RFC 8155).
+pub const GLOBAL_EXCEPTIONS_V4: [u32; 2] = [0xc000_0009, 0xc000_000a];
+
 /// RFC 6052 §3.1 / IANA special-purpose registry: is `a` globally reachable?
 pub fn is_global_v4(a: Ipv4Addr) -> bool {
     let x = u32::from(a);
     // 192.0.0.9/32 (PCP anycast, RFC 7723) and 192.0.0.10/32 (TURN
     // anycast, RFC 8155) are globally reachable although inside 192.0.0.0/24.
-    if x == 0xc000_0009 || x == 0xc000_000a {
+    if GLOBAL_EXCEPTIONS_V4.contains(&x) {
         return true;
     }
     !NON_GLOBAL.iter().any(|&(p, len)| {
