@@ -58,8 +58,12 @@ enum Key {
 struct Entry {
     key: Key,
     born_ms: u64,
-    /// The first fragment's IP header (IPv4 with options; IPv6: 40 bytes).
+    /// The first fragment's IP header (IPv4 with options; IPv6: the fixed
+    /// header and the extension headers before the Fragment Header).
     hdr: Vec<u8>,
+    /// IPv6: where in `hdr` the Next Header field that names the Fragment
+    /// Header is (6: the fixed header's).
+    nh_at: usize,
     data: Vec<u8>,
     /// Received byte ranges of `data`, unordered, non-overlapping.
     have: Vec<(usize, usize)>,
@@ -141,8 +145,42 @@ pub fn is_udp4_later_fragment(pkt: &[u8]) -> bool {
     is_udp4_fragment(pkt) && u16::from_be_bytes([pkt[6], pkt[7]]) & 0x1fff != 0
 }
 
+/// Extension headers an IPv6 fragment may carry before its Fragment Header
+/// (RFC 8200 §4.5, the per-fragment headers) that this module keeps with
+/// the reassembled packet: at most this many.
+const MAX_EXT_BEFORE_FRAGMENT: usize = 8;
+
+/// The IPv6 packet `pkt`'s Fragment Header: its offset, and the offset of
+/// the Next Header field that names it. Hop-by-Hop, Destination Options and
+/// a Routing header with Segments Left 0 may come before it (RFC 8200
+/// §4.5); another header before it (a Routing header still to be
+/// processed, say) is left to the core, fragment by fragment.
+fn v6_fragment_header(pkt: &[u8]) -> Option<(usize, usize)> {
+    let (mut nh_at, mut off) = (6, 40);
+    for _ in 0..=MAX_EXT_BEFORE_FRAGMENT {
+        let nh = *pkt.get(nh_at)?;
+        match nh {
+            44 => return (pkt.len() >= off + 8).then_some((off, nh_at)),
+            0 | 60 | 43 => {
+                let len = (usize::from(*pkt.get(off + 1)?) + 1) * 8;
+                if nh == 43 && *pkt.get(off + 3)? != 0 {
+                    return None;
+                }
+                if pkt.len() < off + len {
+                    return None;
+                }
+                nh_at = off;
+                off += len;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// Whether `pkt` is a fragment of an ICMP / ICMPv6 message of a shape this
-/// module handles (IPv6: the Fragment Header right after the fixed header).
+/// module handles (IPv6: the Fragment Header after the fixed header, or
+/// after the extension headers of [`v6_fragment_header`]).
 pub fn is_icmp_fragment(pkt: &[u8]) -> bool {
     match pkt.first().map(|b| b >> 4) {
         Some(4) => {
@@ -151,9 +189,9 @@ pub fn is_icmp_fragment(pkt: &[u8]) -> bool {
         Some(6) => {
             // An atomic fragment (offset 0, M = 0) is a whole packet (RFC 6946).
             pkt.len() >= 48
-                && pkt[6] == 44
-                && pkt[40] == 58
-                && u16::from_be_bytes([pkt[42], pkt[43]]) & 0xfff9 != 0
+                && v6_fragment_header(pkt).is_some_and(|(f, _)| {
+                    pkt[f] == 58 && u16::from_be_bytes([pkt[f + 2], pkt[f + 3]]) & 0xfff9 != 0
+                })
         }
         _ => false,
     }
@@ -175,6 +213,7 @@ impl Reassembler {
             return Offer::NotMine;
         }
         self.expire(now_ms);
+        let mut nh_at = 0;
         let (key, hdr_len, off, more, payload) = if pkt[0] >> 4 == 4 {
             let ihl = usize::from(pkt[0] & 0x0f) * 4;
             let tot = usize::from(u16::from_be_bytes([pkt[2], pkt[3]]));
@@ -192,21 +231,25 @@ impl Reassembler {
             )
         } else {
             let plen = usize::from(u16::from_be_bytes([pkt[4], pkt[5]]));
-            if 40 + plen > len || plen < 8 {
+            let Some((f, at)) = v6_fragment_header(&pkt[..len.min(40 + plen)]) else {
+                return Offer::NotMine;
+            };
+            if 40 + plen > len || 40 + plen < f + 8 {
                 return Offer::NotMine;
             }
-            let fo = u16::from_be_bytes([pkt[42], pkt[43]]);
+            nh_at = at;
+            let fo = u16::from_be_bytes([pkt[f + 2], pkt[f + 3]]);
             let key = Key::V6 {
                 src: pkt[8..24].try_into().unwrap(),
                 dst: pkt[24..40].try_into().unwrap(),
-                id: u32::from_be_bytes([pkt[44], pkt[45], pkt[46], pkt[47]]),
+                id: u32::from_be_bytes([pkt[f + 4], pkt[f + 5], pkt[f + 6], pkt[f + 7]]),
             };
             (
                 key,
-                40,
+                f,
                 usize::from(fo & 0xfff8),
                 fo & 1 != 0,
-                48..40 + plen,
+                f + 8..40 + plen,
             )
         };
         let n = payload.len();
@@ -226,6 +269,7 @@ impl Reassembler {
                     key,
                     born_ms: now_ms,
                     hdr: Vec::new(),
+                    nh_at: 0,
                     data: Vec::new(),
                     have: Vec::new(),
                     total: None,
@@ -256,6 +300,7 @@ impl Reassembler {
         }
         if off == 0 {
             e.hdr = pkt[..hdr_len].to_vec();
+            e.nh_at = nh_at;
         }
         let Some(total) = e.total else {
             return Offer::Held;
@@ -266,7 +311,9 @@ impl Reassembler {
         // Complete: write the whole packet at `start`.
         let e = self.entries.swap_remove(i);
         let h = e.hdr.len();
-        if buf.len() < start + h + total {
+        // IPv6: the extension headers kept count in the Payload Length.
+        let over = matches!(e.key, Key::V6 { .. }) && h - 40 + total > 65_535;
+        if buf.len() < start + h + total || over {
             return Offer::Dropped(e.frags);
         }
         buf[start..start + h].copy_from_slice(&e.hdr);
@@ -286,8 +333,10 @@ impl Reassembler {
                 }
             }
             Key::V6 { id, .. } => {
-                p[4..6].copy_from_slice(&(total as u16).to_be_bytes());
-                p[6] = 58;
+                // The unfragmentable part stays, its last Next Header now
+                // the upper layer's (RFC 8200 §4.5).
+                p[4..6].copy_from_slice(&((h - 40 + total) as u16).to_be_bytes());
+                p[e.nh_at] = 58;
                 Offer::Complete {
                     len: h + total,
                     ident: id,
@@ -596,6 +645,78 @@ mod tests {
             (58, n as u16)
         );
         assert_eq!(&out[40..], &body[..]);
+    }
+
+    /// RFC 8200 §4.5: Hop-by-Hop / Destination Options / a finished Routing
+    /// header may come before the Fragment Header (the unfragmentable
+    /// part). Such ICMPv6 fragments were not reassembled: the core dropped
+    /// each one (`fragmented_icmp`; found by a probe). They are now, the
+    /// headers kept, the last one's Next Header the upper layer's; a
+    /// Routing header with Segments Left is left to the core.
+    #[test]
+    fn rfc8200_4_5_ipv6_fragments_after_extension_headers() {
+        let n = 2000;
+        let mut body = vec![0u8; n];
+        body[0] = 128;
+        // Hop-by-Hop (8 bytes, PadN), then Destination Options (16 bytes).
+        let ext = |nh_after: u8| {
+            let mut x = vec![60, 0, 1, 4, 0, 0, 0, 0];
+            x.extend_from_slice(&[nh_after, 1, 1, 12]);
+            x.extend_from_slice(&[0; 12]);
+            x
+        };
+        let frag = |off: usize, data: &[u8], more: bool, ext: &[u8]| {
+            let mut f = vec![0u8; 40];
+            f[0] = 0x60;
+            f[4..6].copy_from_slice(&((ext.len() + 8 + data.len()) as u16).to_be_bytes());
+            f[6] = 0;
+            f[7] = 64;
+            f[8] = 0x20;
+            f[24] = 0x20;
+            f.extend_from_slice(ext);
+            let fo = off as u16 | u16::from(more);
+            f.extend_from_slice(&[58, 0]);
+            f.extend_from_slice(&fo.to_be_bytes());
+            f.extend_from_slice(&0x0102_0304u32.to_be_bytes());
+            f.extend_from_slice(data);
+            f
+        };
+        let x = ext(44);
+        let first = frag(0, &body[..1200], true, &x);
+        assert!(is_icmp_fragment(&first));
+        let mut r = Reassembler::new();
+        assert_eq!(
+            offer(&mut r, &frag(1200, &body[1200..], false, &x), 0).0,
+            Offer::Held
+        );
+        let (o, out) = offer(&mut r, &first, 0);
+        assert_eq!(
+            o,
+            Offer::Complete {
+                len: 40 + 24 + n,
+                ident: 0x0102_0304,
+                fragments: 2,
+            }
+        );
+        assert_eq!(u16::from_be_bytes([out[4], out[5]]) as usize, 24 + n);
+        assert_eq!(out[6], 0, "Hop-by-Hop still first");
+        assert_eq!(&out[40..48], &[60, 0, 1, 4, 0, 0, 0, 0]);
+        assert_eq!(out[48], 58, "the last extension header now names ICMPv6");
+        assert_eq!(&out[64..], &body[..]);
+
+        // A Routing header with Segments Left 1 before it: the core's.
+        let mut rh = vec![44, 0, 0, 1, 0, 0, 0, 0];
+        let mut f = frag(0, &body[..1200], true, &rh);
+        f[6] = 43;
+        assert!(!is_icmp_fragment(&f));
+        rh[3] = 0;
+        let mut f = frag(0, &body[..1200], true, &rh);
+        f[6] = 43;
+        assert!(is_icmp_fragment(&f));
+        // An extension header running past the packet: not ours.
+        let mut f = frag(0, &body[..8], true, &x);
+        f[41] = 200;
+        assert!(!is_icmp_fragment(&f));
     }
 
     /// Random corruptions of real fragments (lengths, offsets, flags, ids)
