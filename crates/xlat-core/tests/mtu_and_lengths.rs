@@ -103,7 +103,11 @@ fn rfc7915_4_2_df_fragment_told_the_mtu_with_the_fragment_header() {
     let ip = Ipv4Packet::new_checked(&buf[start..start + len]).unwrap();
     let icmp = IcmpPacket::new_checked(ip.payload()).unwrap();
     assert_eq!((icmp.msg_type(), icmp.code()), (3, 4));
-    assert_eq!(icmp.rest() & 0xffff, 1472, "next-hop MTU: 1500 - 40 - 8 + 20");
+    assert_eq!(
+        icmp.rest() & 0xffff,
+        1472,
+        "next-hop MTU: 1500 - 40 - 8 + 20"
+    );
     assert_eq!(checksum::checksum(ip.payload()), 0);
     let (v, _, _) = run(&t, &first_fragment(1472), PacketMeta::default());
     assert!(matches!(v, Verdict::Forward { .. }), "{v:?}");

@@ -1101,10 +1101,8 @@ mod tests {
         assert_eq!(get("192.0.0.0/24"), Some(S_NONGLOBAL));
         assert_eq!(get("192.0.0.9/32"), Some(0));
         assert_eq!(get("192.0.0.10/32"), Some(0));
-        let d = crate::config::parse(
-            "pool6 = \"64:ff9b::/96\"\ndenylist4 = [\"192.0.0.8/29\"]\n",
-        )
-        .unwrap();
+        let d = crate::config::parse("pool6 = \"64:ff9b::/96\"\ndenylist4 = [\"192.0.0.8/29\"]\n")
+            .unwrap();
         let td = tables(&d, d.pool6, &[], 7, false);
         let dget = |p: &str| {
             let p: Ipv4Prefix = p.parse().unwrap();
