@@ -505,6 +505,24 @@ impl Nat64Translator {
         }
         // RFC 6146 §3.5: the destination is Pref64 ⊕ IPv4 (RFC 6052).
         let dst4 = self.cfg.addressing.dst_6to4(&dst6)?;
+        // RFC 7915 §5.1 / §5.1.1: a Routing header with Segments Left, or
+        // an extension header after the Fragment Header, is refused (an
+        // ICMPv6 error back) before any state is made: such a packet got a
+        // BIB entry and a session (a pool4 port, a place under
+        // max-sessions) and was then dropped (found by a probe). The
+        // translation answers it from the IPv6 addresses alone.
+        let refused_ext = w.routing_segments_left.is_some()
+            || w.frag.is_some_and(|f| {
+                buf.get(start + f.header_offset)
+                    .is_some_and(|&nh| v6_to_v4::is_extension_header(nh))
+            });
+        if refused_ext {
+            let map = Map64 {
+                src: Ipv4Addr::UNSPECIFIED,
+                dst: dst4,
+            };
+            return Ok(v6_to_v4::translate(&self.cfg, &map, buf, start, len, meta));
+        }
         let fkey = frag.map(|f| FragKey::V6 {
             src: src6,
             dst: dst6,

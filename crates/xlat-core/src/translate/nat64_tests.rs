@@ -1735,3 +1735,54 @@ fn rfc7915_icmp_in_the_other_family_and_error_in_error_reasons() {
         Verdict::Drop(DropReason::IcmpErrorInError)
     );
 }
+
+/// RFC 7915 §5.1 / §5.1.1: a packet the translation refuses for its
+/// extension headers (a Routing header with Segments Left; an extension
+/// header after the Fragment Header) is answered with its ICMPv6 error and
+/// leaves no state: it got a BIB entry and a session first (a pool4 port,
+/// a place under max-sessions), found by a probe.
+#[test]
+fn rfc7915_5_1_refused_extension_headers_make_no_state() {
+    let st = state_with(|_| {});
+    let t = xlat(st.clone());
+    let (s, d) = (a6(CLIENT), server6());
+    let udp = l4_v6(proto::UDP, &s, &d, udp_raw(7777, 53, b"x"));
+    // Routing header type 0, one address, Segments Left 1.
+    let mut rh = vec![proto::UDP, 2, 0, 1, 0, 0, 0, 0];
+    rh.extend_from_slice(&a6("2001:db8::1").octets());
+    rh.extend_from_slice(&udp);
+    let o = run(&t, &ip6(s, d, 43, &rh), 0);
+    assert!(
+        matches!(
+            o.v,
+            Verdict::Reply {
+                reason: DropReason::Ipv6SegmentsLeft,
+                ..
+            }
+        ),
+        "{:?}",
+        o.v
+    );
+    assert_eq!((o.pkt[40], o.pkt[41]), (icmp6::PARAM_PROBLEM, 0));
+    assert_eq!(be16(&o.pkt, 46), 43, "pointer at Segments Left");
+    // An (atomic) Fragment Header followed by Destination Options.
+    let mut fh = vec![60, 0, 0, 0, 0, 0, 0, 9, proto::UDP, 0, 1, 4, 0, 0, 0, 0];
+    fh.extend_from_slice(&udp);
+    let o = run(&t, &ip6(s, d, 44, &fh), 0);
+    assert!(
+        matches!(
+            o.v,
+            Verdict::Reply {
+                reason: DropReason::Ipv6ExtAfterFragment,
+                ..
+            }
+        ),
+        "{:?}",
+        o.v
+    );
+    assert!(st.bib_entries(None).is_empty(), "{:?}", st.bib_entries(None));
+    assert_eq!(st.session_count(), 0);
+    // The same datagram without those headers makes its state.
+    fwd(&run(&t, &ip6(s, d, proto::UDP, &udp), 0));
+    assert_eq!(st.session_count(), 1);
+}

@@ -104,7 +104,7 @@ pub(crate) use super::v4_to_v6::{addr_sum4, addr_sum6, update_csum_at};
 
 /// IPv6 extension headers (IANA "IPv6 Extension Header Types"), ESP
 /// excluded as RFC 7915 §5.1.1 asks.
-fn is_extension_header(nh: u8) -> bool {
+pub(crate) fn is_extension_header(nh: u8) -> bool {
     matches!(
         nh,
         proto::HOPOPTS
