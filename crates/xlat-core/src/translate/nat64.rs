@@ -287,7 +287,12 @@ fn quoted_ports(ip_proto: u8, l4: &[u8], echo: (u8, u8)) -> Result<(Proto, u16, 
             let id = be16(l4, 4);
             Ok((Proto::Icmp, id, id))
         }
-        _ => Err(DropReason::IcmpInnerMalformed),
+        proto::TCP | proto::UDP | proto::ICMP | proto::ICMPV6 => {
+            Err(DropReason::IcmpInnerMalformed)
+        }
+        // Well formed, but of a protocol the NAT64 has no sessions of: no
+        // such packet crossed it (as a packet of its own is counted).
+        _ => Err(DropReason::Nat64UnsupportedProto),
     }
 }
 
@@ -798,6 +803,11 @@ impl Nat64Translator {
         if iw.upper_proto == proto::ICMPV6 && buf.get(il4).is_some_and(|&t| icmp6::is_error(t)) {
             return Err(DropReason::IcmpErrorInError);
         }
+        // ICMPv4 in IPv6 is never translated (RFC 7915 §5.1): nor an error
+        // about one (as SIIT counts it).
+        if iw.upper_proto == proto::ICMP {
+            return Err(DropReason::Icmpv4InIpv6);
+        }
         // The quoted packet went remote -> client: the client's transport
         // address is its destination (for an echo, the identifier).
         let (p, _, dport) = quoted_ports(
@@ -1100,6 +1110,11 @@ impl Nat64Translator {
         // translated (as SIIT counts it).
         if ipr == proto::ICMP && buf.get(il4).is_some_and(|&t| icmp4::is_error(t)) {
             return Err(DropReason::IcmpErrorInError);
+        }
+        // ICMPv6 in IPv4 is never translated (RFC 7915 §4.1): nor an error
+        // about one (as SIIT counts it).
+        if ipr == proto::ICMPV6 {
+            return Err(DropReason::Icmpv6InIpv4);
         }
         let (p, sport, _) = quoted_ports(
             ipr,

@@ -1780,9 +1780,67 @@ fn rfc7915_5_1_refused_extension_headers_make_no_state() {
         "{:?}",
         o.v
     );
-    assert!(st.bib_entries(None).is_empty(), "{:?}", st.bib_entries(None));
+    assert!(
+        st.bib_entries(None).is_empty(),
+        "{:?}",
+        st.bib_entries(None)
+    );
     assert_eq!(st.session_count(), 0);
     // The same datagram without those headers makes its state.
     fwd(&run(&t, &ip6(s, d, proto::UDP, &udp), 0));
     assert_eq!(st.session_count(), 1);
+}
+
+/// docs/core.md: the same packet is counted under the same reason in every
+/// mode. An ICMP error quoting a packet of the other family's ICMP counts
+/// as SIIT counts it (icmpv6_in_ipv4 / icmpv4_in_ipv6), and one quoting a
+/// protocol the NAT64 has no sessions of as nat64_unsupported_proto; both
+/// were icmp_inner_malformed (found by a probe).
+#[test]
+fn icmp_errors_about_untranslatable_protocols_count_as_in_siit() {
+    let t = xlat(state_with(|_| {}));
+    let router = a4("192.0.2.1");
+    let pool = a4("203.0.113.1");
+    // ICMPv4 Destination Unreachable quoting IPv4 protocol 58.
+    let mut body = vec![icmp4::DEST_UNREACH, 1, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&ip4(
+        pool,
+        a4(SERVER4),
+        proto::ICMPV6,
+        &[128, 0, 0, 0, 0, 1, 0, 1],
+    ));
+    let err = ip4(
+        router,
+        pool,
+        proto::ICMP,
+        &l4_v4(proto::ICMP, router, pool, body),
+    );
+    assert_eq!(run(&t, &err, 0).v, Verdict::Drop(DropReason::Icmpv6InIpv4));
+
+    let (s, d) = (a6(CLIENT), server6());
+    let rt = a6("2001:db8:6::1");
+    let error6 = |inner: Vec<u8>| {
+        let mut body = vec![icmp6::PARAM_PROBLEM, 1, 0, 0, 0, 0, 0, 40];
+        body.extend_from_slice(&inner);
+        ip6(rt, d, proto::ICMPV6, &l4_v6(proto::ICMPV6, &rt, &d, body))
+    };
+    // ICMPv6 error quoting IPv6 next header 1 (ICMPv4).
+    // (The quote: a packet from the server, seen as d, to the client.)
+    let o = run(
+        &t,
+        &error6(ip6(d, s, proto::ICMP, &[8, 0, 0, 0, 0, 1, 0, 1])),
+        0,
+    );
+    assert_eq!(o.v, Verdict::Drop(DropReason::Icmpv4InIpv6));
+    // ... quoting next header 253 (experimental): no NAT64 session can be
+    // of it.
+    let o = run(&t, &error6(ip6(d, s, 253, &[0u8; 8])), 0);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64UnsupportedProto));
+    // ... quoting a Timestamp-like ICMPv6 informational message: as SIIT.
+    let o = run(
+        &t,
+        &error6(ip6(d, s, proto::ICMPV6, &[130, 0, 0, 0, 0, 1, 0, 1])),
+        0,
+    );
+    assert_eq!(o.v, Verdict::Drop(DropReason::IcmpInnerMalformed));
 }
