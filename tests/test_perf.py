@@ -406,6 +406,11 @@ def test_packet_io_frames_accepted_by_kernel_and_ports_spread(lab):
         assert t["received"] == t["sent"] > 0, (size, t)
         assert t["foreign"] == 0 and t["duplicates"] == 0, (size, t)
         assert r["parameters"]["io"]["kind"].startswith("packet")
+        # The JSON says the ports are random, from which range; the fixed
+        # source port is none (it said 50000: found by a probe).
+        assert r["parameters"]["random_ports"] is True, r["parameters"]
+        assert r["parameters"]["src_ports"] == "10000-60000", r["parameters"]
+        assert r["parameters"]["io"]["src_port"] is None, r["parameters"]["io"]
         received[size] = t["received"]
     counts = json.loads(listener.communicate(timeout=40)[0].strip().splitlines()[-1])
     after = _snmp(lab, d)
@@ -524,6 +529,15 @@ def test_bad_parameters_fail_before_sending(lab):
                 "1-49151",
             ],
             "--dst-ports 1-49151 overlaps the source ports 1024-65535",
+        ),
+        # A default that does not fit is named, with the option to give.
+        (
+            [*good, "--max-rate", "1000", "--dst-ports", "40000-60000"],
+            "overlaps the source ports 50000-50000 (the default --src-port 50000: give --src-port)",
+        ),
+        (
+            [*good, "--max-rate", "1000", "--random-ports", "--dst-ports", "6000-7100"],
+            "(the default --src-ports of --random-ports: give --src-ports)",
         ),
         (
             [
@@ -996,8 +1010,15 @@ def test_rfc8219_s6_1_bidirectional_and_background_traffic(lab):
         "--retries",
         "4",
     ]
-    t = perf_json("frame-loss", *args)["repetitions"][0]["trials"][0]
+    j = perf_json("frame-loss", *args)
+    t = j["repetitions"][0]["trials"][0]
     rev, bg = t["reverse"], t["background"]
+    # The medium carries the mix: 3 of 4 frames of 64 bytes, 1 of 84 (IPv6
+    # background), 69 on average, + 20 of preamble and gap at 10 Gbit/s. The
+    # JSON said the figure of the test frames alone (found by a probe).
+    params = j["parameters"]
+    assert params["media_max_fps"] == int(10e9 / ((69 + 20) * 8)), params
+    assert params["random_ports"] is False and params["io"]["src_port"] == 50000, params
     # 2000 frames forward: every 4th is background (RFC 8219 section 6.1).
     assert (t["planned"], bg["planned"], rev["planned"]) == (1500, 500, 2000), t
     # Every frame sent arrived, per direction and stream; all were sent unless

@@ -124,7 +124,7 @@ fn reverse_dst(s: &str) -> Result<SocketAddr, String> {
 }
 
 /// `--background N/M`.
-fn background(s: &str) -> Result<(u32, u32), String> {
+pub(crate) fn background(s: &str) -> Result<(u32, u32), String> {
     let bad = || format!("--background {s:?}: not N/M with 1 <= N < M <= 1000");
     let (n, m) = s.split_once('/').ok_or_else(bad)?;
     let n: u32 = n.trim().parse().map_err(|_| bad())?;
@@ -333,8 +333,16 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
         // source and destination ranges would make a frame's reply
         // indistinguishable from a forward frame in stateful DUTs.
         if overlap(r, src_range) {
+            // Name where the source ports came from: the user's option, or
+            // a default (and the option that changes it).
+            let from = match ep.src_ports {
+                Some(_) if a.has("src-ports") => String::new(),
+                Some(_) => " (the default --src-ports of --random-ports: give --src-ports)".into(),
+                None if a.has("src-port") => String::new(),
+                None => format!(" (the default --src-port {src_port}: give --src-port)"),
+            };
             return Err(format!(
-                "--dst-ports {}-{} overlaps the source ports {}-{} (RFC 4814: e.g. --src-ports 49152-65535 --dst-ports 1-49151)",
+                "--dst-ports {}-{} overlaps the source ports {}-{}{from} (RFC 4814: e.g. --src-ports 49152-65535 --dst-ports 1-49151)",
                 r.0, r.1, src_range.0, src_range.1
             ));
         }
@@ -619,7 +627,16 @@ pub fn to_json(ep: &Endpoints) -> J {
             ("recv_port", port(&io.recv_port)),
             ("send_cpu", io.send_cpu.map_or(J::Null, |c| J::u(c as u64))),
             ("recv_cpu", io.recv_cpu.map_or(J::Null, |c| J::u(c as u64))),
-            ("src_port", J::u(io.src_port as u64)),
+            // With --random-ports the source ports are the `src_ports`
+            // range of the parameters, not this one.
+            (
+                "src_port",
+                if ep.src_ports.is_some() {
+                    J::Null
+                } else {
+                    J::u(io.src_port as u64)
+                },
+            ),
             (
                 "recv_drop",
                 J::s(if io.kind == IoKind::Xdp {

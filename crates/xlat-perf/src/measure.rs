@@ -281,20 +281,20 @@ fn parse_rates(s: &str, max_rate: u64) -> Result<Vec<u64>, String> {
         let r = if let Some(p) = item.strip_suffix('%') {
             let p: f64 = p
                 .parse()
-                .map_err(|_| format!("--rates: {item:?}: not a percentage"))?;
+                .map_err(|_| format!("--rates {item:?}: not a percentage"))?;
             if !(p > 0.0 && p <= 100.0) {
-                return Err(format!("--rates: {item:?}: must be in (0, 100]%"));
+                return Err(format!("--rates {item:?}: must be in (0, 100]%"));
             }
             (max_rate as f64 * p / 100.0).round() as u64
         } else {
             item.parse()
-                .map_err(|_| format!("--rates: {item:?}: not a rate"))?
+                .map_err(|_| format!("--rates {item:?}: not a rate"))?
         };
         // The summary is per rate: one given twice would be counted as two
         // repetitions of one trial.
         if out.contains(&r) {
             return Err(format!(
-                "--rates: {item:?}: {r} frames/s is in the list already (--repeat repeats)"
+                "--rates {item:?}: {r} frames/s is in the list already (--repeat repeats)"
             ));
         }
         out.push(r);
@@ -591,8 +591,21 @@ impl Params {
             + payload::l3_header(recv_bind.is_ipv6())
             + payload::UDP_HEADER;
         let link_gbps = link_gbps(a)?;
-        // The slower side (larger frames) limits the medium.
-        let media_max = media_max_fps(frame_size.max(recv_frame_size), link_gbps);
+        // The slower side (larger frames) limits the medium; with
+        // --background, the sending side carries the mix of test and
+        // background frames (their mean size): the JSON's media_max_fps,
+        // the default --max-rate and the 100% of the rates follow it.
+        let mut media_max = media_max_fps(frame_size.max(recv_frame_size), link_gbps);
+        if let Some(b) = a.opt::<String>("background")? {
+            let (n, m) = crate::io_opts::background(&b)?;
+            let bg_frame = udp_payload
+                + payload::ETHERNET_OVERHEAD
+                + payload::l3_header(true)
+                + payload::UDP_HEADER;
+            let (n, m) = (n as usize, m as usize);
+            let mean = ((m - n) * frame_size + n * bg_frame) as f64 / m as f64;
+            media_max = media_max.min(media_max_fps_mean(mean, link_gbps));
+        }
         let duration = duration(a, test.default_duration())?;
         let run = RunOpts::from_args(a)?;
         let src_ports = if a.flag("random-ports") {
@@ -835,11 +848,9 @@ impl Params {
                 _ => ("rate", p.rates.iter().copied().max().unwrap_or(0)),
             };
             if top > most {
-                // --max-rate defaults to the media maximum of the test
-                // frames alone.
                 return Err(format!(
                     "{}: with --background {n}/{m} ({bg_frame}-byte IPv6 frames among the {frame_size}-byte test frames) over the media maximum {most} frames/s at {link_gbps} Gbit/s{}",
-                    a.named(key, top, "the media maximum of the test frames"),
+                    a.named(key, top, "the media maximum"),
                     if a.has(key) { String::new() } else { format!(": give --{key}") }
                 ));
             }
@@ -871,6 +882,9 @@ impl Params {
             ("wait", J::f(self.wait)),
             ("repeat", J::u(self.repeat as u64)),
             ("batch", J::u(self.ep.batch as u64)),
+            // RFC 4814 pseudorandom source ports (--random-ports): drawn
+            // from `src_ports`.
+            ("random_ports", J::Bool(self.ep.src_ports.is_some())),
             (
                 "src_ports",
                 self.ep
@@ -2148,7 +2162,18 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e,
-            "--rates: \"1000\": 1000 frames/s is in the list already (--repeat repeats)"
+            "--rates \"1000\": 1000 frames/s is in the list already (--repeat repeats)"
+        );
+        // The value named after the key, also from a config file (it read
+        // `error: rates: -: "150%": ...`, found by a probe).
+        let e = Params::from_args(
+            Test::FrameLoss,
+            &args(&["--dst", "127.0.0.1:9", "--rates", "100%,150%"]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            crate::config::format_error(&e),
+            "error: rates: \"150%\": must be in (0, 100]%"
         );
         let p = Params::from_args(
             Test::FrameLoss,
