@@ -280,6 +280,14 @@ impl Reassembler {
         };
         let e = &mut self.entries[i];
         let (a, b) = (off, off + n);
+        // RFC 8200 §4.5: an exact duplicate (the same place, the same
+        // bytes, as the network may deliver) is dropped alone; the
+        // datagram goes on (it discarded the whole message). Anything
+        // else that overlaps still discards it (RFC 5722).
+        let dup = e.have.contains(&(a, b)) && e.data.get(a..b) == pkt.get(payload.clone());
+        if dup {
+            return Offer::Dropped(1);
+        }
         let overlaps = e.have.iter().any(|&(x, y)| a < y && x < b);
         let bad_end = match e.total {
             Some(t) => b > t || (!more && b != t),
@@ -534,8 +542,14 @@ mod tests {
         let (_, a, b) = v4_frags(3008, 1480);
         let mut r = Reassembler::new();
         assert_eq!(offer(&mut r, &a, 0).0, Offer::Held);
-        // The overlapping fragment and the one held: two given up.
-        assert_eq!(offer(&mut r, &a, 0).0, Offer::Dropped(2));
+        // RFC 8200 §4.5: an exact duplicate is dropped alone.
+        assert_eq!(offer(&mut r, &a, 0).0, Offer::Dropped(1));
+        assert_eq!(r.entries.len(), 1);
+        // The same place with other bytes overlaps (RFC 5722): it and the
+        // one held, two given up.
+        let mut a2 = a.clone();
+        *a2.last_mut().unwrap() ^= 0xff;
+        assert_eq!(offer(&mut r, &a2, 0).0, Offer::Dropped(2));
         assert!(r.entries.is_empty());
         assert_eq!(offer(&mut r, &a, 0).0, Offer::Held);
         // Too late for the first fragment: the second starts a new datagram.
@@ -562,7 +576,9 @@ mod tests {
         assert_eq!(r.entries.len(), MAX_ENTRIES);
         // The datagrams in progress were kept: the first one still takes
         // fragments.
-        assert_eq!(offer(&mut r, &frag(0), 100).0, Offer::Dropped(2), "overlap");
+        let mut other = frag(0);
+        *other.last_mut().unwrap() ^= 0xff;
+        assert_eq!(offer(&mut r, &other, 100).0, Offer::Dropped(2), "overlap");
         assert_eq!(r.entries.len(), MAX_ENTRIES - 1);
         // Past the timeout the rest are dropped and counted, one per
         // fragment held (one each here).
