@@ -191,7 +191,9 @@ def test_metrics_endpoint(datapath):
     """[metrics] listen: Prometheus text with the counters that moved (the TUN
     datapath's series, or with the eBPF fast path its own, docs/datapaths.md)."""
     need_tool("curl")
+    before_start = time.time()
     t, x = make_siit(extra='[metrics]\nlisten = "[::1]:9464"\n', datapath=datapath)
+    after_start = time.time()
     try:
         assert ping(t.lab, t.h6, t.h4_v6, count=4).returncode == 0
         deadline = time.monotonic() + 5
@@ -218,6 +220,10 @@ def test_metrics_endpoint(datapath):
             assert "xlat_ebpf_dropped_total 0" in cp.stdout
         for n in _drop_reason_names():
             assert f'xlat_drops_total{{reason="{n}"}}' in cp.stdout, n
+        # When the daemon started (a scraper tells a restart from a reset).
+        m = re.search(r"^xlat_start_time_seconds (\S+)$", cp.stdout, re.MULTILINE)
+        assert m and before_start <= float(m.group(1)) <= after_start, cp.stdout[:500]
+        assert "# TYPE xlat_start_time_seconds gauge" in cp.stdout
         # The endpoint listens only inside the router namespace.
         other = t.lab.exec(
             t.h6,

@@ -1596,6 +1596,7 @@ pub fn run(path: &str) -> i32 {
         } else {
             "tun"
         };
+        crate::stats::mark_started();
         info!("ready", "dev" => name, "mode" => st.settings.mode.name(), "datapath" => dp,
             "pool6" => st.pool6.map(|p| p.to_string()).unwrap_or_else(|| "none".into()),
             "eamt_entries" => st.eamt.len() + usize::from(st.settings.clat.is_some()),

@@ -151,6 +151,19 @@ impl DiscoveryCounters {
     }
 }
 
+/// When the daemon became ready (seconds since the Unix epoch): the
+/// metrics' `xlat_start_time_seconds`, so that a scraper tells a restart
+/// (counters from zero) from a counter reset.
+static STARTED_UNIX: OnceLock<f64> = OnceLock::new();
+
+/// Records the start time (the first call counts).
+pub fn mark_started() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let _ = STARTED_UNIX.set(now);
+}
+
 /// A summed snapshot.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -442,6 +455,12 @@ impl Snapshot {
         let _ = writeln!(o, "# TYPE xlat_drops_total counter");
         for (r, x) in &self.drops {
             let _ = writeln!(o, "xlat_drops_total{{reason=\"{}\"}} {x}", r.name());
+        }
+        if let Some(t) = STARTED_UNIX.get() {
+            let _ = writeln!(
+                o,
+                "# HELP xlat_start_time_seconds When the daemon started, in seconds since the Unix epoch.\n# TYPE xlat_start_time_seconds gauge\nxlat_start_time_seconds {t:.3}"
+            );
         }
         let _ = writeln!(
             o,
