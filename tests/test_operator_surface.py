@@ -209,6 +209,61 @@ def test_default_route_taken_over_is_warned_and_given_back(one_ns):
     assert lab.ip(ns, "-4", "route", "show", "default").stdout.strip() == before
     assert 'msg="route given back" dst=0.0.0.0/0' in x.log(), x.log()
 
+    def default() -> str:
+        return lab.ip(ns, "-4", "route", "show", "default").stdout.strip()
+
+    # Only a route still ours is given back (found by a probe): not after
+    # the operator changed it, nor after a new instance took it over (the
+    # old one's stop took the route from the running new one).
+    x = Xlat(lab, ns, conf, d, name="changed").start()
+    try:
+        lab.exec(ns, ["ip", "route", "replace", "default", "via", "198.51.100.3"])
+    finally:
+        x.stop()
+    assert default() == "default via 198.51.100.3 dev xgw0", default()
+    assert "route not given back: no longer ours" in x.log(), x.log()
+    lab.exec(ns, ["ip", "route", "replace", *before.split()])
+    a = Xlat(lab, ns, conf, d, name="old").start()
+    try:
+        conf_b = _conf(d, "c.sock", tun="xlat1").replace(
+            "[tun]\n", '[tun]\nipv4-routes = ["0.0.0.0/0"]\n'
+        )
+        b = Xlat(lab, ns, conf_b, d, name="new").start()
+        try:
+            a.stop()
+            assert "dev xlat1" in default(), default()
+        finally:
+            b.stop()
+    finally:
+        a.stop()
+    # A multipath default has no device of its own: taken over with the
+    # warning, and given back with its next hops.
+    lab.exec(
+        ns,
+        [
+            "ip",
+            "route",
+            "replace",
+            "default",
+            "proto",
+            "static",
+            "nexthop",
+            "via",
+            "198.51.100.2",
+            "nexthop",
+            "via",
+            "198.51.100.3",
+        ],
+    )
+    multi = default()
+    x = Xlat(lab, ns, conf, d, name="multipath").start()
+    try:
+        assert "dev xlat0" in default(), default()
+        assert "was_dev=(multipath)" in x.log(), x.log()
+    finally:
+        x.stop()
+    assert default() == multi, (default(), multi)
+
 
 @pytest.mark.timeout(30)
 def test_eam_routes_taken_over_from_another_instance(one_ns):

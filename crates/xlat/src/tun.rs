@@ -434,13 +434,26 @@ const ROUTE_STATE_WORDS: &[&str] = &[
 /// printed it (its continuation lines, the next hops of a multipath route,
 /// joined): the state words and the lifetime of a learned route left out.
 fn replace_args(route: &str) -> String {
-    let mut out: Vec<&str> = vec![];
-    let mut w = route.split_whitespace();
+    let words: Vec<&str> = route.split_whitespace().collect();
+    // A route through a nexthop object prints the object's gateway and
+    // device too, which `ip route replace` refuses beside `nhid`.
+    let nhid = words.contains(&"nhid");
+    let mut out: Vec<String> = vec![];
+    let mut w = words.into_iter();
     while let Some(x) = w.next() {
-        if x == "expires" {
-            w.next();
-        } else if !ROUTE_STATE_WORDS.contains(&x) {
-            out.push(x);
+        match x {
+            // A learned route keeps the lifetime it had left ("598sec").
+            "expires" => {
+                if let Some(t) = w.next() {
+                    out.push(x.into());
+                    out.push(t.trim_end_matches("sec").into());
+                }
+            }
+            "via" | "dev" if nhid => {
+                w.next();
+            }
+            x if ROUTE_STATE_WORDS.contains(&x) => {}
+            x => out.push(x.into()),
         }
     }
     out.join(" ")
@@ -811,20 +824,41 @@ fn change_routes(
         }
         match o {
             Op::Replace(s, fam) => {
-                let before = &tables.get(fam).devs;
+                let t = tables.get(fam);
                 let host = s.strip_suffix("/32").or_else(|| s.strip_suffix("/128"));
-                let key = if before.contains_key(s) {
+                let known = |k: &str| t.devs.contains_key(k) || t.restore.contains_key(k);
+                let key = if known(s) {
                     Some(s.as_str())
                 } else {
-                    host
+                    host.filter(|h| known(h))
                 };
-                match key.and_then(|k| before.get(k).map(|o| (k, o))) {
+                // The device it went through; a route without one (a
+                // multipath, blackhole or unreachable route) by its kind.
+                let was = key.and_then(|k| {
+                    t.devs.get(k).cloned().map(|d| (k, d)).or_else(|| {
+                        t.restore.get(k).map(|r| {
+                            let first = r.split_whitespace().next().unwrap_or("");
+                            let kind = if ROUTE_TYPES.contains(&first) {
+                                first
+                            } else {
+                                "multipath"
+                            };
+                            (k, format!("({kind})"))
+                        })
+                    })
+                });
+                match was {
                     Some((k, other)) if other != dev => {
                         crate::warn!("route taken over from another device", "dst" => s, "dev" => dev, "was_dev" => other);
-                        if let Some(args) = tables.get(fam).restore.get(k) {
+                        if let Some(args) = t.restore.get(k) {
                             let mut taken = TAKEN_OVER.lock().unwrap_or_else(|e| e.into_inner());
-                            if !taken.iter().any(|(f, d, _)| f == fam && d == s) {
-                                taken.push((fam, s.clone(), args.clone()));
+                            if !taken.iter().any(|tk| tk.fam == *fam && tk.dst == *s) {
+                                taken.push(TakenOver {
+                                    fam,
+                                    dst: s.clone(),
+                                    dev: dev.to_string(),
+                                    args: args.clone(),
+                                });
                             }
                         }
                     }
@@ -841,7 +875,8 @@ fn change_routes(
                 if removed <= LOGGED_ROUTES {
                     crate::info!("route removed", "dst" => s, "dev" => dev)
                 }
-                give_back(|f, d| f == *fam && d == s);
+                // Our route was there until this delete: theirs comes back.
+                give_back(|f, d| f == *fam && d == s, false);
             }
         }
     }
@@ -864,34 +899,62 @@ const LOGGED_ROUTES: usize = 32;
 /// arguments that put the route back. The router's default route, say,
 /// under `ipv4-routes = ["0.0.0.0/0"]`: it was gone for good after xlat
 /// stopped (found by a probe).
-static TAKEN_OVER: std::sync::Mutex<Vec<(&'static str, String, String)>> =
-    std::sync::Mutex::new(Vec::new());
+static TAKEN_OVER: std::sync::Mutex<Vec<TakenOver>> = std::sync::Mutex::new(Vec::new());
+
+struct TakenOver {
+    fam: &'static str,
+    dst: String,
+    /// Our device, which holds the route now.
+    dev: String,
+    /// `ip route replace` arguments that put the route back.
+    args: String,
+}
+
+/// Whether the main table's route to `dst` (as `ip` prints it) is still
+/// ours: through `dev`, with xlat's protocol number. Another instance that
+/// took it over since, or the operator's change, is left alone.
+fn still_ours(fam: &str, dst: &str, dev: &str) -> bool {
+    let shown = ip(&[fam, "route", "show", "table", "main", "exact", dst]).unwrap_or_default();
+    let proto = ROUTE_PROTO.to_string();
+    shown.lines().any(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        w.windows(2).any(|p| p == ["dev", dev])
+            && w.windows(2).any(|p| p == ["proto", proto.as_str()])
+    })
+}
 
 /// Puts back the taken-over routes that `which(family, destination)`
-/// selects, and forgets them.
-fn give_back(which: impl Fn(&str, &str) -> bool) {
-    let back: Vec<_> = {
+/// selects, and forgets them; with `check`, only where the route is still
+/// ours (see [`still_ours`]).
+fn give_back(which: impl Fn(&str, &str) -> bool, check: bool) {
+    let back: Vec<TakenOver> = {
         let mut taken = TAKEN_OVER.lock().unwrap_or_else(|e| e.into_inner());
-        let (back, keep) = taken.drain(..).partition(|(f, d, _)| which(f, d));
+        let (back, keep) = taken.drain(..).partition(|t| which(t.fam, &t.dst));
         *taken = keep;
         back
     };
-    for (fam, dst, args) in back {
-        let mut a = vec![fam, "route", "replace"];
-        a.extend(args.split_whitespace());
+    for t in back {
+        if check && !still_ours(t.fam, &t.dst, &t.dev) {
+            crate::info!("route not given back: no longer ours", "dst" => t.dst, "route" => t.args);
+            continue;
+        }
+        let mut a = vec![t.fam, "route", "replace"];
+        a.extend(t.args.split_whitespace());
         match ip(&a) {
-            Ok(_) => crate::info!("route given back", "dst" => dst, "route" => args),
+            Ok(_) => crate::info!("route given back", "dst" => t.dst, "route" => t.args),
             Err(e) => {
-                crate::warn!("cannot give back a route taken over", "dst" => dst, "error" => e)
+                crate::warn!("cannot give back a route taken over", "dst" => t.dst, "error" => e)
             }
         }
     }
 }
 
 /// At exit (unless the routes are kept): the routes xlat took over from
-/// other devices are put back as they were.
+/// other devices are put back as they were, where the route is still
+/// xlat's (not taken over since by another instance, nor changed by the
+/// operator).
 pub fn restore_taken_over() {
-    give_back(|_, _| true);
+    give_back(|_, _| true, true);
 }
 
 #[cfg(test)]
@@ -973,9 +1036,24 @@ mod tests {
             "default via fe80::1 dev eth6 proto ra metric 1024 expires 1795sec linkdown pref medium\n\
              2001:db8:64::/96 dev xlat1 proto 88 metric 1024 pref medium\n",
         );
+        // A learned route comes back with the lifetime it had left.
         assert_eq!(
             learned.restore.get("::/0").map(String::as_str),
-            Some("default via fe80::1 dev eth6 proto ra metric 1024 pref medium")
+            Some("default via fe80::1 dev eth6 proto ra metric 1024 expires 1795 pref medium")
+        );
+        // Through a nexthop object: `nhid` alone (ip refuses it with the
+        // object's gateway and device, which it prints too).
+        let nh = MainTable::parse("default nhid 7 via 10.9.0.2 dev eth4 proto static\n");
+        assert_eq!(
+            nh.restore.get("0.0.0.0/0").map(String::as_str),
+            Some("default nhid 7 proto static")
+        );
+        // A blackhole default has no device: known, and given back whole.
+        let bh = MainTable::parse("blackhole default proto static\n");
+        assert!(!bh.devs.contains_key("0.0.0.0/0"));
+        assert_eq!(
+            bh.restore.get("0.0.0.0/0").map(String::as_str),
+            Some("blackhole default proto static")
         );
         assert_eq!(
             learned.devs.get("2001:db8:64::/96").map(String::as_str),
