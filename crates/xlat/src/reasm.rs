@@ -32,6 +32,8 @@
 //! Only ICMP fragments (and NAT64's UDP fragments) come here, so the normal
 //! path pays one header test.
 
+use xlat_core::wire::Ipv6Packet;
+
 /// Datagrams being reassembled at once.
 pub const MAX_ENTRIES: usize = 64;
 /// A datagram whose fragments have not all arrived by then is dropped.
@@ -151,31 +153,21 @@ pub fn is_udp4_later_fragment(pkt: &[u8]) -> bool {
 const MAX_EXT_BEFORE_FRAGMENT: usize = 8;
 
 /// The IPv6 packet `pkt`'s Fragment Header: its offset, and the offset of
-/// the Next Header field that names it. Hop-by-Hop, Destination Options and
-/// a Routing header with Segments Left 0 may come before it (RFC 8200
-/// §4.5); another header before it (a Routing header still to be
-/// processed, say) is left to the core, fragment by fragment.
+/// the Next Header field that names it (the core's header walk).
+/// Hop-by-Hop, Destination Options and a Routing header with Segments Left
+/// 0 may come before it (RFC 8200 §4.5), at most
+/// [`MAX_EXT_BEFORE_FRAGMENT`]; a Routing header still to be processed
+/// before it is left to the core, fragment by fragment.
 fn v6_fragment_header(pkt: &[u8]) -> Option<(usize, usize)> {
-    let (mut nh_at, mut off) = (6, 40);
-    for _ in 0..=MAX_EXT_BEFORE_FRAGMENT {
-        let nh = *pkt.get(nh_at)?;
-        match nh {
-            44 => return (pkt.len() >= off + 8).then_some((off, nh_at)),
-            0 | 60 | 43 => {
-                let len = (usize::from(*pkt.get(off + 1)?) + 1) * 8;
-                if nh == 43 && *pkt.get(off + 3)? != 0 {
-                    return None;
-                }
-                if pkt.len() < off + len {
-                    return None;
-                }
-                nh_at = off;
-                off += len;
-            }
-            _ => return None,
-        }
-    }
-    None
+    let w = Ipv6Packet::new_quoted(pkt).ok()?.walk().ok()?;
+    let f = w.frag?;
+    // The walk counts the Fragment Header and, in a first fragment, the
+    // headers after it (none in the ICMP fragments taken here).
+    let before = usize::from(w.ext_count).saturating_sub(1);
+    let routed = w
+        .routing_segments_left
+        .is_some_and(|(o, _)| o < f.header_offset);
+    (before <= MAX_EXT_BEFORE_FRAGMENT && !routed).then_some((f.header_offset, f.nh_offset))
 }
 
 /// Whether `pkt` is a fragment of an ICMP / ICMPv6 message of a shape this

@@ -42,6 +42,9 @@ pub struct Ipv6Walk {
 pub struct FragHeader {
     /// Offset of the Fragment Header from the start of the IPv6 header.
     pub header_offset: usize,
+    /// Offset of the Next Header byte that names the Fragment Header (6:
+    /// the fixed header's).
+    pub nh_offset: usize,
     /// Fragment offset in bytes.
     pub offset: u16,
     pub more: bool,
@@ -177,6 +180,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
                     let fo = be16(b, off + 2);
                     w.frag = Some(FragHeader {
                         header_offset: off,
+                        nh_offset: nh_off,
                         offset: fo & 0xfff8,
                         more: fo & 1 != 0,
                         ident: be32(b, off + 4),
