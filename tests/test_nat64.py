@@ -668,6 +668,26 @@ def test_rfc6146_ipv4_initiated_without_bib_refused(env):
 
 
 @pytest.mark.timeout(30)
+def test_rfc6146_3_8_hairpinned_connect_without_bib_refused(env):
+    """An IPv6 client connecting to a pool4 transport address without BIB entry
+    (through pool6: hairpinning, RFC 6146 section 3.8) is refused as an IPv4 host
+    is: a UDP datagram at once, a TCP SYN after TCP_INCOMING_SYN (6 s, section
+    3.5.2.2), by ICMPv6 port unreachable from the address it sent to. The SYN was
+    dropped with nothing sent back, so connect() hung (found by a probe)."""
+    t = env.t
+    dst = "64:ff9b::cb00:7101"  # pool6 + POOL4_ADDR
+    s0 = env.x.stats()
+    assert udp_try(t.lab, t.c1, dst, 9995, 4001, wait=2) == "error ECONNREFUSED"
+    t0 = time.monotonic()
+    got = tcp_get(t.lab, t.c1, dst, 9994, wait=12)
+    took = time.monotonic() - t0
+    assert got == "error ECONNREFUSED", got
+    assert 5.0 <= took <= 10.0, took
+    s1 = env.x.stats()
+    assert s1["icmp_errors_sent"] >= s0["icmp_errors_sent"] + 1, (s0, s1)
+
+
+@pytest.mark.timeout(30)
 def test_rfc6146_3_5_1_udp_session_expires_and_mapping_log(env):
     """The UDP session (timeout 3 s here) and its BIB entry expire; the mapping log
     records creation and removal with both transport addresses."""

@@ -13,7 +13,7 @@ use xlat_core::nat64::{
     BibError, MapEvent, MapEventKind, Nat64State, Pool4Entry, SessionFilter, TcpState,
 };
 use xlat_core::nat64::{Proto, Ta4, Ta6};
-use xlat_core::translate::nat64::{icmp4_error_from_dst, tcp_probe4, tcp_probe6};
+use xlat_core::translate::nat64::{stored_syn_error, tcp_probe4, tcp_probe6};
 
 use crate::config::{proto_parse, ta4_parse, ta6_parse, Nat64Settings, StaticBib};
 use crate::datapath::Shared;
@@ -373,7 +373,7 @@ pub fn housekeeping(
                     let Some(pkt) = syns.remove(k) else { continue };
                     let start = 64;
                     buf[start..start + pkt.len()].copy_from_slice(&pkt);
-                    if let Some((s, l)) = icmp4_error_from_dst(&mut buf, start, pkt.len(), 3, 3) {
+                    if let Some((s, l)) = stored_syn_error(&mut buf, start, pkt.len()) {
                         let c = if !shared.icmp_error_allowed(&buf[s..s + l]) {
                             crate::stats::ICMP_RATE_LIMITED
                         } else if write_tun(fd, vnet, &mut buf, s, l) {

@@ -338,6 +338,38 @@ pub fn icmp4_error_from_dst(
     Some((out, total))
 }
 
+/// Builds the ICMP error for a stored SYN that expired (RFC 6146
+/// §3.5.2.2: "an ICMP Port Unreachable error (Type 3, Code 3)") in front
+/// of the stored packet `buf[start..start + len]`, from the address the SYN
+/// was sent to. An IPv4 SYN gets it as such ([`icmp4_error_from_dst`]). A
+/// hairpinned SYN (§3.8) was stored as the client's IPv6 packet: the
+/// ICMPv4 error to its IPv4 half would go to a pool4 transport address and
+/// be hairpinned back, i.e. translated (RFC 7915 §4.2: Port Unreachable
+/// becomes Destination Unreachable code 4) into an ICMPv6 error from the
+/// pool6 address the client sent to, which is what is built here.
+/// Returns the (start, len) of the new packet.
+pub fn stored_syn_error(buf: &mut [u8], start: usize, len: usize) -> Option<(usize, usize)> {
+    match buf.get(start)? >> 4 {
+        4 => icmp4_error_from_dst(buf, start, len, icmp4::DEST_UNREACH, icmp4::PORT_UNREACH),
+        6 if len >= ipv6::HEADER_LEN && start.checked_add(len)? <= buf.len() => {
+            let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&buf[o..o + 16]).unwrap());
+            let (src, dst) = (a(start + 8), a(start + 24));
+            v6_to_v4::build_icmp6_error(
+                buf,
+                start,
+                len,
+                icmp6::DEST_UNREACH,
+                icmp6::PORT_UNREACH,
+                0,
+                &dst,
+                &src,
+            )
+            .ok()
+        }
+        _ => None,
+    }
+}
+
 /// Length of a TCP probe built by [`tcp_probe6`] / [`tcp_probe4`] (IP
 /// header + 20-byte TCP header, no data).
 pub const TCP_PROBE6_LEN: usize = ipv6::HEADER_LEN + 20;
@@ -447,7 +479,7 @@ impl Nat64Translator {
         stored: &mut Option<StoredSyn>,
     ) -> Verdict {
         let r = match buf.get(start).map(|b| b >> 4) {
-            Some(6) => self.t64(buf, start, len, meta, frags, now),
+            Some(6) => self.t64(buf, start, len, meta, frags, now, stored),
             Some(4) => self.t46(buf, start, len, meta, frags, now, stored),
             _ => Err(DropReason::UnknownVersion),
         };
@@ -456,6 +488,7 @@ impl Nat64Translator {
 
     // --- IPv6 -> IPv4 -----------------------------------------------------------
 
+    #[allow(clippy::too_many_arguments)]
     fn t64(
         &self,
         buf: &mut [u8],
@@ -464,6 +497,7 @@ impl Nat64Translator {
         meta: PacketMeta,
         frags: &mut FragBuf,
         now: u64,
+        stored: &mut Option<StoredSyn>,
     ) -> Result<Verdict, DropReason> {
         let end = start
             .checked_add(len)
@@ -648,7 +682,22 @@ impl Nat64Translator {
             };
             let m = match h.verdict {
                 Verdict4to6::Forward(m) => m,
-                Verdict4to6::SynStored { .. } => return Err(DropReason::Nat64NoBib),
+                // The IPv4 half is a SYN without BIB entry (or refused by
+                // address-dependent filtering): stored for 6 s as from the
+                // IPv4 side (§3.5.2.2). The caller keeps this IPv6 SYN and
+                // answers it if it expires ([`stored_syn_error`]); it was
+                // dropped with nothing ever sent back (found by a probe).
+                Verdict4to6::SynStored { syn, first } => {
+                    if first {
+                        *stored = Some(syn);
+                    }
+                    let bib = self.state.bib_by_v4(p, syn.pool4).is_some();
+                    return Err(if bib {
+                        DropReason::Nat64Filtered
+                    } else {
+                        DropReason::Nat64NoBib
+                    });
+                }
             };
             // The packet leaves on the IPv6 side: its hop limit is checked
             // here, before any rewriting, so that the Time Exceeded quotes

@@ -573,6 +573,54 @@ fn rfc6146_3_8_hairpin_udp() {
     assert_ne!(be16(r, 40), 0);
 }
 
+/// RFC 6146 §3.8 with §3.5.2.2: a hairpinned SYN to a pool4 transport
+/// address without BIB entry is stored like an IPv4 SYN; if it expires the
+/// client gets ICMPv6 Port Unreachable (the ICMPv4 Port Unreachable of
+/// §3.5.2.2, hairpinned back: RFC 7915 §4.2 type 3 code 3 -> type 1 code
+/// 4) from the address it sent to. It was dropped with nothing sent back,
+/// so a connect() hung (found by a probe).
+#[test]
+fn rfc6146_3_8_hairpinned_syn_without_bib_answered_when_it_expires() {
+    let t = xlat(state_with(|_| {}));
+    let (s, d) = (a6(CLIENT), pool6().embed(a4("203.0.113.2")));
+    let pkt = ip6(
+        s,
+        d,
+        proto::TCP,
+        &l4_v6(proto::TCP, &s, &d, tcp_raw(7000, 8080, SYN)),
+    );
+    let o = run(&t, &pkt, 0);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64NoBib));
+    let syn = o.stored.expect("stored");
+    assert_eq!(syn.pool4, Ta4::new(a4("203.0.113.2"), 8080));
+    assert!(in_pool4(syn.remote.addr));
+    // A retransmission is not stored twice.
+    assert!(run(&t, &pkt, 100).stored.is_none());
+    let out = t.state().expire(8_000, 100);
+    assert_eq!(out.stored_syn_expired, vec![syn]);
+    let mut buf = vec![0u8; 64 + pkt.len()];
+    buf[64..].copy_from_slice(&pkt);
+    let (st, l) = stored_syn_error(&mut buf, 64, pkt.len()).unwrap();
+    let e = &buf[st..st + l];
+    verify(e);
+    assert_eq!(
+        (v6src(e), v6dst(e), e[6], e[40], e[41]),
+        (d, s, proto::ICMPV6, 1, 4)
+    );
+    assert_eq!(&e[48..], &pkt[..]);
+    // An IPv4 SYN's error is still ICMPv4 (the other family of the helper).
+    let pkt4 = tcp4(a4(SERVER4), 4444, syn.pool4, SYN);
+    let mut buf = vec![0u8; 64 + pkt4.len()];
+    buf[64..].copy_from_slice(&pkt4);
+    let (st, l) = stored_syn_error(&mut buf, 64, pkt4.len()).unwrap();
+    let e = &buf[st..st + l];
+    verify(e);
+    assert_eq!(
+        (v4src(e), v4dst(e), e[20], e[21]),
+        (syn.pool4.addr, a4(SERVER4), 3, 3)
+    );
+}
+
 #[test]
 fn rfc6146_3_fragments_and_unknown_protocols_dropped() {
     let t = xlat(state_with(|_| {}));
