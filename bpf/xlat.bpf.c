@@ -948,12 +948,16 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 	if ((bpf_ntohl(h.vtcfl) >> 28) != 6)
 		return pass(P_MALFORMED);
 	__u32 plen = bpf_ntohs(h.plen);
-	if (plen == 0 || ETH_LEN + 40 + plen > skb->len)
+	if (ETH_LEN + 40 + plen > skb->len)
 		return pass(P_MALFORMED);
 	/* Extension headers (fragments included) and other protocols: slow
-	 * path. */
+	 * path. (Before the empty-payload check: No Next Header with Payload
+	 * Length 0 is a valid packet, and a jumbogram's 0 comes with a
+	 * Hop-by-Hop header.) */
 	if (h.nh != IPPROTO_TCP && h.nh != IPPROTO_UDP && h.nh != IPPROTO_ICMPV6_)
 		return pass(ipv6_ext(h.nh) ? P_V6_EXT : P_PROTO);
+	if (plen == 0)
+		return pass(P_MALFORMED);
 	int nat64 = c->flags & F_NAT64;
 	__u8 tc = (bpf_ntohl(h.vtcfl) >> 20) & 0xff;
 	/* SIIT: the kernel's route and the address mapping, cached.
