@@ -198,6 +198,37 @@ def test_udp_echo_v4_to_v6(siit_mod, size):
     assert res["received"] == res["sent"] == 3, res
 
 
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("size", [100, 3000])
+def test_rfc7915_4_5_udplite_echo_both_ways(siit_mod, size):
+    """RFC 7915 sections 4.5/5.5: other transports are optional; UDP-Lite (RFC 3828)
+    checksums a pseudo-header like UDP, so xlat updates it: a Linux UDP-Lite echo
+    works through the translator from both sides (3000 bytes: fragmented). It went
+    out with the other family's pseudo-header checksum and every receiver dropped
+    it (found by a probe). On the eBPF datapath the slow path carries it."""
+    t, _x = siit_mod
+    for srv, bind, cli, dst, port in (
+        (t.h4, "0.0.0.0", t.h6, t.h4_v6, 7010),
+        (t.h6, "::", t.h4, t.h6_v4, 7011),
+    ):
+        with nsio_server(
+            t.lab, srv, "udp-echo", "--bind", bind, "--port", port, "--udplite"
+        ):
+            res = nsio(
+                t.lab,
+                cli,
+                "udp-ping",
+                "--dst",
+                dst,
+                "--port",
+                port,
+                "--size",
+                size,
+                "--udplite",
+            )
+        assert res["received"] == res["sent"] == 3, (dst, res)
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("direction", ["v6_to_v4", "v4_to_v6"])
 def test_tcp_iperf3(siit_mod, direction):

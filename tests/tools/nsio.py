@@ -2,9 +2,10 @@
 
 Subcommands (every loop is bounded in count and time):
 
-* ``udp-echo --bind ADDR --port P [--lifetime S]``: UDP echo server.
-* ``udp-ping --dst ADDR --port P --size N [--count C] [--timeout S]``: send C datagrams of N
-  bytes, wait for each echo, print JSON {"sent", "received", "sizes"}.
+* ``udp-echo --bind ADDR --port P [--lifetime S] [--udplite]``: UDP echo server.
+* ``udp-ping --dst ADDR --port P --size N [--count C] [--timeout S] [--udplite]``: send C
+  datagrams of N bytes, wait for each echo, print JSON {"sent", "received", "sizes"}.
+  ``--udplite``: UDP-Lite (RFC 3828, IP protocol 136) instead of UDP, both ends.
 * ``udp-recv --bind ADDR --port P [--count C] [--timeout S]``: print JSON of datagrams received
   (after printing "listening" on stderr).
 * ``send-l2 --dev DEV --mac MAC --ethertype 0x0800 HEX [HEX...]``: send raw L3 packets in
@@ -32,8 +33,11 @@ def _family(addr: str) -> int:
     return socket.AF_INET6 if ":" in addr else socket.AF_INET
 
 
+UDPLITE = 136
+
+
 def udp_echo(a) -> None:
-    s = socket.socket(_family(a.bind), socket.SOCK_DGRAM)
+    s = socket.socket(_family(a.bind), socket.SOCK_DGRAM, UDPLITE if a.udplite else 0)
     s.bind((a.bind, a.port))
     s.settimeout(0.5)
     print("listening", file=sys.stderr, flush=True)
@@ -47,7 +51,7 @@ def udp_echo(a) -> None:
 
 
 def udp_ping(a) -> None:
-    s = socket.socket(_family(a.dst), socket.SOCK_DGRAM)
+    s = socket.socket(_family(a.dst), socket.SOCK_DGRAM, UDPLITE if a.udplite else 0)
     if a.sport:
         s.bind(("", a.sport))
     s.settimeout(a.timeout)
@@ -190,6 +194,7 @@ def main(argv=None) -> None:
     x.add_argument("--bind", required=True)
     x.add_argument("--port", type=int, required=True)
     x.add_argument("--lifetime", type=float, default=120)
+    x.add_argument("--udplite", action="store_true")
     x.set_defaults(fn=udp_echo)
     x = sub.add_parser("udp-ping")
     x.add_argument("--dst", required=True)
@@ -199,6 +204,7 @@ def main(argv=None) -> None:
     x.add_argument("--timeout", type=float, default=2)
     x.add_argument("--sport", type=int, default=0)
     x.add_argument("--interval", type=float, default=0)
+    x.add_argument("--udplite", action="store_true")
     x.set_defaults(fn=udp_ping)
     x = sub.add_parser("udp-recv")
     x.add_argument("--bind", required=True)

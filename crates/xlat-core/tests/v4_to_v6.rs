@@ -211,7 +211,7 @@ mod v4_to_v6 {
         assert_eq!(ip.flow_label(), 0, "RFC 7915 §4.1 flow label 0");
         let w = ip.walk().unwrap();
         let up = p[w.upper_offset..].to_vec();
-        if w.frag.is_none_or(|f| f.is_atomic()) && matches!(w.upper_proto, 6 | 17 | 58) {
+        if w.frag.is_none_or(|f| f.is_atomic()) && matches!(w.upper_proto, 6 | 17 | 33 | 58 | 136) {
             let acc = checksum::pseudo_v6(&ip.src(), &ip.dst(), w.upper_proto, up.len() as u32);
             assert!(
                 checksum::verify(checksum::sum(acc, &up)),
@@ -306,6 +306,33 @@ mod v4_to_v6 {
         assert_eq!(pr, 6);
         assert_eq!(&up[20..40], &t[20..40], "options untouched");
         assert_eq!(up.len(), t.len());
+    }
+
+    /// RFC 7915 §4.5: "other transport protocols (e.g., DCCP) are OPTIONAL to
+    /// support". DCCP (33, RFC 4340 §9) and UDP-Lite (136, RFC 3828 §3.1)
+    /// checksum a pseudo-header at offset 6: updated for the new addresses
+    /// (check_v6 recomputes it). They went out with the IPv4 pseudo-header's
+    /// checksum, which every receiver dropped (found by a probe). A header
+    /// cut short is forwarded unchanged; other protocols (GRE) are untouched.
+    #[test]
+    fn rfc7915_4_5_dccp_and_udplite_checksums_updated() {
+        for protocol in [33u8, 136] {
+            let mut l4 = b"\x03\xe8\x07\xd0\x05\x00\x00\x00dccp-or-udplite-data".to_vec();
+            let c = checksum::finish(checksum::sum(
+                checksum::pseudo_v4(H1, H6, protocol, l4.len() as u16),
+                &l4,
+            ));
+            l4[6..8].copy_from_slice(&c.to_be_bytes());
+            let o = run(&cfg(), &ip4(H1, H6, protocol, 64, 1, 0x4000, 0, &l4));
+            let (pr, up) = check_v6(o.pkt());
+            assert_eq!(pr, protocol);
+            assert_ne!(up[6..8], l4[6..8], "proto {protocol}: checksum updated");
+            assert_eq!(up[8..], l4[8..]);
+            let o = run(&cfg(), &ip4(H1, H6, protocol, 64, 1, 0x4000, 0, &l4[..5]));
+            assert_eq!(&o.pkt()[40..], &l4[..5]);
+        }
+        let o = run(&cfg(), &ip4(H1, H6, 47, 64, 1, 0x4000, 0, b"gre-and-data"));
+        assert_eq!(check_v6(o.pkt()).1, b"gre-and-data");
     }
 
     /// RFC 7915 §4.1: IPv4 options are ignored (dropped from the header).
@@ -1166,12 +1193,12 @@ mod v4_to_v6 {
         check_inner_udp(&payload, &full);
     }
 
-    /// RFC 7915 §4.5: other transport protocols (DCCP 33, SCTP 132, No Next
+    /// RFC 7915 §4.5: other transport protocols (GRE 47, SCTP 132, No Next
     /// Header 59) are forwarded, Next Header = Protocol, payload untouched
     /// (§4.1).
     #[test]
     fn rfc7915_4_5_other_protocols_forwarded() {
-        for (proto, payload) in [(33u8, &b"dccp-hdr-and-data"[..]), (132, b"sctp"), (59, b"")] {
+        for (proto, payload) in [(47u8, &b"gre-hdr-and-data"[..]), (132, b"sctp"), (59, b"")] {
             let p = ip4(H1, H6, proto, 64, 1, 0, 0x28, payload);
             let o = run(&cfg(), &p);
             let out = o.pkt();

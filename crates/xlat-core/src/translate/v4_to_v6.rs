@@ -513,6 +513,15 @@ pub(crate) fn fix_l4(
             }
             echo_to_v6(l4, src6, dst6, l4.len() as u32);
         }
+        // RFC 7915 §4.5: other transports are optional; DCCP (RFC 4340
+        // §9) and UDP-Lite (RFC 3828 §3.1) checksum a pseudo-header, at
+        // offset 6, so the address change is folded in as for TCP (they
+        // went out with the IPv4 pseudo-header's checksum and every
+        // receiver dropped them, found by a probe). A header cut short is
+        // forwarded as it is, as any other protocol.
+        proto::DCCP | proto::UDPLITE => {
+            update_csum_at(l4, 6, old, new, partial, protocol == proto::UDPLITE)
+        }
         _ => {}
     }
     Ok(())
@@ -981,6 +990,9 @@ fn icmp_error_to_v6(
             // RFC 768: a zero UDP checksum means "none", kept as is.
             proto::UDP if l4.len() >= 8 && be16(l4, 6) != 0 => {
                 update_csum_at(l4, 6, old, new, false, true)
+            }
+            proto::DCCP | proto::UDPLITE => {
+                update_csum_at(l4, 6, old, new, false, inner.protocol == proto::UDPLITE)
             }
             // RFC 7915 §4.3: only echo is translated (§4.2), so any other
             // quoted ICMPv4 message never crossed the translator: dropped,

@@ -336,6 +336,13 @@ fn translate_impl(
                 // NAT64 hook: echo identifier rewrite goes here.
                 icmp::translate_info(l4, &src6, &dst6, meta.csum_partial)?;
             }
+            // RFC 7915 §5.5: DCCP and UDP-Lite checksum a pseudo-header
+            // (see v4_to_v6::fix_l4).
+            p @ (proto::DCCP | proto::UDPLITE) => {
+                let old = addr_sum6(&src6, &dst6);
+                let new = addr_sum4(src4, dst4);
+                update_csum_at(l4, 6, old, new, meta.csum_partial, p == proto::UDPLITE);
+            }
             _ => {}
         }
     }

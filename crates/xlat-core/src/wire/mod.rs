@@ -42,6 +42,7 @@ pub mod proto {
     pub const HOPOPTS: u8 = 0;
     pub const ICMP: u8 = 1;
     pub const TCP: u8 = 6;
+    pub const DCCP: u8 = 33;
     pub const UDP: u8 = 17;
     pub const IPV6_ROUTE: u8 = 43;
     pub const IPV6_FRAG: u8 = 44;
@@ -52,6 +53,7 @@ pub mod proto {
     pub const IPV6_OPTS: u8 = 60;
     pub const MOBILITY: u8 = 135;
     pub const HIP: u8 = 139;
+    pub const UDPLITE: u8 = 136;
     pub const SHIM6: u8 = 140;
 }
 

@@ -207,7 +207,7 @@ fn verify_l4(out: &[u8]) {
     let p = Ipv4Packet::new_checked(out).unwrap();
     let l4 = p.payload();
     match p.protocol() {
-        proto::TCP | proto::UDP => {
+        proto::TCP | proto::UDP | proto::DCCP | proto::UDPLITE => {
             let acc = checksum::sum(
                 checksum::pseudo_v4(p.src(), p.dst(), p.protocol(), l4.len() as u16),
                 l4,
@@ -716,12 +716,12 @@ fn rfc7915_5_1_1_extension_after_fragment() {
     assert_eq!(fwd(v, &buf)[9], proto::ESP);
 }
 
-/// RFC 7915 §5.5: other transport protocols (DCCP 33, SCTP 132, No Next
+/// RFC 7915 §5.5: other transport protocols (GRE 47, SCTP 132, No Next
 /// Header 59) are forwarded, Protocol = the last Next Header, payload
 /// untouched (§5.1), also behind a Destination Options header.
 #[test]
 fn rfc7915_5_5_other_protocols_forwarded() {
-    for (nh, payload) in [(33u8, &b"dccp-hdr-and-data"[..]), (132, b"sctp"), (59, b"")] {
+    for (nh, payload) in [(47u8, &b"gre-hdr-and-data"[..]), (132, b"sctp"), (59, b"")] {
         let p = ip6(h6(), h4_as6(), 0x28, 64, nh, &[], payload);
         let (v, buf) = run(&p);
         let out = fwd(v, &buf);
@@ -735,6 +735,36 @@ fn rfc7915_5_5_other_protocols_forwarded() {
         let out = fwd(v, &buf);
         assert_eq!(out[9], nh);
         assert_eq!(&out[20..], payload);
+    }
+}
+
+/// RFC 7915 §5.5: "other transport protocols (e.g., DCCP) are OPTIONAL to
+/// support"; DCCP (RFC 4340 §9) and UDP-Lite (RFC 3828 §3.1) checksum a
+/// pseudo-header at offset 6, which is updated for the new addresses (they
+/// were forwarded with the IPv6 pseudo-header's checksum, which every IPv4
+/// receiver dropped; found by a probe). Also behind a Destination Options
+/// header, and a header cut short is forwarded unchanged.
+#[test]
+fn rfc7915_5_5_dccp_and_udplite_checksums_updated() {
+    for nh in [proto::DCCP, proto::UDPLITE] {
+        let mut l4 = b"\x03\xe8\x07\xd0\x05\x00\x00\x00payload-of-the-datagram".to_vec();
+        csum6(&h6(), &h4_as6(), nh, &mut l4, 6);
+        let p = ip6(h6(), h4_as6(), 0, 64, nh, &[], &l4);
+        let (v, buf) = run(&p);
+        let out = fwd(v, &buf);
+        assert_eq!(out[9], nh);
+        assert_ne!(be16(&out, 26), be16(&l4, 6), "proto {nh}: checksum updated");
+        assert_eq!(&out[28..], &l4[8..]);
+        let dopt = [nh, 0, 1, 4, 0, 0, 0, 0];
+        let p = ip6(h6(), h4_as6(), 0, 64, proto::IPV6_OPTS, &dopt, &l4);
+        let (v, buf) = run(&p);
+        fwd(v, &buf);
+        let p = ip6(h6(), h4_as6(), 0, 64, nh, &[], &l4[..5]);
+        let (v, buf) = run(&p);
+        let Verdict::Forward { start, len } = v else {
+            panic!("expected Forward, got {v:?}");
+        };
+        assert_eq!(&buf[start + 20..start + len], &l4[..5]);
     }
 }
 
