@@ -195,6 +195,30 @@ def test_rfc7050_s3_requery_before_ttl_expires(datapath):
         e.close()
 
 
+@pytest.mark.timeout(40)
+def test_rfc7050_unusable_rediscovered_prefix_counts_as_a_failure():
+    """A re-discovered prefix that cannot be used (2001:db8::/32 holds the CLAT's own
+    [clat] ipv6) is refused, the prefix in use is kept and traffic goes on; the
+    discovery counts in pool6_discovery_failures, not pool6_discoveries (it counted
+    as a discovery, found by a probe)."""
+    e = Discover({"aaaa": WKA, "ttl": 1})
+    try:
+        t = e.t
+        assert "2001:db8:64::/96" in e.pool6()
+        e.set_dns(["2001:db8:c000:aa::", "2001:db8:c000:ab::"], ttl=1)
+        deadline = time.monotonic() + 20
+        while "re-discovered pool6 is unusable" not in e.clat.log():
+            assert time.monotonic() < deadline, e.clat.log()
+            time.sleep(0.5)
+        st = e.clat.stats()
+        assert st["pool6_discovery_failures"] >= 1, st
+        assert st["pool6_changes"] == 0, st
+        assert "2001:db8:64::/96" in e.pool6()
+        assert ping(t.lab, t.app, t.srv_v4, count=2).returncode == 0, e.clat.log()
+    finally:
+        e.close()
+
+
 @pytest.mark.timeout(30)
 def test_rfc6052_u_octet_answer_ignored():
     """RFC 6052 section 2.2 (bits 64-71 are zero) with RFC 7050 section 3: an answer

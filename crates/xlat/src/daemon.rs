@@ -369,35 +369,36 @@ impl Daemon {
     }
 
     /// A re-discovered pool6 (CLAT mode, no pool6 in the file): swaps it in
-    /// when it differs from the running one.
-    pub fn set_discovered_pool6(&self, p: Ipv6Prefix, how: &str) {
+    /// when it differs from the running one. False if it is unusable (the
+    /// prefix in use is kept).
+    pub fn set_discovered_pool6(&self, p: Ipv6Prefix, how: &str) -> bool {
         self.set_discovered_pool6_at(p, how, config::Level::Info)
     }
 
     /// [`Self::set_discovered_pool6`], the change logged at `level`.
-    fn set_discovered_pool6_at(&self, p: Ipv6Prefix, how: &str, level: config::Level) {
+    fn set_discovered_pool6_at(&self, p: Ipv6Prefix, how: &str, level: config::Level) -> bool {
         let mut st = self.state.lock().unwrap();
         if st.settings.mode != Mode::Clat {
-            return;
+            return true;
         }
         if st.settings.pool6.is_some() {
             // A reload put pool6 in the file: that one rules (this one is
             // used again if a reload removes it).
             st.discovered = Some(p);
-            return;
+            return true;
         }
         if st.pool6 == Some(p) {
-            return;
+            return true;
         }
         if let Err(e) = config::check_pool6(&p) {
             error!("re-discovered pool6 is unusable, keeping the current prefix", "pool6" => p, "reason" => e);
-            return;
+            return false;
         }
         let t = match build_translator(&st.settings, Some(p), &st.eamt, st.nat64.as_ref()) {
             Ok(t) => t,
             Err(e) => {
                 error!("re-discovered pool6 is unusable, keeping the current prefix", "pool6" => p, "reason" => e);
-                return;
+                return false;
             }
         };
         let tables = tun::RouteTables::default();
@@ -421,6 +422,7 @@ impl Daemon {
         for n in config::pool6_notes(&st.settings, Some(p)) {
             info!("note", "about" => "pool6", "text" => n);
         }
+        true
     }
 
     /// The fast path follows its interfaces (every second): one deleted is
@@ -650,10 +652,16 @@ fn discover_pool6(
     customer: &crate::rfc8781::CustomerSide,
     in_use: Option<Ipv6Prefix>,
 ) -> Result<(Ipv6Prefix, u32, &'static str), String> {
-    let r = discover_pool6_once(ra, c, customer, in_use);
-    let n = if r.is_ok() { &c.ok } else { &c.failed };
+    discover_pool6_once(ra, c, customer, in_use)
+}
+
+/// Counts a discovery in `pool6_discoveries`, or in
+/// `pool6_discovery_failures` if it found nothing usable (a prefix that is
+/// then refused, e.g. one containing the CLAT's own addresses, counted as a
+/// discovery; found by a probe).
+fn count_discovery(c: &crate::stats::DiscoveryCounters, usable: bool) {
+    let n = if usable { &c.ok } else { &c.failed };
     n.fetch_add(1, Ordering::Relaxed);
-    r
 }
 
 /// `in_use`: the prefix the CLAT translates with; finding it again is
@@ -900,10 +908,12 @@ fn pool6_refresh(
         }
         match r {
             Ok((p, l, how)) => {
-                d.set_discovered_pool6(p, how);
+                let usable = d.set_discovered_pool6(p, how);
+                count_discovery(&c, usable);
                 lifetime = l;
             }
             Err(e) => {
+                count_discovery(&c, false);
                 warn!("pool6 re-discovery failed, keeping the current prefix", "reason" => e, "retry_s" => POOL6_RETRY_S);
                 lifetime = POOL6_RETRY_S * 10 / 9 + 1;
             }
@@ -1295,6 +1305,10 @@ pub fn run(path: &str) -> i32 {
                 return 0;
             };
             ra_sock = sock;
+            let usable = found
+                .as_ref()
+                .is_ok_and(|(p, ..)| config::check_pool6(p).is_ok());
+            count_discovery(&disc, usable);
             match found {
                 Ok((p, lifetime, _)) => match config::check_pool6(&p) {
                     Ok(()) => {

@@ -137,7 +137,7 @@ impl DiscoveryCounters {
     /// The metrics' HELP text of each of [`Self::NAMES`].
     pub const HELP: [&'static str; 4] = [
         "pool6 discoveries that found a prefix (RFC 7050, RFC 8781).",
-        "pool6 discoveries that found nothing (the prefix in use was kept).",
+        "pool6 discoveries that found nothing usable (the prefix in use was kept).",
         "Times the pool6 prefix in use was replaced.",
         "Router Advertisements ignored (source not link-local or hop limit not 255, RFC 4861 section 6.1.2; arrived on the CLAT's customer side, or on an interface not in [clat] ra-interfaces).",
     ];
