@@ -486,6 +486,27 @@ impl Nat64Translator {
         r.unwrap_or_else(Verdict::Drop)
     }
 
+    /// RFC 6146 §3.5.2.2: a SYN held for TCP_INCOMING_SYN; the ICMP error
+    /// (if no IPv6 SYN comes) is the caller's job, which gets the key of a
+    /// newly stored one in `stored`. The drop is counted as what kept it
+    /// from passing: no BIB entry, or address-dependent filtering.
+    fn syn_stored(
+        &self,
+        p: Proto,
+        syn: StoredSyn,
+        first: bool,
+        stored: &mut Option<StoredSyn>,
+    ) -> DropReason {
+        if first {
+            *stored = Some(syn);
+        }
+        if self.state.bib_by_v4(p, syn.pool4).is_some() {
+            DropReason::Nat64Filtered
+        } else {
+            DropReason::Nat64NoBib
+        }
+    }
+
     // --- IPv6 -> IPv4 -----------------------------------------------------------
 
     #[allow(clippy::too_many_arguments)]
@@ -688,15 +709,7 @@ impl Nat64Translator {
                 // answers it if it expires ([`stored_syn_error`]); it was
                 // dropped with nothing ever sent back (found by a probe).
                 Verdict4to6::SynStored { syn, first } => {
-                    if first {
-                        *stored = Some(syn);
-                    }
-                    let bib = self.state.bib_by_v4(p, syn.pool4).is_some();
-                    return Err(if bib {
-                        DropReason::Nat64Filtered
-                    } else {
-                        DropReason::Nat64NoBib
-                    });
+                    return Err(self.syn_stored(p, syn, first, stored))
                 }
             };
             // The packet leaves on the IPv6 side: its hop limit is checked
@@ -988,19 +1001,7 @@ impl Nat64Translator {
         ) {
             Ok(Verdict4to6::Forward(m)) => m,
             Ok(Verdict4to6::SynStored { syn, first }) => {
-                // RFC 6146 §3.5.2.2: held for TCP_INCOMING_SYN; the ICMP
-                // error (if no IPv6 SYN comes) is the caller's job.
-                if first {
-                    *stored = Some(syn);
-                }
-                // Counted as what kept it from passing: no BIB entry, or
-                // address-dependent filtering.
-                let bib = self.state.bib_by_v4(p, syn.pool4).is_some();
-                return Err(if bib {
-                    DropReason::Nat64Filtered
-                } else {
-                    DropReason::Nat64NoBib
-                });
+                return Err(self.syn_stored(p, syn, first, stored))
             }
             Err(r) => {
                 // RFC 6146 §3.5.1: UDP to a transport address without BIB
