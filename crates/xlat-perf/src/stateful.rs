@@ -1088,7 +1088,8 @@ impl RateSearch {
 /// bound falls under `stop_below`, and, while nothing has passed, when two
 /// failing trials at different rates established the same number of
 /// connections, or both established 90% of the `n` or more at rates a
-/// factor 2 or more apart ([`End::TableLimit`]): against a DUT that holds
+/// factor 2 or more apart, the lower rate no more than the higher one
+/// ([`End::TableLimit`]): against a DUT that holds
 /// fewer than N connections each halving of the rate doubled the
 /// preliminary phase, and the search ran for hours before it reported 0.
 /// (A DUT that establishes 90% at R/s establishes C >= 0.9 R per second,
@@ -1121,10 +1122,19 @@ fn rate_search<E>(
                 }
                 Verdict::Fail(k) => {
                     if let (Some(k), false) = (k, passed) {
+                        // (Not when more arrived at the lower rate: a rate
+                        // limiter with a bucket of B frames establishes
+                        // B + C N / R, 90% of N or more at R and R/2 when
+                        // B is deep, and more at R/2; it was called a table
+                        // limit and the search gave CER 0, found by a
+                        // probe.)
                         let same = |&(k0, r0): &(u64, u64)| {
                             r0 != rate
                                 && (k0 == k
-                                    || (nearly_all(k0, n) && nearly_all(k, n) && r0 >= 2 * rate))
+                                    || (nearly_all(k0, n)
+                                        && nearly_all(k, n)
+                                        && r0 >= 2 * rate
+                                        && k <= k0))
                         };
                         if let Some((k0, r0)) = short.filter(same) {
                             limit.set(Some(End::TableLimit {
@@ -2000,6 +2010,23 @@ mod tests {
         assert_eq!(
             warnings_of(STest::Cer, &s),
             ["repetition 1: the DUT established 999 and 978 of 1000 connections at 4000/s and at 2000/s: a table limit, not a rate limit; measure it with `capacity` or use --connections below it (the search stopped with no result)"]
+        );
+        // A rate limit of 1000/s with a bucket of 1800 frames (N = 2000)
+        // lets 90% or more through at 40000/s and 20000/s, more at the
+        // lower rate: no table limit, the search goes on to its CER of
+        // 10000/s (it stopped with 0, found by a probe).
+        let s = rate_search::<()>(40000, 0.01, 40, 0, 2000, |r| {
+            let k = (1800 + 1000 * 2000 / r).min(2000);
+            Ok(if k == 2000 {
+                Verdict::Pass
+            } else {
+                Verdict::Fail(Some(k))
+            })
+        })
+        .unwrap();
+        assert!(
+            s.lo <= 10000 && s.lo >= 9900 && s.end == End::Converged,
+            "{s:?}"
         );
         // A rate limit establishes fewer connections the higher the rate:
         // the search goes on to its result.
