@@ -1181,6 +1181,12 @@ fn nearly_all(k: u64, n: u64) -> bool {
 /// shards), loses a few at every rate instead, and one trial that passed
 /// by chance made its rate the CER. `fails`: the (rate, established) of
 /// the valid trials that failed with connections missing.
+///
+/// A limit of C connections/s with a deep bucket of B establishes B + C N
+/// / R at R/s, 90% or more at 2 CER too: when the highest- and
+/// lowest-rate such trials fit that model (more at the lower rate) with a
+/// CER, C N / (N - B), within 10% of `lo`, the losses do follow the rate
+/// and nothing is flagged.
 fn rate_independent_loss(
     lo: u64,
     n: u64,
@@ -1189,9 +1195,23 @@ fn rate_independent_loss(
     if lo == 0 {
         return None; // nothing passed: End::TableLimit's case
     }
-    fails
+    let odd: Vec<(u64, u64)> = fails
         .into_iter()
-        .find(|&(rate, k)| rate >= 2 * lo && nearly_all(k, n))
+        .filter(|&(rate, k)| rate >= 2 * lo && nearly_all(k, n))
+        .collect();
+    let first = *odd.first()?;
+    let hi = odd.iter().max_by_key(|f| f.0)?;
+    let low = odd.iter().min_by_key(|f| f.0)?;
+    if hi.0 > low.0 && low.1 > hi.1 {
+        let (t1, t2) = (n as f64 / hi.0 as f64, n as f64 / low.0 as f64);
+        let c = (low.1 - hi.1) as f64 / (t2 - t1);
+        let b = hi.1 as f64 - c * t1;
+        let cer = c * n as f64 / (n as f64 - b);
+        if b < n as f64 && (cer - lo as f64).abs() <= 0.1 * lo as f64 {
+            return None;
+        }
+    }
+    Some(first)
 }
 
 /// The warnings about one repetition's search of `p.test` (`cer` or
@@ -1878,6 +1898,18 @@ mod tests {
         );
         let limited = [(4000, 255), (2000, 505), (1500, 672), (1007, 995)];
         assert_eq!(rate_independent_loss(1000, 1000, limited), None);
+        // A limit of 1000/s with a bucket of 1800 (N = 2000, CER 9950):
+        // 1849 at 40000/s, 1899 at 20000/s, as that model says.
+        let bucket = [(40000, 1849), (20000, 1899), (15000, 1933), (12500, 1960)];
+        assert_eq!(rate_independent_loss(9960, 2000, bucket), None);
+        // The same counts the other way round (fewer at the lower rate),
+        // or a CER the model does not give: flagged.
+        let rev = [(40000, 1899), (20000, 1849)];
+        assert_eq!(rate_independent_loss(9960, 2000, rev), Some((40000, 1899)));
+        assert_eq!(
+            rate_independent_loss(5000, 2000, bucket),
+            Some((40000, 1849))
+        );
         // Nothing passed: the table-limit rule's case, not this one.
         assert_eq!(rate_independent_loss(0, 1000, sharded), None);
     }
