@@ -317,7 +317,12 @@ mod v4_to_v6 {
     #[test]
     fn rfc7915_4_5_dccp_and_udplite_checksums_updated() {
         for protocol in [33u8, 136] {
+            // DCCP: Data Offset 5, CsCov 0; UDP-Lite: Checksum Coverage 0
+            // (both: the whole packet is covered).
             let mut l4 = b"\x03\xe8\x07\xd0\x05\x00\x00\x00dccp-or-udplite-data".to_vec();
+            if protocol == 136 {
+                l4[4] = 0;
+            }
             let c = checksum::finish(checksum::sum(
                 checksum::pseudo_v4(H1, H6, protocol, l4.len() as u16),
                 &l4,
@@ -859,6 +864,41 @@ mod v4_to_v6 {
         assert_eq!(inner.len(), full.len() + 20);
         check_inner_udp(&inner, &full);
         assert_eq!(Ipv6Packet::new_checked(out).unwrap().hop_limit(), 63);
+    }
+
+    /// RFC 7915 §4.3 with §4.5: an ICMPv4 error quoting a whole DCCP or
+    /// UDP-Lite packet: the quoted packet's checksum is updated for its new
+    /// addresses like a UDP one's, so it verifies over the IPv6
+    /// pseudo-header (UDP-Lite's 0 rule included: a result of 0 is sent as
+    /// all ones, RFC 3828 §3.1).
+    #[test]
+    fn rfc7915_4_3_quoted_dccp_and_udplite_checksums_updated() {
+        for protocol in [33u8, 136] {
+            let mut l4 = b"\x82\x9a\x82\x9a\x05\x00\x00\x00quoted-transport".to_vec();
+            if protocol == 136 {
+                l4[4] = 0;
+            }
+            let c = checksum::finish(checksum::sum(
+                checksum::pseudo_v4(H6, H1, protocol, l4.len() as u16),
+                &l4,
+            ));
+            l4[6..8].copy_from_slice(&c.to_be_bytes());
+            let full = ip4(H6, H1, protocol, 3, 0x4444, 0x4000, 0, &l4);
+            let e = ip4(R4, H6, 1, 64, 1, 0, 0, &icmp4(3, 3, 0, &full));
+            let o = run(&cfg(), &e);
+            let (_, _, _, inner) = check_icmp6_error(o.pkt());
+            assert_eq!(inner[6], protocol);
+            assert_eq!(
+                (&inner[40..46], &inner[48..]),
+                (&l4[..6], &l4[8..]),
+                "proto {protocol}: all but the checksum kept"
+            );
+            let acc = checksum::pseudo_v6(&h6_6(), &h1_6(), protocol, (inner.len() - 40) as u32);
+            assert!(
+                checksum::verify(checksum::sum(acc, &inner[40..])),
+                "proto {protocol}: quoted checksum"
+            );
+        }
     }
 
     /// RFC 7915 §4.2: Fragmentation Needed -> Packet Too Big, MTU + 20, and

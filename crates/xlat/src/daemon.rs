@@ -884,7 +884,11 @@ fn pool6_refresh(
                     } else {
                         crate::log_at!(level, "PREF64 received (RFC 8781)", "prefix" => p, "lifetime" => l, "router" => src);
                     }
-                    d.set_discovered_pool6_at(p, "RFC 8781", level);
+                    // A PREF64 that cannot be used counts as a failed
+                    // discovery (logged as such by the call).
+                    if !d.set_discovered_pool6_at(p, "RFC 8781", level) {
+                        count_discovery(&c, false);
+                    }
                     until = std::time::Instant::now() + pool6_refresh_after(l);
                 }
                 RaUpdate::Withdrawn => {

@@ -706,18 +706,19 @@ fn translate_simple(
     }
 }
 
-/// Turns a partial (pseudo-header only) TCP/UDP checksum into a full one.
+/// Turns a partial (pseudo-header only) TCP/UDP (DCCP, UDP-Lite) checksum
+/// into a full one.
 fn finish_partial(l4: &mut [u8], protocol: u8) {
     let off = match protocol {
         proto::TCP => 16,
-        proto::UDP => 6,
+        proto::UDP | proto::DCCP | proto::UDPLITE => 6,
         _ => return,
     };
     if l4.len() < off + 2 {
         return;
     }
     let mut c = checksum::finish(checksum::sum(0, l4));
-    if protocol == proto::UDP && c == 0 {
+    if (protocol == proto::UDP || protocol == proto::UDPLITE) && c == 0 {
         c = 0xffff;
     }
     put16(l4, off, c);

@@ -302,7 +302,7 @@ pub(super) fn translate_error(
                 let f = be16(l4, 16);
                 put16(l4, 16, checksum::update(f, old, new));
             }
-            proto::UDP | proto::UDPLITE if l4.len() >= 8 => {
+            proto::UDP if l4.len() >= 8 => {
                 let f = be16(l4, 6);
                 if f != 0 {
                     let mut c = checksum::update(f, old, new);
@@ -312,9 +312,14 @@ pub(super) fn translate_error(
                     put16(l4, 6, c);
                 }
             }
-            proto::DCCP if l4.len() >= 8 => {
-                let f = be16(l4, 6);
-                put16(l4, 6, checksum::update(f, old, new));
+            // RFC 3828 §3.1: UDP-Lite has no "no checksum" value (a
+            // computed 0 is sent as all ones); DCCP, RFC 4340 §9.
+            p @ (proto::DCCP | proto::UDPLITE) if l4.len() >= 8 => {
+                let mut c = checksum::update(be16(l4, 6), old, new);
+                if p == proto::UDPLITE && c == 0 {
+                    c = 0xffff;
+                }
+                put16(l4, 6, c);
             }
             proto::ICMPV6 if !l4.is_empty() => {
                 // RFC 7915 §5.3: the quoted packet is translated like a

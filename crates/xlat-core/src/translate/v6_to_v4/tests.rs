@@ -748,6 +748,9 @@ fn rfc7915_5_5_other_protocols_forwarded() {
 fn rfc7915_5_5_dccp_and_udplite_checksums_updated() {
     for nh in [proto::DCCP, proto::UDPLITE] {
         let mut l4 = b"\x03\xe8\x07\xd0\x05\x00\x00\x00payload-of-the-datagram".to_vec();
+        if nh == proto::UDPLITE {
+            l4[4] = 0; // Checksum Coverage 0: the whole datagram
+        }
         csum6(&h6(), &h4_as6(), nh, &mut l4, 6);
         let p = ip6(h6(), h4_as6(), 0, 64, nh, &[], &l4);
         let (v, buf) = run(&p);
@@ -1103,6 +1106,26 @@ fn rfc7915_5_3_inner_ext_and_echo() {
     assert_eq!(usize::from(ip.total_len()), 20 + echo.len());
     assert_eq!(ip.payload()[0], 8);
     verify_l4(&inner4);
+}
+
+/// RFC 7915 §5.3 with §5.5: an ICMPv6 error quoting a whole DCCP or
+/// UDP-Lite packet: the quoted checksum is updated for the new addresses
+/// (verify_l4 recomputes it over the IPv4 pseudo-header).
+#[test]
+fn rfc7915_5_3_quoted_dccp_and_udplite_checksums_updated() {
+    for nh in [proto::DCCP, proto::UDPLITE] {
+        let mut l4 = b"\x82\x9a\x82\x9a\x05\x00\x00\x00quoted-transport".to_vec();
+        if nh == proto::UDPLITE {
+            l4[4] = 0;
+        }
+        csum6(&h4_as6(), &h6(), nh, &mut l4, 6);
+        let inner = ip6(h4_as6(), h6(), 0, 60, nh, &[], &l4);
+        let (v, buf) = run(&error6(h6(), 3, 0, 0, &inner));
+        let out = fwd(v, &buf);
+        let (_, inner4) = check_error(&out, 11, 0);
+        assert_eq!(inner4[9], nh);
+        verify_l4(&inner4);
+    }
 }
 
 /// RFC 7915 §5.3, a quote cut inside the quoted ICMPv6 header (1-3 of its
