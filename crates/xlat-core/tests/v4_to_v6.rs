@@ -117,6 +117,32 @@ mod v4_to_v6 {
         u
     }
 
+    /// A DCCP (33) or UDP-Lite (136) packet with a valid checksum: DCCP with
+    /// Data Offset 5 and CsCov 0, UDP-Lite with Checksum Coverage 0 (both:
+    /// the whole packet is covered).
+    fn dccp_or_udplite4(
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        protocol: u8,
+        sport: u16,
+        dport: u16,
+        data: &[u8],
+    ) -> Vec<u8> {
+        let mut l4 = vec![0u8; 8];
+        l4[0..2].copy_from_slice(&sport.to_be_bytes());
+        l4[2..4].copy_from_slice(&dport.to_be_bytes());
+        if protocol == 33 {
+            l4[4] = 5;
+        }
+        l4.extend_from_slice(data);
+        let c = checksum::finish(checksum::sum(
+            checksum::pseudo_v4(src, dst, protocol, l4.len() as u16),
+            &l4,
+        ));
+        l4[6..8].copy_from_slice(&c.to_be_bytes());
+        l4
+    }
+
     /// TCP segment with options (MSS, SACK permitted, timestamps, NOP, window scale).
     fn tcp4(src: Ipv4Addr, dst: Ipv4Addr, data: &[u8]) -> Vec<u8> {
         let opts: [u8; 20] = [
@@ -317,17 +343,7 @@ mod v4_to_v6 {
     #[test]
     fn rfc7915_4_5_dccp_and_udplite_checksums_updated() {
         for protocol in [33u8, 136] {
-            // DCCP: Data Offset 5, CsCov 0; UDP-Lite: Checksum Coverage 0
-            // (both: the whole packet is covered).
-            let mut l4 = b"\x03\xe8\x07\xd0\x05\x00\x00\x00dccp-or-udplite-data".to_vec();
-            if protocol == 136 {
-                l4[4] = 0;
-            }
-            let c = checksum::finish(checksum::sum(
-                checksum::pseudo_v4(H1, H6, protocol, l4.len() as u16),
-                &l4,
-            ));
-            l4[6..8].copy_from_slice(&c.to_be_bytes());
+            let l4 = dccp_or_udplite4(H1, H6, protocol, 1000, 2000, b"dccp-or-udplite-data");
             let o = run(&cfg(), &ip4(H1, H6, protocol, 64, 1, 0x4000, 0, &l4));
             let (pr, up) = check_v6(o.pkt());
             assert_eq!(pr, protocol);
@@ -874,15 +890,7 @@ mod v4_to_v6 {
     #[test]
     fn rfc7915_4_3_quoted_dccp_and_udplite_checksums_updated() {
         for protocol in [33u8, 136] {
-            let mut l4 = b"\x82\x9a\x82\x9a\x05\x00\x00\x00quoted-transport".to_vec();
-            if protocol == 136 {
-                l4[4] = 0;
-            }
-            let c = checksum::finish(checksum::sum(
-                checksum::pseudo_v4(H6, H1, protocol, l4.len() as u16),
-                &l4,
-            ));
-            l4[6..8].copy_from_slice(&c.to_be_bytes());
+            let l4 = dccp_or_udplite4(H6, H1, protocol, 33434, 33434, b"quoted-transport");
             let full = ip4(H6, H1, protocol, 3, 0x4444, 0x4000, 0, &l4);
             let e = ip4(R4, H6, 1, 64, 1, 0, 0, &icmp4(3, 3, 0, &full));
             let o = run(&cfg(), &e);
