@@ -1133,6 +1133,45 @@ def test_frames_delivered_elsewhere_are_lost(lab):
     assert nft_counter(lab, r, "chain", "ip", "xlp", "pre") > 0
 
 
+# Socket I/O sends through a UDP socket, which lets the kernel fragment a
+# datagram over the MTU: the DUT then forwarded fragments, measured as whole
+# frames of the size asked for. Refused before sending, as with packet I/O,
+# against the device's MTU and a route's own `mtu`.
+@pytest.mark.timeout(30)
+def test_socket_io_refuses_frames_over_the_send_mtu(lab, monkeypatch):
+    s, d = _pair(lab)
+    _count_test_frames(lab, d)
+    run = ["frame-loss", "--io", "socket", "--max-rate", "1000", "--rates", "100%"]
+    run += ["--duration", "0.2", "--wait", "0.1"]
+    v4 = _common(s, d, dst="192.0.2.2:7000")
+    v6 = _common(s, d, dst="[2001:db8::2]:7000", src="2001:db8::1")
+    cp = perf(*run, *v4, "--frame-size", "1519", check=False)
+    assert cp.returncode == 2, (cp.stdout, cp.stderr)
+    assert (
+        "a 1501-byte IP packet is over the MTU 1500 of the route to 192.0.2.2 via p0"
+        in cp.stderr
+    ), cp.stderr
+    cp = perf(*run, *v6, "--frame-size", "1519", check=False)
+    assert cp.returncode == 2, (cp.stdout, cp.stderr)
+    assert "a 1501-byte IP packet is over the MTU 1500" in cp.stderr, cp.stderr
+    # A route with a smaller MTU of its own.
+    lab.exec(s, ["ip", "route", "add", "192.0.2.2/32", "dev", "p0", "mtu", "1400"])
+    cp = perf(*run, *v4, "--frame-size", "1419", check=False)
+    assert cp.returncode == 2, (cp.stdout, cp.stderr)
+    assert "a 1401-byte IP packet is over the MTU 1400" in cp.stderr, cp.stderr
+    assert _test_frames(lab, d) == 0
+    # The largest frame that fits is measured whole. The environment block
+    # names the tuning variables that were set (here one of them).
+    for k in ("XLAT_PERF_IDLE_POLL", "XLAT_PERF_TX_VNET", "XLAT_PERF_XDP_MODE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("XLAT_PERF_NICE", "0")
+    r = perf_json(*run, *v4, "--frame-size", "1418")
+    t = r["repetitions"][0]["trials"][0]
+    assert t["received"] == 200, t
+    assert _test_frames(lab, d) == 200
+    assert r["environment"]["env"] == {"XLAT_PERF_NICE": "0"}, r["environment"]
+
+
 # RFC 8219 section 5.1.1: a 1518-byte IPv4 frame is a 1538-byte frame (a
 # 1520-byte IPv6 packet) after translation, which a receiving interface of
 # MTU 1500 cannot take whole: the DUT can only fragment or drop it. That was

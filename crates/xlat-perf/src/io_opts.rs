@@ -316,6 +316,21 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
                 recv_if_up(&ifname, false, recv_ip, ns, false)?;
             }
         }
+        // A UDP socket lets the kernel fragment a datagram over the MTU, and
+        // fragments are not test frames: refuse, as packet I/O does.
+        let ns = ep.send_netns.as_deref();
+        if let Ok((dev, _, _)) = io_resolve::route(ns, ep.dst.ip()) {
+            let mtu = io_resolve::route_mtu(ns, ep.dst.ip(), &dev)?;
+            let l3_len = crate::payload::l3_header(ep.dst.is_ipv6())
+                + crate::payload::UDP_HEADER
+                + ep.payload;
+            if l3_len > mtu as usize {
+                return Err(format!(
+                    "--frame-size: a {l3_len}-byte IP packet is over the MTU {mtu} of the route to {} via {dev} (socket I/O would send it fragmented)",
+                    ep.dst.ip()
+                ));
+            }
+        }
         return Ok(());
     }
     if io_kind == IoKind::Xdp && a.flag("bidirectional") {

@@ -158,6 +158,17 @@ pub fn route(
     Ok((dev, gw, src))
 }
 
+/// The MTU of the kernel's route to `dst` in `netns` leaving through `dev`:
+/// the route's own `mtu` metric when it has one, else the device's MTU.
+pub fn route_mtu(netns: Option<&str>, dst: IpAddr, dev: &str) -> Result<u32, String> {
+    let link_mtu = link(netns, dev, "send-if")?.mtu;
+    let d = dst.to_string();
+    let metric = ip_cmd(netns, &["-j", "route", "get", &d])
+        .ok()
+        .and_then(|out| jnum(&out, "mtu"));
+    Ok(metric.map_or(link_mtu, |m| (m as u32).min(link_mtu)))
+}
+
 /// The interface holding address `a` in `netns`, if any.
 pub fn iface_of_addr(netns: Option<&str>, a: IpAddr) -> Result<Option<String>, String> {
     let pfx = format!("{a}/{}", if a.is_ipv6() { 128 } else { 32 });

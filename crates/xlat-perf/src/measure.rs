@@ -926,6 +926,14 @@ fn read_trim(path: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// The environment variables that tune xlat-perf (docs/xlat-perf.md).
+const TUNING_VARS: [&str; 4] = [
+    "XLAT_PERF_IDLE_POLL",
+    "XLAT_PERF_NICE",
+    "XLAT_PERF_TX_VNET",
+    "XLAT_PERF_XDP_MODE",
+];
+
 /// The environment: CPU, kernel, clocksource (issue 5: results must say where
 /// they were measured).
 pub fn environment() -> J {
@@ -956,6 +964,17 @@ pub fn environment() -> J {
         ),
         ("loadavg", read_trim("/proc/loadavg").map_or(J::Null, J::s)),
         ("cpu_idle_poll", J::Bool(crate::idle_poll::held())),
+        // The tester's own tuning variables (docs/xlat-perf.md), as set:
+        // each changes what the sender can do.
+        (
+            "env",
+            J::obj(
+                TUNING_VARS
+                    .iter()
+                    .filter_map(|&k| std::env::var(k).ok().map(|v| (k, J::s(v))))
+                    .collect(),
+            ),
+        ),
         (
             "timestamp_clock",
             J::s("CLOCK_MONOTONIC (sender and receiver in one process)"),
