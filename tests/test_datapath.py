@@ -698,6 +698,88 @@ def test_check_names_bad_datapath_keys(tmp_path):
     assert 'error: datapath.kind: "ebpf": the kernel refuses' in cp.stderr, cp.stderr
 
 
+@pytest.mark.timeout(30)
+def test_check_fast_path_needs_cap_perfmon(tmp_path):
+    """docs/datapaths.md "Kernel requirements": root, or CAP_BPF + CAP_PERFMON +
+    CAP_NET_ADMIN. The docs and the load error said CAP_BPF + CAP_NET_ADMIN,
+    but with CAP_BPF alone the verifier refuses the program's pointer
+    arithmetic ("prohibited for !root"): `kind = "auto"` then runs on tun and
+    the message must name what is missing. CAP_PERFMON (here without
+    CAP_SYS_ADMIN) is enough."""
+    need_xlat()
+    f = tmp_path / "x.toml"
+    f.write_text(
+        f'pool6 = "64:ff9b::/96"\n[control]\nsocket = "{tmp_path}/x.sock"\n'
+        '[datapath]\nkind = "auto"\n'
+    )
+
+    def check(drop: str) -> subprocess.CompletedProcess:
+        cmd = f"{XLAT} check -c {f}"
+        return subprocess.run(
+            ["capsh", f"--drop={drop}", "--", "-c", cmd],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+
+    cp = check("cap_sys_admin")
+    assert cp.returncode == 0, cp
+    assert "datapath=auto: ebpf" in cp.stdout, cp.stdout
+    cp = check("cap_sys_admin,cap_perfmon")
+    assert cp.returncode == 0, cp
+    assert "datapath=auto: tun (the kernel refused the eBPF programs" in cp.stdout
+    assert "CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN" in cp.stdout, cp.stdout
+
+
+@pytest.mark.timeout(30)
+def test_check_gives_runs_verdict_on_interfaces(tmp_path):
+    """`xlat check` gives `xlat run`'s verdict (docs/configuration.md): a listed
+    interface that is not Ethernet (here `lo`) never takes the program, so
+    `kind = "ebpf"` fails (exit 1) and "auto" runs on tun; `check` said "ok
+    ... ebpf" for both. A listed interface missing now may still come before
+    `xlat run` starts: the status stays the kernel's, but the verdict says
+    what happens unless it does."""
+    need_xlat()
+    from lab import netns
+
+    f = tmp_path / "x.toml"
+
+    def check(ns, kind: str, ifs: str) -> subprocess.CompletedProcess:
+        f.write_text(
+            f'pool6 = "2001:db8:64::/96"\n[control]\nsocket = "{tmp_path}/x.sock"\n'
+            f'[datapath]\nkind = "{kind}"\ninterfaces = [{ifs}]\n'
+        )
+        return lab.exec(ns, [str(XLAT), "check", "-c", str(f)], check=False)
+
+    with netns.Lab(netns.random_prefix("xlc")) as lab:
+        ns, peer = lab.add_ns("r"), lab.add_ns("p")
+        lab.veth(ns, "v0", peer, "v0")
+        cp = check(ns, "ebpf", '"lo", "v0"')
+        assert cp.returncode == 1, cp.stdout + cp.stderr
+        assert cp.stdout.startswith("valid: "), cp.stdout
+        assert (
+            "datapath=ebpf: `xlat run` would fail here (lo: not an Ethernet interface"
+            in cp.stdout
+        ), cp.stdout
+        assert 'datapath.kind: "ebpf": the fast path cannot attach here' in cp.stderr
+        cp = check(ns, "auto", '"lo", "v0"')
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        assert "datapath=auto: tun (lo: not an Ethernet interface" in cp.stdout
+        cp = check(ns, "auto", '"xlcnope", "v0"')
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        assert (
+            "datapath=auto: ebpf with the tun slow path (the kernel accepts the"
+            " programs; tun unless that changes before `xlat run` starts: xlcnope:"
+            " no such interface here now)" in cp.stdout
+        ), cp.stdout
+        cp = check(ns, "ebpf", '"v0"')
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        assert (
+            "datapath=ebpf: ebpf with the tun slow path (the kernel accepts the"
+            " programs)\n" in cp.stdout
+        ), cp.stdout
+
+
 def _udp(side: str, t, port: int, payload: bytes) -> bytes:
     if side == "6":
         ip = IPv6(src=t.h6_addr, dst=t.h4_v6, hlim=64)

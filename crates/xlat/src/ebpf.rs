@@ -548,8 +548,8 @@ fn quiet_libbpf() {
 }
 
 impl FastPath {
-    /// Loads the programs and creates the maps (needs CAP_BPF and
-    /// CAP_NET_ADMIN, or root). Nothing is attached yet.
+    /// Loads the programs and creates the maps (needs CAP_BPF, CAP_PERFMON
+    /// and CAP_NET_ADMIN, or root). Nothing is attached yet.
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn load() -> Result<FastPath, String> {
         Self::load_sized(FLOW_MAP_ENTRIES)
@@ -570,7 +570,7 @@ impl FastPath {
             .map_err(|e| format!("cannot size the flow map to {flow_entries} entries: {e}"))?;
         obj.load().map_err(|e| {
             format!(
-                "the kernel refused the eBPF programs: {e} (needs Linux >= 5.11 with BPF, CAP_BPF and CAP_NET_ADMIN; XLAT_BPF_DEBUG=1 prints the verifier log)"
+                "the kernel refused the eBPF programs: {e} (needs Linux >= 5.11 with BPF, and root or CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN; XLAT_BPF_DEBUG=1 prints the verifier log)"
             )
         })?;
         let map = |n: &str| -> Result<c_int, String> {

@@ -195,15 +195,44 @@ fn datapath_verdict(s: &config::Settings) -> Result<String, (String, String)> {
     if let (DatapathKind::Auto, Some(why)) = (kind, ebpf::unsupported(s)) {
         return Ok(format!("auto: tun ({why})"));
     }
+    // A listed interface that is here but not Ethernet never takes the
+    // program: `xlat run` fails (ebpf) or runs on tun (auto), as here. One
+    // that is missing may still come before `xlat run` starts (a note).
+    let present = s
+        .datapath
+        .interfaces
+        .iter()
+        .filter(|d| ebpf::ifindex(d).is_some());
+    if let Some(e) = present
+        .into_iter()
+        .find_map(|d| ebpf::check_ethernet(d).err())
+    {
+        if kind == DatapathKind::Auto {
+            return Ok(format!("auto: tun ({e})"));
+        }
+        return Err((
+            format!("ebpf: `xlat run` would fail here ({e})"),
+            format!("the fast path cannot attach here ({e})"),
+        ));
+    }
+    let unless = match daemon::fast_interfaces(s).0 {
+        Ok(_) => String::new(),
+        Err(why) if kind == DatapathKind::Auto => {
+            format!("; tun unless that changes before `xlat run` starts: {why} here now")
+        }
+        Err(why) => {
+            format!("; `xlat run` fails unless that changes before it starts: {why} here now")
+        }
+    };
     match ebpf::FastPath::load_sized(s.datapath.flow_entries) {
         Ok(_) => Ok(format!(
-            "{}: ebpf with the tun slow path (the kernel accepts the programs)",
+            "{}: ebpf with the tun slow path (the kernel accepts the programs{unless})",
             kind.name()
         )),
         Err(e) if kind == DatapathKind::Auto => Ok(format!("auto: tun ({e})")),
         Err(e) => Err((
             format!("ebpf: `xlat run` would fail here ({e})"),
-            e.to_string(),
+            format!("the kernel refuses the fast path here ({e})"),
         )),
     }
 }
@@ -296,7 +325,7 @@ fn check(path: &str) -> i32 {
             // in the status too, for scripts (ExecStartPre, the lab).
             if let Err((_, why)) = verdict {
                 eprintln!(
-                    "error: datapath.kind: \"ebpf\": the kernel refuses the fast path here ({why}); \
+                    "error: datapath.kind: \"ebpf\": {why}; \
                      `xlat run` would exit 1 (kind = \"auto\" would run on tun)"
                 );
                 return 1;
