@@ -1595,6 +1595,49 @@ def test_pool4_change_with_the_static_entry_moved_in_one_edit():
         e.close()
 
 
+def test_bib_changes_at_run_time_in_show_config_and_across_a_reload():
+    """docs/configuration.md: `xlat show config` prints the running configuration,
+    and a reload makes the file's entries the table again (as for the EAMT).
+    A file entry removed with `xlat bib remove` was still shown, and a SIGHUP
+    with the file unchanged did not bring it back; an entry added with `xlat
+    bib add` was not shown. Now both are, and the added one survives the
+    reload (it is not in the file)."""
+    a = "203.0.113.1"
+    e = Env(
+        pool4=f'[[nat64.pool4]]\nprefix = "{a}/32"\n'
+        '[[nat64.bib]]\nprotocol = "tcp"\nipv6 = "2001:db8:6::2#80"\n'
+        f'ipv4 = "{a}#8080"\n'
+    )
+    try:
+        x = e.x
+        x.cli("bib", "remove", "tcp", f"{a}#8080")
+        x.cli("bib", "add", "udp", "2001:db8:6::2#53", f"{a}#5353")
+        shown = x.cli("show", "config").stdout
+        assert f"{a}#8080" not in shown, shown
+        assert (
+            "# added at run time (xlat bib add; not in the file, kept across SIGHUP)\n"
+            f'[[nat64.bib]]\nprotocol = "udp"\nipv6 = "2001:db8:6::2#53"\n'
+            f'ipv4 = "{a}#5353"' in shown
+        ), shown
+        _reload(x, x.conf.read_text())
+        assert f"{a}#8080" in x.cli("bib", "show", "tcp").stdout
+        assert f"{a}#5353" in x.cli("bib", "show", "udp").stdout
+        shown = x.cli("show", "config").stdout
+        assert shown.count(f"{a}#8080") == 1 and shown.count(f"{a}#5353") == 1, shown
+        assert "change needs a restart" not in x.log(), x.log()[-2000:]
+        # The file takes over the entry added at run time.
+        added = (
+            '[[nat64.bib]]\nprotocol = "udp"\nipv6 = "2001:db8:6::2#53"\n'
+            f'ipv4 = "{a}#5353"\n'
+        )
+        _reload(x, x.conf.read_text() + added)
+        shown = x.cli("show", "config").stdout
+        assert "added at run time" not in shown and shown.count(f"{a}#5353") == 1
+        assert "cannot add static bib entry" not in x.log(), x.log()[-2000:]
+    finally:
+        e.close()
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("datapath", DATAPATHS)
 def test_issue4_rfc6146_3_5_1_1_sighup_pool4_change_drains_sessions(datapath):

@@ -20,7 +20,12 @@ pub struct StaticBib {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Nat64Settings {
     pub pool4: Vec<Pool4Entry>,
+    /// The file's `[[nat64.bib]]` entries; while running, those in force
+    /// (`xlat bib remove` takes one out, and a reload puts it back).
     pub bib: Vec<StaticBib>,
+    /// Entries added with `xlat bib add` (never read from a file): shown
+    /// by `xlat show config`, kept across a reload.
+    pub runtime_bib: Vec<StaticBib>,
     /// Seconds (Jool's defaults: 300, 7440, 240, 60).
     pub udp_timeout: u64,
     pub tcp_est_timeout: u64,
@@ -42,6 +47,7 @@ impl Default for Nat64Settings {
         Nat64Settings {
             pool4: vec![],
             bib: vec![],
+            runtime_bib: vec![],
             udp_timeout: 300,
             tcp_est_timeout: 7440,
             tcp_trans_timeout: 240,
@@ -632,10 +638,16 @@ impl Nat64Settings {
                 p.mark
             );
         }
-        for b in &self.bib {
+        let runtime = self.runtime_bib.iter().map(|b| (b, true));
+        for (b, added) in self.bib.iter().map(|b| (b, false)).chain(runtime) {
             let _ = writeln!(
                 o,
-                "\n[[nat64.bib]]\nprotocol = {}\nipv6 = {}\nipv4 = {}",
+                "\n{}[[nat64.bib]]\nprotocol = {}\nipv6 = {}\nipv4 = {}",
+                if added {
+                    "# added at run time (xlat bib add; not in the file, kept across SIGHUP)\n"
+                } else {
+                    ""
+                },
                 q(b.proto.name()),
                 q(&b.v6.to_string()),
                 q(&b.v4.to_string())

@@ -206,6 +206,34 @@ fn build_translator(
 }
 
 impl Daemon {
+    /// The running configuration follows a successful `xlat bib add` /
+    /// `remove`: `show config` shows the static entries in force, and a
+    /// reload puts back a file entry removed at run time (the file is the
+    /// table again, as for the EAMT) but keeps the entries added at run
+    /// time.
+    fn note_bib_change(&self, cmd: &str, args: &[&str]) {
+        use crate::config::{proto_parse, ta4_parse, ta6_parse, StaticBib};
+        let mut st = self.state.lock().unwrap();
+        let nat = &mut st.settings.nat64;
+        match (cmd, args) {
+            ("bib-add", [p, v6, v4]) => {
+                if let (Some(proto), Some(v6), Some(v4)) =
+                    (proto_parse(p), ta6_parse(v6), ta4_parse(v4))
+                {
+                    nat.runtime_bib.push(StaticBib { proto, v6, v4 });
+                }
+            }
+            ("bib-remove", [p, v4]) => {
+                if let (Some(proto), Some(v4)) = (proto_parse(p), ta4_parse(v4)) {
+                    let other = |b: &StaticBib| b.proto != proto || b.v4 != v4;
+                    nat.bib.retain(other);
+                    nat.runtime_bib.retain(other);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Control-socket requests.
     pub fn handle(&self, req: &str) -> Result<String, String> {
         let mut words = req.split_whitespace();
@@ -217,6 +245,9 @@ impl Daemon {
         };
         if let Some(st) = nat {
             if let Some(r) = crate::nat64d::handle(&st, pool6, self.shared.now_ms(), cmd, &args) {
+                if r.is_ok() {
+                    self.note_bib_change(cmd, &args);
+                }
                 if cmd == "bib-remove" {
                     // The fast path must not carry the removed sessions on
                     // (until the background check reaches them otherwise).
@@ -530,6 +561,7 @@ impl Daemon {
         if old.mode == Mode::Nat64 {
             let mut rest = new.nat64.clone();
             rest.bib = old.nat64.bib.clone();
+            rest.runtime_bib = old.nat64.runtime_bib.clone();
             rest.pool4 = old.nat64.pool4.clone();
             if rest != old.nat64 {
                 let keys = rest.changed_keys(&old.nat64);
@@ -608,7 +640,17 @@ impl Daemon {
                 new.nat64.pool4 = wanted;
             }
         }
-        if let (Some(wanted), Some(kept), Some(nat)) = (bib_wanted, bib_kept, st.nat64.as_ref()) {
+        if let (Some(wanted), Some(mut kept), Some(nat)) = (bib_wanted, bib_kept, st.nat64.as_ref())
+        {
+            // An entry added at run time that the file now holds is the
+            // file's from now on (it is in the table already).
+            new.nat64.runtime_bib.retain(|b| {
+                let in_file = wanted.contains(b);
+                if in_file {
+                    kept.push(*b);
+                }
+                !in_file
+            });
             new.nat64.bib = crate::nat64d::add_static_bib(nat, kept, &wanted, self.shared.now_ms());
         }
         // Sessions drained by a pool4 or static BIB change leave the fast

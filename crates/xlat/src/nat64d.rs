@@ -57,8 +57,10 @@ pub fn apply_pool4(st: &Nat64State, wanted: &[Pool4Entry], now: u64) -> bool {
 /// `wanted` instead of `current`: removes (with their sessions) the
 /// entries of `current` that `wanted` leaves out, and returns those kept.
 /// It runs before a pool4 swap, so that an entry the file drops is not
-/// reported as kept outside the new pool4. Entries added at run time with
-/// `xlat bib add` are left alone.
+/// reported as kept outside the new pool4. `current` holds the file's
+/// entries in force (one removed with `xlat bib remove` is not, and the
+/// second half adds it again); entries added at run time with `xlat bib
+/// add` are left alone.
 pub fn remove_static_bib(
     st: &Nat64State,
     current: &[StaticBib],
