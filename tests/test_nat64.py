@@ -1318,6 +1318,50 @@ def test_rfc6146_limits_pool_exhaustion_and_source_quota(datapath):
         e.close()
 
 
+# A UDP client that also reports soft ICMP errors (IP_RECVERR: Linux reports
+# an ICMPv4 Host Unreachable on a UDP socket only then).
+UDP_TRY_RECVERR = UDP_TRY.replace(
+    "if fam == socket.AF_INET6:",
+    's.setsockopt(socket.IPPROTO_IP, getattr(socket, "IP_RECVERR", 11), 1)\n'
+    "if fam == socket.AF_INET6:",
+)
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc6146_session_limit_answers_ipv4_initiated_flows(datapath):
+    """Issue 4: a flow beyond the session limit is refused "with the appropriate
+    ICMP error". From the IPv4 side (to a static BIB entry) it was dropped
+    silently: a TCP client hung until its own timeout. Now ICMPv4 Host
+    Unreachable (the IPv4 form of the Address Unreachable the IPv6 side gets),
+    counted as nat64_session_limit; the session in place keeps working."""
+    e = Env(nat64="max-sessions = 1\n", datapath=datapath)
+    try:
+        t, x = e.t, e.x
+        x.cli("bib", "add", "udp", f"{t.c1_addr}#7403", f"{POOL4_ADDR}#7403")
+        x.cli("bib", "add", "tcp", f"{t.c1_addr}#7404", f"{POOL4_ADDR}#7404")
+        srv = nsio_bg(t.lab, t.c1, "udp-echo", "--bind", t.c1_addr, "--port", 7403)
+        try:
+            assert udp_try(t.lab, t.h4, POOL4_ADDR, 7403, 5001) == "ok"
+            s0 = x.stats()
+            t0 = time.monotonic()
+            got = tcp_get(t.lab, t.h4, POOL4_ADDR, 7404, wait=8)
+            assert got == "error EHOSTUNREACH", got
+            assert time.monotonic() - t0 < 4
+            cp = t.lab.exec(
+                t.h4, [PY, "-c", UDP_TRY_RECVERR, POOL4_ADDR, "7403", "5002", "2"]
+            )
+            assert cp.stdout.strip() == "error EHOSTUNREACH", cp.stdout
+            s1 = x.stats()
+            assert s1["nat64_session_limit"] >= s0["nat64_session_limit"] + 2, s1
+            assert s1["icmp_errors_sent"] >= s0["icmp_errors_sent"] + 2, (s0, s1)
+            assert udp_try(t.lab, t.h4, POOL4_ADDR, 7403, 5001) == "ok"
+        finally:
+            t.lab.stop(srv)
+    finally:
+        e.close()
+
+
 @pytest.mark.timeout(20)
 def test_rfc6146_nat64_config_check_names_keys(tmp_path):
     """`xlat check` validates the [nat64] section; every error names its key."""

@@ -1015,9 +1015,18 @@ impl Nat64Translator {
                 // §3.5.3: an ICMP query without BIB entry: Host
                 // Unreachable (the query is no ICMP error, so it may be
                 // answered).
+                // A new session (to a static or endpoint-independent BIB
+                // entry) refused by the global limit or the quota: Host
+                // Unreachable, the IPv4 form of the Address Unreachable
+                // that such a refusal sends to the IPv6 side (§3.5.1,
+                // RFC 7915 §5.2 maps one to the other), so that the client
+                // learns at once instead of timing out.
                 let code = match (r, p) {
                     (DropReason::Nat64NoBib, Proto::Udp) => icmp4::PORT_UNREACH,
                     (DropReason::Nat64NoBib, Proto::Icmp) => icmp4::HOST_UNREACH,
+                    (DropReason::Nat64SessionLimit | DropReason::Nat64SourceQuota, _) => {
+                        icmp4::HOST_UNREACH
+                    }
                     (DropReason::Nat64Filtered, Proto::Udp) => icmp4::ADMIN_PROHIBITED,
                     _ => return Err(r),
                 };

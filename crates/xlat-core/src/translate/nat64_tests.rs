@@ -524,6 +524,60 @@ fn rfc6146_3_5_1_pool_exhausted_and_quota_refuse_new_flows() {
     ));
 }
 
+/// A new session from the IPv4 side (to a static BIB entry) refused by the
+/// global limit or the per-source quota gets ICMPv4 Host Unreachable from
+/// the address it was sent to (it was dropped silently: the client timed
+/// out), counted under its reason; the sessions in place keep working.
+#[test]
+fn rfc6146_3_5_session_limit_and_quota_answer_the_ipv4_side() {
+    for quota in [false, true] {
+        let state = state_with(|c| {
+            if quota {
+                c.source_quota = Some(SourceQuota {
+                    prefix_len: 128,
+                    max_sessions: 1,
+                });
+            } else {
+                c.max_sessions = Some(1);
+            }
+        });
+        let server = Ta6::new(a6("2001:db8:2::80"), 80);
+        let public = Ta4::new(a4("203.0.113.3"), 8080);
+        state.add_static(Proto::Tcp, server, public, 0).unwrap();
+        state
+            .add_static(Proto::Udp, server, Ta4::new(public.addr, 5353), 0)
+            .unwrap();
+        let t = xlat(state);
+        let first = a4("192.0.2.50");
+        fwd(&run(&t, &tcp4(first, 5555, public, SYN), 0));
+        let want = if quota {
+            DropReason::Nat64SourceQuota
+        } else {
+            DropReason::Nat64SessionLimit
+        };
+        let late = a4("192.0.2.51");
+        for pkt in [
+            tcp4(late, 5556, public, SYN),
+            udp4(late, 5557, Ta4::new(public.addr, 5353)),
+        ] {
+            let o = run(&t, &pkt, 1);
+            match o.v {
+                Verdict::Reply { reason, .. } => assert_eq!(reason, want),
+                v => panic!("{v:?}"),
+            }
+            verify(&o.pkt);
+            assert_eq!(
+                (o.pkt[20], o.pkt[21]),
+                (icmp4::DEST_UNREACH, icmp4::HOST_UNREACH)
+            );
+            assert_eq!((v4src(&o.pkt), v4dst(&o.pkt)), (public.addr, late));
+            assert_eq!(&o.pkt[28..], &pkt[..o.pkt.len() - 28]);
+        }
+        // The session in place goes on.
+        fwd(&run(&t, &tcp4(first, 5555, public, 0x10), 2));
+    }
+}
+
 #[test]
 fn rfc6146_3_5_1_session_expires() {
     let t = xlat(state_with(|c| {
