@@ -80,6 +80,8 @@ enum {
 	D_ERROR,
 	P_NAT64_NO_FLOW, /* NAT64: not a cached flow (new flow, not yet cached, ...) */
 	P_NAT64_TCP,     /* NAT64: TCP SYN / FIN / RST: the slow path's state machine */
+	C_V6TO4_BYTES,   /* IP bytes of the translated packets (C_V6TO4's) */
+	C_V4TO6_BYTES,
 	C_MAX,
 };
 
@@ -243,12 +245,17 @@ static __always_inline long load(struct __sk_buff *skb, __u32 off, void *to, __u
 	return bpf_skb_load_bytes(skb, off, to, len);
 }
 
-static __always_inline int count(__u32 i)
+static __always_inline int count_n(__u32 i, __u64 n)
 {
 	__u64 *c = bpf_map_lookup_elem(&xlat_counters, &i);
 	if (c)
-		*c += 1;
+		*c += n;
 	return 0;
+}
+
+static __always_inline int count(__u32 i)
+{
+	return count_n(i, 1);
 }
 
 /* Not ours, or for the slow path: on up the stack. TC_ACT_UNSPEC, not
@@ -866,6 +873,9 @@ static __always_inline int send(struct __sk_buff *skb, const struct xlat_cfg *c,
 			fv->seen = now;
 	}
 	count(counter);
+	/* The translated IP packet's bytes (a GSO packet counts its headers
+	 * once), as the TUN datapath counts translated_*_bytes. */
+	count_n(counter == C_V6TO4 ? C_V6TO4_BYTES : C_V4TO6_BYTES, skb->len - 14);
 	if (c->flags & F_TEST)
 		return TC_ACT_REDIRECT;
 	if (!r) /* next_hop() refused it already: for the verifier */

@@ -210,11 +210,20 @@ def test_metrics_endpoint(datapath):
         series = (
             "xlat_ebpf_packets_total" if datapath == "ebpf" else "xlat_packets_total"
         )
-        for d in ("6to4", "4to6"):
+        for d, size in (("6to4", 84), ("4to6", 104)):
             m = re.search(
                 rf'^{series}\{{direction="{d}"\}} (\d+)$', cp.stdout, re.MULTILINE
             )
             assert m and int(m.group(1)) >= 4, cp.stdout[:3000]
+            # Bytes of the translated IP packets, on either datapath (the
+            # fast path had no byte count): 56-byte echoes are 84-byte IPv4
+            # and 104-byte IPv6 packets.
+            b = re.search(
+                rf'^{series.replace("packets", "bytes")}\{{direction="{d}"\}} (\d+)$',
+                cp.stdout,
+                re.MULTILINE,
+            )
+            assert b and int(b.group(1)) == size * int(m.group(1)), cp.stdout[:3000]
         if datapath == "ebpf":
             assert 'xlat_ebpf_passed_total{reason="ttl"}' in cp.stdout
             assert "xlat_ebpf_dropped_total 0" in cp.stdout

@@ -65,7 +65,7 @@ struct Attachment {
 }
 
 /// Fast-path counters, in the order of the program's enum.
-pub const COUNTERS: [&str; 22] = [
+pub const COUNTERS: [&str; 24] = [
     "translated_6to4_packets",
     "translated_4to6_packets",
     "passed_not_ip",
@@ -88,9 +88,13 @@ pub const COUNTERS: [&str; 22] = [
     "dropped_helper_error",
     "passed_nat64_no_flow",
     "passed_nat64_tcp",
+    "translated_6to4_bytes",
+    "translated_4to6_bytes",
 ];
 pub const C_V6TO4: usize = 0;
 pub const C_V4TO6: usize = 1;
+pub const C_V6TO4_BYTES: usize = 22;
+pub const C_V4TO6_BYTES: usize = 23;
 pub const D_ERROR: usize = 19;
 
 const F_ENABLED: u32 = 1;

@@ -280,7 +280,7 @@ impl Snapshot {
         let f = &self.fixed;
         let _ = writeln!(
             o,
-            "# HELP xlat_packets_total Packets translated, by direction."
+            "# HELP xlat_packets_total Packets translated by the TUN datapath (the eBPF fast path's: xlat_ebpf_packets_total), by direction."
         );
         let _ = writeln!(o, "# TYPE xlat_packets_total counter");
         let _ = writeln!(
@@ -306,7 +306,7 @@ impl Snapshot {
             }
         }
         if let Some(fx) = &self.fast {
-            use crate::ebpf::{COUNTERS, C_V4TO6, C_V6TO4};
+            use crate::ebpf::{COUNTERS, C_V4TO6, C_V4TO6_BYTES, C_V6TO4, C_V6TO4_BYTES};
             let _ = writeln!(
                 o,
                 "# HELP xlat_ebpf_packets_total Packets translated by the eBPF fast path, by direction.\n# TYPE xlat_ebpf_packets_total counter"
@@ -315,6 +315,15 @@ impl Snapshot {
                 o,
                 "xlat_ebpf_packets_total{{direction=\"4to6\"}} {}\nxlat_ebpf_packets_total{{direction=\"6to4\"}} {}",
                 fx[C_V4TO6], fx[C_V6TO4]
+            );
+            let _ = writeln!(
+                o,
+                "# HELP xlat_ebpf_bytes_total Bytes of the packets translated by the eBPF fast path (IP packets after translation), by direction.\n# TYPE xlat_ebpf_bytes_total counter"
+            );
+            let _ = writeln!(
+                o,
+                "xlat_ebpf_bytes_total{{direction=\"4to6\"}} {}\nxlat_ebpf_bytes_total{{direction=\"6to4\"}} {}",
+                fx[C_V4TO6_BYTES], fx[C_V6TO4_BYTES]
             );
             let _ = writeln!(
                 o,
@@ -354,7 +363,7 @@ impl Snapshot {
         }
         let _ = writeln!(
             o,
-            "# HELP xlat_bytes_total Bytes of translated packets, by direction."
+            "# HELP xlat_bytes_total Bytes of packets translated by the TUN datapath (the eBPF fast path's: xlat_ebpf_bytes_total), by direction."
         );
         let _ = writeln!(o, "# TYPE xlat_bytes_total counter");
         let _ = writeln!(o, "xlat_bytes_total{{direction=\"4to6\"}} {}", f[T46_BYTES]);
@@ -642,6 +651,7 @@ mod tests {
         assert!(p.contains(&("translated_4to6_packets".to_string(), 0)));
         let prom = s.prometheus();
         assert!(prom.contains("xlat_ebpf_packets_total{direction=\"4to6\"} 7"));
+        assert!(prom.contains("xlat_ebpf_bytes_total{direction=\"6to4\"} 0"));
         assert!(prom.contains("xlat_ebpf_passed_total{reason=\"not_for_xlat\"} 2"));
         assert!(prom.contains("xlat_ebpf_dropped_total 0"));
     }
