@@ -1133,6 +1133,50 @@ def test_frames_delivered_elsewhere_are_lost(lab):
     assert nft_counter(lab, r, "chain", "ip", "xlp", "pre") > 0
 
 
+# Issue 5 "Trust": the tester flags any DUT result within 10% of its own
+# ceiling. Only throughput took --ceiling; frame-loss, latency, pdv and ipdv
+# refused it ("unknown option"), so the self-test's latency-tags ceiling
+# flagged nothing. A rate above the ceiling was called "within 10%" of it.
+@pytest.mark.timeout(40)
+def test_ceiling_flags_frame_loss_and_delay_trials(lab):
+    s, d = _pair(lab)
+    common = [
+        *_common(s, d, dst="192.0.2.2:7000"),
+        "--duration",
+        "0.3",
+        "--wait",
+        "0.1",
+    ]
+    j = perf_json(
+        "frame-loss",
+        *common,
+        "--max-rate",
+        "1000",
+        "--rates",
+        "1000,500",
+        "--ceiling",
+        "900",
+    )
+    trials = j["repetitions"][0]["trials"]
+    assert [t["near_tester_ceiling"] for t in trials] == [True, False], trials
+    assert any(
+        "trial(s) at 1000 frames/s are at or above the tester's ceiling 900" in w
+        for w in j["warnings"]
+    ), j["warnings"]
+    for test in ("latency", "pdv", "ipdv"):
+        args = [*common, "--rate", "1000"]
+        if test == "latency":
+            args += ["--warmup", "0.1", "--tagged", "50"]
+        j = perf_json(test, *args, "--ceiling", "1050")
+        assert j["repetitions"][0]["trial"]["near_tester_ceiling"] is True, (test, j)
+        assert any(
+            "rate 1000 frames/s is within 10% of the tester's ceiling 1050" in w
+            for w in j["warnings"]
+        ), (test, j["warnings"])
+        j = perf_json(test, *args, "--ceiling", "1200")
+        assert j["repetitions"][0]["trial"]["near_tester_ceiling"] is False, (test, j)
+
+
 # Socket I/O sends through a UDP socket, which lets the kernel fragment a
 # datagram over the MTU: the DUT then forwarded fragments, measured as whole
 # frames of the size asked for. Refused before sending, as with packet I/O,

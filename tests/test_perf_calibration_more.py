@@ -419,6 +419,27 @@ def test_invalid_trials_are_reported_not_summarised(lab):
     ).stdout
     assert "invalid: sender behind" in out, out
     assert "FLR at 5000000 fps over" not in out, out
+    # The same for a throughput search whose every trial was invalid: its 0
+    # says nothing about the DUT and does not enter the summary (it was
+    # counted there as a throughput of 0, pulling the median down).
+    j = perf_json(
+        "throughput",
+        *_ends(s, d),
+        "--max-rate",
+        "5000000",
+        "--max-trials",
+        "1",
+        "--duration",
+        "0.2",
+        "--wait",
+        "0.1",
+        "--retries",
+        "0",
+    )
+    (rep,) = j["repetitions"]
+    assert rep["throughput_fps"] == 0 and rep["invalid_trials"] == 1, rep
+    assert j["summary"]["throughput"]["summary"] is None, j["summary"]
+    assert any("left out of the summary" in w for w in j["warnings"]), j["warnings"]
 
 
 # RFC 8219 section 5.1.1 through a real translator (xlat SIIT, TUN

@@ -343,6 +343,21 @@ impl SelfTest {
             let args = st.feature_args(f, None, None, st.send_netns.is_none())?;
             Params::from_args(Test::Throughput, &args)?;
         }
+        // A feature that records every frame's delay holds fewer frames per
+        // trial: checked now for all of them, not when its turn comes
+        // (after the other features' searches, whose results were lost).
+        for (key, f) in st.features.iter().filter(|(_, f)| f.timestamps) {
+            let rate = st.max_rate.min(measure::media_max_fps(f.frame, 10.0));
+            let planned = crate::engine::planned_frames(rate, st.duration);
+            let limit = crate::engine::MAX_DELAY_FRAMES;
+            if planned > limit {
+                return Err(format!(
+                    "--features {key}: {planned} frames in one trial at {rate} frames/s is over \
+                     the limit {limit} of a trial that records every frame's delay: shorten \
+                     --duration or lower --max-rate"
+                ));
+            }
+        }
         Ok(st)
     }
 
@@ -770,5 +785,22 @@ mod tests {
             "{e}"
         );
         assert!(parse(&["--io", "socket"]).is_ok());
+    }
+
+    /// The latency-tags feature's frame limit was checked only when its
+    /// turn came: after 20 s of the `64` search, whose result was lost
+    /// (exit 1, nothing saved). It is checked before anything runs.
+    #[test]
+    fn the_timestamps_frame_limit_is_checked_before_the_run() {
+        let e = parse(&["--max-rate", "11000000", "--features", "64,64-timestamps"])
+            .err()
+            .unwrap();
+        assert!(
+            e.starts_with("--features 64-timestamps: 11000000 frames in one trial"),
+            "{e}"
+        );
+        assert!(parse(&["--max-rate", "11000000", "--features", "64"]).is_ok());
+        let ok = ["--max-rate", "11000000", "--duration", "0.5"];
+        assert!(parse(&[&ok[..], &["--features", "64-timestamps"]].concat()).is_ok());
     }
 }

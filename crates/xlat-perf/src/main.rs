@@ -17,14 +17,15 @@ RFC 8219 measurements (sender and receiver run in this process, each thread in
 its own network namespace; see docs/xlat-perf.md):
   xlat-perf throughput --dst ADDR:PORT [--max-rate FPS] [--error E] [--max-trials N]
                        [--ceiling FPS] [--ceiling-file FILE] COMMON IO
-  xlat-perf frame-loss --dst ADDR:PORT [--max-rate FPS] [--rates LIST] COMMON IO
-  xlat-perf latency    --dst ADDR:PORT --rate FPS [--warmup SECS] [--tagged N] COMMON IO
-  xlat-perf pdv        --dst ADDR:PORT --rate FPS COMMON IO
-  xlat-perf ipdv       --dst ADDR:PORT --rate FPS COMMON IO
+  xlat-perf frame-loss --dst ADDR:PORT [--max-rate FPS] [--rates LIST] CEILING COMMON IO
+  xlat-perf latency    --dst ADDR:PORT --rate FPS [--warmup SECS] [--tagged N] CEILING COMMON IO
+  xlat-perf pdv        --dst ADDR:PORT --rate FPS CEILING COMMON IO
+  xlat-perf ipdv       --dst ADDR:PORT --rate FPS CEILING COMMON IO
   xlat-perf back-to-back --dst ADDR:PORT --src ADDR --rate FPS [--max-burst N] [--gap SECS]
                        [--error E] [--max-trials N] COMMON (but --duration)
   xlat-perf system-recovery --dst ADDR:PORT --src ADDR --throughput FPS
                        [--recovery-duration SECS] COMMON
+CEILING: [--ceiling FPS | --ceiling-file FILE] (flags rates near the tester's own)
 COMMON: [--src ADDR] [--recv-bind ADDR:PORT] [--send-netns NAME] [--recv-netns NAME]
         [--frame-size BYTES] [--link-gbps G] [--duration SECS] [--wait SECS]
         [--repeat N] [--retries N] [--batch N] [--random-ports [--src-ports LO-HI]]

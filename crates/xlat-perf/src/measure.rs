@@ -549,9 +549,9 @@ pub fn known_keys(test: Test) -> Vec<&'static str> {
     }
     known.extend_from_slice(match test {
         Test::Throughput => &["max-rate", "error", "max-trials", "ceiling", "ceiling-file"][..],
-        Test::FrameLoss => &["max-rate", "rates"][..],
-        Test::Latency => &["rate", "warmup", "tagged"][..],
-        Test::Pdv | Test::Ipdv => &["rate"][..],
+        Test::FrameLoss => &["max-rate", "rates", "ceiling", "ceiling-file"][..],
+        Test::Latency => &["rate", "warmup", "tagged", "ceiling", "ceiling-file"][..],
+        Test::Pdv | Test::Ipdv => &["rate", "ceiling", "ceiling-file"][..],
         Test::BackToBack => &["rate", "max-burst", "error", "max-trials", "gap"][..],
         Test::SystemRecovery => &["throughput", "recovery-duration"][..],
     });
@@ -1278,11 +1278,13 @@ pub fn run(p: &Params) -> Result<String, String> {
     let mut warnings: Vec<String> = Vec::new();
     // Per-repetition headline values for the summary (and per rate for FLR).
     let mut headline: Vec<(String, String, Vec<f64>)> = Vec::new();
-    let mut push_head = |name: &str, unit: &str, v: f64| {
+    // `None`: a repetition without a result (left out of the summary, which
+    // still names the value).
+    let mut push_head = |name: &str, unit: &str, v: Option<f64>| {
         if let Some(h) = headline.iter_mut().find(|h| h.0 == name) {
-            h.2.push(v);
+            h.2.extend(v);
         } else {
-            headline.push((name.to_string(), unit.to_string(), vec![v]));
+            headline.push((name.to_string(), unit.to_string(), v.into_iter().collect()));
         }
     };
     warnings.extend(rfc_deviations(p));
@@ -1323,7 +1325,7 @@ pub fn run(p: &Params) -> Result<String, String> {
                     };
                     warnings.push(format!(
                         "repetition {rep}: every trial was invalid ({why}): \
-                         the throughput 0 says nothing about the DUT; {fix}"
+                         the throughput 0 says nothing about the DUT and is left out of the summary; {fix}"
                     ));
                 }
                 for (t, retried) in &trials {
@@ -1342,7 +1344,11 @@ pub fn run(p: &Params) -> Result<String, String> {
                         note,
                     });
                 }
-                push_head("throughput", "frames/s", res.throughput as f64);
+                // A repetition whose every trial was invalid has no result:
+                // its 0 would pull the median down (warned of above).
+                let all_invalid = !trials.is_empty() && invalid == trials.len();
+                let got = |v: u64| (!all_invalid).then_some(v as f64);
+                push_head("throughput", "frames/s", got(res.throughput));
                 // RFC 2544 section 14 (RFC 8219 section 5.3): a bidirectional
                 // test offers the same rate from each direction; the
                 // throughput is that per-direction rate (both directions
@@ -1352,15 +1358,15 @@ pub fn run(p: &Params) -> Result<String, String> {
                     push_head(
                         "aggregate throughput (both directions)",
                         "frames/s",
-                        (res.throughput * 2) as f64,
+                        got(res.throughput * 2),
                     );
                 }
                 let near = near_ceiling(res.throughput, p.ceiling);
                 if near {
                     warnings.push(format!(
-                        "repetition {rep}: throughput {} is within 10% of the tester's ceiling {}: the tester may be the limit",
+                        "repetition {rep}: throughput {} is {}: the tester may be the limit",
                         res.throughput,
-                        p.ceiling.unwrap_or(0)
+                        ceiling_words(res.throughput, p.ceiling)
                     ));
                 }
                 // The top of the search passed: nothing above it was tried,
@@ -1445,6 +1451,7 @@ pub fn run(p: &Params) -> Result<String, String> {
                 // there are two successive trials in which no frames are
                 // lost" (the default list; a --rates list runs whole).
                 let mut clean_in_a_row = 0;
+                let mut near = Vec::new();
                 for &rate in &p.rates {
                     if p.default_rates && clean_in_a_row >= 2 {
                         break;
@@ -1466,7 +1473,11 @@ pub fn run(p: &Params) -> Result<String, String> {
                     // the tester) says nothing about the DUT: reported,
                     // never summarised.
                     if t.valid() {
-                        push_head(&format!("FLR at {rate} fps"), "%", t.loss_rate() * 100.0);
+                        push_head(
+                            &format!("FLR at {rate} fps"),
+                            "%",
+                            Some(t.loss_rate() * 100.0),
+                        );
                     } else {
                         warnings.push(format!(
                             "repetition {rep}: the trial at {rate} frames/s is invalid ({}) and left out of the summary",
@@ -1478,13 +1489,18 @@ pub fn run(p: &Params) -> Result<String, String> {
                     } else {
                         clean_in_a_row = 0;
                     }
-                    tj.push(trial_json(
-                        &t,
-                        vec![(
-                            "frame_loss_rate_percent",
-                            J::f(csv_round(t.loss_rate() * 100.0)),
-                        )],
-                    ));
+                    let mut extra = vec![(
+                        "frame_loss_rate_percent",
+                        J::f(csv_round(t.loss_rate() * 100.0)),
+                    )];
+                    if p.ceiling.is_some() {
+                        let n = near_ceiling(rate, p.ceiling);
+                        if n {
+                            near.push(rate);
+                        }
+                        extra.push(("near_tester_ceiling", J::Bool(n)));
+                    }
+                    tj.push(trial_json(&t, extra));
                     rows.push(Row {
                         rep,
                         note: if t.valid() {
@@ -1494,6 +1510,14 @@ pub fn run(p: &Params) -> Result<String, String> {
                         },
                         t,
                     });
+                }
+                if let Some(&top) = near.iter().max() {
+                    let list: Vec<String> = near.iter().map(u64::to_string).collect();
+                    warnings.push(format!(
+                        "repetition {rep}: the trial(s) at {} frames/s are {}: their loss may be the tester's",
+                        list.join(", "),
+                        ceiling_words(top, p.ceiling)
+                    ));
                 }
                 reps.push(J::obj(vec![
                     ("repetition", J::u(rep as u64)),
@@ -1519,6 +1543,16 @@ pub fn run(p: &Params) -> Result<String, String> {
                     });
                 }
                 let mut extra: Vec<(&str, J)> = Vec::new();
+                if p.ceiling.is_some() {
+                    let n = near_ceiling(rate, p.ceiling);
+                    if n {
+                        warnings.push(format!(
+                            "repetition {rep}: the rate {rate} frames/s is {}: the delays may include the tester's own queueing",
+                            ceiling_words(rate, p.ceiling)
+                        ));
+                    }
+                    extra.push(("near_tester_ceiling", J::Bool(n)));
+                }
                 // An invalid trial (sender behind, or frames lost in the
                 // tester) is reported, never summarised.
                 let valid = t.valid();
@@ -1540,7 +1574,7 @@ pub fn run(p: &Params) -> Result<String, String> {
                 }
                 let mut push_head = |name: &str, unit: &str, v: f64| {
                     if valid {
-                        push_head(name, unit, v)
+                        push_head(name, unit, Some(v))
                     }
                 };
                 // RFC 8219 section 7.2-7.4: with --bidirectional each
@@ -1696,6 +1730,16 @@ pub fn short_wait(wait: f64) -> Option<String> {
 /// may measure the tester, not the DUT.
 pub fn near_ceiling(result: u64, ceiling: Option<u64>) -> bool {
     ceiling.is_some_and(|c| result as f64 >= 0.9 * c as f64)
+}
+
+/// How a value flagged by [`near_ceiling`] stands to the ceiling.
+fn ceiling_words(v: u64, ceiling: Option<u64>) -> String {
+    let c = ceiling.unwrap_or(0);
+    if v >= c {
+        format!("at or above the tester's ceiling {c} (self-test)")
+    } else {
+        format!("within 10% of the tester's ceiling {c} (self-test)")
+    }
 }
 
 fn delays_f(t: &TrialOut) -> Vec<Option<f64>> {
