@@ -269,6 +269,9 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
     let denylist4 = s.denylist4.clone();
     let n = &mut s.nat64;
 
+    // Prefixes of refused pool4 entries: a static entry inside one is not
+    // reported as outside pool4 too (that would only repeat the problem).
+    let mut refused: Vec<xlat_core::addr::Ipv4Prefix> = Vec::new();
     match t.get("pool4") {
         None => ctx.err(
             "nat64.pool4",
@@ -355,6 +358,7 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                             bad.0, bad.1
                         ),
                     );
+                    refused.push(prefix);
                     continue;
                 }
                 // denylist4 says "never translated": replies to a pool4
@@ -369,6 +373,7 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                              translated (take the range out of denylist4, or out of pool4)"
                         ),
                     );
+                    refused.push(prefix);
                     continue;
                 }
                 for p in protos {
@@ -380,7 +385,10 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                         }),
                         Some(v) => parse_ports(ctx, &join(&path, "ports"), v, p == Proto::Icmp),
                     };
-                    let Some(ports) = ports else { break };
+                    let Some(ports) = ports else {
+                        refused.push(prefix);
+                        break;
+                    };
                     let entry = Pool4Entry {
                         mark,
                         proto: p,
@@ -412,6 +420,7 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                                 }
                             ),
                         );
+                        refused.push(prefix);
                         break;
                     }
                     n.pool4.push(entry);
@@ -472,10 +481,11 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                         ctx.err(path, format!("{v6} {v4}"), why);
                         continue;
                     }
-                    if !n
-                        .pool4
-                        .iter()
-                        .any(|p| p.proto == proto && p.prefix.contains(v4.addr))
+                    if !refused.iter().any(|r| r.contains(v4.addr))
+                        && !n
+                            .pool4
+                            .iter()
+                            .any(|p| p.proto == proto && p.prefix.contains(v4.addr))
                     {
                         ctx.err(
                             join(&path, "ipv4"),
@@ -1082,6 +1092,14 @@ ipv4 = "203.0.113.1#80"
         ));
         assert!(has(&ps, "nat64.bib[0].ipv4", "pool4"));
         assert!(has(&ps, "nat64.bib[1].ipv6", "IPV6#PORT"));
+        // A static entry inside a refused pool4 entry: only the pool4 entry's
+        // problem (it said "not a tcp pool4 address" too).
+        let ps = problems(
+            "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.8/31\"\nports = \"0-2999\"\n\
+             [[nat64.bib]]\nprotocol = \"tcp\"\nipv6 = \"2001:db8::1#80\"\nipv4 = \"203.0.113.8#2080\"\n",
+        );
+        assert!(has(&ps, "nat64.pool4[0].ports", "1 <= first"), "{ps:?}");
+        assert_eq!(ps.len(), 1, "{ps:?}");
         let ps = problems("pool6 = \"64:ff9b::/96\"\n[nat64]\n");
         assert!(has(&ps, "nat64", "only allowed with mode"));
         // A sub-table of the wrong type is named by its full TOML path.
