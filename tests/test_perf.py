@@ -1175,6 +1175,13 @@ def test_ceiling_flags_frame_loss_and_delay_trials(lab):
         ), (test, j["warnings"])
         j = perf_json(test, *args, "--ceiling", "1200")
         assert j["repetitions"][0]["trial"]["near_tester_ceiling"] is False, (test, j)
+        # The parameters are this test's: not throughput's search settings
+        # nor system recovery's (they were listed as if they applied).
+        params = j["parameters"]
+        assert params["ceiling"] == 1200 and params["rates"] == [1000], params
+        for k in ("max_rate", "error", "max_trials", "gap", "recovery_duration"):
+            assert k not in params, (test, k, params)
+        assert ("tagged" in params) == (test == "latency"), params
 
 
 # Socket I/O sends through a UDP socket, which lets the kernel fragment a

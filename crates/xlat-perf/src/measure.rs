@@ -859,6 +859,30 @@ impl Params {
     }
 
     pub(crate) fn to_json(&self) -> J {
+        let J::Obj(mut v) = self.all_json() else {
+            unreachable!()
+        };
+        // Only the parameters this test uses (a latency run showed
+        // throughput's error and max_trials, system recovery's
+        // recovery_duration, ... as if they applied).
+        let t = self.test;
+        let uses = |k: &str| match k {
+            "max_rate" => matches!(t, Test::Throughput | Test::FrameLoss),
+            "error" | "max_trials" => matches!(t, Test::Throughput | Test::BackToBack),
+            "ceiling" => !matches!(t, Test::BackToBack | Test::SystemRecovery),
+            "rates" => t != Test::Throughput,
+            "default_rates" => t == Test::FrameLoss,
+            "warmup" | "tagged" => t == Test::Latency,
+            "max_burst" | "gap" => t == Test::BackToBack,
+            "throughput" | "recovery_duration" => t == Test::SystemRecovery,
+            "duration" => t != Test::BackToBack,
+            _ => true,
+        };
+        v.retain(|(k, _)| uses(k));
+        J::Obj(v)
+    }
+
+    fn all_json(&self) -> J {
         J::obj(vec![
             ("test", J::s(self.test.name())),
             ("procedure", J::s(self.test.section())),
