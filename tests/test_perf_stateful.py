@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -703,6 +705,24 @@ def test_stateful_bad_parameters_fail_before_sending(lab):
         in cp.stderr
     ), cp.stderr
     assert forwarded() == 0, "frames were sent"
+    # A --between-cmd that hangs stopped the test for good; it is ended
+    # (with what it started) after --between-timeout, and the test stops
+    # with the reason, before the trial.
+    hang = [a if a != flush_cmd(r) else "sleep 60 & sleep 61" for a in base]
+    t0 = time.monotonic()
+    cp = perf(
+        "cer", *hang, "--max-rate", "1000", "--between-timeout", "0.5", check=False
+    )
+    assert time.monotonic() - t0 < 10
+    assert cp.returncode == 1, (cp.stdout, cp.stderr)
+    assert "still running after --between-timeout 0.5 s: ended" in cp.stderr, cp.stderr
+    left = subprocess.run(
+        ["pgrep", "-f", "^sleep 6[01]$"], check=False, capture_output=True, text=True
+    )
+    assert not left.stdout.strip(), left.stdout
+    assert forwarded() == 0, "frames were sent"
+    cp = perf("cer", *base, "--max-rate", "1000", "--between-timeout", "0", check=False)
+    assert cp.returncode == 2 and "--between-timeout 0: must be above 0" in cp.stderr
 
 
 # RFC 9693 against xlat itself in NAT64 mode (RFC 6146; IPv6 Initiator,

@@ -54,8 +54,9 @@ on the public/IPv4 side):
                      [--max-connections N] [--error E] SCOMMON
 SCOMMON: --initiator ADDR --dst ADDR [--responder ADDR] [--initiator-netns NAME]
         [--responder-netns NAME] [--sports LO-HI] [--dports LO-HI] [--frame-size BYTES]
-        [--alpha A] [--between-cmd CMD] [--between-wait SECS] [--wait SECS] [--repeat N]
-        [--retries N] [--batch N] [--link-gbps G] [--json | --csv] [--config FILE]
+        [--alpha A] [--between-cmd CMD [--between-timeout SECS]] [--between-wait SECS]
+        [--wait SECS] [--repeat N] [--retries N] [--batch N] [--link-gbps G] [--json | --csv]
+        [--config FILE]
 
 Utility: xlat-perf delay-relay (--interface IF --dport PORT | --listen ADDR:PORT --to ADDR:PORT)
                                --delay-ms MS [--spike-ms J --spike-every N] [--duration SECS]

@@ -104,6 +104,8 @@ pub struct SParams {
     pub repeat: usize,
     pub retries: usize,
     pub between_cmd: Option<String>,
+    /// Seconds `between_cmd` may run (then it is ended and the test stops).
+    pub between_timeout: f64,
     pub between_wait: f64,
     pub max_rate: u64,
     pub error: f64,
@@ -133,6 +135,7 @@ const COMMON: &[&str] = &[
     "repeat",
     "retries",
     "between-cmd",
+    "between-timeout",
     "between-wait",
     "alpha",
     "link-gbps",
@@ -242,6 +245,17 @@ fn between_cmd(a: &Args) -> Result<Option<String>, String> {
         return Err("--between-cmd \"\": empty command".into());
     }
     Ok(between_cmd)
+}
+
+/// `--between-timeout SECS` (default 300): how long `--between-cmd` may run.
+fn between_timeout(a: &Args) -> Result<f64, String> {
+    let t: f64 = a.opt("between-timeout")?.unwrap_or(300.0);
+    if !(t > 0.0 && t <= 86400.0) {
+        return Err(format!(
+            "--between-timeout {t}: must be above 0 and at most 86400 seconds"
+        ));
+    }
+    Ok(t)
 }
 
 fn between_wait(a: &Args) -> Result<f64, String> {
@@ -374,6 +388,7 @@ pub fn check_value(test: STest, key: &str, a: &Args) -> Result<(), String> {
             RunOpts::from_args(a).map(drop)
         }
         "between-cmd" => between_cmd(a).map(drop),
+        "between-timeout" => between_timeout(a).map(drop),
         "between-wait" => between_wait(a).map(drop),
         "alpha" => alpha(a).map(drop),
         "link-gbps" => measure::link_gbps(a).map(drop),
@@ -504,6 +519,7 @@ impl SParams {
         }
         let run = RunOpts::from_args(a)?;
         let between_cmd = between_cmd(a)?;
+        let between_timeout = between_timeout(a)?;
         let between_wait = between_wait(a)?;
         let direction = direction(a)?;
         let duration = measure::duration(a, 60.0)?;
@@ -550,6 +566,7 @@ impl SParams {
             repeat: run.repeat,
             retries: run.retries,
             between_cmd,
+            between_timeout,
             between_wait,
             max_rate,
             error: run.error,
@@ -616,6 +633,7 @@ impl SParams {
                 "between_cmd",
                 self.between_cmd.clone().map_or(J::Null, J::s),
             ),
+            ("between_timeout", J::f(self.between_timeout)),
             ("between_wait", J::f(self.between_wait)),
             ("max_rate", J::u(self.max_rate)),
             ("error", J::f(self.error)),
@@ -777,12 +795,35 @@ struct Runner<'a> {
 impl Runner<'_> {
     fn between(&self) -> Result<(), String> {
         if let Some(cmd) = &self.p.between_cmd {
-            let st = std::process::Command::new("sh")
+            use std::os::unix::process::CommandExt;
+            let mut child = std::process::Command::new("sh")
                 .arg("-c")
                 .arg(cmd)
                 .stdin(std::process::Stdio::null())
-                .status()
+                // Its own process group: a command that hangs is ended with
+                // everything it started.
+                .process_group(0)
+                .spawn()
                 .map_err(|e| format!("--between-cmd {cmd:?}: {e}"))?;
+            let t0 = std::time::Instant::now();
+            let st = loop {
+                match child.try_wait() {
+                    Ok(Some(st)) => break st,
+                    Ok(None) if t0.elapsed().as_secs_f64() < self.p.between_timeout => {
+                        std::thread::sleep(std::time::Duration::from_millis(10))
+                    }
+                    Ok(None) => {
+                        // SAFETY: kill(2) of the process group we created.
+                        unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+                        let _ = child.wait();
+                        return Err(format!(
+                            "--between-cmd {cmd:?}: still running after --between-timeout {} s: ended (with what it started)",
+                            self.p.between_timeout
+                        ));
+                    }
+                    Err(e) => return Err(format!("--between-cmd {cmd:?}: {e}")),
+                }
+            };
             if !st.success() {
                 return Err(format!("--between-cmd {cmd:?}: exited with {st}"));
             }
