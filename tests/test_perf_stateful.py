@@ -598,6 +598,17 @@ def test_rfc9693_cer_search_ends_at_max_rate_and_at_a_table_limit(lab):
         for w in warnings
     ), warnings
     assert not any(w.startswith("neither --between-cmd") for w in warnings), warnings
+    # A repetition whose every trial was invalid (5 M connections/s cannot
+    # be sent here) has no result: left out of the summary, not a CER of 0.
+    fast = [*stateful(s, d, r)[:8], "--wait", "0.1", "--connections", "20000"]
+    out = perf_json(
+        "cer", *fast, "--max-rate", "5000000", "--max-trials", "1", "--retries", "0"
+    )
+    (rep,) = out["repetitions"]
+    assert not rep["trials"][0]["valid"], rep
+    summ = out["summary"]["maximum connection establishment rate"]["summary"]
+    assert summ is None, out["summary"]
+    assert any("left out of the summary" in w for w in out["warnings"]), out
 
 
 # Config file (issue 5): every parameter in TOML, the command line

@@ -315,12 +315,34 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
             if let Some(ifname) = io_resolve::down_iface_holding(ns, recv_ip) {
                 recv_if_up(&ifname, false, recv_ip, ns, false)?;
             }
+            // A UDP socket gets a fragmented datagram reassembled: frames
+            // the receiving link cannot carry whole (a 1518-byte IPv4 frame
+            // is 1538 bytes as IPv6) would count as whole test frames.
+            let recv_v6 = ep.recv_bind.is_ipv6();
+            let recv_l3 =
+                crate::payload::l3_header(recv_v6) + crate::payload::UDP_HEADER + ep.payload;
+            let held = io_resolve::iface_of_addr(ns, recv_ip).ok().flatten();
+            if let Some((ifname, mtu)) = held.and_then(|i| {
+                let m = io_resolve::route_mtu(ns, recv_ip, &i)?;
+                Some((i, m))
+            }) {
+                if recv_l3 > mtu as usize {
+                    return Err(format!(
+                        "--frame-size: the frames arrive as {}-byte frames{} (a {recv_l3}-byte IP packet), over the MTU {mtu} of the receiving interface {ifname} in {}: the DUT can only fragment or drop them; give a smaller --frame-size",
+                        recv_l3 + crate::payload::ETHERNET_OVERHEAD,
+                        if recv_v6 != ep.dst.is_ipv6() { " after translation" } else { "" },
+                        io_resolve::ns_label(ns)
+                    ));
+                }
+            }
         }
         // A UDP socket lets the kernel fragment a datagram over the MTU, and
         // fragments are not test frames: refuse, as packet I/O does.
         let ns = ep.send_netns.as_deref();
-        if let Ok((dev, _, _)) = io_resolve::route(ns, ep.dst.ip()) {
-            let mtu = io_resolve::route_mtu(ns, ep.dst.ip(), &dev)?;
+        let route = io_resolve::route(ns, ep.dst.ip()).ok();
+        if let Some((dev, mtu)) = route.and_then(|(dev, _, _)| {
+            Some((dev.clone(), io_resolve::route_mtu(ns, ep.dst.ip(), &dev)?))
+        }) {
             let l3_len = crate::payload::l3_header(ep.dst.is_ipv6())
                 + crate::payload::UDP_HEADER
                 + ep.payload;

@@ -158,15 +158,19 @@ pub fn route(
     Ok((dev, gw, src))
 }
 
-/// The MTU of the kernel's route to `dst` in `netns` leaving through `dev`:
-/// the route's own `mtu` metric when it has one, else the device's MTU.
-pub fn route_mtu(netns: Option<&str>, dst: IpAddr, dev: &str) -> Result<u32, String> {
-    let link_mtu = link(netns, dev, "send-if")?.mtu;
+/// The MTU of the kernel's route to `dst` in `netns` leaving through `dev`
+/// (any link type: socket I/O also sends over tunnels): the route's own
+/// `mtu` metric when it has one, else the device's MTU; None when `ip`
+/// cannot tell.
+pub fn route_mtu(netns: Option<&str>, dst: IpAddr, dev: &str) -> Option<u32> {
+    let link_mtu = ip_cmd(netns, &["-j", "link", "show", "dev", dev])
+        .ok()
+        .and_then(|out| jnum(&out, "mtu"))? as u32;
     let d = dst.to_string();
     let metric = ip_cmd(netns, &["-j", "route", "get", &d])
         .ok()
         .and_then(|out| jnum(&out, "mtu"));
-    Ok(metric.map_or(link_mtu, |m| (m as u32).min(link_mtu)))
+    Some(metric.map_or(link_mtu, |m| (m as u32).min(link_mtu)))
 }
 
 /// The interface holding address `a` in `netns`, if any.

@@ -1535,13 +1535,22 @@ pub fn run(p: &Params) -> Result<String, String> {
                         t,
                     });
                 }
-                if let Some(&top) = near.iter().max() {
-                    let list: Vec<String> = near.iter().map(u64::to_string).collect();
-                    warnings.push(format!(
-                        "repetition {rep}: the trial(s) at {} frames/s are {}: their loss may be the tester's",
-                        list.join(", "),
-                        ceiling_words(top, p.ceiling)
-                    ));
+                // One line for the rates at or above the ceiling, one for
+                // those within 10% below it.
+                let c = p.ceiling.unwrap_or(0);
+                for (above, what) in [(true, c), (false, c.saturating_sub(1))] {
+                    let list: Vec<String> = near
+                        .iter()
+                        .filter(|&&r| (r >= c) == above)
+                        .map(u64::to_string)
+                        .collect();
+                    if !list.is_empty() {
+                        warnings.push(format!(
+                            "repetition {rep}: the trial(s) at {} frames/s are {}: their loss may be the tester's",
+                            list.join(", "),
+                            ceiling_words(what, p.ceiling)
+                        ));
+                    }
                 }
                 reps.push(J::obj(vec![
                     ("repetition", J::u(rep as u64)),
@@ -1569,11 +1578,13 @@ pub fn run(p: &Params) -> Result<String, String> {
                 let mut extra: Vec<(&str, J)> = Vec::new();
                 if p.ceiling.is_some() {
                     let n = near_ceiling(rate, p.ceiling);
-                    if n {
-                        warnings.push(format!(
-                            "repetition {rep}: the rate {rate} frames/s is {}: the delays may include the tester's own queueing",
-                            ceiling_words(rate, p.ceiling)
-                        ));
+                    let w = format!(
+                        "the rate {rate} frames/s is {}: the delays may include the tester's own queueing",
+                        ceiling_words(rate, p.ceiling)
+                    );
+                    // Once, not once per repetition (the rate is the same).
+                    if n && !warnings.contains(&w) {
+                        warnings.push(w);
                     }
                     extra.push(("near_tester_ceiling", J::Bool(n)));
                 }

@@ -171,9 +171,12 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
             ));
         }
         let invalid = trials.iter().filter(|(_, t, _)| !t.valid()).count();
+        // Every trial invalid: no result (its 0 would pull the median down).
+        let all_invalid = !trials.is_empty() && invalid == trials.len();
         if res.throughput == 0 && invalid > 0 {
             warnings.push(format!(
-                "repetition {rep}: no burst passed and {invalid} trial(s) were invalid: the tester cannot keep {rate} frames/s; lower --rate"
+                "repetition {rep}: no burst passed and {invalid} trial(s) were invalid: the tester cannot keep {rate} frames/s; lower --rate{}",
+                if all_invalid { " (left out of the summary)" } else { "" }
             ));
         }
         // The longest burst tried passed: nothing longer was tried, so the
@@ -194,7 +197,9 @@ pub fn back_to_back(p: &Params) -> Result<String, String> {
                 res.upper, res.throughput
             ));
         }
-        values.push(res.throughput as f64);
+        if !all_invalid {
+            values.push(res.throughput as f64);
+        }
         reps.push(J::obj(vec![
             ("repetition", J::u(rep as u64)),
             ("back_to_back_frames", J::u(res.throughput)),

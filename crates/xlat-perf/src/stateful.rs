@@ -1258,6 +1258,18 @@ fn rate_independent_loss(
 /// The warnings about one repetition's search of `p.test` (`cer` or
 /// `state-throughput`): a result that passed at `--max-rate` (a lower bound
 /// only), a search `--max-trials` stopped, a table limit.
+/// True when `log` has a valid trial; else warns that the repetition's
+/// result says nothing about the DUT and is left out of the summary.
+fn has_valid_trial(rep: usize, log: &[Trial], warnings: &mut Vec<String>) -> bool {
+    if log.is_empty() || log.iter().any(|t| t.valid()) {
+        return true;
+    }
+    warnings.push(format!(
+        "repetition {rep}: every trial was invalid (the tester fell behind): its result says nothing about the DUT and is left out of the summary"
+    ));
+    false
+}
+
 fn search_warnings(p: &SParams, rep: usize, s: &RateSearch) -> Vec<String> {
     let (test, n, max_rate) = (p.test, p.connections, p.max_rate);
     let (error, max_trials) = (p.error, p.max_trials);
@@ -1554,11 +1566,13 @@ pub fn run(p: &SParams) -> Result<String, String> {
     let mut reached_max: Vec<usize> = Vec::new();
     let mut rows: Vec<(String, String)> = Vec::new();
     let mut headline: Vec<(String, String, Vec<f64>)> = Vec::new();
-    let mut push = |name: &str, unit: &str, v: f64| {
+    // `None`: a repetition without a result (left out of the summary, which
+    // still names the value).
+    let mut push = |name: &str, unit: &str, v: Option<f64>| {
         if let Some(h) = headline.iter_mut().find(|h| h.0 == name) {
-            h.2.push(v);
+            h.2.extend(v);
         } else {
-            headline.push((name.into(), unit.into(), vec![v]));
+            headline.push((name.into(), unit.into(), v.into_iter().collect()));
         }
     };
     for rep in 1..=p.repeat {
@@ -1567,10 +1581,13 @@ pub fn run(p: &SParams) -> Result<String, String> {
         match p.test {
             STest::Cer => {
                 let s = r.cer_search(p.connections, p.max_rate, 0, &mut log)?;
+                // Every trial invalid: no result, left out of the summary
+                // (its 0 would pull the median down).
+                let ok = has_valid_trial(rep, &log, &mut warnings);
                 push(
                     "maximum connection establishment rate",
                     "connections/s",
-                    s.lo as f64,
+                    ok.then_some(s.lo as f64),
                 );
                 res.push(("connection_establishment_rate", J::u(s.lo)));
                 res.push((
@@ -1605,9 +1622,13 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 push(
                     "established connections",
                     "connections",
-                    t.prelim.received as f64,
+                    Some(t.prelim.received as f64),
                 );
-                push("validated connections", "connections", validated as f64);
+                push(
+                    "validated connections",
+                    "connections",
+                    Some(validated as f64),
+                );
                 res.push(("established", J::u(t.prelim.received)));
                 res.push(("validated", J::u(validated)));
                 res.push(("all_validated", J::Bool(t.prelim_ok() && t.validation_ok())));
@@ -1654,7 +1675,8 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 } else {
                     "throughput with filled state table"
                 };
-                push(name, "frames/s", lo as f64);
+                let ok = has_valid_trial(rep, &log, &mut warnings);
+                push(name, "frames/s", ok.then_some(lo as f64));
                 res.push(("throughput_fps", J::u(lo)));
                 res.push(("upper_bound_fps", s.upper_json(p.max_rate)));
                 res.push(("upper_bound_invalid", J::Bool(s.hi_invalid)));
@@ -1725,9 +1747,9 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 push(
                     "connection tracking table capacity",
                     "connections",
-                    cs as f64,
+                    Some(cs as f64),
                 );
-                push("rate at capacity", "connections/s", rs as f64);
+                push("rate at capacity", "connections/s", Some(rs as f64));
                 res.push(("capacity", J::u(cs)));
                 // Stopped at --max-connections: the table holds at least
                 // that many; how many more is not known.

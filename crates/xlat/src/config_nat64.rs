@@ -271,7 +271,7 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
 
     // Prefixes of refused pool4 entries: a static entry inside one is not
     // reported as outside pool4 too (that would only repeat the problem).
-    let mut refused: Vec<xlat_core::addr::Ipv4Prefix> = Vec::new();
+    let mut refused: Vec<(xlat_core::addr::Ipv4Prefix, Vec<Proto>)> = Vec::new();
     match t.get("pool4") {
         None => ctx.err(
             "nat64.pool4",
@@ -340,6 +340,15 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                         let icmp = protos == [Proto::Icmp];
                         parse_ports(ctx, &join(&path, "ports"), v, icmp);
                     }
+                    if let Some(p) = prefix {
+                        // An unreadable protocol: the entry may have meant any.
+                        let ps = if protos.is_empty() {
+                            Proto::ALL.to_vec()
+                        } else {
+                            protos.clone()
+                        };
+                        refused.push((p, ps));
+                    }
                     continue;
                 }
                 let Some(prefix) = prefix else { continue };
@@ -358,7 +367,7 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                             bad.0, bad.1
                         ),
                     );
-                    refused.push(prefix);
+                    refused.push((prefix, protos.clone()));
                     continue;
                 }
                 // denylist4 says "never translated": replies to a pool4
@@ -373,10 +382,10 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                              translated (take the range out of denylist4, or out of pool4)"
                         ),
                     );
-                    refused.push(prefix);
+                    refused.push((prefix, protos.clone()));
                     continue;
                 }
-                for p in protos {
+                for &p in &protos {
                     let ports = match e.get("ports") {
                         None => Some(if p == Proto::Icmp {
                             DEFAULT_ICMP_IDS
@@ -386,7 +395,7 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                         Some(v) => parse_ports(ctx, &join(&path, "ports"), v, p == Proto::Icmp),
                     };
                     let Some(ports) = ports else {
-                        refused.push(prefix);
+                        refused.push((prefix, protos.clone()));
                         break;
                     };
                     let entry = Pool4Entry {
@@ -420,7 +429,7 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                                 }
                             ),
                         );
-                        refused.push(prefix);
+                        refused.push((prefix, protos.clone()));
                         break;
                     }
                     n.pool4.push(entry);
@@ -481,7 +490,9 @@ pub(super) fn parse_nat64(ctx: &mut Ctx, root: &Table, s: &mut Settings) {
                         ctx.err(path, format!("{v6} {v4}"), why);
                         continue;
                     }
-                    if !refused.iter().any(|r| r.contains(v4.addr))
+                    if !refused
+                        .iter()
+                        .any(|(r, ps)| ps.contains(&proto) && r.contains(v4.addr))
                         && !n
                             .pool4
                             .iter()
@@ -650,18 +661,32 @@ impl Nat64Settings {
         }
         let runtime = self.runtime_bib.iter().map(|b| (b, true));
         for (b, added) in self.bib.iter().map(|b| (b, false)).chain(runtime) {
-            let _ = writeln!(
-                o,
-                "\n{}[[nat64.bib]]\nprotocol = {}\nipv6 = {}\nipv4 = {}",
-                if added {
-                    "# added at run time (xlat bib add; not in the file, kept across SIGHUP)\n"
-                } else {
-                    ""
-                },
+            // An entry added at run time whose address a pool4 change left
+            // outside pool4 stays in force, but a file may not hold it
+            // (`xlat check` refuses it): shown commented out.
+            let outside = !self
+                .pool4
+                .iter()
+                .any(|p| p.proto == b.proto && p.prefix.contains(b.v4.addr));
+            let entry = format!(
+                "[[nat64.bib]]\nprotocol = {}\nipv6 = {}\nipv4 = {}",
                 q(b.proto.name()),
                 q(&b.v6.to_string()),
                 q(&b.v4.to_string())
             );
+            let _ = match (added, outside) {
+                (false, _) => writeln!(o, "\n{entry}"),
+                (true, false) => writeln!(
+                    o,
+                    "\n# added at run time (xlat bib add; not in the file, kept across SIGHUP)\n{entry}"
+                ),
+                (true, true) => writeln!(
+                    o,
+                    "\n# added at run time, in force, but outside pool4 since a pool4 change \
+                     (a file may not hold it):\n# {}",
+                    entry.replace('\n', "\n# ")
+                ),
+            };
         }
     }
 }
@@ -669,7 +694,7 @@ impl Nat64Settings {
 #[cfg(test)]
 mod tests {
     use super::super::{parse, Mode, Problem};
-    use super::{static_bib_problem, ta6_parse};
+    use super::{static_bib_problem, ta4_parse, ta6_parse, Nat64Settings, StaticBib};
     use xlat_core::addr::Ipv6Prefix;
     use xlat_core::nat64::{Filtering, Proto, Ta4};
 
@@ -1100,6 +1125,38 @@ ipv4 = "203.0.113.1#80"
         );
         assert!(has(&ps, "nat64.pool4[0].ports", "1 <= first"), "{ps:?}");
         assert_eq!(ps.len(), 1, "{ps:?}");
+        // The same for a prefix refused as too short and a bad protocol; a
+        // static entry of another protocol than the refused entry's is
+        // still reported.
+        let bib = |p: &str, v4: &str| {
+            format!(
+                "[[nat64.bib]]\nprotocol = \"{p}\"\nipv6 = \"2001:db8::1#80\"\nipv4 = \"{v4}#2080\"\n"
+            )
+        };
+        let ps = problems(&format!(
+            "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"198.18.0.0/15\"\n{}",
+            bib("tcp", "198.18.0.8")
+        ));
+        assert!(
+            has(&ps, "nat64.pool4[0].prefix", "shorter than /16"),
+            "{ps:?}"
+        );
+        assert_eq!(ps.len(), 1, "{ps:?}");
+        let ps = problems(&format!(
+            "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.8/31\"\nprotocol = \"tpc\"\n{}",
+            bib("tcp", "203.0.113.8")
+        ));
+        assert!(has(&ps, "nat64.pool4[0].protocol", "expected"), "{ps:?}");
+        assert_eq!(ps.len(), 1, "{ps:?}");
+        let ps = problems(&format!(
+            "mode = \"nat64\"\n[[nat64.pool4]]\nprefix = \"203.0.113.8/31\"\nprotocol = \"tcp\"\nports = \"0-10\"\n{}",
+            bib("udp", "203.0.113.8")
+        ));
+        assert!(
+            has(&ps, "nat64.bib[0].ipv4", "not a udp pool4 address"),
+            "{ps:?}"
+        );
+        assert_eq!(ps.len(), 2, "{ps:?}");
         let ps = problems("pool6 = \"64:ff9b::/96\"\n[nat64]\n");
         assert!(has(&ps, "nat64", "only allowed with mode"));
         // A sub-table of the wrong type is named by its full TOML path.
@@ -1107,5 +1164,49 @@ ipv4 = "203.0.113.1#80"
             "mode = \"nat64\"\n[nat64]\ntimeouts = 5\n[[nat64.pool4]]\nprefix = \"203.0.113.0/28\"\n",
         );
         assert!(has(&ps, "nat64.timeouts", "expected a table"), "{ps:?}");
+    }
+
+    /// `xlat show config`: static entries added at run time follow the
+    /// file's with a comment; one a pool4 change left outside pool4 is
+    /// shown commented out (a file may not hold it: `xlat check` refuses).
+    #[test]
+    fn runtime_static_entries_in_the_running_configuration() {
+        let e = |v6: &str, v4: &str| StaticBib {
+            proto: Proto::Tcp,
+            v6: ta6_parse(v6).unwrap(),
+            v4: ta4_parse(v4).unwrap(),
+        };
+        let n = Nat64Settings {
+            pool4: vec![xlat_core::nat64::Pool4Entry::new(
+                Proto::Tcp,
+                "203.0.113.0/30".parse().unwrap(),
+            )],
+            bib: vec![e("2001:db8::1#80", "203.0.113.1#80")],
+            runtime_bib: vec![
+                e("2001:db8::2#80", "203.0.113.2#80"),
+                e("2001:db8::3#80", "198.51.100.3#80"),
+            ],
+            ..Nat64Settings::default()
+        };
+        let mut o = String::new();
+        n.write_toml(&mut o);
+        assert!(o.contains(
+            "\n[[nat64.bib]]\nprotocol = \"tcp\"\nipv6 = \"2001:db8::1#80\"\nipv4 = \"203.0.113.1#80\""
+        ), "{o}");
+        assert!(
+            o.contains(
+                "# added at run time (xlat bib add; not in the file, kept across SIGHUP)\n\
+             [[nat64.bib]]\nprotocol = \"tcp\"\nipv6 = \"2001:db8::2#80\""
+            ),
+            "{o}"
+        );
+        assert!(
+            o.contains(
+                "outside pool4 since a pool4 change (a file may not hold it):\n\
+             # [[nat64.bib]]\n# protocol = \"tcp\"\n# ipv6 = \"2001:db8::3#80\"\n\
+             # ipv4 = \"198.51.100.3#80\""
+            ),
+            "{o}"
+        );
     }
 }

@@ -205,16 +205,13 @@ fn build_translator(
     }
 }
 
-impl Daemon {
-    /// The running configuration follows a successful `xlat bib add` /
-    /// `remove`: `show config` shows the static entries in force, and a
-    /// reload puts back a file entry removed at run time (the file is the
-    /// table again, as for the EAMT) but keeps the entries added at run
-    /// time.
-    fn note_bib_change(&self, cmd: &str, args: &[&str]) {
-        use crate::config::{proto_parse, ta4_parse, ta6_parse, StaticBib};
-        let mut st = self.state.lock().unwrap();
-        let nat = &mut st.settings.nat64;
+/// The running configuration follows a successful `xlat bib add` /
+/// `remove`: `show config` shows the static entries in force, and a reload
+/// puts back a file entry removed at run time (the file is the table again,
+/// as for the EAMT) but keeps the entries added at run time.
+fn note_bib_change(nat: &mut crate::config::Nat64Settings, cmd: &str, args: &[&str]) {
+    use crate::config::{proto_parse, ta4_parse, ta6_parse, StaticBib};
+    {
         match (cmd, args) {
             ("bib-add", [p, v6, v4]) => {
                 if let (Some(proto), Some(v6), Some(v4)) =
@@ -233,7 +230,9 @@ impl Daemon {
             _ => {}
         }
     }
+}
 
+impl Daemon {
     /// Control-socket requests.
     pub fn handle(&self, req: &str) -> Result<String, String> {
         let mut words = req.split_whitespace();
@@ -244,10 +243,16 @@ impl Daemon {
             (st.nat64.clone(), st.pool6)
         };
         if let Some(st) = nat {
+            // A static BIB change goes into the table and the running
+            // configuration under the state lock: a reload (which holds it)
+            // sees both or neither.
+            let mut locked =
+                matches!(cmd, "bib-add" | "bib-remove").then(|| self.state.lock().unwrap());
             if let Some(r) = crate::nat64d::handle(&st, pool6, self.shared.now_ms(), cmd, &args) {
-                if r.is_ok() {
-                    self.note_bib_change(cmd, &args);
+                if let (Ok(_), Some(g)) = (&r, locked.as_mut()) {
+                    note_bib_change(&mut g.settings.nat64, cmd, &args);
                 }
+                drop(locked);
                 if cmd == "bib-remove" {
                     // The fast path must not carry the removed sessions on
                     // (until the background check reaches them otherwise).

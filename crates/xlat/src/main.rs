@@ -212,7 +212,7 @@ fn datapath_verdict(s: &config::Settings) -> Result<String, (String, String)> {
         }
         return Err((
             format!("ebpf: `xlat run` would fail here ({e})"),
-            format!("the fast path cannot attach here ({e})"),
+            format!("datapath.interfaces: {e}: kind = \"ebpf\" cannot attach here"),
         ));
     }
     let unless = match daemon::fast_interfaces(s).0 {
@@ -232,7 +232,7 @@ fn datapath_verdict(s: &config::Settings) -> Result<String, (String, String)> {
         Err(e) if kind == DatapathKind::Auto => Ok(format!("auto: tun ({e})")),
         Err(e) => Err((
             format!("ebpf: `xlat run` would fail here ({e})"),
-            format!("the kernel refuses the fast path here ({e})"),
+            format!("datapath.kind: \"ebpf\": the kernel refuses the fast path here ({e})"),
         )),
     }
 }
@@ -325,7 +325,7 @@ fn check(path: &str) -> i32 {
             // in the status too, for scripts (ExecStartPre, the lab).
             if let Err((_, why)) = verdict {
                 eprintln!(
-                    "error: datapath.kind: \"ebpf\": {why}; \
+                    "error: {why}; \
                      `xlat run` would exit 1 (kind = \"auto\" would run on tun)"
                 );
                 return 1;
