@@ -12,6 +12,7 @@ import pytest
 from conftest import (
     DATAPATHS,
     ROOT,
+    XLAT,
     close_siit,
     first_packet,
     first_packet_line,
@@ -149,6 +150,39 @@ def test_rfc7757_nested_eam_entries_longest_prefix_wins(siit_fn):
     x.cli("eamt", "remove", "192.0.2.99/32")
     assert _source_seen_by_h4(t, x) == t.h6_v4
     assert ping(t.lab, t.h4, "192.0.2.99", count=1).returncode != 0
+
+
+@pytest.mark.timeout(30)
+def test_eam_entry_routed_into_the_tun_on_both_sides_is_noted(siit_fn, tmp_path):
+    """An EAM entry for servers behind the IPv4 default route (RFC 7757, SIIT-DC
+    style) with no route of its own for either side: xlat routes both sides into
+    the TUN, and every packet to it loops until its TTL runs out. `xlat check`
+    said "ok", the log and `eamt add` said nothing (found by a probe); each now
+    says so. With a route for the IPv4 side (where its hosts are) it is fine."""
+    t, x = siit_fn
+    cp = x.cli("eamt", "add", "203.0.113.0/28", "2001:db8:99::/124")
+    assert (
+        "note: both sides of the EAM entry 203.0.113.0/28 2001:db8:99::/124 are "
+        "routed into the TUN" in cp.stdout
+    ), cp.stdout
+    assert "EAM entry routed into the tun on both sides" in x.log(), x.log()[-2000:]
+    t.lab.exec(t.router, ["ip", "route", "add", "203.0.113.16/28", "via", t.h4_addr])
+    cp = x.cli("eamt", "add", "203.0.113.16/28", "2001:db8:99::10/124")
+    assert "note:" not in cp.stdout, cp.stdout
+    # `xlat check` in the router's namespace, on a file with both entries.
+    conf = tmp_path / "loop.toml"
+    conf.write_text(
+        x.conf.read_text()
+        + '\n[[eamt]]\nipv4 = "203.0.113.0/28"\nipv6 = "2001:db8:99::/124"\n'
+        + '\n[[eamt]]\nipv4 = "203.0.113.16/28"\nipv6 = "2001:db8:99::10/124"\n'
+    )
+    cp = t.lab.exec(t.router, [str(XLAT), "check", "-c", str(conf)], check=False)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    n = len(t.eamt)
+    assert (
+        f"note: eamt[{n}]: both sides of the EAM entry 203.0.113.0/28" in cp.stderr
+    ), cp.stderr
+    assert f"eamt[{n + 1}]" not in cp.stderr, cp.stderr
 
 
 @pytest.mark.timeout(30)

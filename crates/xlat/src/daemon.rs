@@ -98,6 +98,40 @@ pub fn desired_routes(
     r
 }
 
+/// The EAM entries both of whose sides go into the TUN (neither is routed
+/// elsewhere by a route more specific than the default: `desired_routes`
+/// takes both): every packet to them comes back into the TUN after
+/// translation and loops until its TTL runs out. Usually the IPv4 side of
+/// an entry for servers behind the IPv4 default route, which needs a route
+/// of its own (e.g. `ip route add V4 via GATEWAY`).
+pub fn looping_eams(s: &Settings, eamt: &[EamEntry], tables: &tun::RouteTables) -> Vec<EamEntry> {
+    if !s.tun.routes || eamt.is_empty() {
+        return vec![];
+    }
+    let m4 = tables.get("-4").not_on(&s.tun.name);
+    let m6 = tables.get("-6").not_on(&s.tun.name);
+    eamt.iter()
+        .filter(|e| {
+            e.v4.len() > 0
+                && e.v6.len() > 0
+                && !m4.contains(e.v4.addr().into())
+                && !m6.contains(e.v6.addr().into())
+        })
+        .copied()
+        .collect()
+}
+
+/// What to tell an operator about an entry of [`looping_eams`].
+pub fn looping_eam_note(e: &EamEntry) -> String {
+    format!(
+        "both sides of the EAM entry {} {} are routed into the TUN (no route more specific \
+         than the default takes either side elsewhere): every packet to it would come back \
+         after translation and loop until its TTL runs out; route the side where its hosts \
+         live, e.g. `ip route add {} via GATEWAY` for servers on the IPv4 side",
+        e.v4, e.v6, e.v4
+    )
+}
+
 /// Changes the routes into the TUN from `old` to what the configuration
 /// asks for (`tables`: the routing tables as they are, read once per
 /// change); failures are logged, the other routes still made. Returns the
@@ -110,6 +144,9 @@ fn update_routes(
     tables: &tun::RouteTables,
 ) -> Routes {
     let desired = desired_routes(s, pool6, eamt, tables);
+    for e in looping_eams(s, eamt, tables) {
+        warn!("EAM entry routed into the tun on both sides: a routing loop", "ipv4" => e.v4, "ipv6" => e.v6, "note" => looping_eam_note(&e));
+    }
     apply_routes_logged(&s.tun.name, old, &desired, tables)
 }
 
@@ -329,7 +366,12 @@ impl Daemon {
                 eamt.push(e);
                 self.apply(&mut st, eamt)?;
                 info!("eamt entry added", "ipv4" => v4, "ipv6" => v6);
-                Ok(String::new())
+                // Added, but say it when both of its sides went into the TUN.
+                let loops = looping_eams(&st.settings, &[e], &tun::RouteTables::default());
+                Ok(loops
+                    .first()
+                    .map(|e| format!("note: {}\n", looping_eam_note(e)))
+                    .unwrap_or_default())
             }
             ("eamt-remove", [p]) => {
                 // Either side names the entry; the family is the one the

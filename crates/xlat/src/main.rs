@@ -321,6 +321,13 @@ fn check(path: &str) -> i32 {
             for n in config::pool6_notes(&s, s.pool6) {
                 eprintln!("note: {n}");
             }
+            // An EAM entry routed into the TUN on both sides loops (with
+            // the routing tables as they are here now).
+            let tables = xlat::tun::RouteTables::default();
+            for e in daemon::looping_eams(&s, &s.eamt, &tables) {
+                let i = s.eamt.iter().position(|x| *x == e).unwrap_or(0);
+                eprintln!("note: eamt[{i}]: {}", daemon::looping_eam_note(&e));
+            }
             // The file is valid, but `xlat run` would exit 1 here: say so
             // in the status too, for scripts (ExecStartPre, the lab).
             if let Err((_, why)) = verdict {
