@@ -288,6 +288,16 @@ impl Tun {
             format!("/proc/sys/net/ipv4/conf/{}/accept_local", self.name),
             "1",
         );
+        // A packet hairpinned back out of the TUN (eam-hairpin-mode simple
+        // or off) would make the kernel send an ICMPv4 Redirect into the
+        // translator, which cannot translate it (`icmp4_untranslatable`).
+        // The kernel ORs this with conf.all, so the operator's
+        // `conf.all.send_redirects = 0` then suffices, also after a
+        // restart recreates the device (docs/configuration.md).
+        let _ = std::fs::write(
+            format!("/proc/sys/net/ipv4/conf/{}/send_redirects", self.name),
+            "0",
+        );
         let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
         if s < 0 {
             return Err(os_err("socket"));
