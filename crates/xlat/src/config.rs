@@ -561,6 +561,24 @@ pub fn pool6_notes(s: &Settings, pool6: Option<Ipv6Prefix>) -> Vec<String> {
             notes.push(format!("{what} is inside pool6 {p}: a stateful PLAT discards ICMP errors from there (RFC 6146 section 3.5), path MTU discovery through the LAN's routers with them; leave it unset (the CLAT's own addresses are used)"));
         }
     }
+    // RFC 6791 pools are sources for errors from addresses that cannot be
+    // mapped: inside mapped space, such an error looks like it came from
+    // the mapped host of that address (a traceroute then names it).
+    for r in &s.rfc6791v4 {
+        for e in s.eamt.iter().filter(|e| e.v4.overlaps(r)) {
+            notes.push(format!("rfc6791v4 {r} overlaps the eamt entry {} <-> {}: translated ICMP errors from unmappable sources would seem to come from that entry's hosts; use addresses outside mapped space (RFC 6791)", e.v4, e.v6));
+        }
+    }
+    if s.mode != Mode::Clat {
+        for r in &s.rfc6791v6 {
+            if let Some(p) = pool6.filter(|p| p.overlaps(r)) {
+                notes.push(format!("rfc6791v6 {r} overlaps pool6 {p}: translated ICMP errors from unmappable sources would seem to come from the IPv4 host whose address it embeds; use addresses outside mapped space (RFC 6791)"));
+            }
+            for e in s.eamt.iter().filter(|e| e.v6.overlaps(r)) {
+                notes.push(format!("rfc6791v6 {r} overlaps the eamt entry {} <-> {}: translated ICMP errors from unmappable sources would seem to come from that entry's hosts; use addresses outside mapped space (RFC 6791)", e.v4, e.v6));
+            }
+        }
+    }
     if pool6 != Some(wkp) {
         return notes;
     }
@@ -2317,6 +2335,32 @@ ipv6 = "2001:db8:6::40/122"
             "{n:?}"
         );
         assert!(pool6_notes(&s, Some("2001:db8:65::/96".parse().unwrap())).is_empty());
+    }
+
+    /// RFC 6791 pools inside mapped space (an EAM side, pool6): a translated
+    /// error from an unmappable source would seem to come from a mapped
+    /// host; `xlat check` said nothing (found by a probe).
+    #[test]
+    fn rfc6791_pools_inside_mapped_space_are_noted() {
+        let siit = "pool6 = \"2001:db8:64::/96\"\n\
+                    rfc6791v4 = [\"203.0.113.240/28\", \"198.51.100.0/28\"]\n\
+                    rfc6791v6 = [\"2001:db8:64::/124\", \"2001:db8:aa::f0/124\", \"2001:db8:99::/124\"]\n\
+                    [[eamt]]\nipv4 = \"203.0.113.0/24\"\nipv6 = \"2001:db8:aa::/120\"\n";
+        let s = parse(siit).unwrap();
+        let n = pool6_notes(&s, s.pool6);
+        assert_eq!(n.len(), 3, "{n:?}");
+        assert!(
+            n[0].starts_with("rfc6791v4 203.0.113.240/28 overlaps the eamt entry 203.0.113.0/24"),
+            "{n:?}"
+        );
+        assert!(
+            n[1].starts_with("rfc6791v6 2001:db8:64::/124 overlaps pool6 2001:db8:64::/96"),
+            "{n:?}"
+        );
+        assert!(
+            n[2].starts_with("rfc6791v6 2001:db8:aa::f0/124 overlaps the eamt entry"),
+            "{n:?}"
+        );
     }
 
     use proptest::prelude::*;
