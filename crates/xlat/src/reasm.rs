@@ -38,9 +38,13 @@ use xlat_core::wire::Ipv6Packet;
 pub const MAX_ENTRIES: usize = 64;
 /// A datagram whose fragments have not all arrived by then is dropped.
 pub const TIMEOUT_MS: u64 = 5_000;
-/// Largest reassembled IP payload (the IPv4 total length / IPv6 payload
-/// length is 16 bits).
-const MAX_PAYLOAD: usize = 65_535 - 60;
+/// Largest reassembled payload: an IPv4 datagram's (its 16-bit total
+/// length less the 20-byte header; options in the first fragment are
+/// checked when it completes), and an ICMPv6 message's as far as its
+/// translation must fit in an IPv4 datagram (65,535 less 20). It was
+/// 65,535 - 60, which refused ICMP messages of 65,476-65,515 bytes that
+/// translate fine (`ping -s 65468`; found by a probe).
+const MAX_PAYLOAD: usize = 65_535 - 20;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Key {
@@ -311,8 +315,13 @@ impl Reassembler {
         // Complete: write the whole packet at `start`.
         let e = self.entries.swap_remove(i);
         let h = e.hdr.len();
-        // IPv6: the extension headers kept count in the Payload Length.
-        let over = matches!(e.key, Key::V6 { .. }) && h - 40 + total > 65_535;
+        // IPv6: the extension headers kept count in the Payload Length;
+        // IPv4: the first fragment's header (with options) in the Total
+        // Length.
+        let over = match e.key {
+            Key::V6 { .. } => h - 40 + total > 65_535,
+            Key::V4 { .. } => h + total > 65_535,
+        };
         if buf.len() < start + h + total || over {
             return Offer::Dropped(e.frags);
         }
@@ -479,6 +488,45 @@ mod tests {
             assert!(matches!(o, Offer::Complete { len: 3028, .. }), "{o:?}");
             assert_eq!(out, whole);
             assert!(r.entries.is_empty());
+        }
+    }
+
+    /// The largest ICMP messages are reassembled: up to the 16-bit IPv4
+    /// total length (65,515 bytes after a 20-byte header; `ping -s 65468`,
+    /// 65,476 bytes, was refused by a limit of 65,475), and not one byte
+    /// more; an ICMPv6 message as far as it fits in an IPv4 datagram once
+    /// translated (RFC 7915 §5: 65,515 bytes), not one byte more.
+    #[test]
+    fn the_largest_messages_are_reassembled() {
+        for n in [65_476, 65_515] {
+            let (whole, a, b) = v4_frags(n, 1480);
+            let mut r = Reassembler::new();
+            assert_eq!(offer(&mut r, &a, 0).0, Offer::Held);
+            let (o, out) = offer(&mut r, &b, 1);
+            assert!(matches!(o, Offer::Complete { .. }), "{n}: {o:?}");
+            assert_eq!(out, whole);
+        }
+        // IPv6: fixed header, Fragment Header, ICMPv6 data of `n` bytes in
+        // two fragments.
+        let v6 = |n: usize, off: usize, data: usize, more: bool| {
+            let mut p = vec![0u8; 48 + data];
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&((8 + data) as u16).to_be_bytes());
+            p[6] = 44;
+            p[7] = 64;
+            p[8..24].copy_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+            p[24..40].copy_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 0x64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3]);
+            p[40] = 58;
+            let fo = (off as u16) | u16::from(more);
+            p[42..44].copy_from_slice(&fo.to_be_bytes());
+            p[44..48].copy_from_slice(&(n as u32).to_be_bytes());
+            p
+        };
+        for (n, fits) in [(65_515, true), (65_516, false)] {
+            let mut r = Reassembler::new();
+            assert_eq!(offer(&mut r, &v6(n, 0, 1232, true), 0).0, Offer::Held);
+            let (o, _) = offer(&mut r, &v6(n, 1232, n - 1232, false), 1);
+            assert_eq!(matches!(o, Offer::Complete { .. }), fits, "{n}: {o:?}");
         }
     }
 
