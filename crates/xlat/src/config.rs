@@ -1443,6 +1443,16 @@ impl Settings {
         let mut o = String::new();
         let _ = writeln!(o, "mode = {}", q(self.mode.name()));
         match pool6 {
+            // A CLAT's discovered prefix (RFC 7050 / RFC 8781), not in its
+            // file: as a key it would turn discovery off in a file made
+            // from this output.
+            Some(p) if self.mode == Mode::Clat && self.pool6.is_none() => {
+                let _ = writeln!(
+                    o,
+                    "# pool6 = {} (discovered by RFC 7050 / RFC 8781; set here, it would turn discovery off)",
+                    q(&p.to_string())
+                );
+            }
             Some(p) => {
                 let _ = writeln!(o, "pool6 = {}", q(&p.to_string()));
             }
