@@ -165,7 +165,6 @@ def test_eam_entry_routed_into_the_tun_on_both_sides_is_noted(siit_fn, tmp_path)
         "note: both sides of the EAM entry 203.0.113.0/28 2001:db8:99::/124 are "
         "routed into the TUN" in cp.stdout
     ), cp.stdout
-    assert "EAM entry routed into the tun on both sides" in x.log(), x.log()[-2000:]
     t.lab.exec(t.router, ["ip", "route", "add", "203.0.113.16/28", "via", t.h4_addr])
     cp = x.cli("eamt", "add", "203.0.113.16/28", "2001:db8:99::10/124")
     assert "note:" not in cp.stdout, cp.stdout
@@ -183,6 +182,18 @@ def test_eam_entry_routed_into_the_tun_on_both_sides_is_noted(siit_fn, tmp_path)
         f"note: eamt[{n}]: both sides of the EAM entry 203.0.113.0/28" in cp.stderr
     ), cp.stderr
     assert f"eamt[{n + 1}]" not in cp.stderr, cp.stderr
+    # A reload with that file: the log warns (as at start).
+    before = x.log().count("configuration reloaded")
+    x.write_config(conf.read_text())
+    x.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while x.log().count("configuration reloaded") == before:
+        assert time.monotonic() < deadline, x.log()[-2000:]
+        time.sleep(0.05)
+    log = x.log()
+    assert "EAM entry routed into the tun on both sides" in log, log[-2000:]
+    warned = [ln for ln in log.splitlines() if "a routing loop" in ln]
+    assert all("ipv4=203.0.113.0/28 " in ln for ln in warned), warned
 
 
 @pytest.mark.timeout(30)

@@ -716,7 +716,8 @@ def test_check_fast_path_needs_cap_perfmon(tmp_path):
 
     def check(caps: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            ["setpriv", "--bounding-set", f"-all,{caps}", "--", str(XLAT), "check"]
+            ["setpriv", "--inh-caps", "-all", "--ambient-caps", "-all"]
+            + ["--bounding-set", f"-all,{caps}", "--", str(XLAT), "check"]
             + ["-c", str(f)],
             check=False,
             capture_output=True,

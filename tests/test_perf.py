@@ -1221,6 +1221,13 @@ def test_socket_io_refuses_frames_over_the_send_mtu(lab, monkeypatch):
     assert t["received"] == 200, t
     assert _test_frames(lab, d) == 200
     assert r["environment"]["env"] == {"XLAT_PERF_NICE": "0"}, r["environment"]
+    # The receiving link too: a UDP socket gets fragments reassembled.
+    lab.exec(s, ["ip", "route", "del", "192.0.2.2/32"])
+    lab.exec(d, ["ip", "link", "set", "p0", "mtu", "1400"])
+    cp = perf(*run, *v4, "--frame-size", "1419", check=False)
+    assert cp.returncode == 2, (cp.stdout, cp.stderr)
+    assert "over the MTU 1400 of the receiving interface p0" in cp.stderr, cp.stderr
+    assert _test_frames(lab, d) == 200
 
 
 # RFC 8219 section 5.1.1: a 1518-byte IPv4 frame is a 1538-byte frame (a

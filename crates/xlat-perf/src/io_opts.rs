@@ -315,6 +315,26 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
             if let Some(ifname) = io_resolve::down_iface_holding(ns, recv_ip) {
                 recv_if_up(&ifname, false, recv_ip, ns, false)?;
             }
+        }
+        // A UDP socket lets the kernel fragment a datagram over the MTU, and
+        // fragments are not test frames: refuse, as packet I/O does.
+        let ns = ep.send_netns.as_deref();
+        let route = io_resolve::route(ns, ep.dst.ip()).ok();
+        if let Some((dev, mtu)) = route.and_then(|(dev, _, _)| {
+            Some((dev.clone(), io_resolve::route_mtu(ns, ep.dst.ip(), &dev)?))
+        }) {
+            let l3_len = crate::payload::l3_header(ep.dst.is_ipv6())
+                + crate::payload::UDP_HEADER
+                + ep.payload;
+            if l3_len > mtu as usize {
+                return Err(format!(
+                    "--frame-size: a {l3_len}-byte IP packet is over the MTU {mtu} of the route to {} via {dev} (socket I/O would send it fragmented)",
+                    ep.dst.ip()
+                ));
+            }
+        }
+        if !recv_ip.is_unspecified() {
+            let ns = ep.recv_netns.as_deref();
             // A UDP socket gets a fragmented datagram reassembled: frames
             // the receiving link cannot carry whole (a 1518-byte IPv4 frame
             // is 1538 bytes as IPv6) would count as whole test frames.
@@ -334,23 +354,6 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
                         io_resolve::ns_label(ns)
                     ));
                 }
-            }
-        }
-        // A UDP socket lets the kernel fragment a datagram over the MTU, and
-        // fragments are not test frames: refuse, as packet I/O does.
-        let ns = ep.send_netns.as_deref();
-        let route = io_resolve::route(ns, ep.dst.ip()).ok();
-        if let Some((dev, mtu)) = route.and_then(|(dev, _, _)| {
-            Some((dev.clone(), io_resolve::route_mtu(ns, ep.dst.ip(), &dev)?))
-        }) {
-            let l3_len = crate::payload::l3_header(ep.dst.is_ipv6())
-                + crate::payload::UDP_HEADER
-                + ep.payload;
-            if l3_len > mtu as usize {
-                return Err(format!(
-                    "--frame-size: a {l3_len}-byte IP packet is over the MTU {mtu} of the route to {} via {dev} (socket I/O would send it fragmented)",
-                    ep.dst.ip()
-                ));
             }
         }
         return Ok(());

@@ -1544,12 +1544,14 @@ pub fn run(p: &Params) -> Result<String, String> {
                         .filter(|&&r| (r >= c) == above)
                         .map(u64::to_string)
                         .collect();
-                    if !list.is_empty() {
-                        warnings.push(format!(
-                            "repetition {rep}: the trial(s) at {} frames/s are {}: their loss may be the tester's",
-                            list.join(", "),
-                            ceiling_words(what, p.ceiling)
-                        ));
+                    let w = format!(
+                        "the trial(s) at {} frames/s are {}: their loss may be the tester's",
+                        list.join(", "),
+                        ceiling_words(what, p.ceiling)
+                    );
+                    // Once, not once per repetition (the same rates).
+                    if !list.is_empty() && !warnings.contains(&w) {
+                        warnings.push(w);
                     }
                 }
                 reps.push(J::obj(vec![

@@ -1255,9 +1255,6 @@ fn rate_independent_loss(
     Some(first)
 }
 
-/// The warnings about one repetition's search of `p.test` (`cer` or
-/// `state-throughput`): a result that passed at `--max-rate` (a lower bound
-/// only), a search `--max-trials` stopped, a table limit.
 /// True when `log` has a valid trial; else warns that the repetition's
 /// result says nothing about the DUT and is left out of the summary.
 fn has_valid_trial(rep: usize, log: &[Trial], warnings: &mut Vec<String>) -> bool {
@@ -1270,6 +1267,9 @@ fn has_valid_trial(rep: usize, log: &[Trial], warnings: &mut Vec<String>) -> boo
     false
 }
 
+/// The warnings about one repetition's search of `p.test` (`cer` or
+/// `state-throughput`): a result that passed at `--max-rate` (a lower bound
+/// only), a search `--max-trials` stopped, a table limit.
 fn search_warnings(p: &SParams, rep: usize, s: &RateSearch) -> Vec<String> {
     let (test, n, max_rate) = (p.test, p.connections, p.max_rate);
     let (error, max_trials) = (p.error, p.max_trials);

@@ -682,8 +682,8 @@ impl Nat64Settings {
                 ),
                 (true, true) => writeln!(
                     o,
-                    "\n# added at run time, in force, but outside pool4 since a pool4 change \
-                     (a file may not hold it):\n# {}",
+                    "\n# added at run time, kept but dormant since a pool4 change left it \
+                     outside pool4 (a file may not hold it):\n# {}",
                     entry.replace('\n', "\n# ")
                 ),
             };
@@ -1202,7 +1202,7 @@ ipv4 = "203.0.113.1#80"
         );
         assert!(
             o.contains(
-                "outside pool4 since a pool4 change (a file may not hold it):\n\
+                "outside pool4 (a file may not hold it):\n\
              # [[nat64.bib]]\n# protocol = \"tcp\"\n# ipv6 = \"2001:db8::3#80\"\n\
              # ipv4 = \"198.51.100.3#80\""
             ),

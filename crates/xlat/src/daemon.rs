@@ -144,10 +144,15 @@ fn update_routes(
     tables: &tun::RouteTables,
 ) -> Routes {
     let desired = desired_routes(s, pool6, eamt, tables);
+    apply_routes_logged(&s.tun.name, old, &desired, tables)
+}
+
+/// Logs every entry of [`looping_eams`] (at start and at a reload; `xlat
+/// eamt add` answers with a note instead).
+fn warn_looping_eams(s: &Settings, eamt: &[EamEntry], tables: &tun::RouteTables) {
     for e in looping_eams(s, eamt, tables) {
         warn!("EAM entry routed into the tun on both sides: a routing loop", "ipv4" => e.v4, "ipv6" => e.v6, "note" => looping_eam_note(&e));
     }
-    apply_routes_logged(&s.tun.name, old, &desired, tables)
 }
 
 /// [`tun::apply_routes`] with its failures logged; returns the routes now.
@@ -708,6 +713,7 @@ impl Daemon {
         }
         crate::log::set_level(new.log_level);
         st.routes = update_routes(&st.routes, &new, pool6, &eamt, &tables);
+        warn_looping_eams(&new, &eamt, &tables);
         st.settings = new;
         let pool6_was = std::mem::replace(&mut st.pool6, pool6);
         st.eamt = eamt;
@@ -1552,6 +1558,7 @@ pub fn run(path: &str) -> i32 {
     }
     let tables = tun::RouteTables::default();
     let routes = desired_routes(&settings, pool6, &eamt, &tables);
+    warn_looping_eams(&settings, &eamt, &tables);
     let (_, errs) = tun::apply_routes(&name, &Routes::default(), &routes, &tables);
     if !errs.is_empty() {
         for e in errs {

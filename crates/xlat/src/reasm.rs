@@ -493,9 +493,9 @@ mod tests {
 
     /// The largest ICMP messages are reassembled: up to the 16-bit IPv4
     /// total length (65,515 bytes after a 20-byte header; `ping -s 65468`,
-    /// 65,476 bytes, was refused by a limit of 65,475), and not one byte
-    /// more; an ICMPv6 message as far as it fits in an IPv4 datagram once
-    /// translated (RFC 7915 §5: 65,515 bytes), not one byte more.
+    /// 65,476 bytes, was refused by a limit of 65,475); an ICMPv6 message
+    /// as far as it fits in an IPv4 datagram once translated (RFC 7915 §5:
+    /// 65,515 bytes), not one byte more.
     #[test]
     fn the_largest_messages_are_reassembled() {
         for n in [65_476, 65_515] {
