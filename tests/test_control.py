@@ -228,6 +228,16 @@ def test_eamt_add_rejects_bad_entry(siit_fn):
     cp = x.cli("eamt", "remove", "192.0.2.1/28", check=False)
     assert cp.returncode != 0 and "beyond the prefix length" in cp.stderr, cp.stderr
     assert x.alive()
+    # A static BIB command outside NAT64 mode is refused, and leaves the
+    # daemon's state unlocked (the next request is answered).
+    for args in (
+        ("add", "tcp", "2001:db8:6::2#80", "192.0.2.1#80"),
+        ("remove", "tcp", "192.0.2.1#80"),
+    ):
+        cp = x.cli("bib", *args, check=False)
+        assert cp.returncode == 1, cp
+        assert 'bib and session commands need mode = "nat64"' in cp.stderr, cp.stderr
+    assert t.eamt[0][0] in x.cli("eamt", "list").stdout
 
 
 @pytest.mark.timeout(40)

@@ -280,21 +280,24 @@ impl Daemon {
         let mut words = req.split_whitespace();
         let cmd = words.next().unwrap_or("");
         let args: Vec<&str> = words.collect();
-        let (nat, pool6) = {
-            let st = self.state.lock().unwrap();
-            (st.nat64.clone(), st.pool6)
+        // A static BIB change is checked against pool6, and goes into the
+        // table and the running configuration, under one hold of the state
+        // lock: a reload (which holds it) sees all of it or none.
+        let mut locked =
+            matches!(cmd, "bib-add" | "bib-remove").then(|| self.state.lock().unwrap());
+        let (nat, pool6) = match locked.as_ref() {
+            Some(g) => (g.nat64.clone(), g.pool6),
+            None => {
+                let st = self.state.lock().unwrap();
+                (st.nat64.clone(), st.pool6)
+            }
         };
         if let Some(st) = nat {
-            // A static BIB change goes into the table and the running
-            // configuration under the state lock: a reload (which holds it)
-            // sees both or neither.
-            let mut locked =
-                matches!(cmd, "bib-add" | "bib-remove").then(|| self.state.lock().unwrap());
             if let Some(r) = crate::nat64d::handle(&st, pool6, self.shared.now_ms(), cmd, &args) {
                 if let (Ok(_), Some(g)) = (&r, locked.as_mut()) {
                     note_bib_change(&mut g.settings.nat64, cmd, &args);
                 }
-                drop(locked);
+                drop(locked.take());
                 if cmd == "bib-remove" {
                     // The fast path must not carry the removed sessions on
                     // (until the background check reaches them otherwise).
@@ -305,6 +308,8 @@ impl Daemon {
                 return r;
             }
         }
+        // Not a NAT64: the lock is taken again below (mode check).
+        drop(locked.take());
         if cmd.starts_with("bib-") || cmd.starts_with("session-") {
             let mode = self.state.lock().unwrap().settings.mode;
             if mode != Mode::Nat64 {

@@ -528,6 +528,34 @@ mod tests {
             let (o, _) = offer(&mut r, &v6(n, 1232, n - 1232, false), 1);
             assert_eq!(matches!(o, Offer::Complete { .. }), fits, "{n}: {o:?}");
         }
+        // IPv4 with a 24-byte header (options) in the first fragment: the
+        // whole datagram must still fit the 16-bit Total Length.
+        let v4 = |ihl: usize, off: usize, data: usize, more: bool| {
+            let mut p = vec![0u8; ihl + data];
+            p[0] = 0x40 | (ihl / 4) as u8;
+            p[2..4].copy_from_slice(&((ihl + data) as u16).to_be_bytes());
+            p[4..6].copy_from_slice(&0x4321u16.to_be_bytes());
+            let ff = (off / 8) as u16 | if more { 0x2000 } else { 0 };
+            p[6..8].copy_from_slice(&ff.to_be_bytes());
+            p[8] = 64;
+            p[9] = 1;
+            p[12..16].copy_from_slice(&[198, 51, 100, 2]);
+            p[16..20].copy_from_slice(&[192, 0, 2, 2]);
+            if ihl > 20 {
+                p[20] = 1; // NOPs
+            }
+            ipv4_header_checksum(&mut p);
+            p
+        };
+        for (n, fits) in [(65_511, true), (65_512, false)] {
+            let mut r = Reassembler::new();
+            assert_eq!(offer(&mut r, &v4(24, 0, 1480, true), 0).0, Offer::Held);
+            let (o, out) = offer(&mut r, &v4(20, 1480, n - 1480, false), 1);
+            assert_eq!(matches!(o, Offer::Complete { .. }), fits, "{n}: {o:?}");
+            if fits {
+                assert_eq!(out.len(), 65_535);
+            }
+        }
     }
 
     /// RFC 6146 §3.4: a NAT64's IPv4 UDP datagram without checksum. Only
