@@ -383,59 +383,23 @@ def test_rfc8219_s7_3_pdv_and_ipdv_through_known_delay_variation(lab):
 @pytest.mark.timeout(40)
 def test_invalid_trials_are_reported_not_summarised(lab):
     s, _r, d = _router2(lab)
-    j = perf_json(
-        "frame-loss",
-        *_ends(s, d),
-        "--max-rate",
-        "5000000",
-        "--rates",
-        "100%",
-        "--duration",
-        "0.2",
-        "--wait",
-        "0.1",
-        "--retries",
-        "0",
-    )
+    # 5 M frames/s, one 0.2 s trial, no retry.
+    fast = [*_ends(s, d), "--max-rate", "5000000", "--duration", "0.2"]
+    fast += ["--wait", "0.1", "--retries", "0"]
+    j = perf_json("frame-loss", *fast, "--rates", "100%")
     (t,) = j["repetitions"][0]["trials"]
     assert not t["valid"] and not t["zero_loss"], t
     assert t["sent"] < t["planned"], t
     assert "FLR at 5000000 fps" not in j["summary"], j["summary"]
     assert any("invalid" in w for w in j["warnings"]), j["warnings"]
     # In the table the trial says so, and no summary value comes from it.
-    out = perf(
-        "frame-loss",
-        *_ends(s, d),
-        "--max-rate",
-        "5000000",
-        "--rates",
-        "100%",
-        "--duration",
-        "0.2",
-        "--wait",
-        "0.1",
-        "--retries",
-        "0",
-    ).stdout
+    out = perf("frame-loss", *fast, "--rates", "100%").stdout
     assert "invalid: sender behind" in out, out
     assert "FLR at 5000000 fps over" not in out, out
     # The same for a throughput search whose every trial was invalid: its 0
     # says nothing about the DUT and does not enter the summary (it was
     # counted there as a throughput of 0, pulling the median down).
-    j = perf_json(
-        "throughput",
-        *_ends(s, d),
-        "--max-rate",
-        "5000000",
-        "--max-trials",
-        "1",
-        "--duration",
-        "0.2",
-        "--wait",
-        "0.1",
-        "--retries",
-        "0",
-    )
+    j = perf_json("throughput", *fast, "--max-trials", "1")
     (rep,) = j["repetitions"]
     assert rep["throughput_fps"] == 0 and rep["invalid_trials"] == 1, rep
     assert j["summary"]["throughput"]["summary"] is None, j["summary"]

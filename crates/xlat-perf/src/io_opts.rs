@@ -190,6 +190,23 @@ fn overlap(a: (u16, u16), b: (u16, u16)) -> bool {
     a.0 <= b.1 && b.0 <= a.1
 }
 
+/// The error for test frames that arrive as `recv_l3`-byte IP packets over
+/// the MTU of the receiving interface `ifname` (packet, XDP and socket I/O).
+fn over_recv_mtu(
+    recv_l3: usize,
+    translated: bool,
+    mtu: u32,
+    ifname: &str,
+    ns: Option<&str>,
+) -> String {
+    format!(
+        "--frame-size: the frames arrive as {}-byte frames{} (a {recv_l3}-byte IP packet), over the MTU {mtu} of the receiving interface {ifname} in {}: the DUT can only fragment or drop them; give a smaller --frame-size",
+        recv_l3 + crate::payload::ETHERNET_OVERHEAD,
+        if translated { " after translation" } else { "" },
+        io_resolve::ns_label(ns)
+    )
+}
+
 /// Refuses a receiving interface that is down (not IFF_UP): no frame would
 /// arrive, and the trial would report the DUT as dropping every one. As
 /// the sending side's `--send-if` is checked, before the first frame;
@@ -347,12 +364,8 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
                 Some((i, m))
             }) {
                 if recv_l3 > mtu as usize {
-                    return Err(format!(
-                        "--frame-size: the frames arrive as {}-byte frames{} (a {recv_l3}-byte IP packet), over the MTU {mtu} of the receiving interface {ifname} in {}: the DUT can only fragment or drop them; give a smaller --frame-size",
-                        recv_l3 + crate::payload::ETHERNET_OVERHEAD,
-                        if recv_v6 != ep.dst.is_ipv6() { " after translation" } else { "" },
-                        io_resolve::ns_label(ns)
-                    ));
+                    let translated = recv_v6 != ep.dst.is_ipv6();
+                    return Err(over_recv_mtu(recv_l3, translated, mtu, &ifname, ns));
                 }
             }
         }
@@ -477,12 +490,13 @@ pub fn apply(a: &Args, ep: &mut Endpoints) -> Result<(), String> {
     let recv_v6 = ep.recv_bind.is_ipv6();
     let recv_l3 = crate::payload::l3_header(recv_v6) + crate::payload::UDP_HEADER + ep.payload;
     if recv_l3 > rlink.mtu as usize {
-        return Err(format!(
-            "--frame-size: the frames arrive as {}-byte frames{} (a {recv_l3}-byte IP packet), over the MTU {} of the receiving interface {recv_if} in {}: the DUT can only fragment or drop them; give a smaller --frame-size",
-            recv_l3 + crate::payload::ETHERNET_OVERHEAD,
-            if recv_v6 != v6 { " after translation" } else { "" },
+        let translated = recv_v6 != v6;
+        return Err(over_recv_mtu(
+            recv_l3,
+            translated,
             rlink.mtu,
-            io_resolve::ns_label(recv_ns.as_deref())
+            &recv_if,
+            recv_ns.as_deref(),
         ));
     }
     // The route to --dst through loopback means --dst is an address of the

@@ -1538,19 +1538,23 @@ pub fn run(p: &Params) -> Result<String, String> {
                 // One line for the rates at or above the ceiling, one for
                 // those within 10% below it.
                 let c = p.ceiling.unwrap_or(0);
-                for (above, what) in [(true, c), (false, c.saturating_sub(1))] {
-                    let list: Vec<String> = near
+                for above in [true, false] {
+                    let rates: Vec<u64> = near
                         .iter()
-                        .filter(|&&r| (r >= c) == above)
-                        .map(u64::to_string)
+                        .copied()
+                        .filter(|&r| (r >= c) == above)
                         .collect();
+                    let Some(&first) = rates.first() else {
+                        continue;
+                    };
+                    let list: Vec<String> = rates.iter().map(u64::to_string).collect();
                     let w = format!(
                         "the trial(s) at {} frames/s are {}: their loss may be the tester's",
                         list.join(", "),
-                        ceiling_words(what, p.ceiling)
+                        ceiling_words(first, p.ceiling)
                     );
                     // Once, not once per repetition (the same rates).
-                    if !list.is_empty() && !warnings.contains(&w) {
+                    if !warnings.contains(&w) {
                         warnings.push(w);
                     }
                 }

@@ -98,25 +98,15 @@ pub fn desired_routes(
     r
 }
 
-/// The EAM entries both of whose sides go into the TUN (neither is routed
-/// elsewhere by a route more specific than the default: `desired_routes`
-/// takes both): every packet to them comes back into the TUN after
-/// translation and loops until its TTL runs out. Usually the IPv4 side of
-/// an entry for servers behind the IPv4 default route, which needs a route
-/// of its own (e.g. `ip route add V4 via GATEWAY`).
-pub fn looping_eams(s: &Settings, eamt: &[EamEntry], tables: &tun::RouteTables) -> Vec<EamEntry> {
-    if !s.tun.routes || eamt.is_empty() {
-        return vec![];
-    }
-    let m4 = tables.get("-4").not_on(&s.tun.name);
-    let m6 = tables.get("-6").not_on(&s.tun.name);
+/// The EAM entries both of whose sides `routes` (the routes into the TUN,
+/// from [`desired_routes`]) send into the TUN: every packet to them comes
+/// back into the TUN after translation and loops until its TTL runs out.
+/// Usually the IPv4 side of an entry for servers behind the IPv4 default
+/// route, which needs a route of its own (e.g. `ip route add V4 via
+/// GATEWAY`).
+pub fn looping_eams(routes: &Routes, eamt: &[EamEntry]) -> Vec<EamEntry> {
     eamt.iter()
-        .filter(|e| {
-            e.v4.len() > 0
-                && e.v6.len() > 0
-                && !m4.contains(e.v4.addr().into())
-                && !m6.contains(e.v6.addr().into())
-        })
+        .filter(|e| routes.v4.contains(&e.v4) && routes.v6.contains(&e.v6))
         .copied()
         .collect()
 }
@@ -149,8 +139,8 @@ fn update_routes(
 
 /// Logs every entry of [`looping_eams`] (at start and at a reload; `xlat
 /// eamt add` answers with a note instead).
-fn warn_looping_eams(s: &Settings, eamt: &[EamEntry], tables: &tun::RouteTables) {
-    for e in looping_eams(s, eamt, tables) {
+fn warn_looping_eams(routes: &Routes, eamt: &[EamEntry]) {
+    for e in looping_eams(routes, eamt) {
         warn!("EAM entry routed into the tun on both sides: a routing loop", "ipv4" => e.v4, "ipv6" => e.v6, "note" => looping_eam_note(&e));
     }
 }
@@ -377,7 +367,7 @@ impl Daemon {
                 self.apply(&mut st, eamt)?;
                 info!("eamt entry added", "ipv4" => v4, "ipv6" => v6);
                 // Added, but say it when both of its sides went into the TUN.
-                let loops = looping_eams(&st.settings, &[e], &tun::RouteTables::default());
+                let loops = looping_eams(&st.routes, &[e]);
                 Ok(loops
                     .first()
                     .map(|e| format!("note: {}\n", looping_eam_note(e)))
@@ -718,7 +708,7 @@ impl Daemon {
         }
         crate::log::set_level(new.log_level);
         st.routes = update_routes(&st.routes, &new, pool6, &eamt, &tables);
-        warn_looping_eams(&new, &eamt, &tables);
+        warn_looping_eams(&st.routes, &eamt);
         st.settings = new;
         let pool6_was = std::mem::replace(&mut st.pool6, pool6);
         st.eamt = eamt;
@@ -1563,7 +1553,7 @@ pub fn run(path: &str) -> i32 {
     }
     let tables = tun::RouteTables::default();
     let routes = desired_routes(&settings, pool6, &eamt, &tables);
-    warn_looping_eams(&settings, &eamt, &tables);
+    warn_looping_eams(&routes, &eamt);
     let (_, errs) = tun::apply_routes(&name, &Routes::default(), &routes, &tables);
     if !errs.is_empty() {
         for e in errs {

@@ -324,7 +324,8 @@ fn check(path: &str) -> i32 {
             // An EAM entry routed into the TUN on both sides loops (with
             // the routing tables as they are here now).
             let tables = xlat::tun::RouteTables::default();
-            for e in daemon::looping_eams(&s, &s.eamt, &tables) {
+            let routes = daemon::desired_routes(&s, s.pool6, &s.eamt, &tables);
+            for e in daemon::looping_eams(&routes, &s.eamt) {
                 let i = s.eamt.iter().position(|x| *x == e).unwrap_or(0);
                 eprintln!("note: eamt[{i}]: {}", daemon::looping_eam_note(&e));
             }
