@@ -81,11 +81,6 @@ BAD = [
         "eamt[0].mask",
     ),
     (
-        "pool6_overlaps_eam",
-        POOL6 + '[[eamt]]\nipv4 = "192.0.2.0/24"\nipv6 = "2001:db8:64::/120"\n',
-        "pool6",
-    ),
-    (
         "clat_in_siit",
         POOL6 + '[clat]\nipv4 = "192.0.2.0/28"\nipv6 = "2001:db8:aaaa::/124"\n',
         "clat",

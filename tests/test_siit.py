@@ -1010,3 +1010,74 @@ def test_rfc8200_4_5_fragmented_echo_after_extension_headers(siit_mod):
     assert "ICMP6, echo reply, id 16962, seq 7" in back, back
     after = x.stats()
     assert after["fragmented_icmp"] == before["fragmented_icmp"], after
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc7757_eam_inside_pool6_is_looked_up_first(datapath):
+    """RFC 7757 sections 3.2 / 3.3: the EAMT is looked up before pool6, so an
+    EAM entry may lie inside pool6 (Appendix B maps 192.0.2.192/31 to
+    64:ff9b::/127). Here 192.0.2.192/31 <-> 2001:db8:64::/127, inside pool6
+    2001:db8:64::/96, with h6 holding 2001:db8:64::1 = 192.0.2.193. xlat
+    refused to start ("pool6 overlaps the EAM entry"). Both directions go by
+    the EAM: by pool6, 192.0.2.193 would be 2001:db8:64::c000:2c1 (routed
+    back into the TUN) and 2001:db8:64::1 would be 0.0.0.1 (denied)."""
+    need_xlat()
+    t = siit_single()
+    assert t.pool6 == "2001:db8:64::/96"
+    t.eamt.append(("192.0.2.192/31", "2001:db8:64::/127"))
+    eam_host6 = "2001:db8:64::1"
+    d = Path(tempfile.mkdtemp(prefix="xlt", dir="/tmp"))
+    x = None
+    try:
+        lab = t.lab
+        lab.exec(
+            t.h6,
+            ["ip", "-6", "addr", "add", f"{eam_host6}/128", "dev", "eth0", "nodad"],
+        )
+        # The EAM's hosts live on eth6: a route more specific than pool6's.
+        lab.exec(
+            t.router, ["ip", "-6", "route", "add", f"{eam_host6}/127", "dev", t.dev6]
+        )
+        conf = t.xlat_toml(socket=f"{d}/xlat0.sock")
+        x = Xlat(lab, t.router, conf, d, datapath=datapath)
+        cp = lab.exec(
+            t.router, [str(need_xlat()), "check", "-c", str(x.conf)], check=False
+        )
+        assert cp.returncode == 0, cp.stderr
+        assert (
+            "eamt entry 192.0.2.192/31 <-> 2001:db8:64::/127 overlaps pool6"
+            in cp.stderr
+        )
+        x.start()
+        # IPv4 -> IPv6 by the EAM: h4 reaches h6 at 192.0.2.193.
+        assert ping(lab, t.h4, "192.0.2.193", count=2).returncode == 0, x.stats()
+        # IPv6 -> IPv4 by the EAM: h6 from 2001:db8:64::1 is 192.0.2.193 to h4.
+        cap = first_packet(lab, t.h4, "icmp and icmp[icmptype] == icmp-echo")
+        cmd = [
+            "ping",
+            "-n",
+            "-c",
+            "2",
+            "-i",
+            "0.2",
+            "-W",
+            "2",
+            "-I",
+            eam_host6,
+            t.h4_v6,
+        ]
+        assert lab.exec(t.h6, cmd, check=False).returncode == 0, x.stats()
+        line = first_packet_line(lab, cap)
+        assert f"192.0.2.193 > {t.h4_addr}" in line, line
+        # Added at run time: accepted, with the note.
+        cp = x.cli("eamt", "add", "192.0.2.196/31", "2001:db8:64::4/127")
+        assert "overlaps pool6" in cp.stdout, cp.stdout
+        assert "192.0.2.196/31 2001:db8:64::4/127" in x.cli("eamt", "list").stdout
+    finally:
+        try:
+            if x is not None:
+                x.stop()
+        finally:
+            t.close()
+            shutil.rmtree(d, ignore_errors=True)

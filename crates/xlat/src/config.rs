@@ -545,6 +545,11 @@ pub fn pool6_notes(s: &Settings, pool6: Option<Ipv6Prefix>) -> Vec<String> {
             }
         }
     }
+    if let Some(p) = pool6.filter(|_| s.mode != Mode::Nat64) {
+        for e in s.eamt.iter().filter(|e| e.v6.overlaps(&p)) {
+            notes.push(eam_in_pool6_note(e, &p));
+        }
+    }
     if let (Mode::Clat, Some(p)) = (s.mode, pool6) {
         let inside = s
             .icmp_source_v6
@@ -593,6 +598,18 @@ pub fn pool6_notes(s: &Settings, pool6: Option<Ipv6Prefix>) -> Vec<String> {
         notes.push("icmp-source-v6 is not set: the translator's own ICMPv6 errors (Time Exceeded, Packet Too Big, NAT64 refusals) come from 64:ff9b::c000:8 (192.0.0.8 in the Well-Known Prefix), a source RFC 6052 section 3.1 does not allow and that filters may drop; set icmp-source-v6 to a global address of the translator".into());
     }
     notes
+}
+
+/// What to tell an operator about an EAM entry whose IPv6 side overlaps
+/// pool6 `p` (allowed: RFC 7757 Appendix B's `64:ff9b::/127`).
+pub fn eam_in_pool6_note(e: &EamEntry, p: &Ipv6Prefix) -> String {
+    format!(
+        "eamt entry {} <-> {} overlaps pool6 {p}: the EAM table is looked up first (RFC 7757 \
+         sections 3.2 and 3.3), so the addresses in both translate by the EAM, not by RFC 6052; \
+         IPv6 packets to its hosts need a route more specific than pool6's (it is routed into \
+         the TUN)",
+        e.v4, e.v6
+    )
 }
 
 /// RFC 6052 §2.2: length 32/40/48/56/64/96 and bits 64..71 (the u-octet) zero.
@@ -1324,17 +1341,10 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         }
     }
 
-    // Cross-checks.
+    // Cross-checks. An [[eamt]] entry may overlap pool6 (RFC 7757 Appendix
+    // B maps 192.0.2.192/31 to 64:ff9b::/127): the EAMT is looked up first
+    // (§3.2, §3.3), pool6_notes says so.
     if let Some(p) = &s.pool6 {
-        for e in &s.eamt {
-            if p.overlaps(&e.v6) {
-                ctx.err(
-                    "pool6",
-                    p.to_string(),
-                    format!("overlaps the EAM entry {} {}", e.v4, e.v6),
-                );
-            }
-        }
         // The [clat] entry is no [[eamt]] entry: name its own key. (Its
         // ipv6 is /96 or longer, equal suffixes: overlapping pool6, whose
         // length is at most 96, means lying inside it.)
@@ -2225,22 +2235,63 @@ ipv6 = "2001:db8:6::40/122"
             "mode = \"clat\"\npool6 = \"2001:db8:64::/96\"\n[[eamt]]\nipv4 = \"198.51.100.0/24\"\nipv6 = \"2001:db8:64::/120\"\n[clat]\nipv4 = \"192.0.0.1\"\nipv6 = \"2001:db8:64::c000:1\"\n",
         );
         assert!(
-            has(&ps, "pool6", "overlaps the EAM entry 198.51.100.0/24"),
-            "{ps:?}"
-        );
-        assert!(
             has(&ps, "clat.ipv6", "lies inside pool6 2001:db8:64::/96"),
             "{ps:?}"
         );
-        assert_eq!(ps.len(), 2, "{ps:?}");
+        assert_eq!(ps.len(), 1, "{ps:?}");
     }
 
+    /// RFC 7757 Appendix B's table, whose last entry (192.0.2.192/31 <->
+    /// 64:ff9b::/127) lies inside the Well-Known Prefix, with pool6 set to
+    /// it: accepted (the EAMT is looked up first, §3.2 / §3.3; it was
+    /// refused as "pool6 overlaps the EAM entry"), with a note for that
+    /// entry only. Both overlaps count: an EAM inside pool6, pool6 inside
+    /// an EAM.
     #[test]
-    fn pool6_overlapping_eam_rejected() {
-        let ps = problems(
-            "pool6 = \"2001:db8::/96\"\n[[eamt]]\nipv4 = \"198.51.100.0/24\"\nipv6 = \"2001:db8::/120\"\n",
+    fn rfc7757_appendix_b_eam_inside_pool6_accepted_with_a_note() {
+        let text = "pool6 = \"64:ff9b::/96\"\nallow-wkp-non-global = true\n\
+            [[eamt]]\nipv4 = \"192.0.2.1\"\nipv6 = \"2001:db8:aaaa::\"\n\
+            [[eamt]]\nipv4 = \"192.0.2.2/32\"\nipv6 = \"2001:db8:bbbb::b/128\"\n\
+            [[eamt]]\nipv4 = \"192.0.2.16/28\"\nipv6 = \"2001:db8:cccc::/124\"\n\
+            [[eamt]]\nipv4 = \"192.0.2.128/26\"\nipv6 = \"2001:db8:dddd::/64\"\n\
+            [[eamt]]\nipv4 = \"192.0.2.192/31\"\nipv6 = \"64:ff9b::/127\"\n";
+        let s = parse(text).unwrap();
+        assert_eq!(s.eamt.len(), 5);
+        let n: Vec<String> = pool6_notes(&s, s.pool6)
+            .into_iter()
+            .filter(|n| n.contains("overlaps pool6"))
+            .collect();
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(
+            n[0].starts_with("eamt entry 192.0.2.192/31 <-> 64:ff9b::/127 overlaps pool6 64:ff9b::/96: the EAM table is looked up first"),
+            "{n:?}"
         );
-        assert!(has(&ps, "pool6", "overlaps the EAM entry"));
+        // The core translates those addresses by the EAM, both ways.
+        let cfg = s.core_config(&s.eamt).unwrap();
+        let a = &cfg.addressing;
+        let v6: Ipv6Addr = "64:ff9b::1".parse().unwrap();
+        let v4: Ipv4Addr = "192.0.2.193".parse().unwrap();
+        assert_eq!(a.dst_4to6(v4), Ok(v6));
+        assert_eq!(
+            xlat_core::translate::AddressMapper::outer_6to4(
+                a,
+                &v6,
+                &"64:ff9b::c633:6402".parse().unwrap()
+            ),
+            Ok((v4, "198.51.100.2".parse().unwrap()))
+        );
+        // pool6 inside an EAM's IPv6 side gets the note too.
+        let s = parse(
+            "pool6 = \"2001:db8:64::/96\"\n[[eamt]]\nipv4 = \"198.51.0.0/16\"\nipv6 = \"2001:db8:64::/80\"\n",
+        )
+        .unwrap();
+        assert_eq!(pool6_notes(&s, s.pool6).len(), 1);
+        // Outside pool6: no note.
+        let s = parse(
+            "pool6 = \"2001:db8:64::/96\"\n[[eamt]]\nipv4 = \"198.51.100.0/24\"\nipv6 = \"2001:db8:65::/120\"\n",
+        )
+        .unwrap();
+        assert!(pool6_notes(&s, s.pool6).is_empty());
     }
 
     /// `[datapath]` (docs/configuration.md): kind and interfaces, errors

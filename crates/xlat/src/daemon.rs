@@ -215,16 +215,11 @@ fn build_translator(
     eff.pool6 = pool6;
     let all: Vec<EamEntry> = s.clat.iter().chain(eamt.iter()).copied().collect();
     // As `xlat check` refuses for a pool6 in the file; here also for a
-    // discovered one (at start, on reload, on re-discovery).
+    // discovered one (at start, on reload, on re-discovery). [[eamt]]
+    // entries may overlap pool6 (RFC 7757: the EAMT is looked up first).
     if let Some(p) = pool6 {
         if let Some((c, why)) = config::clat_in_pool6(&p, s.clat) {
             return Err(format!("clat.ipv6: {}: {why}", c.v6));
-        }
-        if let Some(e) = all.iter().find(|e| p.overlaps(&e.v6)) {
-            return Err(format!(
-                "pool6 {p} overlaps the EAM entry {} {}",
-                e.v4, e.v6
-            ));
         }
     }
     let cfg = eff.core_config(&all)?;
@@ -357,21 +352,23 @@ impl Daemon {
                         config::MAX_EAMT
                     ));
                 }
-                if let Some(p) = st.pool6 {
-                    if p.overlaps(&e.v6) {
-                        return Err(format!("{v6} overlaps pool6 {p}"));
-                    }
-                }
                 let mut eamt = st.eamt.clone();
                 eamt.push(e);
                 self.apply(&mut st, eamt)?;
                 info!("eamt entry added", "ipv4" => v4, "ipv6" => v6);
-                // Added, but say it when both of its sides went into the TUN.
+                // Added, but say it when it overlaps pool6 (RFC 7757: the
+                // EAM goes first) and when both of its sides went into the TUN.
+                let in_pool6 = st
+                    .pool6
+                    .filter(|p| p.overlaps(&e.v6))
+                    .map(|p| config::eam_in_pool6_note(&e, &p));
                 let loops = looping_eams(&st.routes, &[e]);
-                Ok(loops
-                    .first()
-                    .map(|e| format!("note: {}\n", looping_eam_note(e)))
-                    .unwrap_or_default())
+                let loops = loops.first().map(looping_eam_note);
+                Ok(in_pool6
+                    .into_iter()
+                    .chain(loops)
+                    .map(|n| format!("note: {n}\n"))
+                    .collect())
             }
             ("eamt-remove", [p]) => {
                 // Either side names the entry; the family is the one the
