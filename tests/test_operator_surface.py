@@ -426,6 +426,85 @@ def test_keep_on_exit_device_is_reused(one_ns):
     assert "xlat0" not in lab.links(ns), "keep-on-exit = false removes it"
 
 
+def _tun_routes(lab, ns, fam: str = "-6") -> str:
+    return lab.ip(ns, fam, "route", "show", "dev", "xlat0").stdout
+
+
+@pytest.mark.timeout(40)
+def test_keep_on_exit_restart_drops_the_routes_the_new_config_does_not_want(one_ns):
+    """A device kept by `keep-on-exit` keeps its routes; the next start with
+    another configuration took the device over with them, and the routes it
+    did not want stayed (traffic to them looped in the TUN until the TTL ran
+    out; a reload did not remove them either). Now they go (found by a
+    probe)."""
+    lab, ns, d = one_ns
+    conf = _conf(d, "a.sock").replace(
+        "queues = 1\n",
+        'queues = 1\nkeep-on-exit = true\nipv4-routes = ["198.18.5.0/24"]\n',
+    )
+    x = Xlat(lab, ns, conf, d, name="a").start()
+    assert x.stop() == 0, x.log()
+    assert "198.18.5.0/24" in _tun_routes(lab, ns, "-4")
+    y = Xlat(lab, ns, _conf(d, "b.sock"), d, name="b").start()
+    try:
+        assert "198.18.5.0/24" not in _tun_routes(lab, ns, "-4"), y.log()
+        assert POOL6 in _tun_routes(lab, ns), y.log()
+    finally:
+        y.stop()
+
+
+@pytest.mark.timeout(40)
+def test_tun_down_and_up_gets_its_routes_back(one_ns):
+    """The kernel deletes a device's routes when it goes down: they were gone
+    for good after `ip link set xlat0 down; ... up` (nothing translated, no
+    word in the log, a reload with the same file put nothing back). Now the
+    daemon warns when it goes down and puts them back when it is up again;
+    a reload puts back a route deleted by hand (found by a probe)."""
+    lab, ns, d = one_ns
+    conf = _conf(d, "a.sock").replace(
+        "queues = 1\n", 'queues = 1\nipv4-routes = ["198.18.5.0/24"]\n'
+    )
+    x = Xlat(lab, ns, conf, d, name="a").start()
+    try:
+        assert POOL6 in _tun_routes(lab, ns)
+        lab.ip(ns, "link", "set", "xlat0", "down")
+        x.wait_log("the TUN device was set down", timeout=5)
+        assert POOL6 not in _tun_routes(lab, ns)
+        lab.ip(ns, "link", "set", "xlat0", "up")
+        x.wait_log("the TUN device is up again, its routes put back", timeout=5)
+        assert POOL6 in _tun_routes(lab, ns), x.log()
+        assert "198.18.5.0/24" in _tun_routes(lab, ns, "-4"), x.log()
+        # A route deleted by hand comes back with a reload.
+        lab.ip(ns, "-6", "route", "del", POOL6, "dev", "xlat0")
+        n = x.log().count("configuration reloaded")
+        x.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while x.log().count("configuration reloaded") == n:
+            assert time.monotonic() < deadline, x.log()
+            time.sleep(0.1)
+        assert POOL6 in _tun_routes(lab, ns), x.log()
+    finally:
+        x.stop()
+
+
+@pytest.mark.timeout(30)
+def test_a_deleted_tun_device_stops_the_daemon(one_ns):
+    """`ip link del` of the TUN device left a daemon with nothing to translate
+    with, alive, logging `tun read failed` ten times a second forever (a
+    supervisor saw a healthy process). Now it stops with exit 1 and says why
+    (found by a probe)."""
+    lab, ns, d = one_ns
+    x = Xlat(lab, ns, _conf(d, "a.sock"), d, name="a").start()
+    lab.ip(ns, "link", "del", "xlat0")
+    try:
+        rc = x.proc.wait(timeout=5)
+    finally:
+        x.stop()
+    assert rc == 1, x.log()
+    assert "the TUN device was deleted" in x.log()
+    assert x.log().count("tun read failed") < 30, x.log()
+
+
 @pytest.mark.timeout(40)
 def test_a_tun_device_xlat_did_not_create_is_kept_or_refused(one_ns):
     """An operator's own persistent multi-queue TUN (`ip tuntap add ...

@@ -162,6 +162,10 @@ pub fn drain<S: Timed>(s: &mut S, max: usize, until: std::time::Instant) {
 pub const REQUEST_LIMIT: Duration = Duration::from_secs(2);
 /// How long a client may take to read its whole answer.
 pub const ANSWER_LIMIT: Duration = Duration::from_secs(5);
+/// How long the CLI waits for an answer: requests are served one at a
+/// time under the state lock, and one change to a large EAMT takes 1-2 s,
+/// so a few queued behind each other took more than the 10 s it was.
+pub const CLIENT_WAIT: Duration = Duration::from_secs(60);
 /// How long the rest of a request cut short is read (and dropped) for.
 pub const DRAIN_LIMIT: Duration = Duration::from_millis(500);
 
@@ -336,6 +340,10 @@ fn handle(mut s: UnixStream, handler: &Handler) {
         Ok(body) => format!("ok\n{body}"),
         Err(e) => format!("error: {e}\n"),
     };
+    // The client's time to read starts now: a request that waited for the
+    // state lock behind others (a large EAMT takes seconds per change) was
+    // carried out, and its answer was dropped as late ("empty response").
+    let answer_by = std::time::Instant::now() + ANSWER_LIMIT;
     let _ = write_all_by(&mut s, resp.as_bytes(), answer_by);
 }
 
@@ -355,13 +363,17 @@ pub fn request(path: &str, req: &str) -> Result<String, String> {
         };
         format!("cannot connect to {path}: {e} ({hint})")
     })?;
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ = s.set_read_timeout(Some(CLIENT_WAIT));
     s.write_all(format!("{req}\n").as_bytes())
         .map_err(|e| format!("{path}: {e}"))?;
     let mut out = String::new();
     s.read_to_string(&mut out).map_err(|e| match e.kind() {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-            format!("{path}: no answer from the daemon within 10 s")
+            format!(
+                "{path}: no answer from the daemon within {} s (a change may still be carried out: \
+                 check with list/show before retrying)",
+                CLIENT_WAIT.as_secs()
+            )
         }
         _ => format!("{path}: {e}"),
     })?;
@@ -375,6 +387,29 @@ pub fn request(path: &str, req: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request whose handler takes longer than ANSWER_LIMIT (it waited
+    /// for the state lock behind other changes to a large EAMT) was carried
+    /// out and answered with nothing: the CLI said "empty response" and
+    /// exit 1 for a change in force (found by a probe).
+    #[test]
+    fn a_slow_request_is_answered() {
+        let dir = std::env::temp_dir().join(format!("xlat-ctl-slow-{}", std::process::id()));
+        let path = dir.join("t.sock");
+        let path = path.to_str().unwrap().to_string();
+        let l = bind(&path).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let h: Handler = Arc::new(|_: &str| {
+            std::thread::sleep(ANSWER_LIMIT + Duration::from_millis(500));
+            Ok("done\n".into())
+        });
+        let st = stop.clone();
+        let t = std::thread::spawn(move || serve(l, h, st));
+        assert_eq!(request(&path, "eamt-remove x").unwrap(), "done\n");
+        stop.store(true, Ordering::Relaxed);
+        t.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn round_trip_over_a_real_socket() {

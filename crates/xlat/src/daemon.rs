@@ -534,6 +534,42 @@ impl Daemon {
         }
     }
 
+    /// The TUN device, checked every second. The kernel deletes its routes
+    /// when it goes down: they were gone for good (nothing translated, no
+    /// word in the log); now they are put back when it is up again. A
+    /// device deleted under the daemon leaves it nothing to translate with:
+    /// Err, the daemon stops (exit 1) instead of logging a read error ten
+    /// times a second forever.
+    fn follow_tun(&self, name: &str, was_up: &mut bool) -> Result<(), ()> {
+        let flags = match tun::link_flags(name) {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {
+                error!("the TUN device was deleted: nothing can be translated without it; stopping (a restart creates it again)", "dev" => name);
+                return Err(());
+            }
+            Err(_) => return Ok(()),
+        };
+        let up = flags & libc::IFF_UP as libc::c_short != 0;
+        if up == *was_up {
+            return Ok(());
+        }
+        *was_up = up;
+        if !up {
+            warn!("the TUN device was set down: nothing is translated, and the kernel removed its routes; they are put back when it is up again", "dev" => name);
+            return Ok(());
+        }
+        let mut st = self.state.lock().unwrap();
+        if st.settings.tun.routes {
+            let now = tun::installed_routes(name);
+            let tables = tun::RouteTables::default();
+            let settings = st.settings.clone();
+            st.routes = update_routes(&now, &settings, st.pool6, &st.eamt, &tables);
+        }
+        info!("the TUN device is up again, its routes put back", "dev" => name,
+            "routes" => st.routes.v4.len() + st.routes.v6.len());
+        Ok(())
+    }
+
     /// SIGHUP: re-read the file; keep the old config if it is invalid.
     pub fn reload(&self) {
         let mut st = self.state.lock().unwrap();
@@ -646,6 +682,11 @@ impl Daemon {
         let mut wanted = new.clone();
         if let Some(p) = &pool4_wanted {
             wanted.nat64.pool4 = p.clone();
+        }
+        // Routes change by difference from what the kernel has now (see
+        // tun::installed_routes): a reload puts back what is missing.
+        if st.settings.tun.routes {
+            st.routes = tun::installed_routes(&st.settings.tun.name);
         }
         // One read of the routing tables for the check and the change.
         let tables = tun::RouteTables::default();
@@ -1551,7 +1592,15 @@ pub fn run(path: &str) -> i32 {
     let tables = tun::RouteTables::default();
     let routes = desired_routes(&settings, pool6, &eamt, &tables);
     warn_looping_eams(&routes, &eamt);
-    let (_, errs) = tun::apply_routes(&name, &Routes::default(), &routes, &tables);
+    // A device taken over (left by keep-on-exit, or made by the operator)
+    // may hold the routes of another configuration: those this one does
+    // not want go (they stayed, and pulled their traffic into a loop).
+    let before = if existing.is_some() && settings.tun.routes {
+        tun::installed_routes(&name)
+    } else {
+        Routes::default()
+    };
+    let (_, errs) = tun::apply_routes(&name, &before, &routes, &tables);
     if !errs.is_empty() {
         for e in errs {
             error!("cannot install route", "error" => e);
@@ -1709,6 +1758,7 @@ pub fn run(path: &str) -> i32 {
             "socket" => socket_path, "pid" => std::process::id());
     }
 
+    let (mut tun_up, mut tun_gone) = (true, false);
     loop {
         match wait_signal(&sigset) {
             Some(libc::SIGHUP) => daemon.reload(),
@@ -1719,7 +1769,13 @@ pub fn run(path: &str) -> i32 {
             Some(s) if s == libc::SIGUSR1 || s == libc::SIGUSR2 => {
                 info!("signal ignored", "signal" => signal_name(s));
             }
-            _ => daemon.follow_interfaces(),
+            _ => {
+                daemon.follow_interfaces();
+                if daemon.follow_tun(&name, &mut tun_up).is_err() {
+                    tun_gone = true;
+                    break;
+                }
+            }
         }
     }
     // The fast path goes first, so nothing is translated by a half-stopped
@@ -1736,11 +1792,13 @@ pub fn run(path: &str) -> i32 {
     for t in threads {
         let _ = t.join();
     }
-    let keep = daemon.state.lock().unwrap().settings.tun.keep_on_exit;
+    let keep = daemon.state.lock().unwrap().settings.tun.keep_on_exit && !tun_gone;
     // A device someone else made stays, as it was found (persistent);
     // one xlat leaves behind is marked as its own for the next start.
     let foreign = existing == Some(tun::Existing::Foreign);
-    if let Err(e) = tun.set_persist(keep || foreign) {
+    if tun_gone {
+        // Nothing to keep or mark.
+    } else if let Err(e) = tun.set_persist(keep || foreign) {
         warn!("cannot change persistence of the TUN device", "error" => e);
     }
     if keep && !foreign {
@@ -1762,6 +1820,10 @@ pub fn run(path: &str) -> i32 {
             warn!("cannot remove the control socket", "path" => socket_path, "error" => e)
         }
         (Err(_), None) => {}
+    }
+    if tun_gone {
+        error!("stopped: the TUN device was deleted", "dev" => name);
+        return 1;
     }
     if keep {
         info!("stopped, device and routes kept (keep-on-exit)", "dev" => name);

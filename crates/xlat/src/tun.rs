@@ -213,17 +213,83 @@ pub fn mark_kept(name: &str, on: bool) -> Result<(), String> {
 
 /// IFF_RUNNING of `name` (SIOCGIFFLAGS): for a TUN device, a queue is attached.
 fn running(name: &str) -> bool {
+    link_flags(name).is_ok_and(|f| f & libc::IFF_RUNNING as i16 != 0)
+}
+
+/// The interface flags of `name` in this namespace (SIOCGIFFLAGS); ENODEV
+/// if there is no such device.
+pub fn link_flags(name: &str) -> io::Result<i16> {
     let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if s < 0 {
-        return false;
+        return Err(io::Error::last_os_error());
     }
     let s = unsafe { OwnedFd::from_raw_fd(s) };
     let mut req = IfReq::new(name);
     // SAFETY: SIOCGIFFLAGS takes a struct ifreq.
     if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
-        return false;
+        return Err(io::Error::last_os_error());
     }
-    req.short() & libc::IFF_RUNNING as i16 != 0
+    Ok(req.short())
+}
+
+/// The routes an xlat installed through `dev` (protocol [`ROUTE_PROTO`],
+/// main table) as they are in the kernel now. Routes are changed by
+/// difference from this, not from what the daemon believes it installed:
+/// the kernel deletes a device's routes when it goes down (they were gone
+/// for good, and a reload put nothing back), and a device left by
+/// `keep-on-exit` comes with the routes of the configuration before
+/// (they stayed when the next one did not want them).
+pub fn installed_routes(dev: &str) -> Routes {
+    let show = |fam: &str| {
+        ip(&[
+            fam,
+            "route",
+            "show",
+            "table",
+            "main",
+            "dev",
+            dev,
+            "proto",
+            &ROUTE_PROTO.to_string(),
+        ])
+        .unwrap_or_default()
+    };
+    parse_installed(&show("-4"), &show("-6"))
+}
+
+/// [`installed_routes`] from `ip -4` / `ip -6 route show dev DEV proto 88`
+/// (which leaves out the device and protocol): the first word is the
+/// destination, a host route without its length, 0/0 as "default".
+fn parse_installed(v4: &str, v6: &str) -> Routes {
+    fn dst(l: &str) -> Option<&str> {
+        let mut w = l.split_whitespace();
+        let first = w.next()?;
+        if ROUTE_TYPES.contains(&first) {
+            w.next()
+        } else {
+            Some(first)
+        }
+    }
+    let mut r = Routes::default();
+    for l in v4.lines().filter(|l| !l.starts_with(char::is_whitespace)) {
+        let p: Option<Ipv4Prefix> = match dst(l) {
+            Some("default") => "0.0.0.0/0".parse().ok(),
+            Some(d) if d.contains('/') => d.parse().ok(),
+            Some(d) => format!("{d}/32").parse().ok(),
+            None => None,
+        };
+        r.v4.extend(p);
+    }
+    for l in v6.lines().filter(|l| !l.starts_with(char::is_whitespace)) {
+        let p: Option<Ipv6Prefix> = match dst(l) {
+            Some("default") => "::/0".parse().ok(),
+            Some(d) if d.contains('/') => d.parse().ok(),
+            Some(d) => format!("{d}/128").parse().ok(),
+            None => None,
+        };
+        r.v6.extend(p);
+    }
+    r
 }
 
 impl Tun {
@@ -1143,6 +1209,21 @@ mod tests {
         assert!(!only("2001:db8::1/128 dev e4").contains(a("2001:db8::2")));
         assert!(only("::/0 dev e5").contains(a("2001:db8::2")));
         assert!(!only("bogus/99 dev e6\n10.0.0.0/33 dev e7").contains(a("10.0.0.0")));
+    }
+
+    /// `ip route show dev DEV proto 88` as printed: host routes without a
+    /// length, 0/0 as "default", IPv6 with metric and preference.
+    #[test]
+    fn installed_routes_are_read_as_ip_prints_them() {
+        let r = parse_installed(
+            "default scope link \n198.51.100.0/24 scope link \n203.0.113.5 scope link linkdown \n",
+            "2001:db8:64::/96 metric 1024 pref medium\n2001:db8::1 metric 1024 pref medium\n",
+        );
+        let v4: Vec<String> = r.v4.iter().map(|p| p.to_string()).collect();
+        let v6: Vec<String> = r.v6.iter().map(|p| p.to_string()).collect();
+        assert_eq!(v4, ["0.0.0.0/0", "198.51.100.0/24", "203.0.113.5/32"]);
+        assert_eq!(v6, ["2001:db8::1/128", "2001:db8:64::/96"]);
+        assert_eq!(parse_installed("", ""), Routes::default());
     }
 
     #[test]
