@@ -1139,7 +1139,7 @@ impl Nat64Translator {
         len: usize,
         l4s: usize,
         l4e: usize,
-        (src4, _dst4): (Ipv4Addr, Ipv4Addr),
+        (src4, dst4): (Ipv4Addr, Ipv4Addr),
         meta: PacketMeta,
         frags: &mut FragBuf,
     ) -> Result<Verdict, DropReason> {
@@ -1161,6 +1161,12 @@ impl Nat64Translator {
             return Err(DropReason::Nat64Fragment);
         }
         let (isrc, idst, ipr) = (inner.src(), inner.dst(), inner.protocol());
+        // An error goes to the source of the datagram it quotes (RFC 792):
+        // one sent to another pool4 address is no answer to a packet of
+        // ours (a spoofed error naming a session of another address).
+        if isrc != dst4 {
+            return Err(DropReason::IcmpInnerUnmappable);
+        }
         let il4 = q + inner.header_len();
         if il4 > l4e {
             return Err(DropReason::IcmpInnerMalformed);

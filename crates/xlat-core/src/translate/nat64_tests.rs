@@ -418,6 +418,39 @@ fn rfc6146_3_4_icmpv4_error_inner_mapped() {
     assert_eq!((be16(inner, 40), be16(inner, 42)), (40000, 53));
 }
 
+/// RFC 792: an ICMP error goes to the source of the datagram it quotes. One sent to another pool4 address than the quoted
+/// packet's source is no answer to it (a spoofed error naming a session of
+/// another address): dropped, as one whose quoted packet has no BIB entry.
+/// It was translated to the session's client.
+#[test]
+fn rfc792_icmpv4_error_to_another_pool4_address_dropped() {
+    let t = xlat(state_with(|_| {}));
+    let o = run(&t, &udp6(CLIENT, 40000, 53), 0);
+    let out = fwd(&o).to_vec();
+    let pool = Ta4::new(v4src(&out), be16(&out, 20));
+    let other = Ipv4Addr::from(u32::from(pool.addr) ^ 1);
+    assert!(POOL4
+        .parse::<crate::addr::Ipv4Prefix>()
+        .unwrap()
+        .contains(other));
+    let router = a4("192.0.2.1");
+    let mut body = vec![icmp4::DEST_UNREACH, icmp4::PORT_UNREACH, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&out[..28]);
+    let err = |to: Ipv4Addr| {
+        ip4(
+            router,
+            to,
+            proto::ICMP,
+            &l4_v4(proto::ICMP, router, to, body.clone()),
+        )
+    };
+    let o = run(&t, &err(other), 5);
+    assert_eq!(o.v, Verdict::Drop(DropReason::IcmpInnerUnmappable));
+    // Sent to the quoted packet's source, it is translated.
+    let o = run(&t, &err(pool.addr), 5);
+    assert_eq!(v6dst(fwd(&o)), a6(CLIENT));
+}
+
 #[test]
 fn rfc6146_3_4_icmpv6_error_inner_mapped() {
     let t = xlat(state_with(|_| {}));
