@@ -628,6 +628,9 @@ static __always_inline void fib_params(struct bpf_fib_lookup *p, struct __sk_buf
 		__builtin_memcpy(&p->ipv4_src, src, 4);
 		__builtin_memcpy(&p->ipv4_dst, dst, 4);
 	} else {
+		/* The Traffic Class, for `ip -6 rule ... dsfield`: the kernel
+		 * reads it from the flow information (ip6_tclass()). */
+		p->flowinfo = bpf_htonl((__u32)tos << 20);
 		__builtin_memcpy(p->ipv6_src, src, 16);
 		__builtin_memcpy(p->ipv6_dst, dst, 16);
 	}
@@ -786,9 +789,9 @@ static __always_inline struct route_val *siit_decide(struct __sk_buff *skb,
 	if (test) {
 		v->to_tun = 1;
 	} else {
-		/* Would the kernel route it into the TUN (the IPv6 lookup has
-		 * no TOS)? */
-		fib_route(sc, skb, family, src, dst, family == AF_INET ? tos : 0);
+		/* Would the kernel route it into the TUN (with its TOS or
+		 * Traffic Class, for routing rules that match it)? */
+		fib_route(sc, skb, family, src, dst, tos);
 		v->to_tun = v->ifindex && v->ifindex == c->tun_ifindex;
 		v->ifindex = 0;
 		/* A source that is one of the router's own addresses is a
@@ -832,9 +835,10 @@ static __always_inline struct route_val *siit_decide(struct __sk_buff *skb,
 		if (r < 0) {
 			v->map_reason = -r;
 		} else if (!test) {
-			/* The translated packet's route (the IPv6 lookup has
-			 * no TOS). */
-			__u8 otos = family == AF_INET6 ? tos_of(c, tos) : 0;
+			/* The translated packet's route, with its TOS (RFC
+			 * 7915 section 5.1) or Traffic Class (section 4.1). */
+			__u8 otos = family == AF_INET6 ? tos_of(c, tos)
+						       : ((c->flags & F_ZEROIZE_TC) ? 0 : tos);
 			fib_route(sc, skb, family == AF_INET6 ? AF_INET : AF_INET6, v->xsrc,
 				  v->xdst, otos);
 		}
@@ -1282,7 +1286,9 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	}
 
 	if (nat64) {
-		sv = route(skb, c, cw, AF_INET6, s6, d6, 0, h.src);
+		/* With the translated packet's Traffic Class (RFC 7915 section
+		 * 4.1), for routing rules that match it. */
+		sv = route(skb, c, cw, AF_INET6, s6, d6, (c->flags & F_ZEROIZE_TC) ? 0 : h.tos, h.src);
 		if (sv && sv->map_reason)
 			return pass(sv->map_reason);
 	}

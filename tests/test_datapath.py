@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import (
+    DATAPATHS,
     XLAT,
     Xlat,
     close_siit,
@@ -618,6 +619,87 @@ def test_route_changes_reach_the_fast_path():
         assert ping(t.lab, t.h6, t.h4_v6, count=2, wait=1).returncode != 0
         assert _fast_6to4(x) == before
         assert x.stats()["ebpf_passed_not_for_xlat"] - passed >= 2
+    finally:
+        close_siit(t, x)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_ipv6_routing_rules_on_the_traffic_class_apply(datapath):
+    """`ip -6 rule ... dsfield` applies to what xlat forwards on both
+    datapaths, as the kernel applies it to what it routes. The fast path
+    looked IPv6 routes up without the Traffic Class: a rule sending TC 0x10
+    to an unreachable route was ignored, and the packets were translated
+    and delivered (found by a probe). Here such a rule covers h4's pool6
+    address (the arriving IPv6 packet's lookup) and h6's address (the
+    translated IPv6 packet's lookup): pings with TC 0x10 fail both ways,
+    plain ones pass, on both datapaths."""
+    t, x = make_siit(datapath=datapath)
+    rt = t.router
+    try:
+        t.lab.exec(
+            rt,
+            [
+                "ip",
+                "-6",
+                "rule",
+                "add",
+                "dsfield",
+                "0x10",
+                "table",
+                "100",
+                "pref",
+                "100",
+            ],
+        )
+        for dst in (t.h4_v6, t.h6_addr):
+            t.lab.exec(
+                rt,
+                [
+                    "ip",
+                    "-6",
+                    "route",
+                    "add",
+                    "unreachable",
+                    f"{dst}/128",
+                    "table",
+                    "100",
+                ],
+            )
+        time.sleep(0.3)
+        for _ in range(2):  # the second round from the fast path's cache
+            assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0, x.stats()
+            cmd = [
+                "ping",
+                "-n",
+                "-c",
+                "2",
+                "-i",
+                "0.2",
+                "-W",
+                "1",
+                "-Q",
+                "0x10",
+                t.h4_v6,
+            ]
+            r = t.lab.exec(t.h6, cmd, check=False)
+            assert r.returncode != 0, (r.stdout, x.stats())
+            assert ping(t.lab, t.h4, t.h6_v4, count=2).returncode == 0, x.stats()
+            cmd = [
+                "ping",
+                "-n",
+                "-c",
+                "2",
+                "-i",
+                "0.2",
+                "-W",
+                "1",
+                "-Q",
+                "0x10",
+                t.h6_v4,
+            ]
+            r = t.lab.exec(t.h4, cmd, check=False)
+            assert r.returncode != 0, (r.stdout, x.stats())
     finally:
         close_siit(t, x)
 
