@@ -704,6 +704,50 @@ def test_ipv6_routing_rules_on_the_traffic_class_apply(datapath):
         close_siit(t, x)
 
 
+@pytest.mark.timeout(40)
+def test_rules_the_fast_path_cannot_apply_are_warned_of():
+    """Routing rules by fwmark, protocol or port are not applied by the fast
+    path (its FIB lookups carry none of them): the start names each, so the
+    operator knows to use kind = "tun"; a rule by TOS is applied and not
+    named."""
+    topo, x = _new_xlat("ebpf")
+    try:
+        rt = topo.router
+        topo.lab.exec(
+            rt, ["ip", "rule", "add", "fwmark", "0x7", "table", "100", "pref", "101"]
+        )
+        topo.lab.exec(
+            rt,
+            [
+                "ip",
+                "-6",
+                "rule",
+                "add",
+                "ipproto",
+                "udp",
+                "dport",
+                "53",
+                "table",
+                "100",
+                "pref",
+                "102",
+            ],
+        )
+        topo.lab.exec(
+            rt, ["ip", "rule", "add", "tos", "0x10", "table", "100", "pref", "103"]
+        )
+        x.start()
+        warned = [
+            line
+            for line in x.log().splitlines()
+            if "routing rule by mark, protocol or port" in line
+        ]
+        assert len(warned) == 2, x.log()
+        assert "fwmark 0x7" in warned[0] and "dport 53" in warned[1], warned
+    finally:
+        _close(topo, x)
+
+
 @pytest.mark.timeout(20)
 def test_check_notes_no_interface_for_the_fast_path(tmp_path):
     """`xlat check` with the fast path and no `[datapath] interfaces`, in a namespace

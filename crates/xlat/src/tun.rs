@@ -232,6 +232,25 @@ pub fn link_flags(name: &str) -> io::Result<i16> {
     Ok(req.short())
 }
 
+/// The routing rules (`ip rule`, `ip -6 rule`) that select by a packet's
+/// mark, protocol or ports: the eBPF fast path's FIB lookups cannot apply
+/// them (docs/datapaths.md), so the start warns of each.
+pub fn rules_by_mark_or_ports() -> Vec<String> {
+    let mut out = vec![];
+    for fam in ["-4", "-6"] {
+        let text = ip(&[fam, "rule", "show"]).unwrap_or_default();
+        out.extend(rules_matching_mark_or_ports(&text).map(|l| format!("{fam} {l}")));
+    }
+    out
+}
+
+fn rules_matching_mark_or_ports(text: &str) -> impl Iterator<Item = String> + '_ {
+    const SELECTORS: [&str; 4] = ["fwmark", "ipproto", "sport", "dport"];
+    text.lines()
+        .filter(|l| l.split_whitespace().any(|w| SELECTORS.contains(&w)))
+        .map(|l| l.trim().to_string())
+}
+
 /// The routes an xlat installed through `dev` (protocol [`ROUTE_PROTO`],
 /// main table) as they are in the kernel now. Routes are changed by
 /// difference from this, not from what the daemon believes it installed:
@@ -1209,6 +1228,18 @@ mod tests {
         assert!(!only("2001:db8::1/128 dev e4").contains(a("2001:db8::2")));
         assert!(only("::/0 dev e5").contains(a("2001:db8::2")));
         assert!(!only("bogus/99 dev e6\n10.0.0.0/33 dev e7").contains(a("10.0.0.0")));
+    }
+
+    /// Rules by mark, protocol or ports are found; others (the default
+    /// rules, by TOS or address) are not.
+    #[test]
+    fn rules_by_mark_or_ports_are_found() {
+        let text = "0:\tfrom all lookup local\n100:\tfrom all tos 0x10 lookup 100\n\
+                    101:\tfrom all fwmark 0x1 lookup 7\n102:\tfrom all ipproto udp dport 53 lookup 100\n\
+                    103:\tfrom 10.0.0.0/8 sport 1000-2000 lookup 9\n32766:\tfrom all lookup main\n";
+        let found: Vec<String> = rules_matching_mark_or_ports(text).collect();
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(found[0].starts_with("101:") && found[2].starts_with("103:"));
     }
 
     /// `ip route show dev DEV proto 88` as printed: host routes without a
