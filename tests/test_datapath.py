@@ -668,38 +668,23 @@ def test_ipv6_routing_rules_on_the_traffic_class_apply(datapath):
             )
         time.sleep(0.3)
         for _ in range(2):  # the second round from the fast path's cache
-            assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0, x.stats()
-            cmd = [
-                "ping",
-                "-n",
-                "-c",
-                "2",
-                "-i",
-                "0.2",
-                "-W",
-                "1",
-                "-Q",
-                "0x10",
-                t.h4_v6,
-            ]
-            r = t.lab.exec(t.h6, cmd, check=False)
-            assert r.returncode != 0, (r.stdout, x.stats())
-            assert ping(t.lab, t.h4, t.h6_v4, count=2).returncode == 0, x.stats()
-            cmd = [
-                "ping",
-                "-n",
-                "-c",
-                "2",
-                "-i",
-                "0.2",
-                "-W",
-                "1",
-                "-Q",
-                "0x10",
-                t.h6_v4,
-            ]
-            r = t.lab.exec(t.h4, cmd, check=False)
-            assert r.returncode != 0, (r.stdout, x.stats())
+            for src, dst in ((t.h6, t.h4_v6), (t.h4, t.h6_v4)):
+                assert ping(t.lab, src, dst, count=2).returncode == 0, x.stats()
+                cmd = [
+                    "ping",
+                    "-n",
+                    "-c",
+                    "2",
+                    "-i",
+                    "0.2",
+                    "-W",
+                    "1",
+                    "-Q",
+                    "0x10",
+                    dst,
+                ]
+                r = t.lab.exec(src, cmd, check=False)
+                assert r.returncode != 0, (dst, r.stdout, x.stats())
     finally:
         close_siit(t, x)
 
