@@ -692,9 +692,9 @@ def test_ipv6_routing_rules_on_the_traffic_class_apply(datapath):
 @pytest.mark.timeout(40)
 def test_rules_the_fast_path_cannot_apply_are_warned_of():
     """Routing rules by fwmark, protocol or port are not applied by the fast
-    path (its FIB lookups carry none of them): the start names each, so the
-    operator knows to use kind = "tun"; a rule by TOS is applied and not
-    named."""
+    path (its FIB lookups carry none of them): `xlat check` and the start
+    name each, so the operator knows to use kind = "tun"; a rule by TOS is
+    applied and not named."""
     topo, x = _new_xlat("ebpf")
     try:
         rt = topo.router
@@ -721,6 +721,11 @@ def test_rules_the_fast_path_cannot_apply_are_warned_of():
         topo.lab.exec(
             rt, ["ip", "rule", "add", "tos", "0x10", "table", "100", "pref", "103"]
         )
+        # `xlat check` names them too (notes: the file is valid).
+        cp = topo.lab.exec(rt, [str(XLAT), "check", "-c", str(x.conf)], check=False)
+        assert cp.returncode == 0, cp.stderr
+        noted = [ln for ln in cp.stderr.splitlines() if "mark, protocol or port" in ln]
+        assert len(noted) == 2 and "fwmark 0x7" in noted[0], cp.stderr
         x.start()
         warned = [
             line

@@ -321,6 +321,12 @@ fn check(path: &str) -> i32 {
             for n in config::pool6_notes(&s, s.pool6) {
                 eprintln!("note: {n}");
             }
+            // Routing rules the fast path cannot apply (as the start warns).
+            if s.datapath.kind != config::DatapathKind::Tun {
+                for r in xlat::tun::rules_by_mark_or_ports() {
+                    eprintln!("note: datapath: routing rule `{r}` matches a mark, protocol or port: the eBPF fast path does not apply it (kind = \"tun\" does)");
+                }
+            }
             // An EAM entry routed into the TUN on both sides loops (with
             // the routing tables as they are here now).
             let tables = xlat::tun::RouteTables::default();
