@@ -733,6 +733,13 @@ static __always_inline __u8 tos_of(const struct xlat_cfg *c, __u8 tc)
 	return (c->flags & F_OVERRIDE_TOS) ? (__u8)c->tos : tc;
 }
 
+/* RFC 7915 section 4.1: the Traffic Class of an IPv6 packet translated
+ * from one with TOS tos (zeroize-traffic-class: 0). */
+static __always_inline __u8 tc_of(const struct xlat_cfg *c, __u8 tos)
+{
+	return (c->flags & F_ZEROIZE_TC) ? 0 : tos;
+}
+
 static __always_inline struct route_scratch *scratch(__u32 *rgen)
 {
 	__u32 z = 0;
@@ -837,8 +844,7 @@ static __always_inline struct route_val *siit_decide(struct __sk_buff *skb,
 		} else if (!test) {
 			/* The translated packet's route, with its TOS (RFC
 			 * 7915 section 5.1) or Traffic Class (section 4.1). */
-			__u8 otos = family == AF_INET6 ? tos_of(c, tos)
-						       : ((c->flags & F_ZEROIZE_TC) ? 0 : tos);
+			__u8 otos = family == AF_INET6 ? tos_of(c, tos) : tc_of(c, tos);
 			fib_route(sc, skb, family == AF_INET6 ? AF_INET : AF_INET6, v->xsrc,
 				  v->xdst, otos);
 		}
@@ -1288,7 +1294,7 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	if (nat64) {
 		/* With the translated packet's Traffic Class (RFC 7915 section
 		 * 4.1), for routing rules that match it. */
-		sv = route(skb, c, cw, AF_INET6, s6, d6, (c->flags & F_ZEROIZE_TC) ? 0 : h.tos, h.src);
+		sv = route(skb, c, cw, AF_INET6, s6, d6, tc_of(c, h.tos), h.src);
 		if (sv && sv->map_reason)
 			return pass(sv->map_reason);
 	}
@@ -1355,7 +1361,7 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	struct out6 ob = {}; /* nb copied in: the stack, as in do_6to4 */
 	__builtin_memcpy(ob.l4, nb, 8);
 	struct hdr6 *o = &ob.ip;
-	__u8 tc = (c->flags & F_ZEROIZE_TC) ? 0 : h.tos;
+	__u8 tc = tc_of(c, h.tos);
 	o->vtcfl = bpf_htonl((6u << 28) | ((__u32)tc << 20));
 	o->plen = bpf_htons(plen);
 	o->nh = proto == IPPROTO_ICMP ? IPPROTO_ICMPV6_ : proto;

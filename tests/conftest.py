@@ -395,8 +395,20 @@ def topo464():
     t.close()
 
 
-def ping(lab, ns, dst, size=56, count=3, df=False, interval=0.05, wait=2, check=False):
-    cmd = ["ping", "-n", "-c", count, "-i", interval, "-W", wait, "-s", size]
+def ping(
+    lab,
+    ns,
+    dst,
+    size=56,
+    count=3,
+    df=False,
+    interval=0.05,
+    wait=2,
+    check=False,
+    extra=(),
+):
+    """``ping`` from ``ns``; ``extra``: more options (``-Q TOS``, ``-I SRC``)."""
+    cmd = ["ping", "-n", "-c", count, "-i", interval, "-W", wait, "-s", size, *extra]
     if df:
         cmd += ["-M", "do"]
     cmd.append(dst)

@@ -670,20 +670,9 @@ def test_ipv6_routing_rules_on_the_traffic_class_apply(datapath):
         for _ in range(2):  # the second round from the fast path's cache
             for src, dst in ((t.h6, t.h4_v6), (t.h4, t.h6_v4)):
                 assert ping(t.lab, src, dst, count=2).returncode == 0, x.stats()
-                cmd = [
-                    "ping",
-                    "-n",
-                    "-c",
-                    "2",
-                    "-i",
-                    "0.2",
-                    "-W",
-                    "1",
-                    "-Q",
-                    "0x10",
-                    dst,
-                ]
-                r = t.lab.exec(src, cmd, check=False)
+                r = ping(
+                    t.lab, src, dst, count=2, interval=0.2, wait=1, extra=("-Q", "0x10")
+                )
                 assert r.returncode != 0, (dst, r.stdout, x.stats())
     finally:
         close_siit(t, x)

@@ -1054,20 +1054,8 @@ def test_rfc7757_eam_inside_pool6_is_looked_up_first(datapath):
         assert ping(lab, t.h4, "192.0.2.193", count=2).returncode == 0, x.stats()
         # IPv6 -> IPv4 by the EAM: h6 from 2001:db8:64::1 is 192.0.2.193 to h4.
         cap = first_packet(lab, t.h4, "icmp and icmp[icmptype] == icmp-echo")
-        cmd = [
-            "ping",
-            "-n",
-            "-c",
-            "2",
-            "-i",
-            "0.2",
-            "-W",
-            "2",
-            "-I",
-            eam_host6,
-            t.h4_v6,
-        ]
-        assert lab.exec(t.h6, cmd, check=False).returncode == 0, x.stats()
+        r = ping(lab, t.h6, t.h4_v6, count=2, interval=0.2, extra=("-I", eam_host6))
+        assert r.returncode == 0, x.stats()
         line = first_packet_line(lab, cap)
         assert f"192.0.2.193 > {t.h4_addr}" in line, line
         # Added at run time: accepted, with the note.

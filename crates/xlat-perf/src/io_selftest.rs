@@ -480,8 +480,8 @@ impl FeatureResult {
     /// [`doubtful_ceiling`] for this feature's median ceiling.
     fn doubtful(&self, duration: f64) -> Option<(u64, u64)> {
         let c = stats::summary(&self.ceilings)?.median;
-        doubtful_ceiling(c, self.delivered_fps(duration))
-            .then_some((c as u64, self.delivered_fps(duration) as u64))
+        let d = self.delivered_fps(duration);
+        doubtful_ceiling(c, d).then_some((c as u64, d as u64))
     }
 }
 

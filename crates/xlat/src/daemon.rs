@@ -558,12 +558,12 @@ impl Daemon {
             warn!("the TUN device was set down: nothing is translated, and the kernel removed its routes; they are put back when it is up again", "dev" => name);
             return Ok(());
         }
-        let mut st = self.state.lock().unwrap();
+        let mut guard = self.state.lock().unwrap();
+        let st = &mut *guard;
         if st.settings.tun.routes {
             let now = tun::installed_routes(name);
             let tables = tun::RouteTables::default();
-            let settings = st.settings.clone();
-            st.routes = update_routes(&now, &settings, st.pool6, &st.eamt, &tables);
+            st.routes = update_routes(&now, &st.settings, st.pool6, &st.eamt, &tables);
         }
         info!("the TUN device is up again, its routes put back", "dev" => name,
             "routes" => st.routes.v4.len() + st.routes.v6.len());

@@ -277,38 +277,38 @@ pub fn installed_routes(dev: &str) -> Routes {
 }
 
 /// [`installed_routes`] from `ip -4` / `ip -6 route show dev DEV proto 88`
-/// (which leaves out the device and protocol): the first word is the
-/// destination, a host route without its length, 0/0 as "default".
+/// (which leaves out the device and protocol).
 fn parse_installed(v4: &str, v6: &str) -> Routes {
-    fn dst(l: &str) -> Option<&str> {
-        let mut w = l.split_whitespace();
-        let first = w.next()?;
-        if ROUTE_TYPES.contains(&first) {
-            w.next()
-        } else {
-            Some(first)
-        }
+    Routes {
+        v4: installed_prefixes(v4, "0.0.0.0/0", 32).collect(),
+        v6: installed_prefixes(v6, "::/0", 128).collect(),
     }
-    let mut r = Routes::default();
-    for l in v4.lines().filter(|l| !l.starts_with(char::is_whitespace)) {
-        let p: Option<Ipv4Prefix> = match dst(l) {
-            Some("default") => "0.0.0.0/0".parse().ok(),
-            Some(d) if d.contains('/') => d.parse().ok(),
-            Some(d) => format!("{d}/32").parse().ok(),
-            None => None,
-        };
-        r.v4.extend(p);
-    }
-    for l in v6.lines().filter(|l| !l.starts_with(char::is_whitespace)) {
-        let p: Option<Ipv6Prefix> = match dst(l) {
-            Some("default") => "::/0".parse().ok(),
-            Some(d) if d.contains('/') => d.parse().ok(),
-            Some(d) => format!("{d}/128").parse().ok(),
-            None => None,
-        };
-        r.v6.extend(p);
-    }
-    r
+}
+
+/// The destinations of one family's `ip route show` lines: the first word
+/// (after a route type), a host route without its length (`/max` added),
+/// 0/0 as "default" (`any`); continuation lines skipped.
+fn installed_prefixes<'a, P: std::str::FromStr>(
+    text: &'a str,
+    any: &'a str,
+    max: u8,
+) -> impl Iterator<Item = P> + 'a {
+    text.lines()
+        .filter(|l| !l.starts_with(char::is_whitespace))
+        .filter_map(move |l| {
+            let mut w = l.split_whitespace();
+            let first = w.next()?;
+            let d = if ROUTE_TYPES.contains(&first) {
+                w.next()?
+            } else {
+                first
+            };
+            match d {
+                "default" => any.parse().ok(),
+                d if d.contains('/') => d.parse().ok(),
+                d => format!("{d}/{max}").parse().ok(),
+            }
+        })
 }
 
 impl Tun {

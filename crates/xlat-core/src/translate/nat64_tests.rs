@@ -418,10 +418,11 @@ fn rfc6146_3_4_icmpv4_error_inner_mapped() {
     assert_eq!((be16(inner, 40), be16(inner, 42)), (40000, 53));
 }
 
-/// RFC 792: an ICMP error goes to the source of the datagram it quotes. One sent to another pool4 address than the quoted
-/// packet's source is no answer to it (a spoofed error naming a session of
-/// another address): dropped, as one whose quoted packet has no BIB entry.
-/// It was translated to the session's client.
+/// RFC 792: an ICMP error goes to the source of the datagram it quotes.
+/// One sent to another pool4 address than the quoted packet's source is no
+/// answer to it (a spoofed error naming a session of another address):
+/// dropped, as one whose quoted packet has no BIB entry. It was translated
+/// to the session's client.
 #[test]
 fn rfc792_icmpv4_error_to_another_pool4_address_dropped() {
     let t = xlat(state_with(|_| {}));
