@@ -689,6 +689,44 @@ def test_rfc6146_3_8_hairpinned_connect_without_bib_refused(env):
 
 
 @pytest.mark.timeout(30)
+def test_rfc6146_3_5_other_protocols_are_answered(env):
+    """RFC 6146 section 3.5: a packet of a protocol other than TCP, UDP and ICMP is
+    discarded, and the sender gets ICMPv6 Destination Unreachable, Port Unreachable
+    (type 1 code 4) from IPv6, ICMP Destination Unreachable, Protocol Unreachable
+    (type 3 code 2, from the pool4 address) from IPv4. Both were dropped with
+    nothing sent (found by a probe)."""
+    t = env.t
+    sctp = bytes.fromhex(
+        "0bb80bb8" + "00" * 12
+    )  # protocol 132, no session can be of it
+    before = env.x.stats()
+    cap = first_packet(t.lab, t.c1, "icmp6 and ip6[40] == 1 and ip6[41] == 4", ("-v",))
+    p6 = IPv6(src=t.c1_addr, dst=t.h4_v6, nh=132, hlim=64) / sctp
+    send_l2(
+        t.lab,
+        t.c1,
+        mac_of(t.lab, t.router, "eth6a"),
+        bytes(p6).hex(),
+        ethertype="0x86dd",
+    )
+    line = first_packet_line(t.lab, cap)
+    assert f"> {t.c1_addr}: [icmp6 sum ok] ICMP6, destination unreachable" in line, line
+    cap = first_packet(t.lab, t.h4, "icmp and icmp[0] == 3 and icmp[1] == 2")
+    p4 = IP(src=t.h4_addr, dst=POOL4_ADDR, proto=132, ttl=64) / sctp
+    send_l2(t.lab, t.h4, mac_of(t.lab, t.router, "eth4"), bytes(p4).hex())
+    line = first_packet_line(t.lab, cap)
+    assert (
+        f"IP {POOL4_ADDR} > {t.h4_addr}: ICMP {POOL4_ADDR} protocol 132 unreachable"
+        in line
+    ), line
+    after = env.x.stats()
+    assert after["nat64_unsupported_proto"] - before["nat64_unsupported_proto"] == 2, (
+        after
+    )
+    assert after["icmp_errors_sent"] - before["icmp_errors_sent"] >= 2, after
+
+
+@pytest.mark.timeout(30)
 def test_rfc6146_3_5_1_udp_session_expires_and_mapping_log(env):
     """The UDP session (timeout 3 s here) and its BIB entry expire; the mapping log
     records creation and removal with both transport addresses."""

@@ -552,7 +552,7 @@ impl Nat64Translator {
         }
         // RFC 6946: an atomic fragment is handled as a whole packet.
         let frag = w.frag.filter(|f| !f.is_atomic());
-        if frag.is_some() {
+        if let Some(f) = frag {
             // RFC 6146 §3.4. (For a non-first fragment `upper_proto` is the
             // Fragment Header's Next Header.)
             match w.upper_proto {
@@ -560,7 +560,10 @@ impl Nat64Translator {
                 // RFC 7915 §5.2: the ICMPv6 checksum covers the whole
                 // message, so an ICMPv6 fragment cannot be translated.
                 proto::ICMPV6 => return Err(DropReason::FragmentedIcmp),
-                _ => return Err(DropReason::Nat64UnsupportedProto),
+                // A later fragment of another protocol: the first one was
+                // answered (below).
+                _ if f.offset != 0 => return Err(DropReason::Nat64UnsupportedProto),
+                _ => {}
             }
         }
         // RFC 6146 §3.5: the destination is Pref64 ⊕ IPv4 (RFC 6052).
@@ -582,6 +585,29 @@ impl Nat64Translator {
                 dst: dst4,
             };
             return Ok(v6_to_v4::translate(&self.cfg, &map, buf, start, len, meta));
+        }
+        // RFC 6146 §3.5: "If the incoming packet is an IPv6 packet that
+        // contains a protocol other than TCP, UDP, or ICMPv6 in the last
+        // Next Header, then the packet SHOULD be discarded and, if the
+        // security policy permits, the NAT64 SHOULD send an ICMPv6
+        // Destination Unreachable error message with Code 4 (Port
+        // Unreachable) to the sender of the packet." (ICMPv4 inside IPv6
+        // is RFC 7915 §5.1's, below.) It was dropped with nothing sent.
+        if !matches!(
+            w.upper_proto,
+            proto::TCP | proto::UDP | proto::ICMPV6 | proto::ICMP
+        ) {
+            return Ok(v6_to_v4::reply(
+                &self.cfg,
+                buf,
+                start,
+                pkt_len,
+                true, // (unspecified and multicast sources were dropped above)
+                (icmp6::DEST_UNREACH, icmp6::PORT_UNREACH, 0),
+                &src6,
+                &dst6,
+                DropReason::Nat64UnsupportedProto,
+            ));
         }
         let fkey = frag.map(|f| FragKey::V6 {
             src: src6,
@@ -942,6 +968,45 @@ impl Nat64Translator {
         // RFC 6146 §3.5: only packets to pool4 are ours.
         if !self.state.is_pool4(None, dst4) {
             return Err(DropReason::Dst4Unmappable);
+        }
+        // RFC 6146 §3.5: "If the incoming packet is an IPv4 packet that
+        // contains a protocol other than TCP, UDP, or ICMP, then the packet
+        // SHOULD be discarded and, if the security policy permits, the
+        // NAT64 SHOULD send an ICMP Destination Unreachable error message
+        // with Code 2 (Protocol Unreachable) to the sender of the packet."
+        // From the pool4 address it was sent to; not for a later fragment
+        // or to a source no error may go to (RFC 1812 §4.3.2.7). (ICMPv6
+        // inside IPv4 is RFC 7915 §4.1's, below.) It was dropped with
+        // nothing sent.
+        if !matches!(
+            ip_proto,
+            proto::TCP | proto::UDP | proto::ICMP | proto::ICMPV6
+        ) {
+            let r = DropReason::Nat64UnsupportedProto;
+            let bad_src = src4.is_unspecified()
+                || src4.is_broadcast()
+                || src4.is_multicast()
+                || src4.octets()[0] >= 240
+                || src4.is_loopback();
+            if !first || bad_src {
+                return Err(r);
+            }
+            return Ok(
+                match icmp4_error_from_dst(
+                    buf,
+                    start,
+                    total,
+                    icmp4::DEST_UNREACH,
+                    icmp4::PROTO_UNREACH,
+                ) {
+                    Some((start, len)) => Verdict::Reply {
+                        start,
+                        len,
+                        reason: r,
+                    },
+                    None => Verdict::Drop(r),
+                },
+            );
         }
         if let Some(key) = fkey {
             // RFC 6146 §3.4.

@@ -710,7 +710,7 @@ fn rfc6146_3_8_hairpinned_syn_without_bib_answered_when_it_expires() {
 }
 
 #[test]
-fn rfc6146_3_fragments_and_unknown_protocols_dropped() {
+fn rfc6146_3_fragments_and_unknown_protocols() {
     let t = xlat(state_with(|_| {}));
     // RFC 6146 §3.4: a first fragment without BIB entry is handled like a
     // whole UDP packet (§3.5.1: port unreachable).
@@ -727,10 +727,78 @@ fn rfc6146_3_fragments_and_unknown_protocols_dropped() {
             ..
         }
     ));
+    // RFC 6146 §3.5: a protocol other than TCP, UDP or ICMPv6 from IPv6
+    // is answered with ICMPv6 Destination Unreachable, Port Unreachable
+    // (type 1 code 4), quoting the packet.
     let (s, d) = (a6(CLIENT), server6());
     let gre = ip6(s, d, 47, &[0u8; 8]);
+    let o = run(&t, &gre, 0);
+    assert!(
+        matches!(
+            o.v,
+            Verdict::Reply {
+                reason: DropReason::Nat64UnsupportedProto,
+                ..
+            }
+        ),
+        "verdict {:?}",
+        o.v
+    );
+    verify(&o.pkt);
     assert_eq!(
-        run(&t, &gre, 0).v,
+        (v6dst(&o.pkt), o.pkt[6], o.pkt[40], o.pkt[41]),
+        (s, proto::ICMPV6, 1, 4)
+    );
+    assert_eq!(&o.pkt[48..], &gre[..]);
+    // ... its later fragments are dropped without one.
+    let mut later = ip6(s, d, 44, &[47, 0, 0, 8, 0, 0, 0, 9]);
+    later.extend_from_slice(&[0u8; 8]);
+    later[5] = 16;
+    assert_eq!(
+        run(&t, &later, 0).v,
+        Verdict::Drop(DropReason::Nat64UnsupportedProto)
+    );
+    // ... from IPv4, one other than TCP, UDP or ICMP: ICMP Destination
+    // Unreachable, Protocol Unreachable (type 3 code 2), from the pool4
+    // address it was sent to.
+    let pool4 = a4("203.0.113.1");
+    let gre4 = ip4(a4(SERVER4), pool4, 47, &[0u8; 8]);
+    let o = run(&t, &gre4, 0);
+    assert!(
+        matches!(
+            o.v,
+            Verdict::Reply {
+                reason: DropReason::Nat64UnsupportedProto,
+                ..
+            }
+        ),
+        "verdict {:?}",
+        o.v
+    );
+    verify(&o.pkt);
+    assert_eq!(
+        (v4src(&o.pkt), v4dst(&o.pkt), o.pkt[9], o.pkt[20], o.pkt[21]),
+        (pool4, a4(SERVER4), proto::ICMP, 3, 2)
+    );
+    assert_eq!(&o.pkt[28..], &gre4[..]);
+    // ... but not for a later fragment, nor to a broadcast source (RFC
+    // 1812 §4.3.2.7).
+    let mut frag4 = gre4.clone();
+    frag4[7] = 1; // offset 8
+    let c = checksum::checksum(&{
+        let mut h = frag4[..20].to_vec();
+        h[10] = 0;
+        h[11] = 0;
+        h
+    });
+    put16(&mut frag4, 10, c);
+    assert_eq!(
+        run(&t, &frag4, 0).v,
+        Verdict::Drop(DropReason::Nat64UnsupportedProto)
+    );
+    let bcast = ip4(a4("255.255.255.255"), pool4, 47, &[0u8; 8]);
+    assert_eq!(
+        run(&t, &bcast, 0).v,
         Verdict::Drop(DropReason::Nat64UnsupportedProto)
     );
     // IPv4 to an address outside pool4 is not ours.
