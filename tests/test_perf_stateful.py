@@ -611,6 +611,31 @@ def test_rfc9693_cer_search_ends_at_max_rate_and_at_a_table_limit(lab):
     assert any("left out of the summary" in w for w in out["warnings"]), out
 
 
+# RFC 9693 sections 4.4 / 4.5: a DUT that establishes every connection but
+# drops the replies (here a NAT44 router dropping all that comes back) fails
+# validation at every rate. The search stops at the second such trial and
+# says why; it halved the rate down to 1/s, each trial twice as long as the
+# last (found by a probe: no result after 300 s).
+@pytest.mark.timeout(60)
+def test_rfc9693_cer_search_ends_when_no_reply_returns(lab):
+    s, r, d = router(lab, 'iifname "p1" meta l4proto udp drop', nat=True)
+    args = [*stateful(s, d, r), "--connections", "200", "--max-rate", "4000"]
+    out = perf_json("cer", *args, "--retries", "4", timeout=40)
+    rep = out["repetitions"][0]
+    assert rep["connection_establishment_rate"] == 0, rep
+    failed = [t for t in rep["trials"] if t["valid"]]
+    assert len(failed) == 2, rep
+    assert [t["preliminary"]["received"] for t in failed] == [200, 200], rep
+    assert [t["validation"]["received"] for t in failed] == [0, 0], rep
+    rates = [t["prelim_rate"] for t in failed]
+    assert any(
+        f"every frame of the 200 connections reached the Responder"
+        f" {out['parameters']['responder']} at {rates[0]}/s and at {rates[1]}/s,"
+        " but no reply came back" in w
+        for w in out["warnings"]
+    ), out["warnings"]
+
+
 # Config file (issue 5): every parameter in TOML, the command line
 # overrides it, bad keys and values give "error: KEY: VALUE: reason" with
 # exit 2 and nothing sent.

@@ -17,8 +17,9 @@
 //! new): every trial runs `--between-cmd` (e.g. a command that flushes the
 //! DUT's connection tracking) and sleeps `--between-wait` seconds (e.g. the
 //! DUT's UDP timeout), and in addition every trial takes its 4-tuples from a
-//! fresh part of the tuple space (trial k uses tuple numbers S+k*N ..
-//! S+k*N+N-1 modulo the size of the space, S a pseudorandom start per run),
+//! fresh part of the tuple space (each trial the N tuple numbers after
+//! those of the run's trials before it, from S, modulo the size of the
+//! space, S a pseudorandom start per run),
 //! so that a connection left over from an earlier trial is not counted as
 //! newly established while the space lasts. Neither the hook nor the wait is
 //! run when not given (`cer` and `capacity` then warn).
@@ -785,7 +786,12 @@ impl Trial {
 struct Runner<'a> {
     p: &'a SParams,
     stream: u16,
-    trial_no: u64,
+    /// Tuple numbers the run's trials took so far: the next trial starts
+    /// after them. (Trial k started at S + kN with its own N: the trials of
+    /// `capacity`, whose N changes, took overlapping blocks, 800 of one
+    /// trial's 1200 tuples from an earlier trial with 41% of the space
+    /// used; found by a probe.)
+    used: u64,
     /// Where this run starts in the tuple space (pseudorandom, so that two
     /// runs against a DUT that still holds the first run's connections are
     /// unlikely to reuse them).
@@ -834,6 +840,14 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// The first of the `n` tuple numbers of the next trial (in a space of
+    /// `space`): the numbers after those the run's trials took before.
+    fn take_tuples(&mut self, n: u64, space: u64) -> u64 {
+        let base = (self.first_tuple + self.used) % space;
+        self.used += n;
+        base
+    }
+
     fn next_stream(&mut self) -> u16 {
         self.stream = self.stream.wrapping_add(1);
         self.stream
@@ -851,8 +865,7 @@ impl Runner<'_> {
         let p = self.p;
         self.between()?;
         let space = span(p.sports) * span(p.dports);
-        let base = (self.first_tuple + self.trial_no * n) % space;
-        self.trial_no += 1;
+        let base = self.take_tuples(n, space);
         let order_seed = monotonic_ns();
         let order = Arc::new(trial_tuples(base, n, space, order_seed));
         let (tuples, dst) = (TupleMap::new(p.sports, p.dports), p.dst);
@@ -1060,6 +1073,8 @@ impl Runner<'_> {
                 Verdict::Pass
             } else if t.prelim.received < n {
                 Verdict::Fail(Some(t.prelim.received))
+            } else if let Some(v) = t.validation.as_ref().filter(|v| v.valid()) {
+                Verdict::Unanswered(v.received)
             } else {
                 Verdict::Fail(None)
             })
@@ -1074,6 +1089,9 @@ enum Verdict {
     /// Lost frames; `Some(k)`: a trial whose preliminary phase
     /// established only `k` of its connections.
     Fail(Option<u64>),
+    /// Every frame of the preliminary phase arrived, but the validation
+    /// got replies of only these connections back.
+    Unanswered(u64),
     /// The tester fell behind (or its receive ring overflowed): lowers the
     /// upper bound like a failure, but says nothing about the DUT.
     Invalid,
@@ -1095,6 +1113,16 @@ enum End {
     /// would only take longer (N / R seconds each) to fail the same way.
     TableLimit {
         established: (u64, u64),
+        rates: (u64, u64),
+    },
+    /// The same, for replies: two trials whose preliminary phases arrived
+    /// whole validated these numbers of connections at these rates, with
+    /// nothing passed. Connections the DUT establishes but does not answer
+    /// through (it drops the reply direction, or forgets them at once) are
+    /// not a matter of the rate either: the search halved it down to 1/s,
+    /// each trial twice as long as the last (found by a probe).
+    Unanswered {
+        returned: (u64, u64),
         rates: (u64, u64),
     },
 }
@@ -1148,6 +1176,7 @@ fn rate_search<E>(
     // The connections the last failing trial established (while nothing
     // had passed), and its rate; the table limit, once two agreed.
     let mut short: Option<(u64, u64)> = None;
+    let mut unanswered: Option<(u64, u64)> = None;
     let limit = std::cell::Cell::new(None);
     let mut passed = false;
     let res = search::binary_search_until(
@@ -1184,6 +1213,27 @@ fn rate_search<E>(
                             }));
                         }
                         short = Some((k, rate));
+                    }
+                    Outcome::Fail
+                }
+                Verdict::Unanswered(v) => {
+                    if !passed {
+                        // The same rule as above, on the replies.
+                        let same = |&(v0, r0): &(u64, u64)| {
+                            r0 != rate
+                                && (v0 == v
+                                    || (nearly_all(v0, n)
+                                        && nearly_all(v, n)
+                                        && r0 >= 2 * rate
+                                        && v <= v0))
+                        };
+                        if let Some((v0, r0)) = unanswered.filter(same) {
+                            limit.set(Some(End::Unanswered {
+                                returned: (v0, v),
+                                rates: (r0, rate),
+                            }));
+                        }
+                        unanswered = Some((v, rate));
                     }
                     Outcome::Fail
                 }
@@ -1310,6 +1360,26 @@ fn search_warnings(p: &SParams, rep: usize, s: &RateSearch) -> Vec<String> {
             };
             w.push(format!(
                 "repetition {rep}: the DUT established {k} of {n} connections at {r1}/s and at {r2}/s: a table limit, not a rate limit; measure it with `capacity` or use --connections below it (the search stopped with no result)"
+            ))
+        }
+        End::Unanswered {
+            returned: (0, 0),
+            rates: (r1, r2),
+        } => w.push(format!(
+            "repetition {rep}: every frame of the {n} connections reached the Responder {} at {r1}/s and at {r2}/s, but no reply came back to the Initiator {}: a DUT that forwards nothing back (or replies that go elsewhere); the search stopped with no result",
+            p.responder, p.initiator
+        )),
+        End::Unanswered {
+            returned: (v1, v2),
+            rates: (r1, r2),
+        } => {
+            let v = if v1 == v2 {
+                v1.to_string()
+            } else {
+                format!("{v1} and {v2}")
+            };
+            w.push(format!(
+                "repetition {rep}: every frame of the {n} connections reached the Responder at {r1}/s and at {r2}/s, but replies of only {v} of them came back: not a rate limit (a DUT that loses the reply direction, or connections it does not keep); the search stopped with no result"
             ))
         }
         End::Converged | End::Below => {}
@@ -1557,7 +1627,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
     let mut r = Runner {
         p,
         stream: (monotonic_ns() & 0xffff) as u16,
-        trial_no: 0,
+        used: 0,
         first_tuple: Rng::new(monotonic_ns()).next() % (span(p.sports) * span(p.dports)),
     };
     let mut reps = Vec::new();
@@ -1719,8 +1789,18 @@ pub fn run(p: &SParams) -> Result<String, String> {
                     ));
                 }
                 let Some(cap) = cap else {
+                    // Why the search at C0 ended, when a table limit or
+                    // unanswered connections ended it.
+                    let why: String = searches
+                        .iter()
+                        .filter(|(_, s)| {
+                            matches!(s.end, End::TableLimit { .. } | End::Unanswered { .. })
+                        })
+                        .flat_map(|(_, s)| search_warnings(p, rep, s))
+                        .map(|w| format!("; {w}"))
+                        .collect();
                     return Err(format!(
-                        "--c0 {}: no rate establishes C0 connections (choose a C0 the DUT surely holds)",
+                        "--c0 {}: no rate establishes C0 connections (choose a C0 the DUT surely holds){why}",
                         p.c0
                     ));
                 };
@@ -2046,6 +2126,83 @@ mod tests {
         );
         assert_eq!(s.upper_json(20000).render(), s.hi.to_string());
         assert!(warnings_of(STest::Cer, &s).is_empty());
+    }
+
+    // RFC 9693 section 4.3: each trial's connections are new ones. The
+    // trials of `capacity` differ in N; their blocks of the tuple space
+    // must not overlap while the space lasts (trial k took S + kN on with
+    // its own N: 1200 connections after 100, 200, 400 and 800 took tuples
+    // of two earlier trials; found by a probe), and they wrap around it.
+    #[test]
+    fn rfc9693_s4_3_trials_take_disjoint_tuples() {
+        let p = cer_params(&[]);
+        let mut r = Runner {
+            p: &p,
+            stream: 0,
+            used: 0,
+            first_tuple: 6908,
+        };
+        let space = 10_000;
+        let mut seen = std::collections::HashSet::new();
+        for n in [100u64, 200, 400, 800, 1600, 1200, 2400, 1200] {
+            let base = r.take_tuples(n, space);
+            for t in trial_tuples(base, n, space, 7) {
+                assert!(seen.insert(t), "tuple {t} taken twice (trial of {n})");
+            }
+        }
+        assert_eq!(seen.len(), 7900);
+        // The next trial wraps around the space, from S again.
+        assert_eq!(r.take_tuples(2100, space), (6908 + 7900) % space);
+        assert_eq!(r.take_tuples(1, space), 6908);
+    }
+
+    // RFC 9693 section 4.5 (validation, section 4.4) against a DUT that
+    // establishes every connection but answers through none or some of
+    // them at every rate (it drops the reply direction): the search stops
+    // at the second such trial, with a warning that says so. It halved the
+    // rate down to 1/s, each trial twice as long (found by a probe: no
+    // result after 300 s with N = 500).
+    #[test]
+    fn rfc9693_s4_5_cer_search_stops_when_replies_never_return() {
+        let p = cer_params(&[]);
+        for back in [0u64, 400] {
+            let mut rates = Vec::new();
+            let s = rate_search::<()>(20000, 0.01, 40, 0, 1000, |r| {
+                rates.push(r);
+                Ok(Verdict::Unanswered(back))
+            })
+            .unwrap();
+            assert_eq!(rates, [20000, 10000], "{back}");
+            assert_eq!(
+                (s.lo, s.end),
+                (
+                    0,
+                    End::Unanswered {
+                        returned: (back, back),
+                        rates: (20000, 10000)
+                    }
+                )
+            );
+            let want = if back == 0 {
+                format!("repetition 1: every frame of the 1000 connections reached the Responder {} at 20000/s and at 10000/s, but no reply came back to the Initiator {}: a DUT that forwards nothing back (or replies that go elsewhere); the search stopped with no result", p.responder, p.initiator)
+            } else {
+                "repetition 1: every frame of the 1000 connections reached the Responder at 20000/s and at 10000/s, but replies of only 400 of them came back: not a rate limit (a DUT that loses the reply direction, or connections it does not keep); the search stopped with no result".to_string()
+            };
+            assert_eq!(warnings_of(STest::Cer, &s), [want]);
+        }
+        // Replies that follow the rate (a DUT whose reply direction is
+        // limited to 5000/s): no early stop, the search converges on it.
+        let s = rate_search::<()>(20000, 0.01, 40, 0, 1000, |r| {
+            Ok(match r {
+                ..=5000 => Verdict::Pass,
+                _ => Verdict::Unanswered(1000 * 5000 / r),
+            })
+        })
+        .unwrap();
+        assert!(
+            s.lo <= 5000 && s.lo >= 4950 && s.end == End::Converged,
+            "{s:?}"
+        );
     }
 
     // RFC 9693 section 4.5 against a DUT that cannot hold N connections
