@@ -1198,15 +1198,7 @@ fn rate_search<E>(
                         // B is deep, and more at R/2; it was called a table
                         // limit and the search gave CER 0, found by a
                         // probe.)
-                        let same = |&(k0, r0): &(u64, u64)| {
-                            r0 != rate
-                                && (k0 == k
-                                    || (nearly_all(k0, n)
-                                        && nearly_all(k, n)
-                                        && r0 >= 2 * rate
-                                        && k <= k0))
-                        };
-                        if let Some((k0, r0)) = short.filter(same) {
+                        if let Some((k0, r0)) = short.filter(|&e| same_loss(e, (k, rate), n)) {
                             limit.set(Some(End::TableLimit {
                                 established: (k0, k),
                                 rates: (r0, rate),
@@ -1219,15 +1211,7 @@ fn rate_search<E>(
                 Verdict::Unanswered(v) => {
                     if !passed {
                         // The same rule as above, on the replies.
-                        let same = |&(v0, r0): &(u64, u64)| {
-                            r0 != rate
-                                && (v0 == v
-                                    || (nearly_all(v0, n)
-                                        && nearly_all(v, n)
-                                        && r0 >= 2 * rate
-                                        && v <= v0))
-                        };
-                        if let Some((v0, r0)) = unanswered.filter(same) {
+                        if let Some((v0, r0)) = unanswered.filter(|&e| same_loss(e, (v, rate), n)) {
                             limit.set(Some(End::Unanswered {
                                 returned: (v0, v),
                                 rates: (r0, rate),
@@ -1255,6 +1239,14 @@ fn rate_search<E>(
         hi_invalid: res.upper_is_invalid(),
         end,
     })
+}
+
+/// Two failing trials, as (connections, rate), the earlier one first, that
+/// lost as many of the `n` connections as a DUT does whatever the rate (see
+/// [`rate_search`]): at different rates, the same number, or both 90% or
+/// more at rates a factor 2 or more apart with no more at the lower one.
+fn same_loss((k0, r0): (u64, u64), (k, rate): (u64, u64), n: u64) -> bool {
+    r0 != rate && (k0 == k || (nearly_all(k0, n) && nearly_all(k, n) && r0 >= 2 * rate && k <= k0))
 }
 
 /// `k` connections of `n` established: 90% of them or more, not all (a
