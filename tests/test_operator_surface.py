@@ -502,7 +502,8 @@ def test_a_deleted_tun_device_stops_the_daemon(one_ns):
         x.stop()
     assert rc == 1, x.log()
     assert "the TUN device was deleted" in x.log()
-    assert x.log().count("tun read failed") < 30, x.log()
+    # One line a queue (two here), not a rate-limited stream of them.
+    assert x.log().count("tun read failed") <= 2, x.log()
 
 
 @pytest.mark.timeout(40)

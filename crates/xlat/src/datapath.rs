@@ -291,6 +291,7 @@ impl Worker {
         let mut seq: u32 = 0;
         let mut ident = IdentRng::new();
         let mut limit = RateLimit::new(5.0, 20.0);
+        let mut detached = false;
         let mut seen = [false; DropReason::COUNT];
         let c = &*self.counters;
         let loops = &self.shared.loops;
@@ -315,6 +316,18 @@ impl Worker {
                         unsafe { libc::poll(&mut p, 1, 200) };
                     }
                     Some(libc::EINTR) => {}
+                    // The queue was detached from its device: the device
+                    // was deleted (the main loop sees that within a second
+                    // and stops the daemon). Said once, not 20 times a
+                    // queue (found by a probe: 50 lines before the stop).
+                    Some(libc::EBADFD) => {
+                        c.add(stats::READ_ERRORS, 1);
+                        if !detached {
+                            detached = true;
+                            crate::warn!("tun read failed: the queue is detached from its device (deleted?)", "queue" => self.id, "errno" => libc::EBADFD);
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
                     e => {
                         c.add(stats::READ_ERRORS, 1);
                         if limit.allow(Instant::now()) {
