@@ -822,6 +822,16 @@ static __always_inline struct route_val *siit_decide(struct __sk_buff *skb,
 		int r;
 		if (family == AF_INET6) {
 			r = map_6to4(c, gen, src, v->xsrc);
+			/* RFC 6877 section 6.3: a CLAT's EAMT IPv4 sides are its
+			 * LAN; a source from IPv6 that maps into one (the CLAT's
+			 * own prefix, or pool6 around a LAN address) is spoofed:
+			 * the slow path drops it (src6_unmappable). */
+			if (r >= 0 && (c->flags & F_SRC_EAM_ONLY)) {
+				struct lpm4 k = {.plen = 64, .gen = gen};
+				__builtin_memcpy(k.a, v->xsrc, 4);
+				if (r == 0 || bpf_map_lookup_elem(&xlat_eam4, &k))
+					r = -P_UNMAPPED;
+			}
 			if (r >= 0) {
 				r = map_6to4(c, gen, dst, v->xdst);
 				/* RFC 7757 section 4.2.2: intrinsic hairpinning

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import DATAPATHS, Xlat, iperf3, nsio, nsio_bg, nsio_server, ping
+from conftest import DATAPATHS, PY, Xlat, iperf3, nsio, nsio_bg, nsio_server, ping
 
 from lab.topology import xlat464
 
@@ -168,6 +168,37 @@ def test_464_clat_translates_only_its_own_ipv4_sources(env464):
         assert ping(t.lab, t.app, t.srv_v4, count=1).returncode == 0
     finally:
         t.lab.exec(t.app, ["ip", "addr", "del", f"{other}/32", "dev", "eth0"])
+
+
+# scapy in the core: UDP datagrams to the app's CLAT address from the sources given.
+SPOOF = """
+import sys
+from scapy.all import IPv6, UDP, Raw, send
+dst, port = sys.argv[1], int(sys.argv[2])
+for src in sys.argv[3:]:
+    send(IPv6(src=src, dst=dst) / UDP(sport=5353, dport=port) / Raw(b"spoof"), verbose=0)
+"""
+
+
+@pytest.mark.timeout(30)
+def test_464_clat_drops_sources_from_ipv6_that_map_to_its_lan(env464):
+    """RFC 6877 section 6.3: the CLAT's IPv4 side ([clat] ipv4) is its LAN. An IPv6
+    packet from the provider side whose source maps into it (pool6 around a LAN
+    address, or the CLAT's own IPv6 prefix) is spoofed: dropped as src6_unmappable,
+    not delivered to the app as from its neighbour, the CLAT or itself (found by a
+    probe). A server's pool6 source still reaches the app."""
+    t = env464.t
+    port = 7302
+    spoofed = ["2001:db8:64::c000:203", "2001:db8:64::c000:201", "2001:db8:aaaa::3"]
+    rx = nsio_bg(
+        t.lab, t.app, "udp-recv", "--bind", "0.0.0.0", "--port", port, "--timeout", 3
+    )
+    before = env464.clat.stats()
+    t.lab.exec(t.core, [PY, "-c", SPOOF, t.app_v6, str(port), *spoofed, t.srv_v6])
+    out, _ = rx.communicate(timeout=10)
+    after = env464.clat.stats()
+    assert [g["src"] for g in json.loads(out)] == [t.srv_v4], out
+    assert after["src6_unmappable"] - before["src6_unmappable"] == 3, after
 
 
 @pytest.mark.timeout(40)

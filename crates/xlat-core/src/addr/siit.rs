@@ -112,8 +112,20 @@ impl SiitAddressing {
     }
 
     /// IPv6 -> IPv4 source address (RFC 7915 §5.1, RFC 7757 §3.3).
+    ///
+    /// A CLAT (`src_eam_only`): the EAMT's IPv4 sides are its own LAN
+    /// (RFC 6877 §6.3), so an IPv6 packet from outside whose source maps
+    /// into one (a pool6 address embedding a LAN address, or one of the
+    /// CLAT's own IPv6 addresses) is spoofed: `Src6Unmappable`. It reached
+    /// the LAN as from a LAN host, the CLAT or the receiver itself (found
+    /// by a probe); no legitimate packet has such a source, as a stateful
+    /// PLAT discards pool6 sources (RFC 6146 §3.5).
     pub fn src_6to4(&self, a: &Ipv6Addr) -> Result<Ipv4Addr, DropReason> {
-        self.map_6to4(a, Role::Src)
+        let v4 = self.map_6to4(a, Role::Src)?;
+        if self.src_eam_only && self.eamt.contains4(v4) {
+            return Err(DropReason::Src6Unmappable);
+        }
+        Ok(v4)
     }
 
     /// IPv6 -> IPv4 destination address.
@@ -309,8 +321,25 @@ mod tests {
             s.icmp_error_src_4to6(a4("192.0.2.5")),
             Ok(a6("2001:db8:aaaa::5"))
         );
+        // From IPv6, a source that maps to the LAN (a pool6 address of a
+        // LAN host, or the CLAT's own prefix) is spoofed; others map.
+        for spoofed in ["2001:db8:64::c000:205", "2001:db8:aaaa::7"] {
+            assert_eq!(
+                s.src_6to4(&a6(spoofed)),
+                Err(DropReason::Src6Unmappable),
+                "{spoofed}"
+            );
+        }
+        assert_eq!(
+            s.src_6to4(&a6("2001:db8:64::c633:6409")),
+            Ok(a4("198.51.100.9"))
+        );
         // Without the flag (SIIT) pool6 maps the other sources.
         s.src_eam_only = false;
+        assert_eq!(
+            s.src_6to4(&a6("2001:db8:64::c000:205")),
+            Ok(a4("192.0.2.5"))
+        );
         assert_eq!(
             s.src_4to6(a4("198.51.100.9")),
             Ok(a6("2001:db8:64::c633:6409"))
