@@ -569,9 +569,33 @@ pub fn pool6_notes(s: &Settings, pool6: Option<Ipv6Prefix>) -> Vec<String> {
     // RFC 6791 pools are sources for errors from addresses that cannot be
     // mapped: inside mapped space, such an error looks like it came from
     // the mapped host of that address (a traceroute then names it).
-    for r in &s.rfc6791v4 {
-        for e in s.eamt.iter().filter(|e| e.v4.overlaps(r)) {
-            notes.push(format!("rfc6791v4 {r} overlaps the eamt entry {} <-> {}: translated ICMP errors from unmappable sources would seem to come from that entry's hosts; use addresses outside mapped space (RFC 6791)", e.v4, e.v6));
+    // The [clat] entry is an EAM entry too (a pool inside RFC 7335's
+    // 192.0.0.0/29 made a traceroute from the LAN name the CLAT, or the
+    // host itself, for the routers beyond it; found by a probe).
+    let mapped4 = s
+        .eamt
+        .iter()
+        .map(|e| ("eamt entry", e))
+        .chain(s.clat.iter().map(|e| ("[clat] entry", e)));
+    for (what, e) in mapped4.clone() {
+        for r in s.rfc6791v4.iter().filter(|r| e.v4.overlaps(r)) {
+            notes.push(format!("rfc6791v4 {r} overlaps the {what} {} <-> {}: translated ICMP errors from unmappable sources would seem to come from that entry's hosts; use addresses outside mapped space (RFC 6791)", e.v4, e.v6));
+        }
+    }
+    // A CLAT's own ICMPv4 errors (to its LAN): icmp-source-v4, else the
+    // RFC 6791 pool (above), else 192.0.0.8 (RFC 7600). (Not noted for
+    // [[eamt]] entries: an EAM of 0.0.0.0/0 holds every address.)
+    let own4 = match (s.icmp_source_v4, s.rfc6791v4.is_empty()) {
+        (Some(a), _) => Some((a, format!("icmp-source-v4 {a}"))),
+        (None, true) => Some((
+            Ipv4Addr::new(192, 0, 0, 8),
+            "the default ICMPv4 error source 192.0.0.8 (icmp-source-v4 unset)".to_string(),
+        )),
+        (None, false) => None,
+    };
+    if let Some((a, name)) = own4 {
+        for (what, e) in mapped4.filter(|(w, e)| *w == "[clat] entry" && e.v4.contains(a)) {
+            notes.push(format!("{name} is inside the {what} {} <-> {}: the translator's own ICMPv4 errors (Fragmentation Needed, Time Exceeded) would seem to come from that entry's host; use an address outside mapped space", e.v4, e.v6));
         }
     }
     if s.mode != Mode::Clat {
@@ -2422,6 +2446,42 @@ ipv6 = "2001:db8:6::40/122"
             n[2].starts_with("rfc6791v6 2001:db8:aa::f0/124 overlaps the eamt entry"),
             "{n:?}"
         );
+        // A CLAT's [clat] entry is mapped space too: RFC 7335's own
+        // 192.0.0.0/29 as the pool made a traceroute from the LAN name the
+        // CLAT or the host itself (found by a probe); so does the default
+        // error source 192.0.0.8 inside a /28, or icmp-source-v4 inside it.
+        let clat = |extra: &str, v4: &str, v6: &str| {
+            let t = format!("mode = \"clat\"\npool6 = \"2001:db8:64::/96\"\n{extra}[clat]\nipv4 = \"{v4}\"\nipv6 = \"{v6}\"\n");
+            let s = parse(&t).unwrap();
+            pool6_notes(&s, s.pool6)
+        };
+        let n = clat(
+            "rfc6791v4 = [\"192.0.0.0/29\"]\n",
+            "192.0.0.0/29",
+            "2001:db8:c1a7::/125",
+        );
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(
+            n[0].starts_with("rfc6791v4 192.0.0.0/29 overlaps the [clat] entry 192.0.0.0/29"),
+            "{n:?}"
+        );
+        let n = clat("", "192.0.0.0/28", "2001:db8:c1a7::/124");
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(
+            n[0].starts_with("the default ICMPv4 error source 192.0.0.8 (icmp-source-v4 unset) is inside the [clat] entry 192.0.0.0/28"),
+            "{n:?}"
+        );
+        let n = clat(
+            "icmp-source-v4 = \"192.0.0.3\"\n",
+            "192.0.0.0/29",
+            "2001:db8:c1a7::/125",
+        );
+        assert!(
+            n.len() == 1 && n[0].starts_with("icmp-source-v4 192.0.0.3 is inside the [clat] entry"),
+            "{n:?}"
+        );
+        // RFC 7335's /29 with the defaults: nothing to note.
+        assert!(clat("", "192.0.0.0/29", "2001:db8:c1a7::/125").is_empty());
     }
 
     use proptest::prelude::*;
