@@ -447,6 +447,14 @@ static __always_inline void eam_map6(const struct eam *e, const __u8 *a, __u8 *o
 	out[3] = v;
 }
 
+/* Whether IPv4 address a lies in an EAM entry's IPv4 side. */
+static __always_inline int eam4_has(__u32 gen, const __u8 *a)
+{
+	struct lpm4 k = {.plen = 64, .gen = gen};
+	__builtin_memcpy(k.a, a, 4);
+	return bpf_map_lookup_elem(&xlat_eam4, &k) != 0;
+}
+
 static __always_inline __u32 slow4(__u32 gen, const __u8 *a)
 {
 	struct lpm4 k = {.plen = 64, .gen = gen};
@@ -826,23 +834,17 @@ static __always_inline struct route_val *siit_decide(struct __sk_buff *skb,
 			 * LAN; a source from IPv6 that maps into one (the CLAT's
 			 * own prefix, or pool6 around a LAN address) is spoofed:
 			 * the slow path drops it (src6_unmappable). */
-			if (r >= 0 && (c->flags & F_SRC_EAM_ONLY)) {
-				struct lpm4 k = {.plen = 64, .gen = gen};
-				__builtin_memcpy(k.a, v->xsrc, 4);
-				if (r == 0 || bpf_map_lookup_elem(&xlat_eam4, &k))
-					r = -P_UNMAPPED;
-			}
+			if (r >= 0 && (c->flags & F_SRC_EAM_ONLY) &&
+			    (r == 0 || eam4_has(gen, v->xsrc)))
+				r = -P_UNMAPPED;
 			if (r >= 0) {
 				r = map_6to4(c, gen, dst, v->xdst);
 				/* RFC 7757 section 4.2.2: intrinsic hairpinning
 				 * (to an EAM'd IPv4 address through pool6) is done
 				 * by the slow path. */
-				if (r == 1 && (c->flags & F_HAIRPIN_INTRINSIC)) {
-					struct lpm4 k = {.plen = 64, .gen = gen};
-					__builtin_memcpy(k.a, v->xdst, 4);
-					if (bpf_map_lookup_elem(&xlat_eam4, &k))
-						r = -P_HAIRPIN;
-				}
+				if (r == 1 && (c->flags & F_HAIRPIN_INTRINSIC) &&
+				    eam4_has(gen, v->xdst))
+					r = -P_HAIRPIN;
 			}
 		} else {
 			r = map_4to6(c, gen, src, v->xsrc, 1);

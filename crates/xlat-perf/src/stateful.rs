@@ -1249,6 +1249,15 @@ fn same_loss((k0, r0): (u64, u64), (k, rate): (u64, u64), n: u64) -> bool {
     r0 != rate && (k0 == k || (nearly_all(k0, n) && nearly_all(k, n) && r0 >= 2 * rate && k <= k0))
 }
 
+/// Two trials' counts for a warning: "K" when they agree, else "K1 and K2".
+fn one_or_both(a: u64, b: u64) -> String {
+    if a == b {
+        a.to_string()
+    } else {
+        format!("{a} and {b}")
+    }
+}
+
 /// `k` connections of `n` established: 90% of them or more, not all (a
 /// rate limit lets that many through only at 1.1x its rate or below).
 fn nearly_all(k: u64, n: u64) -> bool {
@@ -1345,11 +1354,7 @@ fn search_warnings(p: &SParams, rep: usize, s: &RateSearch) -> Vec<String> {
             established: (k1, k2),
             rates: (r1, r2),
         } => {
-            let k = if k1 == k2 {
-                k1.to_string()
-            } else {
-                format!("{k1} and {k2}")
-            };
+            let k = one_or_both(k1, k2);
             w.push(format!(
                 "repetition {rep}: the DUT established {k} of {n} connections at {r1}/s and at {r2}/s: a table limit, not a rate limit; measure it with `capacity` or use --connections below it (the search stopped with no result)"
             ))
@@ -1365,11 +1370,7 @@ fn search_warnings(p: &SParams, rep: usize, s: &RateSearch) -> Vec<String> {
             returned: (v1, v2),
             rates: (r1, r2),
         } => {
-            let v = if v1 == v2 {
-                v1.to_string()
-            } else {
-                format!("{v1} and {v2}")
-            };
+            let v = one_or_both(v1, v2);
             w.push(format!(
                 "repetition {rep}: every frame of the {n} connections reached the Responder at {r1}/s and at {r2}/s, but replies of only {v} of them came back: not a rate limit (a DUT that loses the reply direction, or connections it does not keep); the search stopped with no result"
             ))

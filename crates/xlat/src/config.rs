@@ -577,7 +577,7 @@ pub fn pool6_notes(s: &Settings, pool6: Option<Ipv6Prefix>) -> Vec<String> {
         .iter()
         .map(|e| ("eamt entry", e))
         .chain(s.clat.iter().map(|e| ("[clat] entry", e)));
-    for (what, e) in mapped4.clone() {
+    for (what, e) in mapped4 {
         for r in s.rfc6791v4.iter().filter(|r| e.v4.overlaps(r)) {
             notes.push(format!("rfc6791v4 {r} overlaps the {what} {} <-> {}: translated ICMP errors from unmappable sources would seem to come from that entry's hosts; use addresses outside mapped space (RFC 6791)", e.v4, e.v6));
         }
@@ -594,8 +594,8 @@ pub fn pool6_notes(s: &Settings, pool6: Option<Ipv6Prefix>) -> Vec<String> {
         (None, false) => None,
     };
     if let Some((a, name)) = own4 {
-        for (what, e) in mapped4.filter(|(w, e)| *w == "[clat] entry" && e.v4.contains(a)) {
-            notes.push(format!("{name} is inside the {what} {} <-> {}: the translator's own ICMPv4 errors (Fragmentation Needed, Time Exceeded) would seem to come from that entry's host; use an address outside mapped space", e.v4, e.v6));
+        for e in s.clat.iter().filter(|e| e.v4.contains(a)) {
+            notes.push(format!("{name} is inside the [clat] entry {} <-> {}: the translator's own ICMPv4 errors (Fragmentation Needed, Time Exceeded) would seem to come from that entry's host; use an address outside mapped space", e.v4, e.v6));
         }
     }
     if s.mode != Mode::Clat {

@@ -983,12 +983,7 @@ impl Nat64Translator {
             proto::TCP | proto::UDP | proto::ICMP | proto::ICMPV6
         ) {
             let r = DropReason::Nat64UnsupportedProto;
-            let bad_src = src4.is_unspecified()
-                || src4.is_broadcast()
-                || src4.is_multicast()
-                || src4.octets()[0] >= 240
-                || src4.is_loopback();
-            if !first || bad_src {
+            if !v4_to_v6::may_send_icmp4_error(&v4_to_v6::V4Fields::read(&pkt), &[]) {
                 return Err(r);
             }
             return Ok(

@@ -202,6 +202,17 @@ fn fwd(o: &Out) -> &[u8] {
     &o.pkt
 }
 
+/// The ICMP error the translator answered with, for `reason`, verified.
+fn replied(o: &Out, reason: DropReason) -> &[u8] {
+    assert!(
+        matches!(o.v, Verdict::Reply { reason: r, .. } if r == reason),
+        "verdict {:?}",
+        o.v
+    );
+    verify(&o.pkt);
+    &o.pkt
+}
+
 /// Recomputes every checksum of a packet (and of an ICMP error's quote
 /// where complete) and asserts it verifies.
 fn verify(p: &[u8]) {
@@ -733,23 +744,9 @@ fn rfc6146_3_fragments_and_unknown_protocols() {
     let (s, d) = (a6(CLIENT), server6());
     let gre = ip6(s, d, 47, &[0u8; 8]);
     let o = run(&t, &gre, 0);
-    assert!(
-        matches!(
-            o.v,
-            Verdict::Reply {
-                reason: DropReason::Nat64UnsupportedProto,
-                ..
-            }
-        ),
-        "verdict {:?}",
-        o.v
-    );
-    verify(&o.pkt);
-    assert_eq!(
-        (v6dst(&o.pkt), o.pkt[6], o.pkt[40], o.pkt[41]),
-        (s, proto::ICMPV6, 1, 4)
-    );
-    assert_eq!(&o.pkt[48..], &gre[..]);
+    let e6 = replied(&o, DropReason::Nat64UnsupportedProto);
+    assert_eq!((v6dst(e6), e6[6], e6[40], e6[41]), (s, proto::ICMPV6, 1, 4));
+    assert_eq!(&e6[48..], &gre[..]);
     // ... its later fragments are dropped without one.
     let mut later = ip6(s, d, 44, &[47, 0, 0, 8, 0, 0, 0, 9]);
     later.extend_from_slice(&[0u8; 8]);
@@ -764,23 +761,12 @@ fn rfc6146_3_fragments_and_unknown_protocols() {
     let pool4 = a4("203.0.113.1");
     let gre4 = ip4(a4(SERVER4), pool4, 47, &[0u8; 8]);
     let o = run(&t, &gre4, 0);
-    assert!(
-        matches!(
-            o.v,
-            Verdict::Reply {
-                reason: DropReason::Nat64UnsupportedProto,
-                ..
-            }
-        ),
-        "verdict {:?}",
-        o.v
-    );
-    verify(&o.pkt);
+    let e4 = replied(&o, DropReason::Nat64UnsupportedProto);
     assert_eq!(
-        (v4src(&o.pkt), v4dst(&o.pkt), o.pkt[9], o.pkt[20], o.pkt[21]),
+        (v4src(e4), v4dst(e4), e4[9], e4[20], e4[21]),
         (pool4, a4(SERVER4), proto::ICMP, 3, 2)
     );
-    assert_eq!(&o.pkt[28..], &gre4[..]);
+    assert_eq!(&e4[28..], &gre4[..]);
     // ... but not for a later fragment, nor to a broadcast source (RFC
     // 1812 §4.3.2.7).
     let mut frag4 = gre4.clone();

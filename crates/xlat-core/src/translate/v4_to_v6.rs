@@ -56,7 +56,7 @@ pub(crate) struct V4Fields {
 }
 
 impl V4Fields {
-    fn read<T: AsRef<[u8]>>(p: &Ipv4Packet<T>) -> Self {
+    pub(crate) fn read<T: AsRef<[u8]>>(p: &Ipv4Packet<T>) -> Self {
         V4Fields {
             ihl: p.header_len(),
             total_len: usize::from(p.total_len()),
