@@ -549,6 +549,9 @@ mod tests {
             let l4 = b.l4();
             // IPv4: a UDP checksum flipped to 0 means "none" (RFC 768).
             prop_assume!(v6 || f[l4 + 6..l4 + 8] != [0, 0]);
+            // A flip in the addresses or the checksum can make the offload
+            // form too (about 1 case in 65536 per bit).
+            prop_assume!(!partial_form(&f, l2, l4));
             prop_assert_ne!(parse(&f, l2), want);
         }
     }
