@@ -348,6 +348,18 @@ mod tests {
             e("[capacity]\nbeta = 1.5\n"),
             "error: capacity.beta: 1.5: must be in (0, 1)"
         );
+        // RFC 9693's capacity search: beta (exponential phase) <= gamma
+        // (binary phase).
+        assert_eq!(
+            e("[capacity]\nbeta = 0.5\ngamma = 0.3\n"),
+            "error: capacity.beta: 0.5 over --gamma 0.3: the exponential search's \
+             threshold must not be above the binary search's (defaults 0.2 and 0.4)"
+        );
+        assert_eq!(
+            e("[capacity]\ngamma = 0.1\n"),
+            "error: capacity.gamma: 0.1: under the default --beta 0.2: the exponential \
+             search's threshold must not be above the binary search's"
+        );
         assert_eq!(
             e("[back-to-back]\njson = true\ncsv = true\n"),
             "error: back-to-back: give at most one of --json, --csv"

@@ -330,6 +330,22 @@ fn fraction(a: &Args, key: &str, default: f64) -> Result<f64, String> {
     Ok(v)
 }
 
+/// `capacity --beta B --gamma G`: each in (0, 1), and B <= G. The
+/// exponential phase's failure (CER under B x RS) must also be a failure
+/// for the binary phase (under G x RS): with B > G the first failing C
+/// could pass the binary phase's rule, and the search would report a
+/// capacity below a number that kept its rate.
+fn beta_gamma(a: &Args) -> Result<(f64, f64), String> {
+    let (beta, gamma) = (fraction(a, "beta", 0.2)?, fraction(a, "gamma", 0.4)?);
+    if beta > gamma {
+        return Err(format!(
+            "--beta {beta} over --gamma {gamma}: the exponential search's \
+             threshold must not be above the binary search's (defaults 0.2 and 0.4)"
+        ));
+    }
+    Ok((beta, gamma))
+}
+
 fn capacity_error(a: &Args) -> Result<u64, String> {
     let capacity_error: u64 = a.opt("capacity-error")?.unwrap_or(1);
     if capacity_error == 0 {
@@ -409,8 +425,26 @@ pub fn check_value(test: STest, key: &str, a: &Args) -> Result<(), String> {
             Ok(m) => c0(a, m).map(drop),
             Err(_) => Ok(()),
         },
-        "beta" => fraction(a, key, 0.2).map(drop),
-        "gamma" => fraction(a, key, 0.4).map(drop),
+        // Its own range first; the order once, under beta when it is given,
+        // and only when the other value is valid.
+        "beta" => {
+            fraction(a, key, 0.2)?;
+            match fraction(a, "gamma", 0.4) {
+                Ok(_) => beta_gamma(a).map(drop),
+                Err(_) => Ok(()),
+            }
+        }
+        "gamma" => {
+            fraction(a, key, 0.4)?;
+            match a.has("beta") || beta_gamma(a).is_ok() {
+                true => Ok(()),
+                false => Err(format!(
+                    "--gamma {}: under the default --beta 0.2: the exponential search's \
+                     threshold must not be above the binary search's",
+                    fraction(a, key, 0.4)?
+                )),
+            }
+        }
         "capacity-error" => capacity_error(a).map(drop),
         _ => Err(format!("--{key}: no check of its value (a bug)")),
     }
@@ -535,7 +569,7 @@ impl SParams {
         }
         let (max_connections, c0, beta, gamma, capacity_error) = if test == STest::Capacity {
             let max_connections = max_connections(a, space)?;
-            let (beta, gamma) = (fraction(a, "beta", 0.2)?, fraction(a, "gamma", 0.4)?);
+            let (beta, gamma) = beta_gamma(a)?;
             (
                 max_connections,
                 c0(a, max_connections)?,
@@ -2551,6 +2585,11 @@ mod tests {
         let m = e(&["--max-rate", "2000000", "--alpha", "10"], STest::Cer);
         assert!(m.contains("--alpha 10 x --max-rate 2000000"), "{m}");
         assert!(e(&["--max-rate", "10", "--beta", "1.5"], STest::Capacity).contains("--beta 1.5"));
+        let m = e(
+            &["--max-rate", "10", "--beta", "0.6", "--gamma", "0.5"],
+            STest::Capacity,
+        );
+        assert!(m.contains("--beta 0.6 over --gamma 0.5"), "{m}");
         assert!(e(
             &["--max-rate", "10", "--initiator-netns", "xlp-nope"],
             STest::Cer
