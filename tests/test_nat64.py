@@ -719,11 +719,36 @@ def test_rfc6146_3_5_other_protocols_are_answered(env):
         f"IP {POOL4_ADDR} > {t.h4_addr}: ICMP {POOL4_ADDR} protocol 132 unreachable"
         in line
     ), line
+    # ICMPv4 inside IPv6 and ICMPv6 inside IPv4 are such protocols too (counted as
+    # SIIT counts them); they were dropped with nothing sent.
+    cap = first_packet(t.lab, t.c1, "icmp6 and ip6[40] == 1 and ip6[41] == 4", ("-v",))
+    p6 = IPv6(src=t.c1_addr, dst=t.h4_v6, nh=1, hlim=64) / ICMP(type=8, id=7, seq=1)
+    send_l2(
+        t.lab,
+        t.c1,
+        mac_of(t.lab, t.router, "eth6a"),
+        bytes(p6).hex(),
+        ethertype="0x86dd",
+    )
+    line = first_packet_line(t.lab, cap)
+    assert f"> {t.c1_addr}: [icmp6 sum ok] ICMP6, destination unreachable" in line, line
+    cap = first_packet(t.lab, t.h4, "icmp and icmp[0] == 3 and icmp[1] == 2")
+    p4 = IP(src=t.h4_addr, dst=POOL4_ADDR, proto=58, ttl=64) / bytes.fromhex(
+        "80000000" + "00" * 4
+    )
+    send_l2(t.lab, t.h4, mac_of(t.lab, t.router, "eth4"), bytes(p4).hex())
+    line = first_packet_line(t.lab, cap)
+    assert (
+        f"IP {POOL4_ADDR} > {t.h4_addr}: ICMP {POOL4_ADDR} protocol 58 unreachable"
+        in line
+    ), line
     after = env.x.stats()
     assert after["nat64_unsupported_proto"] - before["nat64_unsupported_proto"] == 2, (
         after
     )
-    assert after["icmp_errors_sent"] - before["icmp_errors_sent"] >= 2, after
+    assert after["icmpv4_in_ipv6"] - before["icmpv4_in_ipv6"] == 1, after
+    assert after["icmpv6_in_ipv4"] - before["icmpv6_in_ipv4"] == 1, after
+    assert after["icmp_errors_sent"] - before["icmp_errors_sent"] >= 4, after
 
 
 @pytest.mark.timeout(30)

@@ -591,12 +591,14 @@ impl Nat64Translator {
         // Next Header, then the packet SHOULD be discarded and, if the
         // security policy permits, the NAT64 SHOULD send an ICMPv6
         // Destination Unreachable error message with Code 4 (Port
-        // Unreachable) to the sender of the packet." (ICMPv4 inside IPv6
-        // is RFC 7915 §5.1's, below.) It was dropped with nothing sent.
-        if !matches!(
-            w.upper_proto,
-            proto::TCP | proto::UDP | proto::ICMPV6 | proto::ICMP
-        ) {
+        // Unreachable) to the sender of the packet." It was dropped with
+        // nothing sent. ICMPv4 inside IPv6 is such a protocol too (counted
+        // as SIIT counts it, which drops it by RFC 7915 §5.1).
+        if !matches!(w.upper_proto, proto::TCP | proto::UDP | proto::ICMPV6) {
+            let reason = match w.upper_proto {
+                proto::ICMP => DropReason::Icmpv4InIpv6,
+                _ => DropReason::Nat64UnsupportedProto,
+            };
             return Ok(v6_to_v4::reply(
                 &self.cfg,
                 buf,
@@ -606,7 +608,7 @@ impl Nat64Translator {
                 (icmp6::DEST_UNREACH, icmp6::PORT_UNREACH, 0),
                 &src6,
                 &dst6,
-                DropReason::Nat64UnsupportedProto,
+                reason,
             ));
         }
         let fkey = frag.map(|f| FragKey::V6 {
@@ -651,10 +653,6 @@ impl Nat64Translator {
         let l4e = start + pkt_len;
         if w.upper_proto == proto::ICMPV6 && buf.get(l4s).is_some_and(|&t| icmp6::is_error(t)) {
             return self.err64(buf, start, len, l4s, l4e, (&src6, &dst6), meta);
-        }
-        if w.upper_proto == proto::ICMP {
-            // RFC 7915 §5.1 (as SIIT counts it).
-            return Err(DropReason::Icmpv4InIpv6);
         }
         let (p, sport, dport, flags) = l4_ports(
             w.upper_proto,
@@ -975,14 +973,14 @@ impl Nat64Translator {
         // NAT64 SHOULD send an ICMP Destination Unreachable error message
         // with Code 2 (Protocol Unreachable) to the sender of the packet."
         // From the pool4 address it was sent to; not for a later fragment
-        // or to a source no error may go to (RFC 1812 §4.3.2.7). (ICMPv6
-        // inside IPv4 is RFC 7915 §4.1's, below.) It was dropped with
-        // nothing sent.
-        if !matches!(
-            ip_proto,
-            proto::TCP | proto::UDP | proto::ICMP | proto::ICMPV6
-        ) {
-            let r = DropReason::Nat64UnsupportedProto;
+        // or to a source no error may go to (RFC 1812 §4.3.2.7). It was
+        // dropped with nothing sent. ICMPv6 inside IPv4 is such a protocol
+        // too (counted as SIIT counts it, which drops it by RFC 7915 §4.1).
+        if !matches!(ip_proto, proto::TCP | proto::UDP | proto::ICMP) {
+            let r = match ip_proto {
+                proto::ICMPV6 => DropReason::Icmpv6InIpv4,
+                _ => DropReason::Nat64UnsupportedProto,
+            };
             if !v4_to_v6::may_send_icmp4_error(&v4_to_v6::V4Fields::read(&pkt), &[]) {
                 return Err(r);
             }
@@ -1040,10 +1038,6 @@ impl Nat64Translator {
         let l4e = start + total;
         if ip_proto == proto::ICMP && buf.get(l4s).is_some_and(|&t| icmp4::is_error(t)) {
             return self.err46(buf, start, len, l4s, l4e, (src4, dst4), meta, frags);
-        }
-        if ip_proto == proto::ICMPV6 {
-            // RFC 7915 §4.1 (as SIIT counts it).
-            return Err(DropReason::Icmpv6InIpv4);
         }
         let (p, sport, dport, flags) = l4_ports(
             ip_proto,

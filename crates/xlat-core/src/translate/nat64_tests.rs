@@ -1875,18 +1875,33 @@ fn rfc6146_3_5_truncated_transport_headers_leave_no_state() {
 /// Drop reasons as the stateless translation names them (counters.rs):
 /// ICMPv4 inside IPv6 and ICMPv6 inside IPv4 (RFC 7915 §4.1/§5.1), and an
 /// ICMP error quoting an ICMP error (RFC 7915 §4.2/§5.2); NAT64 counted
-/// them as untranslatable ICMP / a malformed inner packet.
+/// them as untranslatable ICMP / a malformed inner packet. Being protocols
+/// other than TCP, UDP and ICMP(v6) of their packet's family, the first two
+/// are answered as RFC 6146 §3.5 says (ICMPv6 1/4, ICMPv4 3/2 from the
+/// pool4 address); they were dropped with nothing sent.
 #[test]
 fn rfc7915_icmp_in_the_other_family_and_error_in_error_reasons() {
     let t = xlat(state_with(|_| {}));
     let (s, d) = (a6(CLIENT), server6());
     let echo4 = l4_v4(proto::ICMP, a4(SERVER4), a4(SERVER4), echo_raw(8, 1, 1));
-    let o = run(&t, &ip6(s, d, proto::ICMP, &echo4), 0);
-    assert_eq!(o.v, Verdict::Drop(DropReason::Icmpv4InIpv6));
+    let in6 = ip6(s, d, proto::ICMP, &echo4);
+    let o = run(&t, &in6, 0);
+    let e6 = replied(&o, DropReason::Icmpv4InIpv6);
+    assert_eq!((v6dst(e6), e6[6], e6[40], e6[41]), (s, proto::ICMPV6, 1, 4));
+    assert_eq!(&e6[48..], &in6[..]);
     let pool = a4("203.0.113.2");
     let echo6 = echo_raw(icmp6::ECHO_REQUEST, 1, 1);
-    let o = run(&t, &ip4(a4(SERVER4), pool, proto::ICMPV6, &echo6), 0);
-    assert_eq!(o.v, Verdict::Drop(DropReason::Icmpv6InIpv4));
+    let in4 = ip4(a4(SERVER4), pool, proto::ICMPV6, &echo6);
+    let o = run(&t, &in4, 0);
+    let e4 = replied(&o, DropReason::Icmpv6InIpv4);
+    assert_eq!(
+        (v4src(e4), v4dst(e4), e4[9], e4[20], e4[21]),
+        (pool, a4(SERVER4), proto::ICMP, 3, 2)
+    );
+    assert_eq!(&e4[28..], &in4[..]);
+    // No state was made for either.
+    let c = t.state().counts();
+    assert_eq!((c.bib, c.sessions), ([0; 3], [0; 3]));
     // ICMPv6 error quoting an ICMPv6 error.
     let mut quoted = vec![icmp6::DEST_UNREACH, 4, 0, 0, 0, 0, 0, 0];
     quoted.extend_from_slice(&ip6(d, s, proto::UDP, &udp_raw(53, 4000, b"q")));
