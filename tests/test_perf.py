@@ -1070,6 +1070,56 @@ def test_rfc8219_s6_1_bidirectional_and_background_traffic(lab):
     assert cp.returncode == 2 and "with --background 1/4" in cp.stderr, cp.stderr
 
 
+# RFC 4814 section 4.5: pseudorandom source and destination ports for the
+# background frames too (RFC 8219 section 6.1); they kept the fixed source port
+# and --background-dst's port.
+@pytest.mark.timeout(40)
+def test_rfc4814_background_frames_take_pseudorandom_ports(lab):
+    s, r, d = _router2(lab)
+    lab.exec(
+        r,
+        ["nft", "-f", "-"],
+        input="table inet xlp {\n chain xf {\n"
+        "  type filter hook forward priority 0; policy accept;\n"
+        "  meta nfproto ipv6 udp sport 49152-65535 udp dport 1-49151 counter\n"
+        "  meta nfproto ipv6 udp sport 50000 counter\n"
+        "  meta nfproto ipv6 udp dport 7001 counter\n"
+        " }\n}\n",
+    )
+    j = perf_json(
+        "frame-loss",
+        *_common(s, d),
+        "--random-ports",
+        "--src-ports",
+        "49152-65535",
+        "--dst-ports",
+        "1-49151",
+        "--background",
+        "1/2",
+        "--background-dst",
+        "[2001:db8:2::2]:7001",
+        "--max-rate",
+        "4000",
+        "--rates",
+        "100%",
+        "--duration",
+        "0.5",
+        "--wait",
+        "0.2",
+        "--retries",
+        "4",
+    )
+    bg = j["repetitions"][0]["trials"][0]["background"]
+    assert bg["received"] == bg["sent"] > 0, bg
+    out = lab.exec(r, ["nft", "list", "chain", "inet", "xlp", "xf"]).stdout
+    counts = [int(n) for n in re.findall(r"counter packets (\d+)", out)]
+    in_ranges, fixed_sport, fixed_dport = counts
+    # Every IPv6 (background) frame of every attempt had both ports from the
+    # ranges; a few may by chance have 50000 or 7001.
+    assert in_ranges >= bg["sent"], out
+    assert fixed_sport < in_ranges / 100 and fixed_dport < in_ranges / 100, out
+
+
 # Both ports in one namespace: the route to --dst goes through lo (it is a
 # local address), so packet I/O would send every frame on lo and never to
 # the DUT (FLR 100%, throughput 0 for a working DUT). A usage error instead,

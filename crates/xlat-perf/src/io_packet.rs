@@ -724,12 +724,16 @@ fn tx_loop(p: &TxPlan, mut ring: Tx, stream: u16, clock: &WaitClock) -> Result<T
                     break 'sched;
                 }
             };
-            if bg.is_some() {
-                let bgd = &p.bg.as_ref().unwrap().1;
-                b.finish(slot, p.sport, bgd.dst.port(), seq_bg, ts, None);
+            // RFC 4814 section 4.5: pseudorandom ports for every frame,
+            // background ones too (they had the fixed ports).
+            let sport = p.src_ports.map_or(p.sport, |(lo, hi)| rng.range(lo, hi));
+            if let Some((_, bgd)) = bg {
+                let dport = p
+                    .dst_ports
+                    .map_or(bgd.dst.port(), |(lo, hi)| rng.range(lo, hi));
+                b.finish(slot, sport, dport, seq_bg, ts, None);
                 seq_bg += 1;
             } else {
-                let sport = p.src_ports.map_or(p.sport, |(lo, hi)| rng.range(lo, hi));
                 let dport = p.dst_ports.map_or(p.dport, |(lo, hi)| rng.range(lo, hi));
                 let addrs = if p.src_addrs.is_some() || p.dst_addrs.is_some() {
                     let (s0, d0) = b.addrs();
