@@ -720,6 +720,24 @@ mod v4_to_v6 {
         assert_eq!(&out[48..], &u[48..]);
     }
 
+    /// RFC 791: an IPv4 datagram holds at most 65,515 bytes after a
+    /// 20-byte header; a fragment ending past that belongs to no valid
+    /// datagram and is dropped (as the IPv6 -> IPv4 side drops one whose
+    /// datagram would not fit IPv4).
+    #[test]
+    fn rfc791_fragment_past_the_datagram_limit_is_dropped() {
+        let p = ip4(H1, H6, 17, 64, 0x7001, 65000 / 8, 0, &[0x11; 520]);
+        let o = run(&cfg(), &p);
+        assert_eq!(o.verdict, Verdict::Drop(DropReason::Ipv6PacketTooBig));
+        let p = ip4(H1, H6, 17, 64, 0x7001, 65000 / 8, 0, &[0x11; 512]);
+        let o = run(&cfg(), &p);
+        assert!(
+            matches!(o.verdict, Verdict::Forward { .. }),
+            "{:?}",
+            o.verdict
+        );
+    }
+
     fn reassemble(frags: &FragBuf) -> (u32, Vec<u8>) {
         let mut data = Vec::new();
         let mut ident = None;

@@ -570,6 +570,11 @@ fn translate_simple(
     let l4_end = start + f.total_len;
     let plen = f.total_len - f.ihl;
     let is_frag = f.is_fragment();
+    // A fragment ending past the 65,515 bytes an IPv4 datagram holds after
+    // its header (RFC 791) belongs to no valid datagram.
+    if f.offset() + plen > usize::from(u16::MAX) - ipv4::MIN_HEADER_LEN {
+        return Err(DropReason::Ipv6PacketTooBig);
+    }
     // RFC 7915 §4 / RFC 8021: a DF packet gets no Fragment Header (no
     // atomic fragments); a non-DF packet that does not fit the IPv6 side
     // (lowest-ipv6-mtu) is fragmented by the translator.

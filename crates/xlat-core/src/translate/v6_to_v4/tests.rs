@@ -582,6 +582,50 @@ fn rfc7915_5_1_1_non_first_fragment() {
     assert_eq!(q.payload(), &data[..]);
 }
 
+/// A fragment whose datagram would not fit IPv4 (RFC 791: 65,515 bytes
+/// after the header) is dropped; one whose datagram is over 65,535 bytes
+/// is invalid in IPv6 too (RFC 8200 §4.5): ICMPv6 Parameter Problem code 0
+/// pointing at the Fragment Offset field (later fragment or not). Both were
+/// translated into IPv4 fragments no host could reassemble.
+#[test]
+fn rfc8200_4_5_fragments_past_the_datagram_limits() {
+    let frag = |offset: u16, n: usize| {
+        ip6(
+            h6(),
+            h4_as6(),
+            0,
+            64,
+            proto::IPV6_FRAG,
+            &frag_hdr(proto::UDP, offset, false, 0x7001),
+            &vec![0x11; n],
+        )
+    };
+    // 65,000 + 520 = 65,520: valid IPv6, over IPv4's 65,515.
+    let (v, _) = run(&frag(65000, 520));
+    assert_eq!(v, Verdict::Drop(DropReason::Ipv6PacketTooBig));
+    // 65,000 + 512 = 65,512 still fits.
+    let (v, buf) = run(&frag(65000, 512));
+    let out = fwd(v, &buf);
+    assert_eq!(
+        Ipv4Packet::new_checked(&out[..]).unwrap().frag_offset(),
+        65000
+    );
+    // 65,528 + 100: past 65,535.
+    let p = frag(65528, 100);
+    let (v, buf) = run(&p);
+    let Verdict::Reply { start, len, reason } = v else {
+        panic!("{v:?}")
+    };
+    assert_eq!(reason, DropReason::Ipv6PacketTooBig);
+    let r = &buf[start..start + len];
+    assert_eq!(
+        (r[40], r[41]),
+        (icmp6::PARAM_PROBLEM, icmp6::ERRONEOUS_HEADER)
+    );
+    assert_eq!(be32(r, 44), 42, "pointer: the Fragment Offset field");
+    assert_eq!(&r[48..], &p[..]);
+}
+
 /// RFC 7915 §5.1.1: an atomic fragment (offset 0, M = 0) still has a
 /// Fragment Header: Identification = its low 16 bits, DF = 0 even above
 /// 1260 bytes (the sender asked for fragmentation), MF = 0, offset 0. Its
