@@ -957,6 +957,20 @@ mod v4_to_v6 {
         let e = ip4(R4, H6, 1, 64, 1, 0, 0, &icmp4(3, 4, 0, &q));
         let (_, _, rest, _) = check_icmp6_error(run(&c, &e).pkt());
         assert_eq!(rest, 1420);
+        // A quoted first fragment (MF): its IPv6 form has a Fragment Header
+        // (quoted as such), so the IPv6 sender's packets may be 28 bytes
+        // over the IPv4 MTU, not 20 ("taking into account whether or not
+        // the packet in error includes a Fragment Header").
+        let u = udp4(H6, H1, 33000, 33434, &[0x61; 1372]);
+        let frag = ip4(H6, H1, 17, 3, 0x4444, 0x2000, 0, &u);
+        let e = ip4(R4, H6, 1, 64, 1, 0, 0, &icmp4(3, 4, 1300, &frag[..28]));
+        let (pr, m) = check_v6(run(&cfg(), &e).pkt());
+        assert_eq!(pr, 58);
+        assert_eq!(
+            (m[0], u32::from_be_bytes([m[4], m[5], m[6], m[7]])),
+            (2, 1328)
+        );
+        assert_eq!(m[8 + 6], 44, "the quoted packet has a Fragment Header");
     }
 
     /// RFC 7915 §4.2: Time Exceeded (11/x) -> 3/x.

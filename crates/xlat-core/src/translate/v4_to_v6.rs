@@ -858,7 +858,12 @@ pub(crate) fn map_pointer(p: u8) -> Result<u32, DropReason> {
 }
 
 /// RFC 7915 §4.2, Fragmentation Needed -> Packet Too Big: the MTU is
-/// minimum(advertised IPv4 MTU + 20, MTU of the IPv6 next hop), the latter
+/// minimum(advertised IPv4 MTU + 20, MTU of the IPv6 next hop), "taking
+/// into account whether or not the packet in error includes a Fragment
+/// Header": + 28 when the quoted packet is a fragment (`inner_frag`), whose
+/// IPv6 form carries one (it gave + 20, a size 8 bytes under what fits, as
+/// the other direction's - 28 and the translator's own Fragmentation
+/// Needed already counted it). The latter
 /// being [`Config::ipv6_mtu`] when the datapath knows it (the IPv4 next hop
 /// MTU is unknown to the core and left out). An MTU of 0
 /// (a pre-RFC 1191 router) is replaced by the greatest plateau below the
@@ -866,7 +871,12 @@ pub(crate) fn map_pointer(p: u8) -> Result<u32, DropReason> {
 /// 1280 (hosts ignore smaller values; 1280-byte IPv6 packets become
 /// 1260-byte IPv4 packets without DF, RFC 7915 §5.1, which IPv4 routers may
 /// fragment).
-pub(crate) fn ptb_mtu(cfg: &Config, advertised: u16, quoted_total_len: u16) -> u32 {
+pub(crate) fn ptb_mtu(
+    cfg: &Config,
+    advertised: u16,
+    quoted_total_len: u16,
+    inner_frag: bool,
+) -> u32 {
     let mtu4 = if advertised != 0 {
         advertised
     } else {
@@ -878,7 +888,12 @@ pub(crate) fn ptb_mtu(cfg: &Config, advertised: u16, quoted_total_len: u16) -> u
             .unwrap_or(68)
     };
     let next_hop6 = cfg.ipv6_mtu.map_or(u32::MAX, u32::from);
-    (u32::from(mtu4) + 20)
+    let growth = if inner_frag {
+        20 + FRAG_HLEN as u32
+    } else {
+        20
+    };
+    (u32::from(mtu4) + growth)
         .min(next_hop6)
         .max(IPV6_MIN_MTU as u32)
 }
@@ -970,7 +985,7 @@ fn icmp_error_to_v6(
     };
 
     let rest6 = match kind {
-        Err6::TooBig => ptb_mtu(cfg, mtu_field, inner.total_len as u16),
+        Err6::TooBig => ptb_mtu(cfg, mtu_field, inner.total_len as u16, inner.is_fragment()),
         Err6::ParamProblem(_, ptr) => ptr,
         _ => 0,
     };
@@ -1167,13 +1182,16 @@ mod tests {
     #[test]
     fn rfc7915_4_2_ptb_mtu() {
         let cfg = Config::default();
-        assert_eq!(ptb_mtu(&cfg, 1400, 1500), 1420);
-        assert_eq!(ptb_mtu(&cfg, 1500, 1500), 1520);
-        assert_eq!(ptb_mtu(&cfg, 0, 1500), 1492 + 20);
-        assert_eq!(ptb_mtu(&cfg, 0, 4000), 2002 + 20);
-        assert_eq!(ptb_mtu(&cfg, 0, 1492), 1280); // 1006 + 20 -> 1280
-        assert_eq!(ptb_mtu(&cfg, 576, 1500), 1280);
-        assert_eq!(ptb_mtu(&cfg, 0, 20), 1280);
+        assert_eq!(ptb_mtu(&cfg, 1400, 1500, false), 1420);
+        assert_eq!(ptb_mtu(&cfg, 1500, 1500, false), 1520);
+        assert_eq!(ptb_mtu(&cfg, 0, 1500, false), 1492 + 20);
+        assert_eq!(ptb_mtu(&cfg, 0, 4000, false), 2002 + 20);
+        assert_eq!(ptb_mtu(&cfg, 0, 1492, false), 1280); // 1006 + 20 -> 1280
+        assert_eq!(ptb_mtu(&cfg, 576, 1500, false), 1280);
+        assert_eq!(ptb_mtu(&cfg, 0, 20, false), 1280);
+        // A quoted fragment: its IPv6 form has a Fragment Header (+ 28).
+        assert_eq!(ptb_mtu(&cfg, 1300, 1400, true), 1328);
+        assert_eq!(ptb_mtu(&cfg, 0, 1500, true), 1492 + 28);
     }
 
     /// RFC 792 / RFC 1812 §4.3.2.3: the generated error quotes at most 548 bytes.
