@@ -3,7 +3,10 @@
 //! RFC 7915 §4.2 (ICMPv4 Fragmentation Needed -> ICMPv6 Packet Too Big):
 //! MTU = min(advertised + 20, MTU of the IPv6 next hop, MTU of the IPv4 next
 //! hop + 20); §5.2 (the reverse): min(advertised - 20, MTU of the IPv4 next
-//! hop, MTU of the IPv6 next hop - 20). The core knows the advertised MTU
+//! hop, MTU of the IPv6 next hop - 20); 28 instead of 20 when the packet in
+//! error is a fragment (its IPv6 form has a Fragment Header, "taking into
+//! account whether or not the packet in error includes a Fragment Header",
+//! as the core does for the advertised MTU). The core knows the advertised MTU
 //! and the TUN's; the next hops are the kernel's routes, on which the
 //! translated packets leave the TUN. The datapath therefore asks the kernel
 //! (a UDP socket `connect`ed to the address, `IP_MTU` / `IPV6_MTU`: the
@@ -134,9 +137,14 @@ pub fn clamp(
             }
             let dst4 = Ipv4Addr::new(out[16], out[17], out[18], out[19]);
             let cur = u32::from(u16::from_be_bytes([out[ihl + 6], out[ihl + 7]]));
+            // The quoted packet (translated): a fragment had a Fragment Header.
+            let inner_frag = out
+                .get(ihl + 8 + 6..ihl + 8 + 8)
+                .is_some_and(|f| u16::from_be_bytes([f[0], f[1]]) & 0x3fff != 0);
+            let growth = if inner_frag { 28 } else { 20 };
             let bound = [
                 mtu(dst4.into()),
-                mtu(to6.into()).map(|m| m.saturating_sub(20)),
+                mtu(to6.into()).map(|m| m.saturating_sub(growth)),
             ]
             .into_iter()
             .flatten()
@@ -161,9 +169,15 @@ pub fn clamp(
             let dst: [u8; 16] = out[24..40].try_into().ok()?;
             let (src, dst) = (Ipv6Addr::from(src), Ipv6Addr::from(dst));
             let cur = u32::from_be_bytes(out[44..48].try_into().ok()?);
+            // The quoted packet (translated) has a Fragment Header.
+            let growth = if out.get(48 + 6) == Some(&proto::IPV6_FRAG) {
+                28
+            } else {
+                20
+            };
             let bound = [
                 mtu(dst.into()),
-                mtu(to4.into()).map(|m| m.saturating_add(20)),
+                mtu(to4.into()).map(|m| m.saturating_add(growth)),
             ]
             .into_iter()
             .flatten()
@@ -275,6 +289,19 @@ mod tests {
         let mut none = |_: IpAddr| None;
         let mut out = ptb(1370, s, d, v6("64:ff9b::c000:202"));
         assert_eq!(clamp(&mut out, TooBig::From4(to4), &mut none), None);
+        // A quoted fragment (Fragment Header): the IPv4 next hop + 28.
+        let mut v4_1300 = |a: IpAddr| Some(if a.is_ipv6() { 1500 } else { 1300 });
+        let mut out = ptb(1400, s, d, v6("64:ff9b::c000:202"));
+        assert_eq!(
+            clamp(&mut out, TooBig::From4(to4), &mut v4_1300),
+            Some(1320)
+        );
+        let mut out = ptb(1400, s, d, v6("64:ff9b::c000:202"));
+        out[48 + 6] = proto::IPV6_FRAG;
+        assert_eq!(
+            clamp(&mut out, TooBig::From4(to4), &mut v4_1300),
+            Some(1328)
+        );
     }
 
     /// RFC 7915 §5.2: Packet Too Big 1500 became Fragmentation Needed 1480;
@@ -288,6 +315,20 @@ mod tests {
         assert_eq!(clamp(&mut out, TooBig::From6(to6), &mut routes), Some(1280));
         assert_eq!(u16::from_be_bytes([out[26], out[27]]), 1280);
         assert_eq!(checksum::checksum(&out[20..]), 0);
+        // A quoted fragment (its IPv6 form had a Fragment Header): the IPv6
+        // next hop - 28.
+        let mut v6_1400 = |a: IpAddr| Some(if a.is_ipv6() { 1400 } else { 1500 });
+        let mut out = frag_needed(1480, Ipv4Addr::new(198, 51, 100, 5));
+        assert_eq!(
+            clamp(&mut out, TooBig::From6(to6), &mut v6_1400),
+            Some(1380)
+        );
+        let mut out = frag_needed(1480, Ipv4Addr::new(198, 51, 100, 5));
+        out[28 + 6] = 0x20; // MF
+        assert_eq!(
+            clamp(&mut out, TooBig::From6(to6), &mut v6_1400),
+            Some(1372)
+        );
         // The other family's translation is not touched.
         let mut out = frag_needed(1480, Ipv4Addr::new(198, 51, 100, 5));
         assert_eq!(
