@@ -34,6 +34,14 @@
 //! beyond, the fragment is dropped (`nat64_fragment_queue_full`).
 //! Holding allocates (one copy per held fragment): it is the rare path.
 //!
+//! One source may use only a share of the table and of the held bytes
+//! ([`FragTable::with_source_share`]; the NAT64 gives each a quarter): a
+//! source is an IPv6 client's /64 or an IPv4 address. Without it one client
+//! sending first fragments that never end (about 2,000 a second) filled the
+//! table for everyone, and every other client's fragmented datagrams were
+//! dropped (found by a probe). Beyond its share a source's new datagram is
+//! refused with the same reasons as a full table.
+//!
 //! Concurrency: the table sits behind one `Mutex` in
 //! [`super::Nat64State`]. Fragments are the uncommon path (most traffic is
 //! PMTU-sized or TCP with MSS clamping), so a single lock is acceptable; it
@@ -57,6 +65,30 @@ pub const FRAG_MAX_HELD_BYTES: usize = 256 * 1024;
 /// Most fragments held for one datagram (a 64 KiB datagram in 1280-byte
 /// IPv6 fragments has 52).
 pub const FRAG_MAX_HELD_PER_DATAGRAM: usize = 64;
+
+/// Who sent a fragment, for the per-source shares: an IPv6 /64 (a host may
+/// use any address of its prefix) or an IPv4 address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Source {
+    V6(u64),
+    V4(Ipv4Addr),
+}
+
+impl FragKey {
+    fn source(&self) -> Source {
+        match self {
+            FragKey::V6 { src, .. } => Source::V6((u128::from(*src) >> 64) as u64),
+            FragKey::V4 { src, .. } => Source::V4(*src),
+        }
+    }
+}
+
+/// What one source uses: entries and held bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Use {
+    entries: usize,
+    held_bytes: usize,
+}
 
 /// Identity of one fragmented datagram as it reaches the NAT64.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -163,6 +195,9 @@ pub struct FragTable {
     /// Held fragments dropped on expiry since the table was made, by every
     /// caller of [`FragTable::expire`] (insert and lookup expire too).
     held_timed_out: u64,
+    /// Per source: what it uses, and the most it may (entries, held bytes).
+    by_source: HashMap<Source, Use, SipBuild>,
+    share: (usize, usize),
 }
 
 impl FragTable {
@@ -177,6 +212,8 @@ impl FragTable {
             held_bytes: 0,
             max_held_bytes: FRAG_MAX_HELD_BYTES,
             held_timed_out: 0,
+            by_source: HashMap::with_hasher(hasher),
+            share: (usize::MAX, usize::MAX),
         }
     }
 
@@ -184,6 +221,51 @@ impl FragTable {
     pub fn with_max_held_bytes(mut self, n: usize) -> FragTable {
         self.max_held_bytes = n;
         self
+    }
+
+    /// Lets one source (an IPv6 /64, an IPv4 address) have at most
+    /// `entries` entries and `held_bytes` bytes of held fragments.
+    pub fn with_source_share(mut self, entries: usize, held_bytes: usize) -> FragTable {
+        self.share = (entries.max(1), held_bytes);
+        self
+    }
+
+    /// What `key`'s source uses.
+    fn used(&self, key: &FragKey) -> Use {
+        self.by_source
+            .get(&key.source())
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Adds `entries` and `bytes` (either may be negative) to what `key`'s
+    /// source uses, and to the held bytes of the table.
+    fn charge(&mut self, key: &FragKey, entries: isize, bytes: isize) {
+        self.held_bytes = self.held_bytes.saturating_add_signed(bytes);
+        let src = key.source();
+        let u = self.by_source.entry(src).or_default();
+        u.entries = u.entries.saturating_add_signed(entries);
+        u.held_bytes = u.held_bytes.saturating_add_signed(bytes);
+        if u.entries == 0 && u.held_bytes == 0 {
+            self.by_source.remove(&src);
+        }
+    }
+
+    /// Removes `key`'s entry, and what it held from the counts.
+    fn remove(&mut self, key: &FragKey) -> Option<Entry> {
+        let e = self.map.remove(key)?;
+        let bytes: usize = e.held.iter().map(Vec::len).sum();
+        self.charge(key, -1, -(bytes as isize));
+        Some(e)
+    }
+
+    /// Whether a new entry for `key` has room: in the table and in its
+    /// source's share. The refusal's reason otherwise.
+    fn room_for_entry(&self, key: &FragKey) -> Result<(), DropReason> {
+        if self.map.len() >= self.max_entries || self.used(key).entries >= self.share.0 {
+            return Err(DropReason::Nat64FragmentTableFull);
+        }
+        Ok(())
     }
 
     /// Records the first fragment of a datagram (RFC 6146 §3.4) and
@@ -209,20 +291,21 @@ impl FragTable {
             }
             e.map = Some(map);
             let held = core::mem::take(&mut e.held);
-            self.held_bytes -= held.iter().map(Vec::len).sum::<usize>();
-            if e.account(piece) {
-                self.map.remove(&key);
+            let whole = e.account(piece);
+            let bytes: usize = held.iter().map(Vec::len).sum();
+            self.charge(&key, 0, -(bytes as isize));
+            if whole {
+                self.remove(&key);
             }
             return Ok(held);
         }
-        if self.map.len() >= self.max_entries {
-            return Err(DropReason::Nat64FragmentTableFull);
-        }
+        self.room_for_entry(&key)?;
         let mut e = Entry::new(Some(map), deadline);
         // (A datagram cannot be whole with its first fragment alone: that
         // would be an atomic fragment, handled as a whole packet.)
         if !e.account(piece) {
             self.map.insert(key, e);
+            self.charge(&key, 1, 0);
             self.order.push_back((deadline, key));
         }
         Ok(Vec::new())
@@ -249,11 +332,12 @@ impl FragTable {
         now: u64,
     ) -> Result<Lookup, DropReason> {
         self.expire(now);
-        let room = self.held_bytes + pkt.len() <= self.max_held_bytes;
+        let room = self.held_bytes + pkt.len() <= self.max_held_bytes
+            && self.used(&key).held_bytes + pkt.len() <= self.share.1;
         if let Some(e) = self.map.get_mut(&key) {
             if let Some(m) = e.map {
                 if e.account(piece) {
-                    self.map.remove(&key);
+                    self.remove(&key);
                 }
                 return Ok(Lookup::Map(m));
             }
@@ -261,22 +345,20 @@ impl FragTable {
                 return Err(DropReason::Nat64FragmentQueueFull);
             }
             e.held.push(pkt.to_vec());
-            self.held_bytes += pkt.len();
             e.account(piece);
+            self.charge(&key, 0, pkt.len() as isize);
             return Ok(Lookup::Held);
         }
         if !room {
             return Err(DropReason::Nat64FragmentQueueFull);
         }
-        if self.map.len() >= self.max_entries {
-            return Err(DropReason::Nat64FragmentTableFull);
-        }
+        self.room_for_entry(&key)?;
         let deadline = now.saturating_add(self.timeout_ms);
         let mut e = Entry::new(None, deadline);
         e.held.push(pkt.to_vec());
         e.account(piece);
         self.map.insert(key, e);
-        self.held_bytes += pkt.len();
+        self.charge(&key, 1, pkt.len() as isize);
         self.order.push_back((deadline, key));
         Ok(Lookup::Held)
     }
@@ -289,9 +371,7 @@ impl FragTable {
         if self.map.get(key).is_none_or(|e| e.map.is_some()) {
             return Vec::new();
         }
-        let held = self.map.remove(key).map(|e| e.held).unwrap_or_default();
-        self.held_bytes -= held.iter().map(Vec::len).sum::<usize>();
-        held
+        self.remove(key).map(|e| e.held).unwrap_or_default()
     }
 
     /// Removes the entries whose deadline is at or before `now`, dropping
@@ -304,10 +384,9 @@ impl FragTable {
             }
             self.order.pop_front();
             if self.map.get(&k).is_some_and(|e| e.deadline == d) {
-                if let Some(e) = self.map.remove(&k) {
+                if let Some(e) = self.remove(&k) {
                     out.entries += 1;
                     out.held_dropped += e.held.len();
-                    self.held_bytes -= e.held.iter().map(Vec::len).sum::<usize>();
                 }
             }
         }
@@ -614,5 +693,77 @@ mod tests {
             h.lookup_or_hold(k4(2), b"b", MID, 0),
             Err(DropReason::Nat64FragmentTableFull)
         );
+    }
+
+    /// One source (an IPv4 address, an IPv6 /64) gets only its share of
+    /// the entries and of the held bytes; other sources keep theirs, and
+    /// a share comes back as its entries leave (found by a probe: one
+    /// client's never-ending first fragments filled the table for all).
+    #[test]
+    fn one_source_gets_only_its_share() {
+        let mut f = t(8).with_source_share(2, 150);
+        let from = |a: [u8; 4], ident| FragKey::V4 {
+            src: Ipv4Addr::from(a),
+            dst: Ipv4Addr::new(192, 0, 2, 1),
+            ident,
+            proto: 17,
+        };
+        let a = [198, 51, 100, 7];
+        let b = [198, 51, 100, 8];
+        f.insert(from(a, 1), m4(), FIRST, 0).unwrap();
+        f.insert(from(a, 2), m4(), FIRST, 0).unwrap();
+        assert_eq!(
+            f.insert(from(a, 3), m4(), FIRST, 0),
+            Err(DropReason::Nat64FragmentTableFull)
+        );
+        assert_eq!(
+            f.lookup_or_hold(from(a, 4), &[0; 10], MID, 0),
+            Err(DropReason::Nat64FragmentTableFull)
+        );
+        // Another source still has room, for entries and held bytes.
+        f.insert(from(b, 1), m4(), FIRST, 0).unwrap();
+        assert_eq!(
+            f.lookup_or_hold(from(b, 2), &[0; 100], MID, 0),
+            Ok(Lookup::Held)
+        );
+        assert_eq!(
+            f.lookup_or_hold(from(b, 2), &[0; 100], MID, 0),
+            Err(DropReason::Nat64FragmentQueueFull),
+            "its held bytes are bounded too"
+        );
+        // The first source's datagram completes: its share comes back.
+        let last = FragPiece {
+            offset: 1232,
+            len: 10,
+            last: true,
+        };
+        assert!(matches!(
+            f.lookup_or_hold(from(a, 1), &[0; 10], last, 0),
+            Ok(Lookup::Map(_))
+        ));
+        f.insert(from(a, 3), m4(), FIRST, 0).unwrap();
+        // Expiry gives back entries and bytes alike.
+        f.expire(FRAG_TIMEOUT_MS);
+        assert_eq!((f.len(), f.held_bytes()), (0, 0));
+        assert!(f.by_source.is_empty());
+        f.insert(from(a, 5), m4(), FIRST, FRAG_TIMEOUT_MS).unwrap();
+        // IPv6: a /64 is one source.
+        let mut g = t(8).with_source_share(1, 150);
+        let from6 = |a: &str| FragKey::V6 {
+            src: a.parse().unwrap(),
+            dst: "64:ff9b::c000:201".parse().unwrap(),
+            ident: 9,
+            proto: 17,
+        };
+        let to4 = FragMap::To4 {
+            src: Ipv4Addr::new(203, 0, 113, 1),
+            dst: Ipv4Addr::new(192, 0, 2, 1),
+        };
+        g.insert(from6("2001:db8:6::5"), to4, FIRST, 0).unwrap();
+        assert_eq!(
+            g.insert(from6("2001:db8:6::6"), to4, FIRST, 0),
+            Err(DropReason::Nat64FragmentTableFull)
+        );
+        g.insert(from6("2001:db8:7::6"), to4, FIRST, 0).unwrap();
     }
 }

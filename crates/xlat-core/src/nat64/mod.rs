@@ -1047,11 +1047,14 @@ impl Nat64State {
             sessions_total: AtomicUsize::new(0),
             stored_total: AtomicUsize::new(0),
             expire_cursor: AtomicUsize::new(0),
-            frags: Mutex::new(frag::FragTable::new(
-                frag::FRAG_MAX_ENTRIES,
-                frag::FRAG_TIMEOUT_MS,
-                SipBuild::derive(&secret, 3),
-            )),
+            frags: Mutex::new(
+                frag::FragTable::new(
+                    frag::FRAG_MAX_ENTRIES,
+                    frag::FRAG_TIMEOUT_MS,
+                    SipBuild::derive(&secret, 3),
+                )
+                .with_source_share(frag::FRAG_MAX_ENTRIES / 4, frag::FRAG_MAX_HELD_BYTES / 4),
+            ),
             cache_log_cap: AtomicUsize::new(0),
             cache_log_overflow: AtomicU64::new(0),
         })

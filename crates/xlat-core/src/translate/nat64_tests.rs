@@ -1019,7 +1019,12 @@ fn big_payload() -> Vec<u8> {
 
 /// The IPv6 client's datagram split at byte 104 of the UDP datagram.
 fn client_frags(id: u32, sport: u16) -> (Vec<u8>, Vec<u8>) {
-    let (s, d) = (a6(CLIENT), server6());
+    client_frags_from(CLIENT, id, sport)
+}
+
+/// [`client_frags`] from another client address.
+fn client_frags_from(client: &str, id: u32, sport: u16) -> (Vec<u8>, Vec<u8>) {
+    let (s, d) = (a6(client), server6());
     let u = l4_v6(proto::UDP, &s, &d, udp_raw(sport, 7000, &big_payload()));
     (
         frag6(s, d, id, 0, true, proto::UDP, &u[..104]),
@@ -1356,12 +1361,39 @@ fn rfc6146_3_4_fragment_table_full() {
     use crate::nat64::frag::FRAG_MAX_ENTRIES;
     let st = state_with(|_| {});
     let t = xlat(st.clone());
-    for id in 0..FRAG_MAX_ENTRIES as u32 {
-        let (f1, _) = client_frags(id, 40003);
+    // One client (its /64) may fill a quarter of the table; then its new
+    // datagrams are refused while another client's still pass.
+    let share = FRAG_MAX_ENTRIES / 4;
+    let clients = [
+        "2001:db8:1::10",
+        "2001:db8:2::10",
+        "2001:db8:3::10",
+        "2001:db8:4::10",
+    ];
+    for id in 0..share as u32 {
+        let (f1, _) = client_frags_from(clients[0], id, 40003);
         assert!(matches!(run(&t, &f1, 10).v, Verdict::Forward { .. }));
     }
+    let (f1, _) = client_frags_from("2001:db8:1::11", share as u32, 40003);
+    assert_eq!(
+        run(&t, &f1, 10).v,
+        Verdict::Drop(DropReason::Nat64FragmentTableFull),
+        "the same /64"
+    );
+    for c in &clients[1..] {
+        for id in 0..share as u32 {
+            let (f1, _) = client_frags_from(c, id, 40003);
+            assert!(matches!(run(&t, &f1, 10).v, Verdict::Forward { .. }));
+        }
+    }
     assert_eq!(st.frag_entries(), FRAG_MAX_ENTRIES);
-    let (n1, n2) = client_frags(FRAG_MAX_ENTRIES as u32, 40003);
+    // The whole table is full: a fifth client is refused too.
+    let (n1, n2) = client_frags_from("2001:db8:1::10", FRAG_MAX_ENTRIES as u32, 40003);
+    let (e1, _) = client_frags_from("2001:db8:5::10", 1, 40003);
+    assert_eq!(
+        run(&t, &e1, 20).v,
+        Verdict::Drop(DropReason::Nat64FragmentTableFull)
+    );
     assert_eq!(
         run(&t, &n1, 20).v,
         Verdict::Drop(DropReason::Nat64FragmentTableFull)
