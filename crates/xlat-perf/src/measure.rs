@@ -1895,7 +1895,7 @@ fn latency_of(t: &TrialOut, p: &Params) -> (f64, f64, u64) {
         .collect();
     let s = stats::sorted(&v);
     (
-        stats::percentile_sorted(&s, 50.0).unwrap_or(f64::INFINITY),
+        stats::median_sorted(&s).unwrap_or(f64::INFINITY),
         stats::percentile_sorted(&s, 99.9).unwrap_or(f64::INFINITY),
         lost,
     )

@@ -3,7 +3,9 @@
 //!
 //! Percentiles use the nearest-rank method on the sorted sample: the p-th
 //! percentile of n values is the value of rank ceil(p/100 * n) (1-based), so
-//! the 99.9th percentile of 1000 values is the 999th smallest. Lost frames are
+//! the 99.9th percentile of 1000 values is the 999th smallest. Medians are
+//! the usual ones ([`median_sorted`]: the mean of the two middle values of
+//! an even number). Lost frames are
 //! represented as `f64::INFINITY` where a procedure says a lost frame counts
 //! as an infinite delay (RFC 8219 section 7.2), so a percentile that reaches
 //! them is infinite.
@@ -18,6 +20,20 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
     // from moving the rank up by one.
     let rank = ((p / 100.0) * sorted.len() as f64 - 1e-9).ceil() as usize;
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// The median of `sorted` (ascending): the middle value, or the mean of the
+/// two middle values of an even number (the usual definition, which RFC
+/// 8219's medians mean; it was the lower of the two, the optimistic one for
+/// delays and loss rates). None for an empty sample; infinite when a middle
+/// value is.
+pub fn median_sorted(sorted: &[f64]) -> Option<f64> {
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
 }
 
 /// Sorts a copy of `v` (NaN-free input assumed; infinities allowed).
@@ -46,7 +62,7 @@ pub fn summary(v: &[f64]) -> Option<Summary> {
     let s = sorted(v);
     Some(Summary {
         n: s.len(),
-        median: percentile_sorted(&s, 50.0)?,
+        median: median_sorted(&s)?,
         p1: percentile_sorted(&s, 1.0)?,
         p99: percentile_sorted(&s, 99.0)?,
     })
@@ -94,7 +110,7 @@ pub fn ipdv(delays: &[Option<f64>]) -> Option<IpdvStats> {
     Some(IpdvStats {
         n: s.len(),
         min: *s.first()?,
-        median: percentile_sorted(&s, 50.0)?,
+        median: median_sorted(&s)?,
         p99_9: percentile_sorted(&s, 99.9)?,
         abs_p99_9: percentile(&abs, 99.9)?,
     })
@@ -141,6 +157,14 @@ mod tests {
         let s = summary(&[5.0, 1.0, 3.0, 2.0, 4.0]).unwrap();
         assert_eq!((s.n, s.median, s.p1, s.p99), (5, 3.0, 1.0, 5.0));
         assert!(summary(&[]).is_none());
+        // An even number: the mean of the two middle values (it was the
+        // lower one: 3595 for typical latencies of 3595 and 3916 ns).
+        let s = summary(&[3916.0, 3595.0]).unwrap();
+        assert_eq!(s.median, 3755.5);
+        assert_eq!(summary(&[4.0, 1.0, 3.0, 2.0]).unwrap().median, 2.5);
+        // A lost repetition's infinity in the middle makes it infinite.
+        let s = summary(&[1.0, f64::INFINITY]).unwrap();
+        assert_eq!(s.median, f64::INFINITY);
     }
 
     // RFC 8219 section 7.3.1: PDV = D99.9 - Dmin, lost frames excluded.
