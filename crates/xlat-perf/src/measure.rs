@@ -1756,6 +1756,34 @@ pub fn rfc_deviations(p: &Params) -> Vec<String> {
             p.warmup
         ));
     }
+    // RFC 8219 sections 7.2 and 7.3: at least 20 repetitions, their
+    // median reported; RFC 2544 section 26.4: back-to-back at least 50,
+    // their average. (Fewer were run without a word, found by a probe.)
+    let min_repeat = match p.test {
+        Test::Latency | Test::Pdv | Test::Ipdv => 20,
+        Test::BackToBack => 50,
+        _ => 0,
+    };
+    if p.repeat < min_repeat {
+        w.push(format!(
+            "--repeat {}: fewer than the {min_repeat} repetitions of {}",
+            p.repeat,
+            p.test.section()
+        ));
+    }
+    // RFC 2544 section 26.4: a back-to-back trial lasts at least 2 s.
+    if p.test == Test::BackToBack {
+        if let Some(&rate) = p.rates.first() {
+            if (p.max_burst as f64) < 2.0 * rate as f64 {
+                w.push(format!(
+                    "--max-burst {}: under the 2 s of frames at {rate} frames/s ({}) of {}; a DUT that holds that much is reported as holding --max-burst",
+                    p.max_burst,
+                    2 * rate,
+                    p.test.section()
+                ));
+            }
+        }
+    }
     w
 }
 
@@ -2340,12 +2368,51 @@ mod tests {
             let a = args(&[&["--dst", "127.0.0.1:9", "--rate", "1000"], v].concat());
             rfc_deviations(&Params::from_args(Test::Latency, &a).unwrap())
         };
-        assert!(lat(&[]).is_empty(), "{:?}", lat(&[]));
-        let w = lat(&["--warmup", "1"]);
+        let twenty = ["--repeat", "20"];
+        assert!(lat(&twenty).is_empty(), "{:?}", lat(&twenty));
+        let w = lat(&["--warmup", "1", "--repeat", "20"]);
         assert!(
             w.len() == 1 && w[0].starts_with("--warmup 1: ") && w[0].contains("7.2"),
             "{w:?}"
         );
+        // RFC 8219 sections 7.2 / 7.3: at least 20 repetitions (the
+        // default 1 is said so); RFC 2544 section 26.4: back-to-back 50,
+        // and trials of at least 2 s of frames.
+        assert_eq!(
+            lat(&[]),
+            ["--repeat 1: fewer than the 20 repetitions of RFC 8219 section 7.2"]
+        );
+        let b2b = |v: &[&str]| {
+            let v = [
+                &[
+                    "--dst",
+                    "127.0.0.1:9",
+                    "--src",
+                    "192.0.2.1",
+                    "--rate",
+                    "20000",
+                ],
+                v,
+            ]
+            .concat();
+            let v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+            let a = Args::parse(&v).unwrap();
+            rfc_deviations(&Params::from_args(Test::BackToBack, &a).unwrap())
+        };
+        assert!(
+            b2b(&["--repeat", "50"]).is_empty(),
+            "{:?}",
+            b2b(&["--repeat", "50"])
+        );
+        let w = b2b(&["--repeat", "50", "--max-burst", "400"]);
+        assert!(
+            w.len() == 1
+                && w[0].starts_with(
+                    "--max-burst 400: under the 2 s of frames at 20000 frames/s (40000)"
+                ),
+            "{w:?}"
+        );
+        assert!(b2b(&[])[0].starts_with("--repeat 1: fewer than the 50 repetitions"));
     }
 
     // RFC 8219 section 7.2: tagged frames come after the warm-up, evenly spread.
