@@ -431,6 +431,9 @@ pub(crate) struct RecoveryRep {
     /// The repetition's recovery time (ms) for the summary: its final
     /// attempt's, if valid and measured.
     pub value: Option<f64>,
+    /// Its final attempt was valid and lost nothing in the 110% phase: the
+    /// DUT was not overloaded.
+    pub not_overloaded: bool,
 }
 
 /// Reports the attempts of repetition `rep` (the ones before the last were
@@ -511,9 +514,11 @@ pub(crate) fn recovery_rep(
         ("recovery_rate_fps", J::u(r2)),
     ];
     let mut value = None;
+    let mut not_overloaded = false;
     if let Some((out, f, note)) = last {
         if out.valid() {
             value = f.recovery_ms;
+            not_overloaded = f.overload_lost == Some(0);
         }
         fields.extend([
             ("planned", J::u(out.planned)),
@@ -536,6 +541,7 @@ pub(crate) fn recovery_rep(
         csv,
         json: J::obj(fields),
         value,
+        not_overloaded,
     }
 }
 
@@ -570,6 +576,7 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
     ];
     let mut csv = Vec::new();
     let phase_ns = (p.recovery_duration * 1e9) as u64;
+    let mut not_overloaded = Vec::new();
     for rep in 1..=p.repeat {
         let mut attempts = Vec::new();
         loop {
@@ -583,13 +590,26 @@ pub fn system_recovery(p: &Params) -> Result<String, String> {
             }
         }
         let r = recovery_rep(rep, (r1, r2), (n1, n2), phase_ns, &attempts);
+        if r.not_overloaded {
+            not_overloaded.push(rep.to_string());
+        }
         table.extend(r.table);
         csv.extend(r.csv);
         reps.push(r.json);
         values.extend(r.value);
     }
     let headline = vec![("system recovery time".to_string(), "ms".to_string(), values)];
-    let warnings = measure::rfc_deviations(p);
+    let mut warnings = measure::rfc_deviations(p);
+    // RFC 2544 section 26.5 measures the recovery from an overload: a 110%
+    // phase that lost nothing did not overload the DUT (found by a probe:
+    // it was reported without a word).
+    if !not_overloaded.is_empty() {
+        warnings.push(format!(
+            "repetition(s) {}: the phase at {r1} frames/s (110% of --throughput {}) lost no frame: the DUT was not overloaded, so the recovery time measures no recovery (RFC 2544 section 26.5); give --throughput the DUT's measured throughput",
+            not_overloaded.join(", "),
+            p.throughput
+        ));
+    }
     Ok(render(
         p,
         reps,
@@ -788,6 +808,32 @@ mod tests {
         // The repetition's own figures are the final attempt's.
         assert!(j.starts_with(r#"{"repetition": 1, "overload_rate_fps": 1100, "recovery_rate_fps": 550, "planned": 15, "sent": 15, "received": 13, "lost": 2,"#), "{j}");
         assert_eq!(r.value, Some(1e-6));
+        assert!(!r.not_overloaded, "frame 3 was lost in the overload phase");
+    }
+
+    /// RFC 2544 section 26.5 measures the recovery from an overload: a valid
+    /// repetition whose 110% phase lost nothing says so (a warning); an
+    /// invalid one says nothing either way.
+    #[test]
+    fn rfc2544_s26_5_a_phase_that_lost_nothing_did_not_overload() {
+        let r = recovery_rep(
+            1,
+            (1100, 550),
+            (10, 5),
+            1000,
+            &[recovery_out(15, &[12], false)],
+        );
+        assert!(r.not_overloaded);
+        let r = recovery_rep(
+            1,
+            (1100, 550),
+            (10, 5),
+            1000,
+            &[recovery_out(15, &[], false)],
+        );
+        assert!(r.not_overloaded);
+        let r = recovery_rep(1, (1100, 550), (10, 5), 1000, &[recovery_out(6, &[], true)]);
+        assert!(!r.not_overloaded);
     }
 
     // An invalid attempt whose sender stopped in the overload phase (sent 6
