@@ -5,6 +5,7 @@ endpoints on both sides. pool6 is 64:ff9b::/96, pool4 one address (203.0.113.1).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -506,6 +507,42 @@ def test_rfc6146_static_bib_ipv4_client_reaches_ipv6_server(env):
     assert f"{POOL4_ADDR}#9002" not in env.x.cli("bib", "show", "udp").stdout
     env.x.cli("bib", "remove", "udp", f"{POOL4_ADDR}#9000")
     assert f"{POOL4_ADDR}#9000" not in env.x.cli("bib", "show", "udp").stdout
+
+
+@pytest.mark.timeout(30)
+def test_bib_flush_removes_the_dynamic_state(env):
+    """`xlat bib flush` removes every session and dynamic BIB entry (on the fast
+    path too: the IPv4 side's next packet finds no BIB entry), keeps the static
+    entries (without sessions), and new flows are made again. There was no way to empty the
+    tables without a restart (RFC 9693 benchmarks empty them between trials)."""
+    t = env.t
+    srv = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7310)
+    try:
+        assert udp_try(t.lab, t.c1, t.h4_v6, 7310, 6310) == "ok"
+        (mine,) = [s for s in sessions(env.x, t.c1_addr) if s[1] == f"{t.c1_addr}#6310"]
+        pool_addr, pool_port = mine[2].split("#")
+        out = env.x.cli("bib", "flush").stdout
+        assert re.fullmatch(r"removed \d+ dynamic BIB entries and \d+ sessions\n", out)
+        assert int(out.split()[1]) >= 1 and int(out.split()[6]) >= 1, out
+        assert sessions(env.x, t.c1_addr) == [], env.x.cli("session", "show").stdout
+        bib = env.x.cli("bib", "show").stdout
+        assert "dynamic" not in bib and f"{POOL4_ADDR}#8080 static" in bib, bib
+        before = env.x.stats()
+        p4 = IP(src=t.h4_addr, dst=pool_addr, ttl=64) / UDP(
+            sport=7310, dport=int(pool_port)
+        )
+        send_l2(t.lab, t.h4, mac_of(t.lab, t.router, "eth4"), bytes(p4 / b"late").hex())
+        deadline = time.monotonic() + 5
+        while env.x.stats()["nat64_no_bib"] == before["nat64_no_bib"]:
+            assert time.monotonic() < deadline, (
+                "the flushed mapping still carried a packet"
+            )
+            time.sleep(0.1)
+        # A new flow is made again.
+        assert udp_try(t.lab, t.c1, t.h4_v6, 7310, 6310) == "ok"
+    finally:
+        t.lab.stop(srv)
+    assert 'msg="dynamic bib entries flushed"' in env.x.log()
 
 
 # Bind a port, get one echo from the server (creating the BIB entry), then wait for

@@ -801,6 +801,26 @@ fn nat64_rfc6146_3_5_static_bib_port_forwarding() {
     assert_eq!(n.bib_by_v6(Proto::Tcp, srv6), Some(srv4));
     assert_eq!(n.bib_by_v4(Proto::Tcp, srv4), Some(srv6));
     n.check_invariants().unwrap();
+    // Its sessions can be cleared (`xlat bib flush`): the entry stays, static.
+    assert_eq!(n.session_count(), 2);
+    assert_eq!(n.clear_sessions(Proto::Tcp, srv4, 2), Ok(2));
+    assert_eq!(n.session_count(), 0);
+    assert_eq!(n.bib_by_v4(Proto::Tcp, srv4), Some(srv6));
+    let e = n.bib_entries(Some(Proto::Tcp));
+    assert!(
+        e.len() == 1 && e[0].is_static && e[0].sessions == 0,
+        "{e:?}"
+    );
+    n.check_invariants().unwrap();
+    assert_eq!(
+        n.clear_sessions(Proto::Tcp, r4(1, 80), 2),
+        Err(BibError::NotFound)
+    );
+    // Sessions again, as before.
+    n.lookup_4to6(Proto::Tcp, r4(1, 33000), srv4, Some(SYN), 2)
+        .unwrap();
+    n.lookup_or_create_6to4(Proto::Tcp, srv6, r4(2, 25), Some(SYN), 2)
+        .unwrap();
     // Removal takes its sessions with it.
     let e = n.remove_bib(Proto::Tcp, srv4, 2).unwrap();
     assert!(e.is_static);

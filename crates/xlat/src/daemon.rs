@@ -283,7 +283,7 @@ impl Daemon {
                     note_bib_change(&mut g.settings.nat64, cmd, &args);
                 }
                 drop(locked.take());
-                if cmd == "bib-remove" {
+                if cmd == "bib-remove" || cmd == "bib-flush" {
                     // The fast path must not carry the removed sessions on
                     // (until the background check reaches them otherwise).
                     if let Some(fc) = self.shared.flows.get() {
@@ -397,7 +397,7 @@ impl Daemon {
                 Ok(String::new())
             }
             _ => Err(format!(
-                "unknown request {req:?} (stats, show-config, eamt-list, eamt-add V4 V6, eamt-remove PREFIX, bib-show [PROTO], bib-add PROTO V6#PORT V4#PORT, bib-remove PROTO V4#PORT, session-show [ADDR]; bib and session requests need mode = \"nat64\")"
+                "unknown request {req:?} (stats, show-config, eamt-list, eamt-add V4 V6, eamt-remove PREFIX, bib-show [PROTO], bib-add PROTO V6#PORT V4#PORT, bib-remove PROTO V4#PORT, bib-flush, session-show [ADDR]; bib and session requests need mode = \"nat64\")"
             )),
         }
     }

@@ -177,7 +177,14 @@ pub fn nat64_state() -> Arc<Nat64State> {
 /// picked from the known commands by its first byte. Requests never panic,
 /// and `bib-show` afterwards lists every entry at most once.
 pub fn nat64_control_any(st: &Nat64State, data: &[u8]) {
-    const CMDS: [&str; 5] = ["bib-show", "bib-add", "bib-remove", "session-show", "other"];
+    const CMDS: [&str; 6] = [
+        "bib-show",
+        "bib-add",
+        "bib-remove",
+        "bib-flush",
+        "session-show",
+        "other",
+    ];
     let pool6: Option<Ipv6Prefix> = "64:ff9b::/96".parse().ok();
     for line in String::from_utf8_lossy(data).lines() {
         let Some(first) = line.bytes().next() else {

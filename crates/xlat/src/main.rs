@@ -14,6 +14,7 @@ const USAGE: &str = "usage:
   xlat bib show [tcp|udp|icmp]     NAT64 BIB entries (mode = \"nat64\")
   xlat bib add PROTO IPV6#PORT IPV4#PORT    static BIB entry
   xlat bib remove PROTO IPV4#PORT
+  xlat bib flush                   remove every session and dynamic BIB entry
   xlat session show [--address A]  NAT64 sessions (of a client, pool4 or remote address)
 client commands take -s SOCKET (--socket) or -c FILE (--config; its [control] socket),
   else /run/xlat/xlat0.sock, else the only socket in /run/xlat
@@ -404,6 +405,7 @@ fn real_main() -> i32 {
         ["bib", "show", p] => client(&a, &format!("bib-show {p}")),
         ["bib", "add", p, v6, v4] => client(&a, &format!("bib-add {p} {v6} {v4}")),
         ["bib", "remove", p, v4] => client(&a, &format!("bib-remove {p} {v4}")),
+        ["bib", "flush"] => client(&a, "bib-flush"),
         ["session", "show"] | ["session", "list"] => match &a.address {
             Some(x) => client(&a, &format!("session-show {x}")),
             None => client(&a, "session-show"),

@@ -172,6 +172,24 @@ pub fn handle(
             info!("bib entry removed", "proto" => proto.name(), "ipv6" => b.v6, "ipv4" => b.v4);
             Ok(String::new())
         })(),
+        // Every session and every dynamic BIB entry: the state the NAT64
+        // made on its own (static entries stay, without sessions), for a
+        // fresh table, e.g. between RFC 9693 trials, without a restart.
+        ("bib-flush", []) => {
+            let (mut bib, mut sessions) = (0u64, 0u64);
+            for b in st.bib_entries(None) {
+                if b.is_static {
+                    sessions += u64::from(st.clear_sessions(b.proto, b.v4, now).unwrap_or(0));
+                } else if let Ok(e) = st.remove_bib(b.proto, b.v4, now) {
+                    bib += 1;
+                    sessions += u64::from(e.sessions);
+                }
+            }
+            info!("dynamic bib entries flushed", "bib_removed" => bib, "sessions_removed" => sessions);
+            Ok(format!(
+                "removed {bib} dynamic BIB entries and {sessions} sessions\n"
+            ))
+        }
         ("session-show", rest) if rest.len() <= 1 => {
             let mut f = SessionFilter::default();
             if let Some(a) = rest.first() {

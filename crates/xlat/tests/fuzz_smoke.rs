@@ -215,8 +215,8 @@ fn harnesses_reach_their_parsers() {
     assert_eq!(xlat::rfc8781::pref64_options(&ra[1..]).len(), 1);
     ra_any(&ra);
     let st = nat64_state();
-    // The first byte picks the command modulo 5: '`' (96) is bib-add.
-    nat64_control_any(&st, b"` udp 2001:db8::1#53 203.0.113.2#1001\n");
+    // The first byte picks the command modulo 6: 'a' (97) is bib-add.
+    nat64_control_any(&st, b"a udp 2001:db8::1#53 203.0.113.2#1001\n");
     assert_eq!(
         st.bib_entries(None).len(),
         2,

@@ -2100,6 +2100,32 @@ impl Nat64State {
         Ok(entry)
     }
 
+    /// Removes the sessions of a BIB entry and keeps the entry (for a
+    /// static one: its sessions are state the NAT64 made, the entry is
+    /// configuration). Returns how many went.
+    pub fn clear_sessions(&self, proto: Proto, v4: Ta4, now: u64) -> Result<u32, BibError> {
+        let t = self.shard4(v4.port);
+        let k4 = K4::new(proto, v4);
+        let mut g = lock(&self.shards[t]);
+        let sh = &mut *g;
+        let v6 = sh.bib4.get(&k4).ok_or(BibError::NotFound)?.ta6();
+        let k6 = K6::new(proto, v6);
+        let keys: Vec<KS> = sh.sess.keys().filter(|k| k.k4() == k4).copied().collect();
+        // Static for the loop, so that removing its last session does not
+        // remove it; its flags as they were afterwards.
+        let flags = sh.bib6.get(&k6).map(|v| v.0[6]);
+        if let Some(v) = sh.bib6.get_mut(&k6) {
+            v.0[6] |= F_STATIC;
+        }
+        for k in &keys {
+            self.remove_session(sh, *k, now, None);
+        }
+        if let (Some(f), Some(v)) = (flags, sh.bib6.get_mut(&k6)) {
+            v.0[6] = f;
+        }
+        Ok(keys.len() as u32)
+    }
+
     /// All BIB entries (of `proto`, or all), unordered. Admin path: locks
     /// each shard in turn and copies.
     pub fn bib_entries(&self, proto: Option<Proto>) -> Vec<BibEntry> {
