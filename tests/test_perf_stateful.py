@@ -83,7 +83,9 @@ def router(lab: netns.Lab, rules: str = "", nat: bool = False, quiet: bool = Fal
 
 
 def flush_cmd(r: str) -> str:
-    return f"ip netns exec {r} {sys.executable} {CT_FLUSH}"
+    # It also says something on stdout, as `xlat bib flush` does: that went into
+    # xlat-perf's --json output (the lab's JSON parse failed), now to stderr.
+    return f"ip netns exec {r} {sys.executable} {CT_FLUSH} && echo flushed"
 
 
 def common(s: str, d: str) -> list[str]:

@@ -835,11 +835,19 @@ struct Runner<'a> {
 impl Runner<'_> {
     fn between(&self) -> Result<(), String> {
         if let Some(cmd) = &self.p.between_cmd {
+            use std::os::fd::AsFd;
             use std::os::unix::process::CommandExt;
+            // Its output goes to stderr: on stdout it was mixed into the
+            // --json / --csv result (`xlat bib flush` says what it removed).
+            let to_stderr = std::io::stderr()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| format!("--between-cmd {cmd:?}: {e}"))?;
             let mut child = std::process::Command::new("sh")
                 .arg("-c")
                 .arg(cmd)
                 .stdin(std::process::Stdio::null())
+                .stdout(to_stderr)
                 // Its own process group: a command that hangs is ended with
                 // everything it started.
                 .process_group(0)
