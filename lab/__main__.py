@@ -13,6 +13,7 @@ python -m lab cleanup [--prefix P]     remove leftovers of crashed lab runs (nam
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -67,10 +68,13 @@ def cmd_run(a) -> int:
     # first signal counts (run_scenario installs the same).
     netns.stop_on_first_signal()
     try:
-        out, meta = run_scenario(a.scenario, out, only, a.budget_min)
+        out, meta = run_scenario(a.scenario, out, only, a.budget_min, fresh=not a.out)
     except (KeyboardInterrupt, SystemExit) as e:
         if not signalled(e):
             raise
+        from lab import runner
+
+        out = runner.last_out or out  # (the directory the run took)
         # Ctrl-C / SIGTERM / SIGHUP (e.g. make bench's hard stop): still the
         # report of what finished, so nothing measured is lost; a rerun
         # resumes. (Further signals are ignored from the first one on.)
@@ -119,8 +123,15 @@ def cmd_run(a) -> int:
 
 
 def _run_dir_problem(d: str) -> str | None:
-    if not (Path(d) / "meta.json").is_file():
+    meta = Path(d) / "meta.json"
+    if not meta.is_file():
         return f"{d}: not a lab run directory (no meta.json)"
+    # (A broken one gave a traceback; found by a probe.)
+    try:
+        if not isinstance(json.loads(meta.read_text()), dict):
+            return f"{meta}: not a JSON object"
+    except (OSError, ValueError) as e:
+        return f"{meta}: unreadable ({e})"
     return None
 
 

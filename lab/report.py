@@ -71,6 +71,12 @@ def no_valid_trial(r: dict | None) -> bool:
     )
 
 
+def no_valid_point(p: dict | None) -> bool:
+    """A sessions point (``scale``) whose every trial was invalid: its 0 is no
+    measurement (it was shown as a real 0, found by a probe)."""
+    return bool(p and p.get("trials") and p.get("invalid_trials", 0) >= p["trials"])
+
+
 def no_valid_conn_rate(r: dict | None) -> bool:
     """A connection-rate search none of whose trials was valid: its 0 is no
     measurement either."""
@@ -195,7 +201,7 @@ def metrics(run: dict, dut: str) -> dict[str, tuple[float | None, bool]]:
     for p in _get(res(run, dut, "scale"), "points") or []:
         n = p.get("target_sessions")
         m[f"zero-loss fps, 1,000 flows of {n:,} sessions"] = (
-            p.get("zero_loss_fps"),
+            None if no_valid_point(p) else p.get("zero_loss_fps"),
             True,
         )
     tr = run["trials"].get(dut, {}).get("tcp/x1-fwd")
@@ -470,8 +476,13 @@ def _mark(run: dict, dut: str, label: str) -> str:
     if label.startswith("zero-loss fps,"):
         n = label.split(" of ")[1].split(" sessions")[0].replace(",", "")
         for p in _get(res(run, dut, "scale"), "points") or []:
-            if str(p.get("target_sessions")) == n and p.get("invalid_trials"):
+            if str(p.get("target_sessions")) != n:
+                continue
+            if no_valid_point(p):
+                return " ‡"
+            if p.get("invalid_trials"):
                 return " †"
+            return " ≥" if p.get("all_passed") and p.get("zero_loss_fps") else ""
     return ""
 
 
@@ -724,7 +735,8 @@ def plot_sessions(run, duts, path) -> bool:
         r = res(run, d, "scale")
         if r and r["points"]:
             any_ = True
-            pts = r["points"]
+            # A point with no valid trial has no result: no point drawn.
+            pts = [p for p in r["points"] if not no_valid_point(p)]
             ax.plot(
                 [p["sessions"] or p["target_sessions"] for p in pts],
                 [p["zero_loss_fps"] / 1000 for p in pts],
@@ -951,9 +963,15 @@ def _nat_tables(run, duts) -> str:
                     and p["sessions"] < 0.9 * p["target_sessions"]
                 )
                 rss = None if p["rss_kib"] is None else p["rss_kib"] / 1024
+                fps = (
+                    "– ‡"
+                    if no_valid_point(p)
+                    else f"{_f(p['zero_loss_fps'])}{' †' if p.get('invalid_trials') else ''}"
+                    f"{' ≥' if p.get('all_passed') and p['zero_loss_fps'] else ''}"
+                )
                 out.append(
                     f"| {d} | {p['target_sessions']:,} | {_f(p['sessions'])}{' (DUT limit)' if full else ''} | "
-                    f"{_f(p['zero_loss_fps'])} | {_f(rss, '.1f')} | {_f(p.get('bytes_per_session'))} |"
+                    f"{fps} | {_f(rss, '.1f')} | {_f(p.get('bytes_per_session'))} |"
                 )
             if r.get("nf_conntrack_max"):
                 out.append(

@@ -622,6 +622,56 @@ def default_out(name: str) -> Path:
     return base / f"{name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
+# The results directories this process writes, each held by a lock on its
+# `.lock` file for the life of the process.
+_HELD: dict[Path, object] = {}
+# The directory the last lock_out took (it may differ from the one asked).
+last_out: Path | None = None
+
+
+def lock_out(out: Path, fresh: bool) -> Path:
+    """Takes ``out`` for this run: an exclusive lock on ``out/.lock`` (holding
+    this process's pid), kept until the process ends. Two runs into one
+    directory overwrote each other's trials and measured at the same time
+    (found by a probe): a directory another run holds is refused, or, for a
+    ``fresh`` default directory (the same scenario started in the same
+    second), the next free name ``NAME-2``, ``NAME-3``, ... is taken."""
+    import fcntl
+
+    base, n = out, 2
+    while True:
+        out.mkdir(parents=True, exist_ok=True)
+        f = open(out / ".lock", "a+")  # noqa: SIM115 (held open: the lock)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            pid = f.read().strip() or "?"
+            f.close()
+            if not fresh:
+                raise SystemExit(
+                    f"lab: --out {out}: another lab run (pid {pid}) is writing there; "
+                    "wait for it to end or use another --out"
+                ) from None
+            out = base.with_name(f"{base.name}-{n}")
+            n += 1
+            continue
+        if fresh and (out / "meta.json").exists():
+            # A run of the same second that has already ended: not ours to resume.
+            f.close()
+            out = base.with_name(f"{base.name}-{n}")
+            n += 1
+            continue
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        _HELD[out] = f
+        global last_out
+        last_out = out
+        return out
+
+
 def say(msg: str) -> None:
     """One line to stderr; nothing if the terminal is gone (SIGHUP)."""
     with contextlib.suppress(OSError, ValueError):
@@ -682,12 +732,22 @@ def run_scenario(
     out: Path | None = None,
     only: list[str] | None = None,
     budget_min: float | None = None,
+    fresh: bool | None = None,
 ) -> tuple[Path, dict]:
+    """Runs scenario ``name`` into ``out`` (default: a new directory named
+    after it and the time; ``fresh``, default: whether ``out`` was None, lets
+    it move to the next free name)."""
+    if fresh is None:
+        fresh = out is None
     out = out or default_out(name)
     if why := run_problem(name, out, only, budget_min):
         raise SystemExit(f"lab: {why}")
     if os.geteuid() != 0:
         raise SystemExit("lab: must run as root (network namespaces)")
+    try:
+        out = lock_out(out, fresh)
+    except OSError as e:
+        raise SystemExit(f"lab: --out {out}: {e.strerror or e}") from None
     # SIGTERM -> SystemExit, so every topology's cleanup runs (as on Ctrl-C);
     # a second signal does not interrupt it.
     netns.stop_on_first_signal()

@@ -230,7 +230,8 @@ RFC9693_FULL = {
         "duration": 1,
         "error": 0.02,
     },
-    # Capped at 160k: xlat has no flush, the sessions of earlier trials stay.
+    # Capped at 160k (a bound on the run's time). One Initiator address: the xlat
+    # NAT64 keeps it on one pool4 address (paired pooling), at most 64,512 ports.
     "capacity": {
         "connections": 10000,
         "max_rate": 500000,

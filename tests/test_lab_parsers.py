@@ -555,3 +555,40 @@ def test_parse_throughput_all_passed():
 
     assert parse_throughput(j([True]))["all_passed"] is True
     assert parse_throughput(j([True, False, True]))["all_passed"] is False
+
+
+def test_sessions_point_with_no_valid_trial_is_no_result():
+    """A throughput-with-N-sessions point whose every trial was invalid is no
+    result (‡ and no point in the plot; it was shown as a real 0), and one whose
+    every trial passed is the top of the range tried (≥; it had no mark), in the
+    summary and in the stateful table (found by a probe)."""
+    from lab import report
+
+    def scale(points):
+        return {"status": "ok", "result": {"points": points}}
+
+    def point(n, fps, invalid, trials, all_passed=False):
+        return {
+            "target_sessions": n,
+            "sessions": n,
+            "zero_loss_fps": fps,
+            "invalid_trials": invalid,
+            "trials": trials,
+            "all_passed": all_passed,
+            "rss_kib": None,
+        }
+
+    run = {
+        "duts": {"xlat-nat64": {"role": "baseline"}, "xlat-nat64-ebpf": {}},
+        "trials": {
+            "xlat-nat64": {"scale": scale([point(10_000, 5_000, 0, 3, True)])},
+            "xlat-nat64-ebpf": {"scale": scale([point(10_000, 0, 12, 12)])},
+        },
+    }
+    duts = ["xlat-nat64", "xlat-nat64-ebpf"]
+    t = report.summary_table(run, {"duts": duts}).replace("  ", " ")
+    assert "| xlat-nat64 | 5,000 ≥ |" in t, t
+    assert "| xlat-nat64-ebpf | – ‡ |" in t, t
+    assert report.no_valid_point(point(1, 0, 12, 12))
+    assert not report.no_valid_point(point(1, 0, 11, 12))
+    assert not report.no_valid_point(point(1, 0, 0, 0))

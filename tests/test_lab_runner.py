@@ -243,7 +243,7 @@ def test_ctrl_c_while_the_report_is_written(tmp_path, monkeypatch, capsys, signa
 
     out = tmp_path / "run"
 
-    def run_scenario(name, out, only, budget):
+    def run_scenario(name, out, only, budget, fresh=None):
         out.mkdir()
         (out / "meta.json").write_text("{}")
         return out, {"elapsed_s": 1}
@@ -268,7 +268,7 @@ def test_a_run_with_no_result_says_why_it_fails(tmp_path, monkeypatch, capsys):
 
     out = tmp_path / "run"
 
-    def run_scenario(name, out, only, budget):
+    def run_scenario(name, out, only, budget, fresh=None):
         out.mkdir()
         (out / "meta.json").write_text("{}")
         return out, {"elapsed_s": 1}
@@ -582,3 +582,31 @@ def test_progress_line_of_a_search_with_no_valid_trial():
     cr = {"flows_per_s": 0, "trials": [{"rate": 1000, "invalid": True}]}
     line = _brief({"workload": "conn_rate", "result": cr})
     assert "no valid trial" in line and "0 new flows/s" not in line, line
+
+
+def test_two_runs_never_share_a_results_directory(tmp_path):
+    """Two runs into one directory overwrote each other's trials and measured at
+    the same time (found by a probe): a directory another run holds is refused;
+    a default directory of the same second moves to the next free name."""
+    import os
+
+    from lab import runner
+
+    try:
+        a = runner.lock_out(tmp_path / "x", fresh=False)
+        assert a == tmp_path / "x"
+        assert (a / ".lock").read_text().strip() == str(os.getpid())
+        with pytest.raises(
+            SystemExit, match=r"another lab run \(pid \d+\) is writing there"
+        ):
+            runner.lock_out(tmp_path / "x", fresh=False)
+        assert runner.lock_out(tmp_path / "x", fresh=True) == tmp_path / "x-2"
+        # A run of the same second that has ended is not resumed by a fresh one,
+        # but an explicit --out resumes it.
+        (tmp_path / "y").mkdir()
+        (tmp_path / "y" / "meta.json").write_text("{}")
+        assert runner.lock_out(tmp_path / "y", fresh=True) == tmp_path / "y-2"
+        assert runner.lock_out(tmp_path / "y", fresh=False) == tmp_path / "y"
+    finally:
+        for d in [d for d in runner._HELD if tmp_path in d.parents]:
+            runner._HELD.pop(d).close()

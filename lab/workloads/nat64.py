@@ -257,6 +257,13 @@ def scale(
             # Invalid trials (the sender fell behind) bound the search like
             # failures: the figure may be the tester's limit (report: †).
             "invalid_trials": sum(int(r.get("invalid_trials", 0)) for r in _reps(j)),
+            "trials": sum(len(r.get("trials", [])) for r in _reps(j)),
+            # Every trial passed: the figure is the top of the range tried.
+            "all_passed": all(
+                t.get("zero_loss") and t.get("valid", True)
+                for r in _reps(j)
+                for t in r.get("trials", [])
+            ),
             "upper_bound_fps": min(
                 (
                     float(u)

@@ -7,11 +7,11 @@ The Initiator is the flow's sender (private side), the Responder its receiver
 (public side); ``--dst`` is the Responder as the Initiator reaches it (its NAT64
 form through a NAT64, its address through a NAT44). Between trials
 ``--between-cmd`` empties the DUT's table when the adapter can
-(``adapter.flush_cmd()``: conntrack for nft NAT44); otherwise (xlat NAT64 has no
-"flush sessions" command) every trial still uses 4-tuples new to the DUT
-(xlat-perf takes each trial's tuples from a fresh part of the tuple space), but
-the sessions of earlier trials stay in the table until they expire: the report
-says so (``table_flushed``).
+(``adapter.flush_cmd()``: conntrack for nft NAT44 and TAYGA + NAT44, `xlat bib
+flush` for the xlat NAT64); otherwise every trial still uses 4-tuples new to the
+DUT (xlat-perf takes each trial's tuples from a fresh part of the tuple space),
+but the sessions of earlier trials stay in the table until they expire: the
+report says so (``table_flushed``).
 
 The endpoints drop the test ports in their input hook, so the kernel's ICMP
 port-unreachable answers do not cross the DUT (the AF_PACKET receivers see the
