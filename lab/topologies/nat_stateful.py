@@ -13,8 +13,9 @@
 Clients default-route via the router. Seen from the clients, h4 is
 ``64:ff9b::c633:6402`` (``pool6`` is the Well-Known Prefix here, so the
 translator needs ``allow-wkp-non-global = true`` for these documentation
-addresses, RFC 6052 section 3.1). ``pool4`` (203.0.113.0/28) is what the
-translator hands out as the clients' IPv4 transport addresses; the DUT routes
+addresses, RFC 6052 section 3.1). ``pool4`` (203.0.113.0/28 here; the xlat
+and NAT44 adapters use 203.0.113.0/27) is what the translator hands out as the
+clients' IPv4 transport addresses; the DUT routes
 pool6 and pool4 into its TUN itself, and h4 reaches pool4 through its default
 route. Nothing is routed towards a translator by the builder.
 
