@@ -737,48 +737,33 @@ def test_rfc6146_3_5_other_protocols_are_answered(env):
         "0bb80bb8" + "00" * 12
     )  # protocol 132, no session can be of it
     before = env.x.stats()
-    cap = first_packet(t.lab, t.c1, "icmp6 and ip6[40] == 1 and ip6[41] == 4", ("-v",))
-    p6 = IPv6(src=t.c1_addr, dst=t.h4_v6, nh=132, hlim=64) / sctp
-    send_l2(
-        t.lab,
-        t.c1,
-        mac_of(t.lab, t.router, "eth6a"),
-        bytes(p6).hex(),
-        ethertype="0x86dd",
-    )
-    line = first_packet_line(t.lab, cap)
-    assert f"> {t.c1_addr}: [icmp6 sum ok] ICMP6, destination unreachable" in line, line
-    cap = first_packet(t.lab, t.h4, "icmp and icmp[0] == 3 and icmp[1] == 2")
-    p4 = IP(src=t.h4_addr, dst=POOL4_ADDR, proto=132, ttl=64) / sctp
-    send_l2(t.lab, t.h4, mac_of(t.lab, t.router, "eth4"), bytes(p4).hex())
-    line = first_packet_line(t.lab, cap)
-    assert (
-        f"IP {POOL4_ADDR} > {t.h4_addr}: ICMP {POOL4_ADDR} protocol 132 unreachable"
-        in line
-    ), line
+
+    def port_unreachable_to_client(p6):
+        cap = first_packet(
+            t.lab, t.c1, "icmp6 and ip6[40] == 1 and ip6[41] == 4", ("-v",)
+        )
+        mac = mac_of(t.lab, t.router, "eth6a")
+        send_l2(t.lab, t.c1, mac, bytes(p6).hex(), ethertype="0x86dd")
+        line = first_packet_line(t.lab, cap)
+        assert (
+            f"> {t.c1_addr}: [icmp6 sum ok] ICMP6, destination unreachable" in line
+        ), line
+
+    def protocol_unreachable_to_h4(proto, payload):
+        cap = first_packet(t.lab, t.h4, "icmp and icmp[0] == 3 and icmp[1] == 2")
+        p4 = IP(src=t.h4_addr, dst=POOL4_ADDR, proto=proto, ttl=64) / payload
+        send_l2(t.lab, t.h4, mac_of(t.lab, t.router, "eth4"), bytes(p4).hex())
+        line = first_packet_line(t.lab, cap)
+        want = f"IP {POOL4_ADDR} > {t.h4_addr}: ICMP {POOL4_ADDR} protocol {proto} unreachable"
+        assert want in line, line
+
+    port_unreachable_to_client(IPv6(src=t.c1_addr, dst=t.h4_v6, nh=132, hlim=64) / sctp)
+    protocol_unreachable_to_h4(132, sctp)
     # ICMPv4 inside IPv6 and ICMPv6 inside IPv4 are such protocols too (counted as
     # SIIT counts them); they were dropped with nothing sent.
-    cap = first_packet(t.lab, t.c1, "icmp6 and ip6[40] == 1 and ip6[41] == 4", ("-v",))
-    p6 = IPv6(src=t.c1_addr, dst=t.h4_v6, nh=1, hlim=64) / ICMP(type=8, id=7, seq=1)
-    send_l2(
-        t.lab,
-        t.c1,
-        mac_of(t.lab, t.router, "eth6a"),
-        bytes(p6).hex(),
-        ethertype="0x86dd",
-    )
-    line = first_packet_line(t.lab, cap)
-    assert f"> {t.c1_addr}: [icmp6 sum ok] ICMP6, destination unreachable" in line, line
-    cap = first_packet(t.lab, t.h4, "icmp and icmp[0] == 3 and icmp[1] == 2")
-    p4 = IP(src=t.h4_addr, dst=POOL4_ADDR, proto=58, ttl=64) / bytes.fromhex(
-        "80000000" + "00" * 4
-    )
-    send_l2(t.lab, t.h4, mac_of(t.lab, t.router, "eth4"), bytes(p4).hex())
-    line = first_packet_line(t.lab, cap)
-    assert (
-        f"IP {POOL4_ADDR} > {t.h4_addr}: ICMP {POOL4_ADDR} protocol 58 unreachable"
-        in line
-    ), line
+    icmp4 = ICMP(type=8, id=7, seq=1)
+    port_unreachable_to_client(IPv6(src=t.c1_addr, dst=t.h4_v6, nh=1, hlim=64) / icmp4)
+    protocol_unreachable_to_h4(58, bytes.fromhex("80000000" + "00" * 4))
     after = env.x.stats()
     assert after["nat64_unsupported_proto"] - before["nat64_unsupported_proto"] == 2, (
         after
