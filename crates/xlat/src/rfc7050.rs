@@ -321,6 +321,10 @@ fn ask(sock: &UdpSocket, server: SocketAddr, id: u16) -> Asked {
                 }
             }
             Ok(_) => continue,
+            // A signal to the process (the start's own handling) is no
+            // answer: wait on (it ended the query with a warning, found by
+            // a test run: "Interrupted system call").
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 return Asked::Retry(match e.kind() {
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
