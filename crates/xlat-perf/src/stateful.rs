@@ -1797,8 +1797,10 @@ pub fn run(p: &SParams) -> Result<String, String> {
                 // RFC 9693 section 4.8: R0 at C0; exponential search doubling
                 // C while R stays above beta * RS; then binary search between
                 // CS and CT while R stays above gamma * RS.
-                // Each CER search's number of connections and result.
+                // Each CER search's number of connections, result and
+                // trials (a range of `log`).
                 let mut searches: Vec<(u64, RateSearch)> = Vec::new();
+                let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
                 let cap = capacity_search(
                     p.c0,
                     p.max_rate,
@@ -1807,8 +1809,10 @@ pub fn run(p: &SParams) -> Result<String, String> {
                     p.gamma,
                     p.capacity_error,
                     |n, max, stop| {
+                        let from = log.len();
                         let s = r.cer_search(n, max, stop, &mut log)?;
                         searches.push((n, s));
+                        spans.push(from..log.len());
                         Ok::<_, String>(s.lo)
                     },
                 )?;
@@ -1840,6 +1844,27 @@ pub fn run(p: &SParams) -> Result<String, String> {
                     ));
                 };
                 let (cs, rs, hit_max) = (cap.capacity, cap.rate, cap.hit_max);
+                // The rate at capacity is the CER search's at CS, which can
+                // end on one trial that passed by chance, as `cer`'s can (a
+                // table that holds about CS connections loses a few at
+                // every rate): the same rule, the same warning.
+                let at_cs = searches
+                    .iter()
+                    .zip(&spans)
+                    .rev()
+                    .find(|((n, s), _)| *n == cs && s.lo == rs);
+                if let Some(((n, s), span)) = at_cs {
+                    let fails = log[span.clone()]
+                        .iter()
+                        .filter(|t| t.valid() && t.prelim.received < *n)
+                        .map(|t| (t.rate, t.prelim.received));
+                    if let Some((rate, k)) = rate_independent_loss(s.lo, *n, fails) {
+                        warnings.push(format!(
+                            "repetition {rep}: in the CER search at the capacity {n}, at {rate}/s, twice the rate at capacity {} or more, the DUT still established {k} of {n} connections: its losses do not follow the rate, so the rate at capacity may be one trial that passed by chance (see `cer`)",
+                            s.lo
+                        ));
+                    }
+                }
                 // RS never exceeds --max-rate: equal to it, every search up
                 // to CS passed at --max-rate.
                 if rs == p.max_rate {
