@@ -353,13 +353,17 @@ def summary_table(run: dict, part: dict) -> str:
     # A DUT whose trials all failed (one that did not start has an error
     # record for each) has no figure: its row says FAILED, not empty cells.
     rows = [(d, metrics(run, d)) for d in duts if _measured(run, d)]
-    # Every label some DUT has a value for (the scale points may differ).
+    # Every label some DUT has a value or a mark for (the scale points may
+    # differ; a search with no valid trial is "– ‡", its column was dropped).
     labels = list(
         dict.fromkeys(
             lab
             for _, m in rows
             for lab in m
-            if any(mm.get(lab, (None,))[0] is not None for _, mm in rows)
+            if any(
+                mm.get(lab, (None,))[0] is not None or _mark(run, dd, lab)
+                for dd, mm in rows
+            )
         )
     )
     # (A part with no figure yet: one column for what the DUTs' rows say.)

@@ -592,3 +592,18 @@ def test_sessions_point_with_no_valid_trial_is_no_result():
     assert report.no_valid_point(point(1, 0, 12, 12))
     assert not report.no_valid_point(point(1, 0, 11, 12))
     assert not report.no_valid_point(point(1, 0, 0, 0))
+
+
+def test_a_column_of_searches_without_valid_trials_stays():
+    """When no DUT's zero-loss search had a valid trial, the summary dropped the
+    column instead of showing `– ‡` (found by a probe)."""
+    from lab import report
+
+    r = {"status": "ok", "result": {"fps": 0, "invalid_trials": 3, "trials": 3}}
+    run = {
+        "duts": {"kernel-v6": {"role": "baseline"}, "xlat": {}},
+        "trials": {"kernel-v6": {"throughput/min": r}, "xlat": {"throughput/min": r}},
+    }
+    t = report.summary_table(run, {"duts": ["kernel-v6", "xlat"]})
+    assert "throughput, min frames" in t, t
+    assert "| xlat | – ‡ |" in t.replace("  ", " "), t
