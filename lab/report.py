@@ -419,6 +419,12 @@ def summary_table(run: dict, part: dict) -> str:
                     rs.append(f"{v / bv:.2f}{mk}" if v is not None and bv else "–")
                 cells.append(" / ".join(rs))
             out.append(_row(d, *cells))
+    elif len(rows) > 1:
+        # (There was no table and no word why; found by a probe.)
+        out += [
+            "",
+            "No ratios: no baseline (a kernel or NAT44 reference, or TAYGA) ran in this part.",
+        ]
     marks = {_mark(run, d, lab).strip() for d, _ in rows for lab in labels} - {""}
     out += ["", n] if (n := marks_note(marks)) else []
     fails = failed_trials(run, duts)

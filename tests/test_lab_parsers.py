@@ -607,3 +607,22 @@ def test_a_column_of_searches_without_valid_trials_stays():
     t = report.summary_table(run, {"duts": ["kernel-v6", "xlat"]})
     assert "throughput, min frames" in t, t
     assert "| xlat | – ‡ |" in t.replace("  ", " "), t
+
+
+def test_no_baseline_says_why_there_are_no_ratios():
+    """`--duts xlat,xlat-ebpf` (no baseline, no TAYGA): the summary had no ratio
+    table and no word why (found by a probe)."""
+    from lab import report
+
+    def thr(fps):
+        return {"status": "ok", "result": {"fps": fps, "invalid_trials": 0}}
+
+    run = {
+        "duts": {"xlat": {}, "xlat-ebpf": {}},
+        "trials": {
+            "xlat": {"throughput/min": thr(100)},
+            "xlat-ebpf": {"throughput/min": thr(200)},
+        },
+    }
+    t = report.summary_table(run, {"duts": ["xlat", "xlat-ebpf"]})
+    assert "Ratios to" not in t and "No ratios: no baseline" in t, t
