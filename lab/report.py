@@ -1142,7 +1142,13 @@ def header(run: dict) -> list[str]:
         "",
         f"- Run: started {m['started']}, {end}"
         + (f", {el / 60:.1f} min of measuring" if el else "")
-        + f" (budget {m['budget_min']:g} min)"
+        # A resumed run's time is summed over its invocations; the budget is
+        # each invocation's own (the last one's here).
+        + (
+            f" (budget {m['budget_min']:g} min per invocation, the last one's)"
+            if m.get("resumed")
+            else f" (budget {m['budget_min']:g} min)"
+        )
         + (f"; {n_todo} trial(s) pending" if n_todo else "")
         + (f"; resumed {len(m['resumed'])}x" if m.get("resumed") else ""),
         *_pending_lines(run),
