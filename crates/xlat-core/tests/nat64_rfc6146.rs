@@ -941,6 +941,42 @@ fn nat64_rfc6146_3_5_1_1_paired_pooling_until_the_address_is_full() {
     assert_eq!(m.src4.port & 1, 0, "{:?}", m.src4);
 }
 
+/// The same when the address's block is larger than the probe budget
+/// (`max_iterations`, as with `ports = "1024-65535"`: about 2,000
+/// candidates per address and lane against 1,024 probes): a host whose
+/// address is full gets another address (same parity) instead of another
+/// parity on its full address, or a refusal once both parities are full
+/// while the pool's other addresses are free (found by a probe: one client
+/// was refused with 31 of 32 addresses unused).
+#[test]
+fn nat64_rfc6146_3_5_1_1_paired_pooling_spills_past_the_probe_budget() {
+    let mut e = Pool4Entry::new(Proto::Udp, p4("192.0.2.0/30"));
+    e.ports = (61000, 61099);
+    let n = nat(Nat64Config {
+        shards: 1,
+        max_iterations: 8,
+        pool4: vec![e],
+        ..Default::default()
+    });
+    let first = n
+        .lookup_or_create_6to4(Proto::Udp, c6(7, 2000), r4(1, 53), None, 0)
+        .unwrap();
+    let a = first.src4.addr;
+    // Every other even port of the host's address is taken (static entries).
+    for (i, port) in (61000..=61098u16).step_by(2).enumerate() {
+        if port != first.src4.port {
+            n.add_static(Proto::Udp, c6(100 + i as u16, 5000), Ta4::new(a, port), 0)
+                .unwrap();
+        }
+    }
+    let m = n
+        .lookup_or_create_6to4(Proto::Udp, c6(7, 2002), r4(1, 53), None, 0)
+        .unwrap();
+    assert_ne!(m.src4.addr, a, "{:?}", m.src4);
+    assert_eq!(m.src4.port & 1, 0, "{:?}", m.src4);
+    n.check_invariants().unwrap();
+}
+
 #[test]
 fn nat64_rfc6146_3_5_1_1_pool_exhaustion() {
     let mut c = Nat64Config::default();

@@ -1231,9 +1231,10 @@ impl Nat64State {
     /// Within a tier: the address is chosen by a hash of the IPv6 source
     /// address (so a host keeps one IPv4 address while it has free ports,
     /// "paired" pooling, RFC 4787 REQ-2), the port by RFC 6056 Algorithm 3:
-    /// `offset = F(src6, remote, secret)`, probe `offset + next_ephemeral
-    /// + k` among that address's ports (wrapping), then the tier's other
-    /// addresses; at most `max_iterations` probes per tier.
+    /// `offset = F(src6, remote, secret)`, probe
+    /// `offset + next_ephemeral + k` among that address's ports (wrapping),
+    /// then the tier's other addresses; at most `max_iterations` probes per
+    /// tier on the host's address and as many on the others.
     fn allocate(
         &self,
         sh: &mut Shard,
@@ -1273,13 +1274,21 @@ impl Nat64State {
             // other addresses, from the block after it. (A probe that ran
             // straight on from `start` crossed into the next address while
             // the host's own still had free ports.)
+            //
+            // Each part has its own budget of `iters` probes: with a large
+            // port range (1024-65535: about 2,000 candidates per address
+            // in a lane) the whole budget went to the host's own address,
+            // so a host whose address was (nearly) full was refused while
+            // the pool's other addresses were free (found by a probe).
             let own = u64::from(seg.count);
             let base = start - within;
-            for k in 0..iters {
-                let i = if k < own {
+            let n_own = own.min(iters);
+            let n_other = (lane.total - own).min(iters);
+            for k in 0..n_own + n_other {
+                let i = if k < n_own {
                     base + (within + k) % own
                 } else {
-                    (base + k) % lane.total
+                    (base + own + (k - n_own)) % lane.total
                 };
                 let (addr, port) = lane.at(i, plan.step);
                 let t = Ta4::new(Ipv4Addr::from(addr), port);
@@ -1288,7 +1297,7 @@ impl Nat64State {
                     return Some(t);
                 }
             }
-            sh.next_eph = sh.next_eph.wrapping_add(iters);
+            sh.next_eph = sh.next_eph.wrapping_add(n_own + n_other);
         }
         None
     }
