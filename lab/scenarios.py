@@ -230,8 +230,7 @@ RFC9693_FULL = {
         "duration": 1,
         "error": 0.02,
     },
-    # Capped at 160k (a bound on the run's time). One Initiator address: the xlat
-    # NAT64 keeps it on one pool4 address (paired pooling), at most 64,512 ports.
+    # Capped at 160k: a bound on the run's time (xlat's max-sessions is 2M).
     "capacity": {
         "connections": 10000,
         "max_rate": 500000,
