@@ -543,6 +543,11 @@ def test_bib_flush_removes_the_dynamic_state(env):
     finally:
         t.lab.stop(srv)
     assert 'msg="dynamic bib entries flushed"' in env.x.log()
+    # The mapping log has the flushed entry's `removed` line.
+    deadline = time.monotonic() + 3
+    while f"removed udp {t.c1_addr}#6310 {mine[2]}" not in env.maplog.read_text():
+        assert time.monotonic() < deadline, env.maplog.read_text()
+        time.sleep(0.1)
 
 
 # Bind a port, get one echo from the server (creating the BIB entry), then wait for

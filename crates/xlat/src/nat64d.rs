@@ -176,15 +176,13 @@ pub fn handle(
         // made on its own (static entries stay, without sessions), for a
         // fresh table, e.g. between RFC 9693 trials, without a restart.
         ("bib-flush", []) => {
-            let (mut bib, mut sessions) = (0u64, 0u64);
-            for b in st.bib_entries(None) {
-                if b.is_static {
-                    sessions += u64::from(st.clear_sessions(b.proto, b.v4, now).unwrap_or(0));
-                } else if let Ok(e) = st.remove_bib(b.proto, b.v4, now) {
-                    bib += 1;
-                    sessions += u64::from(e.sessions);
-                }
-            }
+            // The housekeeping drains the event rings every 100 ms: wait for
+            // it (at most 10 s in all, then go on and count what is lost).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let (bib, sessions) = st.flush(now, &mut || {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                std::time::Instant::now() < deadline
+            });
             info!("dynamic bib entries flushed", "bib_removed" => bib, "sessions_removed" => sessions);
             Ok(format!(
                 "removed {bib} dynamic BIB entries and {sessions} sessions\n"

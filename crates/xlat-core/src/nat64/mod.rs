@@ -2109,6 +2109,34 @@ impl Nat64State {
         Ok(entry)
     }
 
+    /// Removes every session and every dynamic BIB entry (`xlat bib
+    /// flush`); static entries stay, without sessions. Returns (BIB entries,
+    /// sessions) removed. Each removed entry logs an event in its shard:
+    /// while that shard's event ring is half full, `make_room` is called
+    /// first (the caller waits for the events to be drained; `false`: go on
+    /// regardless). Removing 20,000 entries at once overflowed the rings
+    /// and lost the mapping log's `removed` lines (found by a probe).
+    pub fn flush(&self, now: u64, make_room: &mut dyn FnMut() -> bool) -> (u64, u64) {
+        let (mut bib, mut sessions) = (0u64, 0u64);
+        for b in self.bib_entries(None) {
+            let t = self.shard4(b.v4.port);
+            while self.events_half_full(t) && make_room() {}
+            if b.is_static {
+                sessions += u64::from(self.clear_sessions(b.proto, b.v4, now).unwrap_or(0));
+            } else if let Ok(e) = self.remove_bib(b.proto, b.v4, now) {
+                bib += 1;
+                sessions += u64::from(e.sessions);
+            }
+        }
+        (bib, sessions)
+    }
+
+    /// Whether shard `t`'s event ring is half full or more.
+    fn events_half_full(&self, t: usize) -> bool {
+        let g = lock(&self.shards[t]);
+        g.events_cap > 0 && g.events.len() >= g.events_cap / 2
+    }
+
     /// Removes the sessions of a BIB entry and keeps the entry (for a
     /// static one: its sessions are state the NAT64 made, the entry is
     /// configuration). Returns how many went.
