@@ -1363,8 +1363,10 @@ fn has_valid_trial(rep: usize, log: &[Trial], warnings: &mut Vec<String>) -> boo
 /// The warnings about one repetition's search of `p.test` (`cer` or
 /// `state-throughput`): a result that passed at `--max-rate` (a lower bound
 /// only), a search `--max-trials` stopped, a table limit.
-fn search_warnings(p: &SParams, rep: usize, s: &RateSearch) -> Vec<String> {
-    let (test, n, max_rate) = (p.test, p.connections, p.max_rate);
+/// `n`: the connections of the search (`--connections`; for `capacity`
+/// its step's, which `--connections` does not set).
+fn search_warnings(p: &SParams, rep: usize, s: &RateSearch, n: u64) -> Vec<String> {
+    let (test, max_rate) = (p.test, p.max_rate);
     let (error, max_trials) = (p.error, p.max_trials);
     let mut w = Vec::new();
     if s.hi > max_rate {
@@ -1398,7 +1400,12 @@ fn search_warnings(p: &SParams, rep: usize, s: &RateSearch) -> Vec<String> {
         } => {
             let k = one_or_both(k1, k2);
             w.push(format!(
-                "repetition {rep}: the DUT established {k} of {n} connections at {r1}/s and at {r2}/s: a table limit, not a rate limit; measure it with `capacity` or use --connections below it (the search stopped with no result)"
+                "repetition {rep}: the DUT established {k} of {n} connections at {r1}/s and at {r2}/s: a table limit, not a rate limit; {} (the search stopped with no result)",
+                if test == STest::Capacity {
+                    "choose a --c0 below it"
+                } else {
+                    "measure it with `capacity` or use --connections below it"
+                }
             ))
         }
         End::Unanswered {
@@ -1700,7 +1707,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
                     s.upper_json(p.max_rate),
                 ));
                 res.push(("upper_bound_invalid", J::Bool(s.hi_invalid)));
-                warnings.extend(search_warnings(p, rep, &s));
+                warnings.extend(search_warnings(p, rep, &s, p.connections));
                 let fails = log
                     .iter()
                     .filter(|t| t.valid() && t.prelim.received < p.connections);
@@ -1770,7 +1777,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
                         })
                     },
                 )?;
-                warnings.extend(search_warnings(p, rep, &s));
+                warnings.extend(search_warnings(p, rep, &s, p.connections));
                 let lo = s.lo;
                 // Bidirectional: each direction at the rate (RFC 8219
                 // section 7.1 reports it per direction; the sum is given too).
@@ -1835,7 +1842,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
                         .filter(|(_, s)| {
                             matches!(s.end, End::TableLimit { .. } | End::Unanswered { .. })
                         })
-                        .flat_map(|(_, s)| search_warnings(p, rep, s))
+                        .flat_map(|(n, s)| search_warnings(p, rep, s, *n))
                         .map(|w| format!("; {w}"))
                         .collect();
                     return Err(format!(
@@ -2121,7 +2128,7 @@ mod tests {
     fn warnings_of(test: STest, s: &RateSearch) -> Vec<String> {
         let mut p = cer_params(&[]);
         p.test = test;
-        search_warnings(&p, 1, s)
+        search_warnings(&p, 1, s, p.connections)
     }
 
     // RFC 8219 section 7.1 (as `throughput`): a search that passes at
@@ -2322,6 +2329,15 @@ mod tests {
         assert_eq!(
             warnings_of(STest::Cer, &s),
             ["repetition 1: the DUT established 999 and 978 of 1000 connections at 4000/s and at 2000/s: a table limit, not a rate limit; measure it with `capacity` or use --connections below it (the search stopped with no result)"]
+        );
+        // capacity's search at C0: its own number of connections, and its own
+        // option (it named cer's default --connections 10000 and an option
+        // capacity refuses; found by a probe).
+        let mut p = cer_params(&[]);
+        p.test = STest::Capacity;
+        assert_eq!(
+            search_warnings(&p, 1, &s, 3500),
+            ["repetition 1: the DUT established 999 and 978 of 3500 connections at 4000/s and at 2000/s: a table limit, not a rate limit; choose a --c0 below it (the search stopped with no result)"]
         );
         // A rate limit of 1000/s with a bucket of 1800 frames (N = 2000)
         // lets 90% or more through at 40000/s and 20000/s, more at the
