@@ -977,6 +977,61 @@ fn nat64_rfc6146_3_5_1_1_paired_pooling_spills_past_the_probe_budget() {
     n.check_invariants().unwrap();
 }
 
+/// Once a host's address is full, its flows can take every port of the
+/// other addresses, not just the first `max_iterations` candidates of the
+/// next one (a second client then topped out at half of the other address:
+/// ports 1024-33791 of 1024-65535; found by a probe).
+#[test]
+fn nat64_rfc6146_3_5_1_1_spilled_flows_reach_all_of_the_other_address() {
+    let mut e = Pool4Entry::new(Proto::Udp, p4("192.0.2.0/31"));
+    e.ports = (61000, 61999); // 500 even ports per address
+    let n = nat(Nat64Config {
+        shards: 1,
+        max_iterations: 8,
+        pool4: vec![e],
+        ..Default::default()
+    });
+    let first = n
+        .lookup_or_create_6to4(Proto::Udp, c6(7, 2000), r4(1, 53), None, 0)
+        .unwrap();
+    let a = first.src4.addr;
+    for (i, port) in (61000..=61998u16).step_by(2).enumerate() {
+        if port != first.src4.port {
+            n.add_static(Proto::Udp, c6(100 + i as u16, 5000), Ta4::new(a, port), 0)
+                .unwrap();
+        }
+    }
+    // 480 more even-port flows of the host: on the other address with the
+    // same parity while its probes find a port there (else another parity
+    // on its own address).
+    let mut other = std::collections::HashSet::new();
+    for p in 1..=480u16 {
+        let Ok(m) = n.lookup_or_create_6to4(Proto::Udp, c6(7, 2000 + 2 * p), r4(1, 53), None, 0)
+        else {
+            continue;
+        };
+        if m.src4.addr != a {
+            assert_eq!(m.src4.port & 1, 0, "{:?}", m.src4);
+            other.insert(m.src4.port);
+        }
+    }
+    eprintln!(
+        "{} on the other address, highest {:?}",
+        other.len(),
+        other.iter().max()
+    );
+    assert!(
+        other.len() >= 300,
+        "{} of 480 on the other address",
+        other.len()
+    );
+    assert!(
+        other.iter().any(|&p| p >= 61500),
+        "the other address's upper ports"
+    );
+    n.check_invariants().unwrap();
+}
+
 #[test]
 fn nat64_rfc6146_3_5_1_1_pool_exhaustion() {
     let mut c = Nat64Config::default();

@@ -1280,15 +1280,21 @@ impl Nat64State {
             // in a lane) the whole budget went to the host's own address,
             // so a host whose address was (nearly) full was refused while
             // the pool's other addresses were free (found by a probe).
+            // The others' probes start at a point of their candidates
+            // picked like `within` (from the next block's start, they only
+            // ever reached its first `iters` candidates: ports 1024-33791
+            // of a full-range address with 16 shards; found by a probe).
             let own = u64::from(seg.count);
             let base = start - within;
+            let others = lane.total - own;
             let n_own = own.min(iters);
-            let n_other = (lane.total - own).min(iters);
+            let n_other = others.min(iters);
+            let from = fp.wrapping_add(sh.next_eph) % others.max(1);
             for k in 0..n_own + n_other {
                 let i = if k < n_own {
                     base + (within + k) % own
                 } else {
-                    (base + own + (k - n_own)) % lane.total
+                    (base + own + (from + k - n_own) % others) % lane.total
                 };
                 let (addr, port) = lane.at(i, plan.step);
                 let t = Ta4::new(Ipv4Addr::from(addr), port);
@@ -2118,7 +2124,15 @@ impl Nat64State {
     /// and lost the mapping log's `removed` lines (found by a probe).
     pub fn flush(&self, now: u64, make_room: &mut dyn FnMut() -> bool) -> (u64, u64) {
         let (mut bib, mut sessions) = (0u64, 0u64);
+        // Round-robin over the shards, so that the rings fill side by side
+        // (shard after shard, a 64,600-entry flush waited 12 s for drains).
+        let mut by_shard: Vec<Vec<BibEntry>> = vec![Vec::new(); self.shards.len()];
         for b in self.bib_entries(None) {
+            by_shard[self.shard4(b.v4.port)].push(b);
+        }
+        let longest = by_shard.iter().map(Vec::len).max().unwrap_or(0);
+        let order = (0..longest).flat_map(|j| by_shard.iter().filter_map(move |v| v.get(j)));
+        for &b in order {
             let t = self.shard4(b.v4.port);
             while self.events_half_full(t) && make_room() {}
             if b.is_static {
