@@ -630,6 +630,19 @@ impl Nat64Translator {
                 return Err(DropReason::Nat64Fragment);
             }
             if f.offset != 0 {
+                // RFC 8200 §4.5 / RFC 791, decided from the fragment alone:
+                // one held until its first fragment came got no Parameter
+                // Problem (found by a probe).
+                if let Some(r) = v6_to_v4::fragment_past_limits(
+                    &self.cfg,
+                    buf,
+                    start,
+                    pkt_len,
+                    &f,
+                    (&src6, &dst6),
+                ) {
+                    return r;
+                }
                 // RFC 6146 §3.4: a non-first fragment has no ports; it
                 // takes the addresses its first fragment was given, or
                 // waits for it.

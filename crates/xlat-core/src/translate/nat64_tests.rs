@@ -2081,3 +2081,31 @@ fn icmp_errors_about_untranslatable_protocols_count_as_in_siit() {
     );
     assert_eq!(o.v, Verdict::Drop(DropReason::IcmpInnerMalformed));
 }
+
+/// RFC 8200 §4.5 / RFC 791 for a NAT64 fragment that comes before its first
+/// fragment: decided from the fragment alone. One whose datagram is over
+/// 65,535 bytes is answered with Parameter Problem code 0 at its Fragment
+/// Offset; one over IPv4's 65,515 bytes is dropped. Both were held, and the
+/// first got no answer (found by a probe).
+#[test]
+fn rfc8200_4_5_later_fragments_past_the_limits_are_not_held() {
+    let t = xlat(state_with(|_| {}));
+    let (s, d) = (a6(CLIENT), server6());
+    let p = frag6(s, d, 0x7001, 65528, false, proto::UDP, &[0x11; 100]);
+    let o = run(&t, &p, 0);
+    let e = replied(&o, DropReason::Ipv6PacketTooBig);
+    assert_eq!((v6dst(e), e[40], e[41]), (s, icmp6::PARAM_PROBLEM, 0));
+    assert_eq!(
+        &e[44..48],
+        &42u32.to_be_bytes(),
+        "pointer: the Fragment Offset field"
+    );
+    let p = frag6(s, d, 0x7002, 65000, false, proto::UDP, &[0x11; 520]);
+    assert_eq!(
+        run(&t, &p, 0).v,
+        Verdict::Drop(DropReason::Ipv6PacketTooBig)
+    );
+    // Within the limits it is held as before.
+    let p = frag6(s, d, 0x7003, 65000, false, proto::UDP, &[0x11; 512]);
+    assert_eq!(run(&t, &p, 0).v, Verdict::Fragments);
+}

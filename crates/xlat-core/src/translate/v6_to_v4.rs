@@ -293,32 +293,9 @@ fn translate_impl(
     if total > usize::from(u16::MAX) {
         return Err(DropReason::Ipv6PacketTooBig);
     }
-    // A fragment whose datagram would not fit IPv4 (RFC 791: at most 65,515
-    // bytes after the header) cannot be reassembled there; it was sent on
-    // (found by a probe). One whose datagram is over 65,535 bytes is
-    // invalid in IPv6 already (RFC 8200 §4.5): Parameter Problem code 0
-    // pointing at its Fragment Offset field, later fragments included.
     if let Some(f) = frag {
-        let max4 = usize::from(u16::MAX) - ipv4::MIN_HEADER_LEN;
-        let unfragmentable = f.header_offset - ipv6::HEADER_LEN;
-        let end = usize::from(f.offset) + pkt_len - (f.header_offset + 8);
-        if unfragmentable + end > usize::from(u16::MAX) {
-            let ptr = (f.header_offset + 2) as u32;
-            let may = !src6.is_unspecified() && !src6.is_multicast();
-            return Ok(reply(
-                cfg,
-                buf,
-                start,
-                pkt_len,
-                may,
-                (icmp6::PARAM_PROBLEM, icmp6::ERRONEOUS_HEADER, ptr),
-                &src6,
-                &dst6,
-                DropReason::Ipv6PacketTooBig,
-            ));
-        }
-        if usize::from(f.offset) + upper_len > max4 {
-            return Err(DropReason::Ipv6PacketTooBig);
+        if let Some(r) = fragment_past_limits(cfg, buf, start, pkt_len, &f, (&src6, &dst6)) {
+            return r;
         }
     }
 
@@ -400,6 +377,41 @@ fn translate_impl(
         start: out,
         len: total,
     })
+}
+
+/// A fragment whose datagram would not fit IPv4 (RFC 791: at most 65,515
+/// bytes after the header) cannot be reassembled there: dropped (it was
+/// sent on; found by a probe). One whose datagram is over 65,535 bytes is
+/// invalid in IPv6 already (RFC 8200 §4.5): answered with Parameter
+/// Problem code 0 pointing at its Fragment Offset field, later fragments
+/// included, whether or not its first fragment was seen. None: within both.
+pub(crate) fn fragment_past_limits(
+    cfg: &Config,
+    buf: &mut [u8],
+    start: usize,
+    pkt_len: usize,
+    f: &ipv6::FragHeader,
+    (src6, dst6): (&Ipv6Addr, &Ipv6Addr),
+) -> Option<Result<Verdict, DropReason>> {
+    let max4 = usize::from(u16::MAX) - ipv4::MIN_HEADER_LEN;
+    let unfragmentable = f.header_offset - ipv6::HEADER_LEN;
+    let end = usize::from(f.offset) + pkt_len.saturating_sub(f.header_offset + 8);
+    if unfragmentable + end > usize::from(u16::MAX) {
+        let ptr = (f.header_offset + 2) as u32;
+        let may = !src6.is_unspecified() && !src6.is_multicast();
+        return Some(Ok(reply(
+            cfg,
+            buf,
+            start,
+            pkt_len,
+            may,
+            (icmp6::PARAM_PROBLEM, icmp6::ERRONEOUS_HEADER, ptr),
+            src6,
+            dst6,
+            DropReason::Ipv6PacketTooBig,
+        )));
+    }
+    (end > max4).then_some(Err(DropReason::Ipv6PacketTooBig))
 }
 
 /// Answers the packet with an ICMPv6 error built in place, or drops it
