@@ -948,10 +948,12 @@ fn nat64_rfc6146_3_5_1_1_paired_pooling_until_the_address_is_full() {
 /// parity on its full address, or a refusal once both parities are full
 /// while the pool's other addresses are free (found by a probe: one client
 /// was refused with 31 of 32 addresses unused).
-#[test]
-fn nat64_rfc6146_3_5_1_1_paired_pooling_spills_past_the_probe_budget() {
-    let mut e = Pool4Entry::new(Proto::Udp, p4("192.0.2.0/30"));
-    e.ports = (61000, 61099);
+/// A NAT64 of one shard, 8 probes per tier and UDP pool4 `prefix` with
+/// ports 61000 to `last`, where host 7's address (returned) has one flow
+/// and every other even port is taken by static entries.
+fn host_with_a_full_address(prefix: &str, last: u16) -> (Nat64State, Ipv4Addr) {
+    let mut e = Pool4Entry::new(Proto::Udp, p4(prefix));
+    e.ports = (61000, last);
     let n = nat(Nat64Config {
         shards: 1,
         max_iterations: 8,
@@ -962,13 +964,18 @@ fn nat64_rfc6146_3_5_1_1_paired_pooling_spills_past_the_probe_budget() {
         .lookup_or_create_6to4(Proto::Udp, c6(7, 2000), r4(1, 53), None, 0)
         .unwrap();
     let a = first.src4.addr;
-    // Every other even port of the host's address is taken (static entries).
-    for (i, port) in (61000..=61098u16).step_by(2).enumerate() {
+    for (i, port) in (61000..last).step_by(2).enumerate() {
         if port != first.src4.port {
             n.add_static(Proto::Udp, c6(100 + i as u16, 5000), Ta4::new(a, port), 0)
                 .unwrap();
         }
     }
+    (n, a)
+}
+
+#[test]
+fn nat64_rfc6146_3_5_1_1_paired_pooling_spills_past_the_probe_budget() {
+    let (n, a) = host_with_a_full_address("192.0.2.0/30", 61099);
     let m = n
         .lookup_or_create_6to4(Proto::Udp, c6(7, 2002), r4(1, 53), None, 0)
         .unwrap();
@@ -983,24 +990,8 @@ fn nat64_rfc6146_3_5_1_1_paired_pooling_spills_past_the_probe_budget() {
 /// ports 1024-33791 of 1024-65535; found by a probe).
 #[test]
 fn nat64_rfc6146_3_5_1_1_spilled_flows_reach_all_of_the_other_address() {
-    let mut e = Pool4Entry::new(Proto::Udp, p4("192.0.2.0/31"));
-    e.ports = (61000, 61999); // 500 even ports per address
-    let n = nat(Nat64Config {
-        shards: 1,
-        max_iterations: 8,
-        pool4: vec![e],
-        ..Default::default()
-    });
-    let first = n
-        .lookup_or_create_6to4(Proto::Udp, c6(7, 2000), r4(1, 53), None, 0)
-        .unwrap();
-    let a = first.src4.addr;
-    for (i, port) in (61000..=61998u16).step_by(2).enumerate() {
-        if port != first.src4.port {
-            n.add_static(Proto::Udp, c6(100 + i as u16, 5000), Ta4::new(a, port), 0)
-                .unwrap();
-        }
-    }
+    // 500 even ports per address.
+    let (n, a) = host_with_a_full_address("192.0.2.0/31", 61999);
     // 480 more even-port flows of the host: on the other address with the
     // same parity while its probes find a port there (else another parity
     // on its own address).
