@@ -2076,15 +2076,7 @@ impl Nat64State {
             let v6 = sh.bib4.get(&k4).ok_or(BibError::NotFound)?.ta6();
             let k6 = K6::new(proto, v6);
             let is_static = sh.bib6.get(&k6).is_some_and(|v| v.flags() & F_STATIC != 0);
-            let keys: Vec<KS> = sh.sess.keys().filter(|k| k.k4() == k4).copied().collect();
-            // Make the entry static for the loop so that removing its last
-            // session does not remove it (and log it) a second time.
-            if let Some(v) = sh.bib6.get_mut(&k6) {
-                v.0[6] |= F_STATIC;
-            }
-            for k in &keys {
-                self.remove_session(sh, *k, now, None);
-            }
+            let n = self.drop_sessions(sh, k4, k6, now);
             sh.bib6.remove(&k6);
             sh.bib4.remove(&k4);
             sh.bib_count[proto as usize] -= 1;
@@ -2101,7 +2093,7 @@ impl Nat64State {
                 v6,
                 v4,
                 is_static,
-                sessions: keys.len() as u32,
+                sessions: n,
             };
             (e, k6)
         };
@@ -2131,9 +2123,13 @@ impl Nat64State {
             by_shard[self.shard4(b.v4.port)].push(b);
         }
         let longest = by_shard.iter().map(Vec::len).max().unwrap_or(0);
-        let order = (0..longest).flat_map(|j| by_shard.iter().filter_map(move |v| v.get(j)));
-        for &b in order {
-            let t = self.shard4(b.v4.port);
+        let order = (0..longest).flat_map(|j| {
+            by_shard
+                .iter()
+                .enumerate()
+                .filter_map(move |(t, v)| Some((t, v.get(j)?)))
+        });
+        for (t, &b) in order {
             while self.events_half_full(t) && make_room() {}
             if b.is_static {
                 sessions += u64::from(self.clear_sessions(b.proto, b.v4, now).unwrap_or(0));
@@ -2160,10 +2156,15 @@ impl Nat64State {
         let mut g = lock(&self.shards[t]);
         let sh = &mut *g;
         let v6 = sh.bib4.get(&k4).ok_or(BibError::NotFound)?.ta6();
-        let k6 = K6::new(proto, v6);
+        Ok(self.drop_sessions(sh, k4, K6::new(proto, v6), now))
+    }
+
+    /// Removes the sessions of the BIB entry (`k4`, `k6`) in its shard `sh`
+    /// and keeps the entry, its flags as they were (it is static for the
+    /// loop, so that removing its last session does not remove it and log
+    /// it). Returns how many went.
+    fn drop_sessions(&self, sh: &mut Shard, k4: K4, k6: K6, now: u64) -> u32 {
         let keys: Vec<KS> = sh.sess.keys().filter(|k| k.k4() == k4).copied().collect();
-        // Static for the loop, so that removing its last session does not
-        // remove it; its flags as they were afterwards.
         let flags = sh.bib6.get(&k6).map(|v| v.0[6]);
         if let Some(v) = sh.bib6.get_mut(&k6) {
             v.0[6] |= F_STATIC;
@@ -2174,7 +2175,7 @@ impl Nat64State {
         if let (Some(f), Some(v)) = (flags, sh.bib6.get_mut(&k6)) {
             v.0[6] = f;
         }
-        Ok(keys.len() as u32)
+        keys.len() as u32
     }
 
     /// All BIB entries (of `proto`, or all), unordered. Admin path: locks
