@@ -1522,6 +1522,11 @@ fn trial_json(t: &Trial) -> J {
             ("received", J::u(o.received)),
             ("lost", J::u(o.lost())),
             ("duplicates", J::u(o.duplicates)),
+            // Frames that were not this trial's (another trial's late
+            // replies, a wrong port, anything else the receiver saw).
+            ("foreign", J::u(o.foreign)),
+            ("send_errors", J::u(o.send_errors)),
+            ("rx_ring_drops", J::u(o.rx_drops)),
             ("valid", J::Bool(o.valid())),
             ("max_lag_us", J::u(o.max_lag_us)),
             ("elapsed", J::f(o.elapsed)),
@@ -2502,6 +2507,15 @@ mod tests {
         );
         t.phase2_seed = Some(77);
         assert!(trial_json(&t).render().contains("\"phase2_seed\": 77"));
+        // Each direction's counters name the frames that were not the
+        // trial's and those lost in the tester.
+        t.prelim.foreign = 5;
+        t.prelim.rx_drops = 3;
+        let j = trial_json(&t).render();
+        assert!(
+            j.contains("\"foreign\": 5") && j.contains("\"rx_ring_drops\": 3"),
+            "{j}"
+        );
         assert!(!trial_json(&t).render().contains("retried"));
     }
 
