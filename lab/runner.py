@@ -5,6 +5,8 @@ Layout of ``results/<scenario>-<YYYYmmdd-HHMMSS>/``::
     meta.json               scenario, settings, host (CPU, kernel, clocksource,
                             versions), start/end times, budget
     duts/<dut>.json         description, topology, skipped/failed reason, DUT stats
+                            (``stats``: the last instance's; ``instances``:
+                            every instance's, with its namespaces and trials)
     trials/<dut>/<key>.json one trial: params, status, result, cpu, raw output
     report.md, plots/*.png  written by :mod:`lab.report`
 
@@ -312,7 +314,7 @@ class Run:
         if rec_path.exists():  # a resume: keep what earlier invocations found
             with contextlib.suppress(OSError, ValueError):
                 old = json.loads(rec_path.read_text())
-                for k in ("prefixes", "flow", "stats"):
+                for k in ("prefixes", "flow", "stats", "instances"):
                     if k in old:
                         rec[k] = old[k]
         if not a.supports():
@@ -420,10 +422,10 @@ class Run:
                             f"{t.dut}: time budget spent, {len(batch) - i} trial(s) left pending"
                         )
                         if i:  # the counters of the trials run, before stop()
-                            rec["stats"] = a.stats()
+                            _record_stats(rec, prefix, batch[:i], a.stats())
                         return len(batch) - i
                     self.run_trial(a, topo, flow, t, servers)
-                rec["stats"] = a.stats()
+                _record_stats(rec, prefix, batch, a.stats())
             except Exception:
                 # The DUT's log before stop() removes it (the error is the
                 # caller's to record).
@@ -611,6 +613,18 @@ def _brief(rec: dict) -> str:
             for p in r["points"]
         )
     return "done"
+
+
+def _record_stats(rec: dict, prefix: str, trials: list[Trial], stats) -> None:
+    """A DUT instance's counters into its record: ``stats`` (the last
+    instance's) and, per instance, ``instances`` (a stateful workload gets a
+    fresh DUT per trial, whose counters the next one's replaced)."""
+    if stats is None:
+        return
+    rec["stats"] = stats
+    rec.setdefault("instances", []).append(
+        {"prefix": prefix, "trials": [t.key for t in trials], "stats": stats}
+    )
 
 
 def _now() -> str:

@@ -610,3 +610,31 @@ def test_two_runs_never_share_a_results_directory(tmp_path):
     finally:
         for d in [d for d in runner._HELD if tmp_path in d.parents]:
             runner._HELD.pop(d).close()
+
+
+@pytest.mark.timeout(60)
+def test_every_fresh_instance_keeps_its_counters(tmp_path, monkeypatch):
+    """A stateful workload gets a fresh DUT per trial; the DUT's record kept
+    only the last instance's counters (``stats``), the others' were lost. Each
+    instance's counters are now in ``instances``, with its namespaces and
+    trials."""
+    from lab import runner
+    from lab.adapters.base import Adapter
+
+    out = tmp_path / "run"
+    sc = _scenario(Part("stateful", ["kernel-v6"], {"ping": PING, "tcp": TCP}))
+    # Both workloads as stateful ones, the DUT as a stateful one: one fresh
+    # topology and DUT per trial.
+    monkeypatch.setattr(runner, "STATEFUL", ("ping", "tcp"))
+    monkeypatch.setattr(runner.ADAPTERS["kernel-v6"], "stateful", True)
+    counts = iter(range(1, 10))
+    monkeypatch.setattr(Adapter, "stats", lambda self: f"packets {next(counts)}")
+    result = {"result": {"rtt_ms": {"median": 0.1}, "gbps": 1.0}}
+    monkeypatch.setattr(Run, "call", lambda self, a, topo, flow, t, servers: result)
+    Run(sc, out).run()
+    rec = json.loads((out / "duts" / "kernel-v6.json").read_text())
+    inst = rec["instances"]
+    assert [i["stats"] for i in inst] == ["packets 1", "packets 2"], rec
+    assert [i["trials"] for i in inst] == [["ping"], ["tcp/x1-fwd"]], rec
+    assert [i["prefix"] for i in inst] == rec["prefixes"], rec
+    assert rec["stats"] == "packets 2", rec
