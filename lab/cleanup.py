@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.netns import cleanup_prefix, list_ns
+from lab.netns import cleanup_prefix, list_ns, ns_pids
 
 OWNERS = Path("/run/xlat-lab")
 
@@ -190,7 +190,10 @@ def clean(prefix: str = "xlab") -> Cleaned:
             res.alive[p] = pid
         else:
             dead.append(p)
-    for pid in naming_processes(dead):
+    # The processes inside the dead runs' namespaces (servers, DUTs), then
+    # those elsewhere that name them (the tester in the root namespace).
+    inside = [pid for p in dead for ns in list_ns(p + "-") for pid in ns_pids(ns)]
+    for pid in dict.fromkeys(inside + naming_processes(dead)):
         cmd = " ".join(cmdline(pid))[:120]
         try:
             os.kill(pid, signal.SIGKILL)

@@ -194,7 +194,8 @@ def list_ns(prefix: str = "") -> list[str]:
     return names
 
 
-def _ns_pids(ns: str) -> list[int]:
+def ns_pids(ns: str) -> list[int]:
+    """The PIDs of the processes in namespace ``ns``."""
     cp = run(["ip", "netns", "pids", ns], check=False)
     return [int(p) for p in cp.stdout.split() if p.isdigit()]
 
@@ -213,7 +214,7 @@ def cleanup_prefix(prefix: str, kill_leftover_pids: bool = True) -> list[str]:
     gone = []
     for ns in list_ns(prefix):
         if kill_leftover_pids:
-            pids = _ns_pids(ns)
+            pids = ns_pids(ns)
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -308,7 +309,7 @@ class Lab:
             for ns in reversed(self.namespaces):
                 # Anything still inside was started by us (e.g. a child that escaped the
                 # process group); kill it by PID so the namespace is really freed.
-                for pid in _ns_pids(ns):
+                for pid in ns_pids(ns):
                     try:
                         os.kill(pid, signal.SIGKILL)
                     except ProcessLookupError:

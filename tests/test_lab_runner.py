@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -84,8 +85,9 @@ def test_cleanup_kills_the_tester_naming_a_dead_runs_namespaces():
     lists it, and after a kill -9 of the lab run it kept flooding. Cleanup now
     kills, by PID, the processes whose command line names a dead run's
     namespace, also when only the run's owner file is left; not those naming
-    another prefix's."""
-    from lab.cleanup import OWNERS, cleanup
+    another prefix's. It lists them, those inside the namespaces too (a
+    server, a DUT), which it killed without a word."""
+    from lab.cleanup import OWNERS, clean, cleanup
 
     crashed = netns.Lab(netns.random_prefix("xlab"))
     ghost = netns.random_prefix("xlab")  # its namespaces are gone, its owner file not
@@ -101,9 +103,20 @@ def test_cleanup_kills_the_tester_naming_a_dead_runs_namespaces():
             ["--send-netns", f"{other}-h6"],
         ):
             procs.append(subprocess.Popen([sys.executable, "-c", SLEEPER, *args]))
-        gone, _alive = cleanup(crashed.prefix)
-        assert h6 in gone
+        # `ip netns exec` execs the command: the same PID, inside h6.
+        procs.append(
+            subprocess.Popen(["ip", "netns", "exec", h6, sys.executable, "-c", SLEEPER])
+        )
+        deadline = time.monotonic() + 5
+        while procs[3].pid not in netns.ns_pids(h6):
+            assert time.monotonic() < deadline, "the process never entered h6"
+            time.sleep(0.05)
+        res = clean(crashed.prefix)
+        assert h6 in res.namespaces
         assert procs[0].wait(timeout=5) == -signal.SIGKILL
+        assert procs[3].wait(timeout=5) == -signal.SIGKILL
+        killed = [pid for pid, _cmd in res.killed]
+        assert sorted(killed) == sorted([procs[0].pid, procs[3].pid]), res.killed
         assert procs[2].poll() is None, "killed a process of another prefix"
         cleanup(ghost)
         assert procs[1].wait(timeout=5) == -signal.SIGKILL
