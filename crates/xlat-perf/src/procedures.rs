@@ -371,6 +371,9 @@ pub struct Attempt {
     /// B - A in ms; infinite when the DUT did not recover while measured.
     pub recovery_ms: Option<f64>,
     pub recovered: Option<bool>,
+    /// RFC 2544 section 26.5's B - A as it stands, in ms, also when the DUT
+    /// did not recover (then `recovery_ms` is infinite).
+    pub last_loss_ms: Option<f64>,
     /// See [`Recovery::arrival_recovery_ns`], in ms.
     pub arrival_recovery_ms: Option<f64>,
 }
@@ -400,6 +403,7 @@ pub fn attempt_of(out: &flows::DirOut, n1: u64, n2: u64, phase_ns: u64) -> Attem
             }
         }),
         recovered,
+        last_loss_ms: rec.as_ref().map(|r| r.recovery_ns as f64 / 1e6),
         arrival_recovery_ms: rec
             .as_ref()
             .and_then(|r| r.arrival_recovery_ns)
@@ -465,6 +469,12 @@ pub(crate) fn recovery_rep(
                 f.recovery_ms.map_or(J::Null, J::f),
             ),
             ("recovered", f.recovered.map_or(J::Null, J::Bool)),
+            // B - A whether or not the DUT recovered (RFC 2544 section
+            // 26.5 literally: the last frame lost, minus the rate change).
+            (
+                "last_loss_after_change_ms",
+                f.last_loss_ms.map_or(J::Null, J::f),
+            ),
             (
                 "arrival_recovery_time_ms",
                 f.arrival_recovery_ms.map_or(J::Null, J::f),
@@ -809,6 +819,33 @@ mod tests {
         assert!(j.starts_with(r#"{"repetition": 1, "overload_rate_fps": 1100, "recovery_rate_fps": 550, "planned": 15, "sent": 15, "received": 13, "lost": 2,"#), "{j}");
         assert_eq!(r.value, Some(1e-6));
         assert!(!r.not_overloaded, "frame 3 was lost in the overload phase");
+    }
+
+    /// A DUT that lost frames to the end has no recovery time (null), but
+    /// the JSON still gives RFC 2544 section 26.5's B - A as it stands.
+    #[test]
+    fn rfc2544_s26_5_b_minus_a_is_given_without_a_recovery() {
+        // The last frame (14, sent 4 ns after the change) lost.
+        let r = recovery_rep(
+            1,
+            (1100, 550),
+            (10, 5),
+            5,
+            &[recovery_out(15, &[14], false)],
+        );
+        let j = r.json.render();
+        assert!(j.contains(r#""system_recovery_time_ms": null"#), "{j}");
+        assert!(j.contains(r#""recovered": false"#), "{j}");
+        assert!(
+            j.contains(r#""last_loss_after_change_ms": 0.000004"#),
+            "{j}"
+        );
+        // Recovered at once: B - A is 0.
+        let r = recovery_rep(1, (1100, 550), (10, 5), 5, &[recovery_out(15, &[2], false)]);
+        assert!(r
+            .json
+            .render()
+            .contains(r#""last_loss_after_change_ms": 0,"#));
     }
 
     /// RFC 2544 section 26.5 measures the recovery from an overload: a valid
