@@ -933,24 +933,66 @@ fn nat64_rfc6146_3_5_1_1_paired_pooling_until_the_address_is_full() {
         addrs.insert(m.src4.addr);
     }
     assert_eq!(addrs.len(), 1, "{addrs:?}");
-    // The host's address is full (for even ports): the next flow gets another.
+    // The address's even ports are taken: the next even flows keep the
+    // address, with odd ports (REQ-2 before REQ-4), until those run out too.
+    for p in 0..50 {
+        let m = n
+            .lookup_or_create_6to4(Proto::Udp, c6(7, 3000 + 2 * p), r4(1, 53), None, 0)
+            .unwrap();
+        assert!(got.insert(m.src4), "duplicate {:?}", m.src4);
+        assert!(addrs.contains(&m.src4.addr), "flow {p}: {:?}", m.src4);
+        assert_eq!(m.src4.port & 1, 1, "{:?}", m.src4);
+    }
+    // The host's address is full: the next flow gets another, of its parity.
     let m = n
-        .lookup_or_create_6to4(Proto::Udp, c6(7, 3000), r4(1, 53), None, 0)
+        .lookup_or_create_6to4(Proto::Udp, c6(7, 4000), r4(1, 53), None, 0)
         .unwrap();
     assert!(!addrs.contains(&m.src4.addr), "{:?}", m.src4);
     assert_eq!(m.src4.port & 1, 0, "{:?}", m.src4);
 }
 
+/// RFC 4787 REQ-2 with a sharded table: each shard owns a slice of every
+/// address's ports, so one parity of the host's address in one shard runs
+/// out long before the address is full. A host with 240 flows from even
+/// ports on a pool4 of 4 addresses x 500 ports (4 shards: 62 ports of each
+/// parity per address and shard; 250 even ones in all) keeps its one
+/// address: a port of the other parity there comes before another address
+/// (REQ-2 before REQ-4). Before, the flows past a shard's 62 even ports got
+/// other addresses (found by a soak probe: TCP flows of one client on eight
+/// pool4 addresses).
+#[test]
+fn nat64_rfc6146_3_5_1_1_paired_pooling_across_shards() {
+    let mut e = Pool4Entry::new(Proto::Tcp, p4("192.0.2.0/30"));
+    e.ports = (61001, 61500);
+    let n = nat(Nat64Config {
+        pool4: vec![e],
+        ..Default::default()
+    });
+    assert_eq!(n.shard_count(), 4);
+    let mut addrs = std::collections::BTreeMap::new();
+    let mut odd = 0;
+    for i in 0..240u16 {
+        let m = n
+            .lookup_or_create_6to4(Proto::Tcp, c6(7, 32768 + 2 * i), r4(1, 443), Some(SYN), 0)
+            .unwrap();
+        *addrs.entry(m.src4.addr).or_insert(0) += 1;
+        odd += usize::from(m.src4.port & 1);
+    }
+    assert_eq!(addrs.len(), 1, "{addrs:?}");
+    // Some shard had more than its 62 even ports' worth of flows.
+    assert!(odd > 0 && odd < 60, "{odd} of 240 flows on odd ports");
+    n.check_invariants().unwrap();
+}
+
 /// The same when the address's block is larger than the probe budget
 /// (`max_iterations`, as with `ports = "1024-65535"`: about 2,000
 /// candidates per address and lane against 1,024 probes): a host whose
-/// address is full gets another address (same parity) instead of another
-/// parity on its full address, or a refusal once both parities are full
-/// while the pool's other addresses are free (found by a probe: one client
-/// was refused with 31 of 32 addresses unused).
+/// address is full gets another address (same parity) instead of a
+/// refusal while the pool's other addresses are free (found by a probe:
+/// one client was refused with 31 of 32 addresses unused).
 /// A NAT64 of one shard, 8 probes per tier and UDP pool4 `prefix` with
 /// ports 61000 to `last`, where host 7's address (returned) has one flow
-/// and every other even port is taken by static entries.
+/// and every other port of it is taken by static entries.
 fn host_with_a_full_address(prefix: &str, last: u16) -> (Nat64State, Ipv4Addr) {
     let mut e = Pool4Entry::new(Proto::Udp, p4(prefix));
     e.ports = (61000, last);
@@ -964,7 +1006,7 @@ fn host_with_a_full_address(prefix: &str, last: u16) -> (Nat64State, Ipv4Addr) {
         .lookup_or_create_6to4(Proto::Udp, c6(7, 2000), r4(1, 53), None, 0)
         .unwrap();
     let a = first.src4.addr;
-    for (i, port) in (61000..last).step_by(2).enumerate() {
+    for (i, port) in (61000..=last).enumerate() {
         if port != first.src4.port {
             n.add_static(Proto::Udp, c6(100 + i as u16, 5000), Ta4::new(a, port), 0)
                 .unwrap();
@@ -992,17 +1034,17 @@ fn nat64_rfc6146_3_5_1_1_paired_pooling_spills_past_the_probe_budget() {
 fn nat64_rfc6146_3_5_1_1_spilled_flows_reach_all_of_the_other_address() {
     // 500 even ports per address.
     let (n, a) = host_with_a_full_address("192.0.2.0/31", 61999);
-    // 480 more even-port flows of the host: on the other address with the
-    // same parity while its probes find a port there (else another parity
-    // on its own address).
+    // 480 more even-port flows of the host: on the other address, with the
+    // same parity while its 8 probes find such a port there (else the
+    // other parity).
     let mut other = std::collections::HashSet::new();
     for p in 1..=480u16 {
         let Ok(m) = n.lookup_or_create_6to4(Proto::Udp, c6(7, 2000 + 2 * p), r4(1, 53), None, 0)
         else {
             continue;
         };
-        if m.src4.addr != a {
-            assert_eq!(m.src4.port & 1, 0, "{:?}", m.src4);
+        assert_ne!(m.src4.addr, a, "{:?}", m.src4);
+        if m.src4.port & 1 == 0 {
             other.insert(m.src4.port);
         }
     }

@@ -1224,17 +1224,29 @@ impl Nat64State {
 
     /// Picks a free pool4 transport address in shard `s` for `src6`.
     ///
+    /// The host's own address is chosen by a hash of the IPv6 source
+    /// address, so that a host keeps one IPv4 address while it has free
+    /// ports ("paired" pooling, RFC 4787 REQ-2). Its ports are tried in
+    /// every tier first, and the lane's other addresses only after that,
+    /// in the same tier order.
+    ///
     /// Tiers, in order: same port class (0-1023 / 1024-65535, RFC 6146
     /// §3.5.1.1) and same parity (RFC 4787 REQ-4 "port parity
     /// preservation", which RFC 6146 §3.5.1.1 points to); same class,
     /// other parity; other class, same parity; other class, other parity.
-    /// Within a tier: the address is chosen by a hash of the IPv6 source
-    /// address (so a host keeps one IPv4 address while it has free ports,
-    /// "paired" pooling, RFC 4787 REQ-2), the port by RFC 6056 Algorithm 3:
+    /// REQ-2 and REQ-4 are both RECOMMENDED; a host whose connections
+    /// appear from two addresses breaks more applications (servers that tie
+    /// a session to the client's address) than a port of the other parity
+    /// (only RTP/RTCP pairs rely on it). In a shard, the host's address
+    /// owns a slice of the port range only, so that slice of one parity can
+    /// run out long before the address is full; until 2026-11-30 the host
+    /// then got another address (found by a probe).
+    ///
+    /// Within a tier the port is chosen by RFC 6056 Algorithm 3:
     /// `offset = F(src6, remote, secret)`, probe
-    /// `offset + next_ephemeral + k` among that address's ports (wrapping),
-    /// then the tier's other addresses; at most `max_iterations` probes per
-    /// tier on the host's address and as many on the others.
+    /// `offset + next_ephemeral + k` among that address's ports (wrapping);
+    /// at most `max_iterations` probes per tier on the host's address and
+    /// as many on the others.
     fn allocate(
         &self,
         sh: &mut Shard,
@@ -1259,7 +1271,7 @@ impl Nat64State {
         fin[17..19].copy_from_slice(&src6.port.to_be_bytes());
         fin[19..25].copy_from_slice(&ta4_bytes(remote));
         let fp = self.port_hash.hash_bytes(&fin);
-        for (c, p) in tiers {
+        for (part, (c, p)) in [0, 1].into_iter().flat_map(|part| tiers.map(|t| (part, t))) {
             let lane = &plan.lanes[s][c][p];
             if lane.total == 0 {
                 continue;
@@ -1269,9 +1281,9 @@ impl Nat64State {
             let within = fp.wrapping_add(sh.next_eph) % u64::from(seg.count);
             let start = seg.start + (a - seg.astart) * u64::from(seg.count) + within;
             let iters = lane.total.min(u64::from(self.cfg.max_iterations));
-            // The host's own address first: its block of `own` candidates
-            // from `within`, wrapping inside the block; then the lane's
-            // other addresses, from the block after it. (A probe that ran
+            // Part 0, the host's own address: its block of `own` candidates
+            // from `within`, wrapping inside the block. Part 1, after every
+            // tier of part 0: the lane's other addresses. (A probe that ran
             // straight on from `start` crossed into the next address while
             // the host's own still had free ports.)
             //
@@ -1290,11 +1302,13 @@ impl Nat64State {
             let n_own = own.min(iters);
             let n_other = others.min(iters);
             let from = fp.wrapping_add(sh.next_eph) % others.max(1);
-            for k in 0..n_own + n_other {
-                let i = if k < n_own {
+            // Part 0: the host's own address; part 1: the lane's others.
+            let n = if part == 0 { n_own } else { n_other };
+            for k in 0..n {
+                let i = if part == 0 {
                     base + (within + k) % own
                 } else {
-                    (base + own + (from + k - n_own) % others) % lane.total
+                    (base + own + (from + k) % others) % lane.total
                 };
                 let (addr, port) = lane.at(i, plan.step);
                 let t = Ta4::new(Ipv4Addr::from(addr), port);
@@ -1303,7 +1317,7 @@ impl Nat64State {
                     return Some(t);
                 }
             }
-            sh.next_eph = sh.next_eph.wrapping_add(n_own + n_other);
+            sh.next_eph = sh.next_eph.wrapping_add(n);
         }
         None
     }
