@@ -364,3 +364,56 @@ fn issue7_cache_log_records_sessions_at_their_second_packet() {
     }
     n.check_invariants().unwrap();
 }
+
+/// A TCP session entering ESTABLISHED (RFC 6146 §3.5.2.2: V6 SYN RCV, then
+/// the IPv4 SYN) can be cached at once: `tcp_cache_pending` says so and
+/// `drain_cache_wanted_tcp` takes it (and only the TCP ones: the UDP
+/// sessions stay for the tick's `drain_cache_wanted`). Its data then takes
+/// the fast path from the first segment instead of switching paths at full
+/// speed, up to 20 ms later, which reordered it.
+#[test]
+fn issue7_rfc6146_3_5_2_2_tcp_sessions_can_be_cached_at_once() {
+    let n = nat();
+    n.set_cache_log(16);
+    // A UDP session worth caching (two packets).
+    for _ in 0..2 {
+        n.lookup_or_create_6to4(Proto::Udp, c6(4000), r4(53), None, 0)
+            .unwrap();
+    }
+    assert!(!n.tcp_cache_pending());
+    let mut new = vec![];
+    n.drain_cache_wanted_tcp(&mut new);
+    assert!(new.is_empty());
+    // The handshake: IPv6 SYN, then the IPv4 SYN+ACK.
+    let m = n
+        .lookup_or_create_6to4(Proto::Tcp, c6(5000), r4(443), Some(0x02), 0)
+        .unwrap();
+    assert!(!n.tcp_cache_pending(), "V6 SYN RCV is not ESTABLISHED");
+    n.lookup_4to6(Proto::Tcp, r4(443), m.src4, Some(0x12), 1)
+        .unwrap();
+    assert!(n.tcp_cache_pending());
+    n.drain_cache_wanted_tcp(&mut new);
+    assert_eq!(new.len(), 1, "{new:?}");
+    assert_eq!(
+        (new[0].proto, new[0].v6, new[0].v4, new[0].remote),
+        (Proto::Tcp, c6(5000), m.src4, r4(443))
+    );
+    assert_eq!(new[0].tcp_state, Some(TcpState::Established));
+    assert!(!n.tcp_cache_pending());
+    // The UDP session is still there for the tick; the TCP one is gone.
+    let mut tick = vec![];
+    n.drain_cache_wanted(&mut tick);
+    assert_eq!(tick.len(), 1, "{tick:?}");
+    assert_eq!(tick[0].proto, Proto::Udp);
+    // A session that left ESTABLISHED before the drain is not cached.
+    let m = n
+        .lookup_or_create_6to4(Proto::Tcp, c6(5001), r4(443), Some(0x02), 2)
+        .unwrap();
+    n.lookup_4to6(Proto::Tcp, r4(443), m.src4, Some(0x12), 3)
+        .unwrap();
+    n.lookup_or_create_6to4(Proto::Tcp, c6(5001), r4(443), Some(0x04), 4)
+        .unwrap();
+    let mut new = vec![];
+    n.drain_cache_wanted_tcp(&mut new);
+    assert!(new.is_empty(), "{new:?}");
+}

@@ -283,6 +283,8 @@ impl Worker {
         let vlen = if self.vnet { VNET_HDR_LEN } else { 0 };
         let mut buf = vec![0u8; BUF];
         let mut frags = FragBuf::new();
+        // TCP sessions that just entered ESTABLISHED, for the flow cache.
+        let mut established = Vec::new();
         // RFC 7915 §4.2/§5.2 next-hop MTUs, asked of the kernel's routes.
         let mut route_mtu = crate::pmtu::RouteMtu::default();
         let zero_hdr = [0u8; VNET_HDR_LEN];
@@ -524,6 +526,23 @@ impl Worker {
                 let keep = len.min(STORED_SYN_QUOTE);
                 let copy = buf[BASE..BASE + keep].to_vec();
                 self.shared.syns.lock().unwrap().insert(k, copy);
+            }
+            if let (Engine::Nat64(t), Some(fc)) = (&*tr, self.shared.flows.get()) {
+                // A TCP session this packet (or another queue's) took into
+                // ESTABLISHED goes to the fast path now, before the packet
+                // leaves: the connection's data then takes the fast path
+                // from its first segment. At the next flow-cache tick (up
+                // to 20 ms later) a fast connection switched paths while
+                // its segments still queued here, and the fast path's
+                // overtook them (reordering, spurious retransmissions;
+                // found by a probe).
+                if t.state().tcp_cache_pending() {
+                    established.clear();
+                    t.state().drain_cache_wanted_tcp(&mut established);
+                    if !established.is_empty() {
+                        fc.insert_now(t.state(), &t.pool6(), &established);
+                    }
+                }
             }
             let reason = match verdict {
                 Verdict::Forward { start, len: olen } => {

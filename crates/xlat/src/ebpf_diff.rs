@@ -1571,3 +1571,57 @@ fn ebpf_flow_cache_clear_keeps_last_seen_for_the_expiry() {
     fc.remove(x.proto, x.v4, x.remote);
     assert_eq!(fc.last_seen_ms(x.proto, x.v4, x.remote, now_ms), None);
 }
+
+/// A datapath worker caches a TCP session the moment it enters ESTABLISHED
+/// (`insert_now`), with the pool6 of the last `clear_for` only: a worker
+/// still on the engine of before a pool6 change is refused, and the session
+/// is kept for the next tick (`take_deferred`), not lost (the state asks
+/// for a session once). A session that left ESTABLISHED before the insert
+/// is taken out again at once.
+#[test]
+fn ebpf_flow_cache_tcp_sessions_cached_at_once() {
+    use xlat_core::nat64::{Proto, SessionInfo, Ta4, Ta6};
+    let toml = "mode = \"nat64\"\npool6 = \"2001:db8:64::/96\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"192.0.2.0/28\"\n";
+    let s = config::parse(toml).unwrap();
+    let st = xlat_core::nat64::Nat64State::new(s.nat64.core(), [6; 16]).unwrap();
+    let pool6 = xlat_core::addr::Pool6::new(s.pool6.unwrap()).unwrap();
+    let other = xlat_core::addr::Pool6::new("64:ff9b::/96".parse().unwrap()).unwrap();
+    let fp = FastPath::load_sized(64).unwrap_or_else(|e| panic!("needs the eBPF fast path: {e}"));
+    let fc = fp.flow_cache().unwrap();
+    st.set_cache_log(64);
+    let remote = Ta4::new(Ipv4Addr::new(198, 51, 100, 7), 443);
+    let handshake = |port: u16| {
+        let client = Ta6::new(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1), port);
+        let m = st
+            .lookup_or_create_6to4(Proto::Tcp, client, remote, Some(0x02), 0)
+            .unwrap();
+        st.lookup_4to6(Proto::Tcp, remote, m.src4, Some(0x12), 1)
+            .unwrap();
+        assert!(st.tcp_cache_pending());
+        let mut new: Vec<SessionInfo> = vec![];
+        st.drain_cache_wanted_tcp(&mut new);
+        assert_eq!(new.len(), 1);
+        new
+    };
+    // Before the first tick (no pool6 yet) and with another pool6: refused,
+    // deferred.
+    let a = handshake(1000);
+    assert_eq!(fc.insert_now(&st, &pool6, &a), 0);
+    fc.clear_for(Some(other), 0);
+    assert_eq!(fc.insert_now(&st, &pool6, &a), 0);
+    assert_eq!(fc.counters()[0], 0, "nothing in the map");
+    let d = fc.take_deferred();
+    assert_eq!(d, [a[0], a[0]]);
+    assert!(fc.take_deferred().is_empty());
+    // With the cache's pool6: cached at once, both directions.
+    fc.clear_for(Some(pool6), 0);
+    assert_eq!(fc.insert_now(&st, &pool6, &a), 1);
+    assert_eq!(fc.counters()[0], 1, "one session cached");
+    // One that a RST took out of ESTABLISHED before the insert: cached,
+    // then taken out again.
+    let b = handshake(1001);
+    st.lookup_or_create_6to4(Proto::Tcp, b[0].v6, remote, Some(0x04), 2)
+        .unwrap();
+    fc.insert_now(&st, &pool6, &b);
+    assert_eq!(fc.counters()[0], 1, "only the first session");
+}

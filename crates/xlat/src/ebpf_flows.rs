@@ -130,6 +130,14 @@ pub struct FlowCache {
     /// packets refreshed the session (RFC 6146 §3.5.1 / §3.5.3) without
     /// the state seeing them. Gone with the session.
     retired: Mutex<HashMap<SessKey, (Ta6, u64)>>,
+    /// The pool6 the entries are made with, set by the flow-cache tick
+    /// ([`FlowCache::clear_for`]); [`FlowCache::insert_now`] refuses
+    /// another (a worker still on the engine of before a reload). Held
+    /// across each of those two, before `reg`.
+    pool6: Mutex<Option<Pool6>>,
+    /// Sessions [`FlowCache::insert_now`] refused for their pool6: the
+    /// next tick caches them ([`FlowCache::take_deferred`]).
+    deferred: Mutex<Vec<SessionInfo>>,
 }
 
 /// Takes `key`'s entry out of `m`, unless `v6` is given and the entry is
@@ -172,6 +180,8 @@ impl FlowCache {
             not_cached: AtomicU64::new(0),
             pass: Mutex::new(Vec::new()),
             retired: Mutex::new(HashMap::new()),
+            pool6: Mutex::new(None),
+            deferred: Mutex::new(Vec::new()),
         }
     }
 
@@ -297,6 +307,33 @@ impl FlowCache {
         }
         self.inserted.fetch_add(n64 as u64, Ordering::Relaxed);
         n64
+    }
+
+    /// [`FlowCache::insert_batch`] from a datapath worker, at once (the TCP
+    /// sessions that just entered ESTABLISHED,
+    /// [`Nat64State::drain_cache_wanted_tcp`]), if `pool6` is the one of
+    /// the last [`FlowCache::clear_for`]. A session that left ESTABLISHED
+    /// (or went) meanwhile is taken out again: the tick that handles such
+    /// sessions may have run before it was in the cache.
+    pub fn insert_now(&self, st: &Nat64State, pool6: &Pool6, new: &[SessionInfo]) -> usize {
+        let cur = self.pool6.lock().unwrap();
+        if *cur != Some(*pool6) {
+            // Not lost: the state asks for a session once.
+            self.deferred.lock().unwrap().extend_from_slice(new);
+            return 0;
+        }
+        let n = self.insert_batch(st, pool6, new);
+        for s in new {
+            if !st.session_exists(s.proto, s.v6, s.v4, s.remote) {
+                self.remove_of(s.proto, s.v4, s.remote, Some(s.v6));
+            }
+        }
+        n
+    }
+
+    /// The sessions [`FlowCache::insert_now`] refused since the last call.
+    pub fn take_deferred(&self) -> Vec<SessionInfo> {
+        std::mem::take(&mut *self.deferred.lock().unwrap())
     }
 
     /// Writes `k[i] -> v[i]` in one call; returns how many were written.
@@ -441,6 +478,14 @@ impl FlowCache {
                 self.retired.lock().unwrap().remove(&(p, pool, remote));
             }
         }
+    }
+
+    /// [`FlowCache::clear`] for a new pool6 (`None`: none), which
+    /// [`FlowCache::insert_now`] then requires.
+    pub fn clear_for(&self, pool6: Option<Pool6>, now_ms: u64) -> Vec<SessionInfo> {
+        let mut cur = self.pool6.lock().unwrap();
+        *cur = pool6;
+        self.clear(now_ms)
     }
 
     /// Drops every entry (pool6 changed: the cached translations are

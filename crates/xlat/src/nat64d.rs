@@ -287,7 +287,7 @@ fn sync_flows(
     // Cached again below with the new pool6.
     let mut again = Vec::new();
     if cur != *pool6 {
-        again = fc.clear(shared.now_ms());
+        again = fc.clear_for(cur, shared.now_ms());
         *pool6 = cur;
     }
     // RFC 6146 §3.5.2.2: a FIN or RST took these out of ESTABLISHED: their
@@ -301,6 +301,7 @@ fn sync_flows(
     new.clear();
     state.drain_cache_wanted(new);
     new.append(&mut again);
+    new.append(&mut fc.take_deferred());
     // A burst over CACHE_WANTED_PER_SHARD in one tick: those sessions are
     // never cached (counted, they stay on the slow path).
     let over = state.take_cache_log_overflow();

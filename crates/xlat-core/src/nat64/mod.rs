@@ -842,6 +842,25 @@ struct Shard {
 }
 
 impl Shard {
+    /// The session of a cache-log entry, if a flow cache may carry it: it
+    /// still exists with its BIB entry, and a TCP one is ESTABLISHED.
+    fn cacheable(&self, k: KS) -> Option<SessionInfo> {
+        let v = self.sess.get(&k)?;
+        let tcp = k.proto() == Proto::Tcp;
+        if tcp && TcpState::from_u8(v.state()) != TcpState::Established {
+            return None;
+        }
+        let v6 = self.bib4.get(&k.k4()).map(|b| b.ta6())?;
+        Some(SessionInfo {
+            proto: k.proto(),
+            v6,
+            v4: k.pool(),
+            remote: k.remote(),
+            tcp_state: tcp.then_some(TcpState::Established),
+            expires_ms: secs_ms(v.expires()),
+        })
+    }
+
     fn new(h: SipBuild, adf: bool, events_cap: usize) -> Shard {
         Shard {
             bib6: HashMap::with_hasher(h),
@@ -942,6 +961,10 @@ pub struct Nat64State {
     /// full (a burst over the bound), since the last
     /// [`Nat64State::take_cache_log_overflow`].
     cache_log_overflow: AtomicU64,
+    /// TCP sessions recorded on the cache logs since the last
+    /// [`Nat64State::drain_cache_wanted_tcp`] (a hint: the datapath caches
+    /// them at once, without waiting for the flow-cache tick).
+    tcp_cache_pending: AtomicUsize,
 }
 
 impl core::fmt::Debug for Nat64State {
@@ -1057,6 +1080,7 @@ impl Nat64State {
             ),
             cache_log_cap: AtomicUsize::new(0),
             cache_log_overflow: AtomicU64::new(0),
+            tcp_cache_pending: AtomicUsize::new(0),
         })
     }
 
@@ -1341,6 +1365,9 @@ impl Nat64State {
     fn ask_cache(&self, log: &mut Vec<KS>, k: KS, cap: usize) {
         if log.len() < cap {
             log.push(k);
+            if k.proto() == Proto::Tcp {
+                self.tcp_cache_pending.fetch_add(1, Ordering::Relaxed);
+            }
         } else if cap > 0 {
             self.cache_log_overflow.fetch_add(1, Ordering::Relaxed);
         }
@@ -2301,27 +2328,46 @@ impl Nat64State {
     /// ([`Nat64State::set_cache_log`]; those still alive, with their BIB
     /// entry, TCP still in ESTABLISHED) into `out`.
     pub fn drain_cache_wanted(&self, out: &mut Vec<SessionInfo>) {
+        self.tcp_cache_pending.store(0, Ordering::Relaxed);
         for m in self.shards.iter() {
             let mut g = lock(m);
             let sh = &mut *g;
-            for k in sh.cache_wanted.drain(..) {
-                let Some(v) = sh.sess.get(&k) else { continue };
-                let tcp = k.proto() == Proto::Tcp;
-                if tcp && TcpState::from_u8(v.state()) != TcpState::Established {
-                    continue;
+            let wanted = core::mem::take(&mut sh.cache_wanted);
+            out.extend(wanted.iter().filter_map(|&k| sh.cacheable(k)));
+            sh.cache_wanted = wanted;
+            sh.cache_wanted.clear();
+        }
+    }
+
+    /// Are TCP sessions on the cache logs (see
+    /// [`Nat64State::drain_cache_wanted_tcp`])? One atomic read.
+    pub fn tcp_cache_pending(&self) -> bool {
+        self.tcp_cache_pending.load(Ordering::Relaxed) > 0
+    }
+
+    /// [`Nat64State::drain_cache_wanted`] for the TCP sessions only (those
+    /// that entered ESTABLISHED), the UDP / ICMP ones stay for the next
+    /// call of that. A TCP connection's data then takes the fast path from
+    /// its first segment: cached at the flow-cache tick (up to 20 ms after
+    /// the handshake), a connection at full speed switched paths while
+    /// its segments still queued on the slow path, and the fast path's
+    /// overtook them (reordering, spurious retransmissions).
+    pub fn drain_cache_wanted_tcp(&self, out: &mut Vec<SessionInfo>) {
+        if self.tcp_cache_pending.swap(0, Ordering::Relaxed) == 0 {
+            return;
+        }
+        for m in self.shards.iter() {
+            let mut g = lock(m);
+            let sh = &mut *g;
+            let mut wanted = core::mem::take(&mut sh.cache_wanted);
+            wanted.retain(|&k| {
+                if k.proto() != Proto::Tcp {
+                    return true;
                 }
-                let Some(v6) = sh.bib4.get(&k.k4()).map(|b| b.ta6()) else {
-                    continue;
-                };
-                out.push(SessionInfo {
-                    proto: k.proto(),
-                    v6,
-                    v4: k.pool(),
-                    remote: k.remote(),
-                    tcp_state: tcp.then_some(TcpState::Established),
-                    expires_ms: secs_ms(v.expires()),
-                });
-            }
+                out.extend(sh.cacheable(k));
+                false
+            });
+            sh.cache_wanted = wanted;
         }
     }
 
