@@ -652,8 +652,17 @@ impl Params {
             }
             None
         };
-        let check_rate =
-            |key: &str, r: u64| check_rate(key, r, frame_size.max(recv_frame_size), link_gbps);
+        // The translated frames, when larger, limit the medium: said so
+        // (the error named a frame size the user never gave).
+        let check_rate = |key: &str, r: u64| {
+            check_rate(key, r, frame_size.max(recv_frame_size), link_gbps).map_err(|e| {
+                if recv_frame_size > frame_size {
+                    format!("{e} (the {frame_size}-byte frames arrive as {recv_frame_size}-byte frames, translated)")
+                } else {
+                    e
+                }
+            })
+        };
         let max_rate: u64 = match test {
             Test::Throughput | Test::FrameLoss => a.opt("max-rate")?.unwrap_or(media_max),
             _ => 0,
@@ -842,7 +851,11 @@ impl Params {
             let (n, m) = (b.n as usize, b.m as usize);
             let mean = ((m - n) * frame_size + n * bg_frame) as f64 / m as f64;
             let most = media_max_fps_mean(mean, link_gbps);
+            // frame-loss: its --rates too (given in frames/s, they may be
+            // over the mix's maximum while --max-rate is not).
+            let top_rate = p.rates.iter().copied().max().unwrap_or(0);
             let (key, top) = match test {
+                Test::FrameLoss if top_rate > most => ("rates", top_rate),
                 Test::Throughput | Test::FrameLoss => ("max-rate", max_rate),
                 Test::SystemRecovery => ("throughput", p.throughput),
                 _ => ("rate", p.rates.iter().copied().max().unwrap_or(0)),
@@ -2313,6 +2326,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.rates, vec![4, 3, 2, 1]);
+    }
+
+    // RFC 8219 section 5.1.1: 64-byte IPv4 test frames arrive as 84-byte
+    // IPv6 frames, which limit the medium; the error said "for 84-byte
+    // frames" to a user who gave 64 (found by a probe).
+    #[test]
+    fn rfc8219_s5_1_1_media_maximum_error_names_the_translated_size() {
+        let v = [
+            "--dst",
+            "192.0.2.2:7000",
+            "--recv-bind",
+            "[2001:db8::2]:7000",
+            "--link-gbps",
+            "0.01",
+            "--max-rate",
+            "12020",
+        ];
+        let a = Args::parse(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let e = Params::from_args(Test::Throughput, &a).unwrap_err();
+        assert!(
+            e.contains("over the media maximum 12019 frames/s for 84-byte frames")
+                && e.contains("(the 64-byte frames arrive as 84-byte frames, translated)"),
+            "{e}"
+        );
     }
 
     // RFC 2544 section 26.5 / RFC 8219 section 7.6: 110% of the throughput or
