@@ -23,7 +23,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use xlat_core::checksum;
-use xlat_core::translate::v4_to_v6::IPV6_MIN_MTU;
+use xlat_core::translate::v4_to_v6::{v6_growth, IPV6_MIN_MTU};
 use xlat_core::wire::icmp::{v4 as icmp4, v6 as icmp6};
 use xlat_core::wire::proto;
 
@@ -141,7 +141,7 @@ pub fn clamp(
             let inner_frag = out
                 .get(ihl + 8 + 6..ihl + 8 + 8)
                 .is_some_and(|f| u16::from_be_bytes([f[0], f[1]]) & 0x3fff != 0);
-            let growth = if inner_frag { 28 } else { 20 };
+            let growth = u32::from(v6_growth(inner_frag));
             let bound = [
                 mtu(dst4.into()),
                 mtu(to6.into()).map(|m| m.saturating_sub(growth)),
@@ -170,11 +170,7 @@ pub fn clamp(
             let (src, dst) = (Ipv6Addr::from(src), Ipv6Addr::from(dst));
             let cur = u32::from_be_bytes(out[44..48].try_into().ok()?);
             // The quoted packet (translated) has a Fragment Header.
-            let growth = if out.get(48 + 6) == Some(&proto::IPV6_FRAG) {
-                28
-            } else {
-                20
-            };
+            let growth = u32::from(v6_growth(out.get(48 + 6) == Some(&proto::IPV6_FRAG)));
             let bound = [
                 mtu(dst.into()),
                 mtu(to4.into()).map(|m| m.saturating_add(growth)),

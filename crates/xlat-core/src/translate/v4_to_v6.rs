@@ -30,6 +30,18 @@ const FRAG_HLEN: usize = ipv6::FRAG_HEADER_LEN;
 const ICMP_HLEN: usize = 8;
 /// RFC 8200 §5: the minimum IPv6 MTU.
 pub const IPV6_MIN_MTU: usize = 1280;
+
+/// How many bytes larger an IPv4 packet is once translated to IPv6 (RFC
+/// 7915 §4.2, "taking into account whether or not the packet in error
+/// includes a Fragment Header"): 20 for the header, 8 more for the Fragment
+/// Header a fragment gets. MTUs move by this much between the families.
+pub const fn v6_growth(fragment_header: bool) -> u16 {
+    if fragment_header {
+        20 + FRAG_HLEN as u16
+    } else {
+        20
+    }
+}
 /// RFC 4443 §2.4(c): an ICMPv6 error must not exceed the minimum IPv6 MTU.
 pub const ICMP6_ERROR_MAX: usize = IPV6_MIN_MTU;
 /// RFC 1812 §4.3.2.3: an ICMPv4 error should not exceed 576 bytes.
@@ -595,8 +607,7 @@ fn translate_simple(
             // RFC 7915 §4.2: the MTU accounts for the Fragment Header a
             // fragment gets (28 bytes more, not 20): 1480 for a fragment
             // of 1480 bytes was a size it can never pass.
-            let growth = if is_frag { 20 + FRAG_HLEN as u16 } else { 20 };
-            let next_hop_mtu = u32::from(mtu6.saturating_sub(growth).max(68));
+            let next_hop_mtu = u32::from(mtu6.saturating_sub(v6_growth(is_frag)).max(68));
             return Ok(build_icmp4_error(
                 cfg,
                 buf,
@@ -888,12 +899,7 @@ pub(crate) fn ptb_mtu(
             .unwrap_or(68)
     };
     let next_hop6 = cfg.ipv6_mtu.map_or(u32::MAX, u32::from);
-    let growth = if inner_frag {
-        20 + FRAG_HLEN as u32
-    } else {
-        20
-    };
-    (u32::from(mtu4) + growth)
+    (u32::from(mtu4) + u32::from(v6_growth(inner_frag)))
         .min(next_hop6)
         .max(IPV6_MIN_MTU as u32)
 }
