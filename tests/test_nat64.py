@@ -1331,6 +1331,94 @@ def test_rfc7857_2_2_rst_after_fin_ends_the_session(datapath):
         e.close()
 
 
+# An echo server for one connection (until the client closes it).
+ECHO_ONE_SERVER = textwrap.dedent(
+    """
+    import socket, sys
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((sys.argv[1], int(sys.argv[2])))
+    s.listen(1)
+    s.settimeout(20)
+    print("listening", file=sys.stderr, flush=True)
+    c, _ = s.accept()
+    c.settimeout(20)
+    while b := c.recv(100):
+        c.sendall(b)
+    """
+)
+# The client talks, then a RST of its connection's 4-tuple with a sequence
+# number out of the server's window (the NAT64 takes the session to TRANS, the
+# server ignores it), then 2 ms later data again (RFC 6146 section 3.5.2.2:
+# back to ESTABLISHED); it says "talked" and keeps the connection open for a
+# second, until the test has looked at the session.
+RST_THEN_DATA_CLIENT = textwrap.dedent(
+    """
+    import socket, sys, time
+    from scapy.all import IPv6, TCP, raw
+    dst, port = sys.argv[1], int(sys.argv[2])
+    c = socket.socket(socket.AF_INET6)
+    c.settimeout(5)
+    c.connect((dst, port))
+    src, sport = c.getsockname()[:2]
+    c.sendall(b"one")
+    assert c.recv(10) == b"one"
+    # The RST built beforehand, sent on a raw socket: the data follows it
+    # within a millisecond or two (scapy's send() takes longer than that).
+    rst = raw(IPv6(src=src, dst=dst) / TCP(sport=sport, dport=port, flags="R", seq=12345))
+    r = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_TCP)
+    time.sleep(0.1)
+    r.sendto(rst[40:], (dst, 0))
+    time.sleep(0.001)
+    c.sendall(b"two")
+    assert c.recv(10) == b"two"
+    print("talked", flush=True)
+    time.sleep(1)
+    c.close()
+    """
+)
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc6146_3_5_2_2_data_after_a_rst_revives_the_session(datapath):
+    """RFC 6146 section 3.5.2.2: in TRANS (after a RST) any packet other than a RST
+    takes the session back to ESTABLISHED. With kind = "ebpf" the RST takes the slow
+    path, but the session's fast-path entries stayed until the next flow-cache tick
+    (up to 20 ms): data within that time took the fast path, the state machine never
+    saw it, and the session stayed in TRANS, to expire after TCP_TRANS with the
+    connection alive (found by a probe: 4 of 5 tries). The entries now go when the
+    RST is handled."""
+    e = Env(datapath=datapath)
+    try:
+        t, x = e.t, e.x
+        srv = t.lab.spawn(
+            t.h4, [PY, "-c", ECHO_ONE_SERVER, t.h4_addr, "7700"], stderr=subprocess.PIPE
+        )
+        try:
+            assert b"listening" in srv.stderr.readline()
+            cli = t.lab.spawn(
+                t.c1,
+                [PY, "-c", RST_THEN_DATA_CLIENT, t.h4_v6, "7700"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            try:
+                line = cli.stdout.readline()
+                assert line == b"talked\n", (line, cli.stderr.read())
+                # After the exchange's last packets (no more until the close).
+                time.sleep(0.1)
+                remote = f"{t.h4_addr}#7700"
+                mine = [s for s in sessions(x, t.c1_addr) if s[3] == remote]
+                assert mine and mine[0][4] == "state=established", (mine, x.stats())
+            finally:
+                t.lab.stop(cli)
+        finally:
+            t.lab.stop(srv)
+    finally:
+        e.close()
+
+
 @pytest.mark.timeout(40)
 def test_issue7_flow_entries_full_map_sessions_stay_on_slow_path():
     """kind = "ebpf" with `[datapath] flow-entries = 4` (two cached sessions): the

@@ -417,3 +417,35 @@ fn issue7_rfc6146_3_5_2_2_tcp_sessions_can_be_cached_at_once() {
     n.drain_cache_wanted_tcp(&mut new);
     assert!(new.is_empty(), "{new:?}");
 }
+
+/// A TCP session that leaves ESTABLISHED (here a RST: TRANS) says so at once
+/// (`tcp_left_pending`), and `cacheable_tcp` tells whether it is back (a
+/// packet that is not a RST revives it, RFC 6146 §3.5.2.2) when its removal
+/// from a flow cache is done.
+#[test]
+fn issue7_rfc6146_3_5_2_2_tcp_leaving_established_is_told_at_once() {
+    let n = nat();
+    n.set_cache_log(16);
+    let m = n
+        .lookup_or_create_6to4(Proto::Tcp, c6(5000), r4(443), Some(0x02), 0)
+        .unwrap();
+    n.lookup_4to6(Proto::Tcp, r4(443), m.src4, Some(0x12), 1)
+        .unwrap();
+    assert!(!n.tcp_left_pending());
+    assert!(n.cacheable_tcp(m.src4, r4(443)).is_some());
+    // A RST: TRANS, out of the cache.
+    n.lookup_or_create_6to4(Proto::Tcp, c6(5000), r4(443), Some(0x04), 2)
+        .unwrap();
+    assert!(n.tcp_left_pending());
+    assert_eq!(n.cacheable_tcp(m.src4, r4(443)), None);
+    let mut left = vec![];
+    n.drain_left_established(&mut left);
+    assert_eq!(left, [(m.src4, r4(443))]);
+    assert!(!n.tcp_left_pending());
+    // Data: ESTABLISHED again, cacheable again.
+    n.lookup_or_create_6to4(Proto::Tcp, c6(5000), r4(443), Some(0x10), 3)
+        .unwrap();
+    let s = n.cacheable_tcp(m.src4, r4(443)).expect("revived");
+    assert_eq!((s.v6, s.tcp_state), (c6(5000), Some(TcpState::Established)));
+    assert!(n.tcp_cache_pending());
+}

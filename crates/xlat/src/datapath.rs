@@ -283,8 +283,10 @@ impl Worker {
         let vlen = if self.vnet { VNET_HDR_LEN } else { 0 };
         let mut buf = vec![0u8; BUF];
         let mut frags = FragBuf::new();
-        // TCP sessions that just entered ESTABLISHED, for the flow cache.
+        // TCP sessions that just entered or left ESTABLISHED, for the flow
+        // cache.
         let mut established = Vec::new();
+        let mut left_established = Vec::new();
         // RFC 7915 §4.2/§5.2 next-hop MTUs, asked of the kernel's routes.
         let mut route_mtu = crate::pmtu::RouteMtu::default();
         let zero_hdr = [0u8; VNET_HDR_LEN];
@@ -536,12 +538,14 @@ impl Worker {
                 // its segments still queued here, and the fast path's
                 // overtook them (reordering, spurious retransmissions;
                 // found by a probe).
-                if t.state().tcp_cache_pending() {
-                    established.clear();
-                    t.state().drain_cache_wanted_tcp(&mut established);
-                    if !established.is_empty() {
-                        fc.insert_now(t.state(), &t.pool6(), &established);
-                    }
+                // Likewise a session a FIN or RST took out of ESTABLISHED
+                // leaves it now: its next packets drive the state machine
+                // here (a segment after a RST revives the session, RFC
+                // 6146 §3.5.2.2; on the fast path it did not, for up to
+                // 20 ms, and the session expired after TCP_TRANS).
+                let st = t.state();
+                if st.tcp_cache_pending() || st.tcp_left_pending() {
+                    fc.follow_tcp(st, &t.pool6(), &mut left_established, &mut established);
                 }
             }
             let reason = match verdict {

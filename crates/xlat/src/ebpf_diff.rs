@@ -1625,3 +1625,53 @@ fn ebpf_flow_cache_tcp_sessions_cached_at_once() {
     fc.insert_now(&st, &pool6, &b);
     assert_eq!(fc.counters()[0], 1, "only the first session");
 }
+
+/// `follow_tcp` (a datapath worker's part): a RST takes the session out of
+/// the cache at once (its next packet then revives it on the slow path, RFC
+/// 6146 §3.5.2.2), the revival puts it back; a session that is back before
+/// its removal is done is cached again by the removal itself.
+#[test]
+fn ebpf_flow_cache_follow_tcp_out_and_back() {
+    use xlat_core::nat64::{Proto, SessionInfo, Ta4, Ta6};
+    let toml = "mode = \"nat64\"\npool6 = \"2001:db8:64::/96\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"192.0.2.0/28\"\n";
+    let s = config::parse(toml).unwrap();
+    let st = xlat_core::nat64::Nat64State::new(s.nat64.core(), [6; 16]).unwrap();
+    let pool6 = xlat_core::addr::Pool6::new(s.pool6.unwrap()).unwrap();
+    let fp = FastPath::load_sized(64).unwrap_or_else(|e| panic!("needs the eBPF fast path: {e}"));
+    let fc = fp.flow_cache().unwrap();
+    fc.clear_for(Some(pool6), 0);
+    st.set_cache_log(64);
+    let (mut left, mut new): (Vec<(Ta4, Ta4)>, Vec<SessionInfo>) = (vec![], vec![]);
+    let client = Ta6::new(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1), 1000);
+    let remote = Ta4::new(Ipv4Addr::new(198, 51, 100, 7), 443);
+    let m = st
+        .lookup_or_create_6to4(Proto::Tcp, client, remote, Some(0x02), 0)
+        .unwrap();
+    st.lookup_4to6(Proto::Tcp, remote, m.src4, Some(0x12), 1)
+        .unwrap();
+    fc.follow_tcp(&st, &pool6, &mut left, &mut new);
+    assert_eq!(fc.counters()[0], 1, "cached at ESTABLISHED");
+    // A RST: out at once.
+    st.lookup_or_create_6to4(Proto::Tcp, client, remote, Some(0x04), 2)
+        .unwrap();
+    assert!(st.tcp_left_pending());
+    fc.follow_tcp(&st, &pool6, &mut left, &mut new);
+    assert_eq!(fc.counters()[0], 0, "out of the cache");
+    // Data revives it: back in.
+    st.lookup_or_create_6to4(Proto::Tcp, client, remote, Some(0x10), 3)
+        .unwrap();
+    fc.follow_tcp(&st, &pool6, &mut left, &mut new);
+    assert_eq!(fc.counters()[0], 1, "cached again");
+    // Out and back before the removal is done (another queue's packet):
+    // the removal caches it again.
+    st.lookup_or_create_6to4(Proto::Tcp, client, remote, Some(0x04), 4)
+        .unwrap();
+    st.lookup_or_create_6to4(Proto::Tcp, client, remote, Some(0x10), 5)
+        .unwrap();
+    let mut wanted = vec![];
+    st.drain_cache_wanted_tcp(&mut wanted); // the other queue took it (cached)
+    assert_eq!(wanted.len(), 1);
+    fc.follow_tcp(&st, &pool6, &mut left, &mut new);
+    assert_eq!(left.len(), 1, "the RST's removal");
+    assert_eq!(fc.counters()[0], 1, "and cached again");
+}

@@ -331,6 +331,36 @@ impl FlowCache {
         n
     }
 
+    /// A datapath worker's part in following TCP state changes at once
+    /// (RFC 6146 §3.5.2.2), instead of at the next flow-cache tick: the
+    /// sessions that left ESTABLISHED (FIN, RST) leave the cache, so their
+    /// next packets drive the state machine on the slow path (a segment
+    /// after a RST revives the session there; on the fast path it would
+    /// not); those that entered it come in ([`FlowCache::insert_now`]). A
+    /// session that left and is back already is cached again. `left` and
+    /// `new` are scratch space.
+    pub fn follow_tcp(
+        &self,
+        st: &Nat64State,
+        pool6: &Pool6,
+        left: &mut Vec<(Ta4, Ta4)>,
+        new: &mut Vec<SessionInfo>,
+    ) {
+        new.clear();
+        if st.tcp_left_pending() {
+            left.clear();
+            st.drain_left_established(left);
+            for &(pool, remote) in left.iter() {
+                self.remove(Proto::Tcp, pool, remote);
+                new.extend(st.cacheable_tcp(pool, remote));
+            }
+        }
+        st.drain_cache_wanted_tcp(new);
+        if !new.is_empty() {
+            self.insert_now(st, pool6, new);
+        }
+    }
+
     /// The sessions [`FlowCache::insert_now`] refused since the last call.
     pub fn take_deferred(&self) -> Vec<SessionInfo> {
         std::mem::take(&mut *self.deferred.lock().unwrap())

@@ -294,14 +294,19 @@ fn sync_flows(
     // packets drive the state machine again.
     let mut left = Vec::new();
     state.drain_left_established(&mut left);
+    let mut back = Vec::new();
     for &(pool, remote) in &left {
         fc.remove(xlat_core::nat64::Proto::Tcp, pool, remote);
+        // Back in ESTABLISHED already, and cached again by a worker before
+        // this removal: cached again below.
+        back.extend(state.cacheable_tcp(pool, remote));
     }
     again.retain(|s| s.proto != xlat_core::nat64::Proto::Tcp || !left.contains(&(s.v4, s.remote)));
     new.clear();
     state.drain_cache_wanted(new);
     new.append(&mut again);
     new.append(&mut fc.take_deferred());
+    new.append(&mut back);
     // A burst over CACHE_WANTED_PER_SHARD in one tick: those sessions are
     // never cached (counted, they stay on the slow path).
     let over = state.take_cache_log_overflow();

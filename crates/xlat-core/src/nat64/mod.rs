@@ -965,6 +965,9 @@ pub struct Nat64State {
     /// [`Nat64State::drain_cache_wanted_tcp`] (a hint: the datapath caches
     /// them at once, without waiting for the flow-cache tick).
     tcp_cache_pending: AtomicUsize,
+    /// The same for the TCP sessions that left ESTABLISHED
+    /// ([`Nat64State::drain_left_established`]).
+    tcp_left_pending: AtomicUsize,
 }
 
 impl core::fmt::Debug for Nat64State {
@@ -1081,6 +1084,7 @@ impl Nat64State {
             cache_log_cap: AtomicUsize::new(0),
             cache_log_overflow: AtomicU64::new(0),
             tcp_cache_pending: AtomicUsize::new(0),
+            tcp_left_pending: AtomicUsize::new(0),
         })
     }
 
@@ -1398,6 +1402,7 @@ impl Nat64State {
                 } else if cap > 0 {
                     // Never dropped: a cached session must leave the cache.
                     sh.left_established.push(k);
+                    self.tcp_left_pending.fetch_add(1, Ordering::Relaxed);
                 }
             }
             if let Some(ms) = self.lifetime_ms(proto, life) {
@@ -2376,10 +2381,26 @@ impl Nat64State {
     /// cache must stop carrying them (their packets drive the state
     /// machine again).
     pub fn drain_left_established(&self, out: &mut Vec<(Ta4, Ta4)>) {
+        self.tcp_left_pending.store(0, Ordering::Relaxed);
         for m in self.shards.iter() {
             let mut g = lock(m);
             out.extend(g.left_established.drain(..).map(|k| (k.pool(), k.remote())));
         }
+    }
+
+    /// Did TCP sessions leave ESTABLISHED since the last
+    /// [`Nat64State::drain_left_established`]? One atomic read.
+    pub fn tcp_left_pending(&self) -> bool {
+        self.tcp_left_pending.load(Ordering::Relaxed) > 0
+    }
+
+    /// The TCP session (pool4 `pool`, IPv4 remote `remote`) if a flow cache
+    /// may carry it (ESTABLISHED, with its BIB entry): one that left
+    /// ESTABLISHED and came back (RFC 6146 §3.5.2.2, TRANS + a packet that
+    /// is not a RST) before its removal from the cache was done.
+    pub fn cacheable_tcp(&self, pool: Ta4, remote: Ta4) -> Option<SessionInfo> {
+        let g = lock(&self.shards[self.shard4(pool.port)]);
+        g.cacheable(KS::new(Proto::Tcp, pool, remote))
     }
 
     /// Is there a session (`proto`, pool4 `pool`, IPv4 remote `remote`)
