@@ -990,15 +990,15 @@ fn nat64_rfc6146_3_5_1_1_paired_pooling_across_shards() {
 /// address is full gets another address (same parity) instead of a
 /// refusal while the pool's other addresses are free (found by a probe:
 /// one client was refused with 31 of 32 addresses unused).
-/// A NAT64 of one shard, 8 probes per tier and UDP pool4 `prefix` with
+/// A NAT64 of one shard, `iters` probes per tier and UDP pool4 `prefix` with
 /// ports 61000 to `last`, where host 7's address (returned) has one flow
 /// and every other port of it is taken by static entries.
-fn host_with_a_full_address(prefix: &str, last: u16) -> (Nat64State, Ipv4Addr) {
+fn host_with_a_full_address(prefix: &str, last: u16, iters: u32) -> (Nat64State, Ipv4Addr) {
     let mut e = Pool4Entry::new(Proto::Udp, p4(prefix));
     e.ports = (61000, last);
     let n = nat(Nat64Config {
         shards: 1,
-        max_iterations: 8,
+        max_iterations: iters,
         pool4: vec![e],
         ..Default::default()
     });
@@ -1017,12 +1017,47 @@ fn host_with_a_full_address(prefix: &str, last: u16) -> (Nat64State, Ipv4Addr) {
 
 #[test]
 fn nat64_rfc6146_3_5_1_1_paired_pooling_spills_past_the_probe_budget() {
-    let (n, a) = host_with_a_full_address("192.0.2.0/30", 61099);
+    let (n, a) = host_with_a_full_address("192.0.2.0/30", 61099, 8);
     let m = n
         .lookup_or_create_6to4(Proto::Udp, c6(7, 2002), r4(1, 53), None, 0)
         .unwrap();
     assert_ne!(m.src4.addr, a, "{:?}", m.src4);
     assert_eq!(m.src4.port & 1, 0, "{:?}", m.src4);
+    n.check_invariants().unwrap();
+}
+
+/// RFC 4787 REQ-2 past a full address: the host's next flows take one more
+/// address (a second one chosen by the host, as its first), not a new
+/// address per flow. (They were spread over every other address, one per
+/// flow: one client on four addresses with 200 flows; found by a probe.)
+#[test]
+fn nat64_rfc6146_3_5_1_1_a_full_address_spills_to_one_more() {
+    // 8 addresses of 100 ports; host 7's address is full.
+    let (n, a) = host_with_a_full_address("192.0.2.0/29", 61099, 1024);
+    let mut addrs = std::collections::BTreeMap::new();
+    for p in 1..=60u16 {
+        let m = n
+            .lookup_or_create_6to4(Proto::Udp, c6(7, 3000 + p), r4(1, 53), None, 0)
+            .unwrap();
+        assert_ne!(m.src4.addr, a, "{:?}", m.src4);
+        *addrs.entry(m.src4.addr).or_insert(0) += 1;
+    }
+    assert_eq!(addrs.len(), 1, "{addrs:?}");
+    // Once that one is full too, further flows still find the pool's
+    // other addresses.
+    let second = *addrs.keys().next().unwrap();
+    let (mut more, mut refused) = (std::collections::BTreeSet::new(), 0);
+    for p in 61..=200u16 {
+        match n.lookup_or_create_6to4(Proto::Udp, c6(7, 3000 + p), r4(1, 53), None, 0) {
+            Ok(m) => {
+                more.insert(m.src4.addr);
+            }
+            Err(_) => refused += 1,
+        }
+    }
+    assert_eq!(refused, 0);
+    assert!(more.len() > 1 && !more.contains(&a), "{more:?}");
+    assert!(more.contains(&second), "{more:?}");
     n.check_invariants().unwrap();
 }
 
@@ -1033,7 +1068,7 @@ fn nat64_rfc6146_3_5_1_1_paired_pooling_spills_past_the_probe_budget() {
 #[test]
 fn nat64_rfc6146_3_5_1_1_spilled_flows_reach_all_of_the_other_address() {
     // 500 even ports per address.
-    let (n, a) = host_with_a_full_address("192.0.2.0/31", 61999);
+    let (n, a) = host_with_a_full_address("192.0.2.0/31", 61999, 8);
     // 480 more even-port flows of the host: on the other address, with the
     // same parity while its 8 probes find such a port there (else the
     // other parity).

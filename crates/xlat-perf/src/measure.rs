@@ -855,7 +855,8 @@ impl Params {
             // over the mix's maximum while --max-rate is not).
             let top_rate = p.rates.iter().copied().max().unwrap_or(0);
             let (key, top) = match test {
-                Test::FrameLoss if top_rate > most => ("rates", top_rate),
+                // (Not given, they are steps of --max-rate: that is the one.)
+                Test::FrameLoss if top_rate > most && a.has("rates") => ("rates", top_rate),
                 Test::Throughput | Test::FrameLoss => ("max-rate", max_rate),
                 Test::SystemRecovery => ("throughput", p.throughput),
                 _ => ("rate", p.rates.iter().copied().max().unwrap_or(0)),

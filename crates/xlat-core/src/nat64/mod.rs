@@ -1255,8 +1255,9 @@ impl Nat64State {
     /// The host's own address is chosen by a hash of the IPv6 source
     /// address, so that a host keeps one IPv4 address while it has free
     /// ports ("paired" pooling, RFC 4787 REQ-2). Its ports are tried in
-    /// every tier first, and the lane's other addresses only after that,
-    /// in the same tier order.
+    /// every tier first; then those of a second address of the host's
+    /// (another hash of it), then the lane's other addresses, each part in
+    /// the same tier order.
     ///
     /// Tiers, in order: same port class (0-1023 / 1024-65535, RFC 6146
     /// §3.5.1.1) and same parity (RFC 4787 REQ-4 "port parity
@@ -1299,45 +1300,57 @@ impl Nat64State {
         fin[17..19].copy_from_slice(&src6.port.to_be_bytes());
         fin[19..25].copy_from_slice(&ta4_bytes(remote));
         let fp = self.port_hash.hash_bytes(&fin);
-        for (part, (c, p)) in [0, 1].into_iter().flat_map(|part| tiers.map(|t| (part, t))) {
+        for (part, (c, p)) in [0, 1, 2]
+            .into_iter()
+            .flat_map(|part| tiers.map(|t| (part, t)))
+        {
             let lane = &plan.lanes[s][c][p];
-            if lane.total == 0 {
+            if lane.total == 0 || (part > 0 && lane.addrs < 2) {
                 continue;
             }
-            let a = fa % lane.addrs;
-            let seg = &lane.segs[lane.seg_of_addr(a)];
-            let within = fp.wrapping_add(sh.next_eph) % u64::from(seg.count);
-            let start = seg.start + (a - seg.astart) * u64::from(seg.count) + within;
             let iters = lane.total.min(u64::from(self.cfg.max_iterations));
-            // Part 0, the host's own address: its block of `own` candidates
-            // from `within`, wrapping inside the block. Part 1, after every
-            // tier of part 0: the lane's other addresses. (A probe that ran
-            // straight on from `start` crossed into the next address while
-            // the host's own still had free ports.)
+            // Part 0, the host's own address `a`: its block of candidates
+            // from a point picked per flow, wrapping inside the block. Part
+            // 1, after every tier of part 0: the host's second address, a
+            // hash of the host too (so that a host whose address is full
+            // takes one more, not a new one per flow: found by a probe),
+            // the same way, with half the budget. Part 2: the lane's other
+            // addresses, from a point picked per flow.
             //
-            // Each part has its own budget of `iters` probes: with a large
-            // port range (1024-65535: about 2,000 candidates per address
-            // in a lane) the whole budget went to the host's own address,
-            // so a host whose address was (nearly) full was refused while
-            // the pool's other addresses were free (found by a probe).
-            // The others' probes start at a point of their candidates
-            // picked like `within` (from the next block's start, they only
-            // ever reached its first `iters` candidates: ports 1024-33791
-            // of a full-range address with 16 shards; found by a probe).
-            let own = u64::from(seg.count);
-            let base = start - within;
-            let others = lane.total - own;
-            let n_own = own.min(iters);
-            let n_other = others.min(iters);
-            let from = fp.wrapping_add(sh.next_eph) % others.max(1);
-            // Part 0: the host's own address; part 1: the lane's others.
-            let n = if part == 0 { n_own } else { n_other };
+            // Parts 0 and 2 each have a budget of `iters` probes: with a
+            // large port range (1024-65535: about 2,000 candidates per
+            // address in a lane) the whole budget went to the host's own
+            // address, so a host whose address was (nearly) full was
+            // refused while the pool's other addresses were free (found by
+            // a probe). Part 2's probes start at a point of all the others'
+            // candidates (from the next block's start, they only ever
+            // reached its first `iters` candidates: ports 1024-33791 of a
+            // full-range address with 16 shards; found by a probe).
+            let a = fa % lane.addrs;
+            let block = |x: u64| {
+                let seg = &lane.segs[lane.seg_of_addr(x)];
+                let count = u64::from(seg.count);
+                (seg.start + (x - seg.astart) * count, count)
+            };
+            let (own0, own) = block(a);
+            let flow = fp.wrapping_add(sh.next_eph);
+            let (first, len, n) = match part {
+                0 => (own0, own, own.min(iters)),
+                1 => {
+                    let second = (a + 1 + (fa >> 32) % (lane.addrs - 1)) % lane.addrs;
+                    let (b0, count) = block(second);
+                    (b0, count, count.min(iters.div_ceil(2)))
+                }
+                _ => {
+                    let others = lane.total - own;
+                    ((own0 + own) % lane.total, others, others.min(iters))
+                }
+            };
+            let from = flow % len;
             for k in 0..n {
-                let i = if part == 0 {
-                    base + (within + k) % own
-                } else {
-                    (base + own + (from + k) % others) % lane.total
-                };
+                // Within the part's run of candidates (part 2's wraps
+                // around the lane, past the host's own block).
+                let i = (first + (from + k) % len) % lane.total;
                 let (addr, port) = lane.at(i, plan.step);
                 let t = Ta4::new(Ipv4Addr::from(addr), port);
                 if !sh.bib4.contains_key(&K4::new(proto, t)) {
