@@ -448,4 +448,12 @@ fn issue7_rfc6146_3_5_2_2_tcp_leaving_established_is_told_at_once() {
     let s = n.cacheable_tcp(m.src4, r4(443)).expect("revived");
     assert_eq!((s.v6, s.tcp_state), (c6(5000), Some(TcpState::Established)));
     assert!(n.tcp_cache_pending());
+    // A FIN takes it out too, but is left to the tick (no hint: its
+    // packets only refresh TCP_EST, nothing to see at once).
+    n.lookup_or_create_6to4(Proto::Tcp, c6(5000), r4(443), Some(0x11), 4)
+        .unwrap();
+    assert!(!n.tcp_left_pending());
+    assert_eq!(n.cacheable_tcp(m.src4, r4(443)), None);
+    n.drain_left_established(&mut left);
+    assert_eq!(left, [(m.src4, r4(443)), (m.src4, r4(443))]);
 }

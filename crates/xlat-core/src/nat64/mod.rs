@@ -141,7 +141,7 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use pool4::Plan;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 // ---------------------------------------------------------------------------
@@ -968,6 +968,9 @@ pub struct Nat64State {
     /// The same for the TCP sessions that left ESTABLISHED
     /// ([`Nat64State::drain_left_established`]).
     tcp_left_pending: AtomicUsize,
+    /// Per shard: TCP sessions may be on its cache log (set with the
+    /// push; [`Nat64State::drain_cache_wanted_tcp`] locks only those).
+    tcp_wanted_in: Box<[AtomicBool]>,
 }
 
 impl core::fmt::Debug for Nat64State {
@@ -1085,6 +1088,7 @@ impl Nat64State {
             cache_log_overflow: AtomicU64::new(0),
             tcp_cache_pending: AtomicUsize::new(0),
             tcp_left_pending: AtomicUsize::new(0),
+            tcp_wanted_in: (0..n).map(|_| AtomicBool::new(false)).collect(),
         })
     }
 
@@ -1383,6 +1387,7 @@ impl Nat64State {
         if log.len() < cap {
             log.push(k);
             if k.proto() == Proto::Tcp {
+                self.tcp_wanted_in[self.shard4(k.pool().port)].store(true, Ordering::Relaxed);
                 self.tcp_cache_pending.fetch_add(1, Ordering::Relaxed);
             }
         } else if cap > 0 {
@@ -1415,7 +1420,12 @@ impl Nat64State {
                 } else if cap > 0 {
                     // Never dropped: a cached session must leave the cache.
                     sh.left_established.push(k);
-                    self.tcp_left_pending.fetch_add(1, Ordering::Relaxed);
+                    // A RST (TRANS): its session must leave the cache at
+                    // once, for a revival to be seen; a FIN's may wait for
+                    // the tick (its packets only refresh TCP_EST).
+                    if next == TcpState::Trans {
+                        self.tcp_left_pending.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
             if let Some(ms) = self.lifetime_ms(proto, life) {
@@ -2374,7 +2384,10 @@ impl Nat64State {
         if self.tcp_cache_pending.swap(0, Ordering::Relaxed) == 0 {
             return;
         }
-        for m in self.shards.iter() {
+        for (m, flag) in self.shards.iter().zip(self.tcp_wanted_in.iter()) {
+            if !flag.swap(false, Ordering::Relaxed) {
+                continue;
+            }
             let mut g = lock(m);
             let sh = &mut *g;
             let mut wanted = core::mem::take(&mut sh.cache_wanted);
