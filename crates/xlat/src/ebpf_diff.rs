@@ -1511,6 +1511,23 @@ fn ebpf_flow_map_size_not_cached_and_reconcile_step() {
     assert_eq!(fc.counters()[0] as usize, cached - 1);
 }
 
+/// A NAT64 state (pool4 192.0.2.0/28, cache log on), its pool6
+/// (2001:db8:64::/96) and a loaded fast path with a 64-session flow cache,
+/// for the flow-cache tests.
+fn flow_cache_setup() -> (
+    xlat_core::nat64::Nat64State,
+    xlat_core::addr::Pool6,
+    FastPath,
+) {
+    let toml = "mode = \"nat64\"\npool6 = \"2001:db8:64::/96\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"192.0.2.0/28\"\n";
+    let s = config::parse(toml).unwrap();
+    let st = xlat_core::nat64::Nat64State::new(s.nat64.core(), [6; 16]).unwrap();
+    let pool6 = xlat_core::addr::Pool6::new(s.pool6.unwrap()).unwrap();
+    let fp = FastPath::load_sized(64).unwrap_or_else(|e| panic!("needs the eBPF fast path: {e}"));
+    st.set_cache_log(64);
+    (st, pool6, fp)
+}
+
 /// A pool6 change empties the flow cache (its translations are stale), but
 /// the time each session last took the fast path stays with the session:
 /// those packets refreshed it (RFC 6146 §3.5.1) without the state seeing
@@ -1521,13 +1538,8 @@ fn ebpf_flow_map_size_not_cached_and_reconcile_step() {
 fn ebpf_flow_cache_clear_keeps_last_seen_for_the_expiry() {
     use super::flows::{ktime_ns, session_entries};
     use xlat_core::nat64::{Proto, SessionInfo, Ta4, Ta6};
-    let toml = "mode = \"nat64\"\npool6 = \"2001:db8:64::/96\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"192.0.2.0/28\"\n";
-    let s = config::parse(toml).unwrap();
-    let st = xlat_core::nat64::Nat64State::new(s.nat64.core(), [6; 16]).unwrap();
-    let pool6 = xlat_core::addr::Pool6::new(s.pool6.unwrap()).unwrap();
-    let fp = FastPath::load_sized(64).unwrap_or_else(|e| panic!("needs the eBPF fast path: {e}"));
+    let (st, pool6, fp) = flow_cache_setup();
     let fc = fp.flow_cache().unwrap();
-    st.set_cache_log(64);
     let client = Ta6::new(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1), 1000);
     let remote = Ta4::new(Ipv4Addr::new(198, 51, 100, 7), 53);
     for _ in 0..2 {
@@ -1581,14 +1593,9 @@ fn ebpf_flow_cache_clear_keeps_last_seen_for_the_expiry() {
 #[test]
 fn ebpf_flow_cache_tcp_sessions_cached_at_once() {
     use xlat_core::nat64::{Proto, SessionInfo, Ta4, Ta6};
-    let toml = "mode = \"nat64\"\npool6 = \"2001:db8:64::/96\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"192.0.2.0/28\"\n";
-    let s = config::parse(toml).unwrap();
-    let st = xlat_core::nat64::Nat64State::new(s.nat64.core(), [6; 16]).unwrap();
-    let pool6 = xlat_core::addr::Pool6::new(s.pool6.unwrap()).unwrap();
+    let (st, pool6, fp) = flow_cache_setup();
     let other = xlat_core::addr::Pool6::new("64:ff9b::/96".parse().unwrap()).unwrap();
-    let fp = FastPath::load_sized(64).unwrap_or_else(|e| panic!("needs the eBPF fast path: {e}"));
     let fc = fp.flow_cache().unwrap();
-    st.set_cache_log(64);
     let remote = Ta4::new(Ipv4Addr::new(198, 51, 100, 7), 443);
     let handshake = |port: u16| {
         let client = Ta6::new(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1), port);
@@ -1633,14 +1640,9 @@ fn ebpf_flow_cache_tcp_sessions_cached_at_once() {
 #[test]
 fn ebpf_flow_cache_follow_tcp_out_and_back() {
     use xlat_core::nat64::{Proto, SessionInfo, Ta4, Ta6};
-    let toml = "mode = \"nat64\"\npool6 = \"2001:db8:64::/96\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"192.0.2.0/28\"\n";
-    let s = config::parse(toml).unwrap();
-    let st = xlat_core::nat64::Nat64State::new(s.nat64.core(), [6; 16]).unwrap();
-    let pool6 = xlat_core::addr::Pool6::new(s.pool6.unwrap()).unwrap();
-    let fp = FastPath::load_sized(64).unwrap_or_else(|e| panic!("needs the eBPF fast path: {e}"));
+    let (st, pool6, fp) = flow_cache_setup();
     let fc = fp.flow_cache().unwrap();
     fc.clear_for(Some(pool6), 0);
-    st.set_cache_log(64);
     let (mut left, mut new): (Vec<(Ta4, Ta4)>, Vec<SessionInfo>) = (vec![], vec![]);
     let client = Ta6::new(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1), 1000);
     let remote = Ta4::new(Ipv4Addr::new(198, 51, 100, 7), 443);
