@@ -215,42 +215,6 @@ impl FlowCache {
         }
     }
 
-    /// Caches a UDP / ICMP / ESTABLISHED TCP session (both directions). A hairpinned one
-    /// (remote in pool4, RFC 6146 §3.8) and one whose client is inside
-    /// pool6 stay on the slow path ([`slow_path_only`]); a full cache
-    /// leaves the session there too (counted).
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub fn insert(&self, st: &Nat64State, pool6: &Pool6, s: &SessionInfo) -> bool {
-        if slow_path_only(st, pool6, s) {
-            return false;
-        }
-        let Some((k64, v64, k46, v46)) = session_entries(pool6, s) else {
-            return false;
-        };
-        let mut reg = self.reg.lock().unwrap();
-        let key = (s.proto, s.v4, s.remote);
-        if reg.contains_key(&key) {
-            return true;
-        }
-        if reg.len() >= self.max {
-            self.count_full();
-            return false;
-        }
-        // 4->6 first: a 6->4 hit then always finds its way back.
-        if !self.put(&k46, &v46) {
-            self.count_full();
-            return false;
-        }
-        if !self.put(&k64, &v64) {
-            self.del(&k46);
-            self.count_full();
-            return false;
-        }
-        reg.insert(key, Cached { v6: s.v6, k64, k46 });
-        self.inserted.fetch_add(1, Ordering::Relaxed);
-        true
-    }
-
     /// [`FlowCache::insert`] for a tick's sessions at once (those of
     /// [`Nat64State::drain_cache_wanted`]): the 4->6
     /// entries in one `BPF_MAP_UPDATE_BATCH`, then the 6->4 ones in another
@@ -326,7 +290,7 @@ impl FlowCache {
         }
         let mut n = 0;
         for s in new {
-            n += usize::from(self.insert_one(st, pool6, s));
+            n += usize::from(self.insert(st, pool6, s));
             if !st.session_exists(s.proto, s.v6, s.v4, s.remote) {
                 self.remove_of(s.proto, s.v4, s.remote, Some(s.v6));
             }
@@ -334,13 +298,16 @@ impl FlowCache {
         n
     }
 
-    /// [`FlowCache::insert`] without holding the registry's lock across the
-    /// two map writes (a worker preempted there made the other worker and
-    /// the housekeeping thread wait: a probe counted about 800 futex waits
-    /// per worker in 1.5 s of short connections). The session is
-    /// registered first; if it was taken out meanwhile (a removal, a
-    /// clear), the entries just written are deleted again.
-    fn insert_one(&self, st: &Nat64State, pool6: &Pool6, s: &SessionInfo) -> bool {
+    /// Caches a UDP / ICMP / ESTABLISHED TCP session (both directions). A
+    /// hairpinned one (remote in pool4, RFC 6146 §3.8) and one whose client
+    /// is inside pool6 stay on the slow path ([`slow_path_only`]); a full
+    /// cache leaves the session there too (counted). No lock is held
+    /// across the two map writes (a worker preempted there made the other
+    /// worker and the housekeeping thread wait: a probe counted about 800
+    /// futex waits per worker in 1.5 s of short connections): the session
+    /// is registered first, and if it was taken out meanwhile (a removal,
+    /// a clear), the entries just written are deleted again.
+    pub fn insert(&self, st: &Nat64State, pool6: &Pool6, s: &SessionInfo) -> bool {
         if slow_path_only(st, pool6, s) {
             return false;
         }
@@ -408,14 +375,22 @@ impl FlowCache {
         if st.tcp_left_pending() {
             left.clear();
             st.drain_left_established(left);
-            for &(pool, remote) in left.iter() {
-                self.remove(Proto::Tcp, pool, remote);
-                new.extend(st.cacheable_tcp(pool, remote));
-            }
+            self.uncache_left(st, left, new);
         }
         st.drain_cache_wanted_tcp(new);
         if !new.is_empty() {
             self.insert_now(st, pool6, new);
+        }
+    }
+
+    /// Removes the TCP sessions (pool4, remote) that left ESTABLISHED
+    /// ([`Nat64State::drain_left_established`]); those back in it already
+    /// (revived and cached again before this removal) go into `back`, to
+    /// be cached again.
+    pub fn uncache_left(&self, st: &Nat64State, left: &[(Ta4, Ta4)], back: &mut Vec<SessionInfo>) {
+        for &(pool, remote) in left {
+            self.remove(Proto::Tcp, pool, remote);
+            back.extend(st.cacheable_tcp(pool, remote));
         }
     }
 

@@ -294,13 +294,10 @@ fn sync_flows(
     // packets drive the state machine again.
     let mut left = Vec::new();
     state.drain_left_established(&mut left);
+    // Those back in ESTABLISHED already (cached again by a worker before
+    // this removal) are cached again below.
     let mut back = Vec::new();
-    for &(pool, remote) in &left {
-        fc.remove(xlat_core::nat64::Proto::Tcp, pool, remote);
-        // Back in ESTABLISHED already, and cached again by a worker before
-        // this removal: cached again below.
-        back.extend(state.cacheable_tcp(pool, remote));
-    }
+    fc.uncache_left(state, &left, &mut back);
     again.retain(|s| s.proto != xlat_core::nat64::Proto::Tcp || !left.contains(&(s.v4, s.remote)));
     new.clear();
     state.drain_cache_wanted(new);

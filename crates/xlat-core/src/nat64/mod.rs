@@ -2360,10 +2360,11 @@ impl Nat64State {
         for m in self.shards.iter() {
             let mut g = lock(m);
             let sh = &mut *g;
-            let wanted = core::mem::take(&mut sh.cache_wanted);
-            out.extend(wanted.iter().filter_map(|&k| sh.cacheable(k)));
+            // Taken out for the loop (`cacheable` borrows the shard), put
+            // back empty: its capacity is kept.
+            let mut wanted = core::mem::take(&mut sh.cache_wanted);
+            out.extend(wanted.drain(..).filter_map(|k| sh.cacheable(k)));
             sh.cache_wanted = wanted;
-            sh.cache_wanted.clear();
         }
     }
 
@@ -2434,9 +2435,8 @@ impl Nat64State {
     /// (the sessions a flow cache may carry)?
     pub fn session_exists(&self, proto: Proto, v6: Ta6, pool: Ta4, remote: Ta4) -> bool {
         let g = lock(&self.shards[self.shard4(pool.port)]);
-        g.sess.get(&KS::new(proto, pool, remote)).is_some_and(|v| {
-            proto != Proto::Tcp || TcpState::from_u8(v.state()) == TcpState::Established
-        }) && g.bib4.get(&K4::new(proto, pool)).map(|b| b.ta6()) == Some(v6)
+        g.cacheable(KS::new(proto, pool, remote))
+            .is_some_and(|s| s.v6 == v6)
     }
 
     /// Moves the mapping-log events into `out`; returns how many were lost
