@@ -1209,6 +1209,19 @@ FIN_THEN_RST_CLIENT = textwrap.dedent(
 )
 
 
+def tcp_server(t, script: str, port: int) -> subprocess.Popen:
+    """One of the servers below (``script``) in the IPv4 host on ``port``, once it
+    says it listens."""
+    srv = t.lab.spawn(
+        t.h4, [PY, "-c", script, t.h4_addr, str(port)], stderr=subprocess.PIPE
+    )
+    line = srv.stderr.readline()
+    if b"listening" not in line:
+        t.lab.stop(srv)
+        pytest.fail(f"the server did not listen: {line!r}")
+    return srv
+
+
 # The IPv4 server closes the first connection itself (FIN first), then echoes
 # everything on the second one until the client closes it.
 CLOSE_THEN_ECHO_SERVER = textwrap.dedent(
@@ -1276,13 +1289,8 @@ def test_rfc6146_3_5_2_2_new_connection_on_a_closed_sessions_ports(datapath):
     e = Env(nat64="[nat64.timeouts]\ntcp-trans = 3\n", datapath=datapath)
     try:
         t, x = e.t, e.x
-        srv = t.lab.spawn(
-            t.h4,
-            [PY, "-c", CLOSE_THEN_ECHO_SERVER, t.h4_addr, "7600"],
-            stderr=subprocess.PIPE,
-        )
+        srv = tcp_server(t, CLOSE_THEN_ECHO_SERVER, 7600)
         try:
-            assert b"listening" in srv.stderr.readline()
             cp = t.lab.exec(
                 t.c1, [PY, "-c", SAME_PORT_CLIENT, t.h4_v6, "7600", "5"], timeout=25
             )
@@ -1307,13 +1315,8 @@ def test_rfc7857_2_2_rst_after_fin_ends_the_session(datapath):
     e = Env(nat64="[nat64.timeouts]\ntcp-trans = 2\n", datapath=datapath)
     try:
         t, x = e.t, e.x
-        srv = t.lab.spawn(
-            t.h4,
-            [PY, "-c", FIN_THEN_RST_SERVER, t.h4_addr, "7500"],
-            stderr=subprocess.PIPE,
-        )
+        srv = tcp_server(t, FIN_THEN_RST_SERVER, 7500)
         try:
-            assert b"listening" in srv.stderr.readline()
             cp = t.lab.exec(
                 t.c1, [PY, "-c", FIN_THEN_RST_CLIENT, t.h4_v6, "7500"], timeout=15
             )
@@ -1392,11 +1395,8 @@ def test_rfc6146_3_5_2_2_data_after_a_rst_revives_the_session(datapath):
     e = Env(datapath=datapath)
     try:
         t, x = e.t, e.x
-        srv = t.lab.spawn(
-            t.h4, [PY, "-c", ECHO_ONE_SERVER, t.h4_addr, "7700"], stderr=subprocess.PIPE
-        )
+        srv = tcp_server(t, ECHO_ONE_SERVER, 7700)
         try:
-            assert b"listening" in srv.stderr.readline()
             cli = t.lab.spawn(
                 t.c1,
                 [PY, "-c", RST_THEN_DATA_CLIENT, t.h4_v6, "7700"],

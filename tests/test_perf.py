@@ -1070,32 +1070,16 @@ def test_rfc8219_s6_1_bidirectional_and_background_traffic(lab):
     assert cp.returncode == 2 and "with --background 1/4" in cp.stderr, cp.stderr
     # So do --rates in frames/s: 1,450,000 is under the 64-byte frames' 1,488,095
     # at 1 Gbit/s but over the mix's 1,404,494 (it was accepted and sent; found by
-    # a probe).
-    cp = perf(
-        "frame-loss",
-        *args[:-10],
-        "--rates",
-        "1450000",
-        "--link-gbps",
-        "1",
-        check=False,
-    )
-    assert cp.returncode == 2, cp.stdout + cp.stderr
-    assert "--rates 1450000: with --background 1/4" in cp.stderr, cp.stderr
-    assert "media maximum 1404494" in cp.stderr, cp.stderr
-    # Without --rates (10 % steps of --max-rate) the error names --max-rate.
-    cp = perf(
-        "frame-loss",
-        *args[:-10],
-        "--max-rate",
-        "1450000",
-        "--link-gbps",
-        "1",
-        check=False,
-    )
-    assert cp.returncode == 2, cp.stdout + cp.stderr
-    assert "--max-rate 1450000: with --background 1/4" in cp.stderr, cp.stderr
-    assert "give --rates" not in cp.stderr, cp.stderr
+    # a probe). Without --rates (10 % steps of --max-rate) the error names
+    # --max-rate (it said "the default --rates ... give --rates").
+    for opt in ("--rates", "--max-rate"):
+        cp = perf(
+            "frame-loss", *args[:-10], opt, "1450000", "--link-gbps", "1", check=False
+        )
+        assert cp.returncode == 2, cp.stdout + cp.stderr
+        assert f"{opt} 1450000: with --background 1/4" in cp.stderr, cp.stderr
+        assert "media maximum 1404494" in cp.stderr, cp.stderr
+        assert "give --rates" not in cp.stderr, cp.stderr
 
 
 # RFC 4814 section 4.5: pseudorandom source and destination ports for the
