@@ -195,6 +195,14 @@ def metrics(run: dict, dut: str) -> dict[str, tuple[float | None, bool]]:
     lab = hk.split("/")[1] if hk else "small-c10"
     m[f"HTTP {lab} median RTT (ms)"] = (_get(h, "rtt_ms", "median"), False)
     m[f"HTTP {lab} (req/s)"] = (_get(h, "rps"), True)
+    for k in sorted(
+        (k for k in run["trials"].get(dut, {}) if k.startswith("tcp_cps/c")),
+        key=lambda k: int(k.rsplit("c", 1)[1]),
+    ):
+        m[f"new TCP conn/s, {k.split('/')[1]} (ab)"] = (
+            _get(res(run, dut, k), "cps"),
+            True,
+        )
     cr = res(run, dut, "conn_rate")
     if cr is not None:
         m["new flows/s (NAT)"] = (_get(cr, "flows_per_s") or None, True)
@@ -219,6 +227,7 @@ _SPECS = {
     "req/s": ",.0f",
     "%": ".0f",
     "flows/s": ",.0f",
+    "conn/s": ",.0f",
 }
 
 

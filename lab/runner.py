@@ -101,6 +101,11 @@ def expand(workload: str, p: dict) -> list[tuple[str, dict]]:
             for prof in p["profiles"]
             for c in p["concurrency"]
         ]
+    if workload == "tcp_cps":
+        return [
+            (f"tcp_cps/c{c}", {"concurrency": c, "seconds": p["seconds"]})
+            for c in p["concurrency"]
+        ]
     if workload == "rfc9693":
         # One trial (and a fresh topology) per RFC 9693 test: {"cer": {...}, ...}.
         return [(f"rfc9693/{sub}", {"test": sub, **q}) for sub, q in p.items()]
@@ -536,6 +541,13 @@ class Run:
                 seconds=p["seconds"],
                 server=self._nginx(topo, flow, servers),
             )
+        if w == "tcp_cps":
+            return w_http.tcp_cps(
+                flow,
+                concurrency=p["concurrency"],
+                seconds=p["seconds"],
+                server=self._nginx(topo, flow, servers),
+            )
         if w == "conn_rate":
             return w_nat64.conn_rate(
                 a,
@@ -594,6 +606,8 @@ def _brief(rec: dict) -> str:
         return f"RTT median {r['rtt_ms']['median']:.3f} ms{where}"
     if w == "http":
         return f"{r['requests']} requests, median RTT {r['rtt_ms'].get('median', 0):.2f} ms, {r['errors']} errors{c}"
+    if w == "tcp_cps":
+        return f"{r['cps']:,.0f} TCP connections/s, {r['failed']} failed{c}"
     if w == "latency":
         return f"typical {r['typical_us']} us, worst {r['worst_us']} us"
     if w == "pdv":

@@ -14,6 +14,8 @@ latency, pdv    ``duration`` s, ``warmup`` s (latency), ``rate_fraction`` of the
 tcp             ``streams`` list, ``directions`` (``fwd``, ``rev``), ``seconds``
 ping            ``count`` (at 10 ms)
 http            ``profiles`` (small, large), ``concurrency`` list, ``seconds``
+tcp_cps         ``concurrency`` list, ``seconds``: short TCP connections/s with
+                ``ab`` (a C client; lab/workloads/http.py)
 conn_rate       ``trial``, ``max_trials``, ``start_rate``, ``max_rate`` (stateful DUTs)
 scale           ``sessions`` list, ``trial``, ``max_trials``, ``est_max_rate``
 rfc9693         ``{test: params}`` for the tests ``cer``, ``validate``,
@@ -125,6 +127,7 @@ _add(
                         "concurrency": [1, 5],
                         "seconds": 0.5,
                     },
+                    "tcp_cps": {"concurrency": [8], "seconds": 1},
                 },
             ),
             Part(
@@ -263,6 +266,7 @@ _NAT = Part(
         "tcp": {"streams": [1, 4], "directions": ["fwd"], "seconds": 10},
         "ping": {"count": 500},
         "http": {"profiles": ["small"], "concurrency": HTTP_CONC, "seconds": 2.0},
+        "tcp_cps": {"concurrency": [32], "seconds": 3},
         "conn_rate": {
             "trial": 2.0,
             "max_trials": 7,
@@ -287,7 +291,7 @@ def _nat_datapaths(nat: Part) -> Part:
     return Part(
         "Stateful NAT64: TUN datapath vs eBPF fast path",
         ["xlat-nat64", "xlat-nat64-ebpf"],
-        {k: nat.workloads[k] for k in ("tcp", "conn_rate", "scale")},
+        {k: nat.workloads[k] for k in ("tcp", "tcp_cps", "conn_rate", "scale")},
         reference="xlat-nat64",
     )
 
@@ -333,6 +337,7 @@ _add(
                     [],
                     {
                         "tcp": {"streams": [1], "directions": ["fwd"], "seconds": 4},
+                        "tcp_cps": {"concurrency": [32], "seconds": 3},
                         "conn_rate": {
                             "trial": 1.0,
                             "max_trials": 6,
@@ -377,6 +382,7 @@ _NAT_QUICK = Part(
         "tcp": {"streams": [1], "directions": ["fwd"], "seconds": 3},
         "ping": {"count": 100},
         "http": {"profiles": ["small"], "concurrency": _QC, "seconds": 1.5},
+        "tcp_cps": {"concurrency": [32], "seconds": 2},
         "conn_rate": {
             "trial": 1.0,
             "max_trials": 5,

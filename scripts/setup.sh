@@ -13,7 +13,7 @@ need_root() {
 APT_PACKAGES=(
     build-essential pkg-config
     iproute2 iputils-ping iputils-tracepath iperf3 nftables tcpdump traceroute ethtool socat
-    tayga unbound nginx-light curl dnsutils
+    tayga unbound nginx-light curl dnsutils apache2-utils
     python3 python3-pip python3-venv
     clang llvm libbpf-dev linux-libc-dev  # the eBPF fast path (bpf/, crates/xlat/build.rs)
 )

@@ -1,5 +1,6 @@
 """The lab's parsers on recorded output (tests/data/lab/): iperf3 -J, iputils ping,
-xlat-perf --json (throughput, frame-loss, latency, pdv), the HTTP client, /proc/stat."""
+xlat-perf --json (throughput, frame-loss, latency, pdv), the HTTP client, ApacheBench,
+/proc/stat."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from lab.workloads import rfc9693
 from lab.workloads.common import describe, percentile
 from lab.workloads.cpu import read_stat
-from lab.workloads.http import parse_client
+from lab.workloads.http import parse_ab, parse_client
 from lab.workloads.ping import parse_capture, parse_ping, split_rtt
 from lab.workloads.tcp import parse_iperf
 from lab.workloads.xlatperf import (
@@ -208,6 +209,31 @@ def test_http_client_errors_and_statuses():
     }
     r = parse_client(j)
     assert r["errors"] == 3 and r["non_200"] == 1 and r["rtt_ms"]["median"] == 2.0
+
+
+def test_ab_output():
+    # ab -c 32 -t 3 through xlat's NAT64 (lab tcp_cps trial).
+    r = parse_ab((DATA / "ab.txt").read_text())
+    assert r == {
+        "connections": 38859,
+        "failed": 0,
+        "non_2xx": 0,
+        "cps": 12951.76,
+        "mean_ms": 2.471,  # the first "Time per request": per connection
+    }
+
+
+def test_ab_failures_and_missing_fields():
+    out = (DATA / "ab.txt").read_text()
+    out = out.replace(
+        "Failed requests:        0\n",
+        "Failed requests:        7\n   (Connect: 0, Receive: 5, Length: 2, Exceptions: 0)\n"
+        "Non-2xx responses:      3\n",
+    )
+    r = parse_ab(out)
+    assert (r["failed"], r["non_2xx"]) == (7, 3)
+    with pytest.raises(ValueError, match="'Requests per second'"):
+        parse_ab(out.replace("Requests per second", "Rate"))
 
 
 def test_proc_stat():

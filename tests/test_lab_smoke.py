@@ -64,7 +64,7 @@ def test_smoke_every_workload_ok(smoke):
         json.loads(f.read_text()) for f in sorted((out / "trials").glob("*/*.json"))
     ]
     by = {(t["dut"], t["workload"]) for t in trials}
-    for w in ("throughput", "flr", "latency", "pdv", "tcp", "ping", "http"):
+    for w in ("throughput", "flr", "latency", "pdv", "tcp", "ping", "http", "tcp_cps"):
         assert ("xlat", w) in by and ("kernel-v6", w) in by, w
     assert ("xlat-nat64", "conn_rate") in by and ("xlat-nat64", "scale") in by
     assert ("xlat-nat64", "rfc9693") in by
@@ -82,6 +82,12 @@ def test_smoke_every_workload_ok(smoke):
     http = json.loads((out / "trials" / "xlat" / "http__small-c5.json").read_text())
     r = http["result"]
     assert r["requests"] == len(r["samples_ms"]) > 0 and r["errors"] == 0
+    # Short TCP connections with ab: at 8 in flight for 1 s, thousands pass.
+    for dut in ("xlat", "kernel-v6"):
+        t = json.loads((out / "trials" / dut / "tcp_cps__c8.json").read_text())
+        r = t["result"]
+        assert r["failed"] == 0 and r["non_2xx"] == 0, (dut, r)
+        assert r["connections"] > 500 and r["cps"] > 500, (dut, r)
     tcp = json.loads((out / "trials" / "xlat" / "tcp__x1-rev.json").read_text())[
         "result"
     ]
@@ -124,6 +130,7 @@ def test_smoke_report_and_plots(smoke):
         "RTT (ping, ms)",
         "Where the RTT goes",
         "HTTP transactions",
+        "new TCP conn/s, c8 (ab)",
         "new-flow rate",
         "RFC 9693 (xlat-perf cer, validate",
         "DUT CPU use",

@@ -9,12 +9,21 @@ Profiles (request / response size):
 each at the scenario's concurrencies (1, 2, 5, 10, 20, 50, 100 in the full
 bench), a new TCP connection per transaction (so a stateful DUT sees a new
 flow each time).
+
+``tcp_cps``: the rate of short TCP connections (connect, ``GET /small`` over
+HTTP/1.0, close) that ApacheBench (``ab``, Debian package apache2-utils), a C
+client, completes at a given concurrency. The lab's own client is Python and
+needs about one CPU for 8-10 k connections/s: on a 2-CPU lab it is the limit,
+and a DUT whose work runs inline in the client's own system calls (kernel
+forwarding, the eBPF fast path on veth) looks slower than one that runs on a
+thread of its own (the TUN datapath), though it costs the machine less.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -193,3 +202,57 @@ def http(
     finally:
         if own:
             server.stop()
+
+
+def ab_bin() -> str | None:
+    return shutil.which("ab")
+
+
+def parse_ab(out: str) -> dict:
+    """ApacheBench's report -> completed connections, failed ones (ab's
+    "Failed requests": connect, receive, length and exceptions), non-2xx
+    responses, the rate and the mean time per connection."""
+
+    def num(label: str):
+        m = re.search(rf"^{label}:\s+([\d.]+)", out, re.MULTILINE)
+        if m is None:
+            raise ValueError(f"ab: no {label!r} in its output: {out.strip()[-300:]!r}")
+        return float(m.group(1))
+
+    non2xx = re.search(r"^Non-2xx responses:\s+(\d+)", out, re.MULTILINE)
+    return {
+        "connections": int(num("Complete requests")),
+        "failed": int(num("Failed requests")),
+        "non_2xx": int(non2xx.group(1)) if non2xx else 0,
+        "cps": num("Requests per second"),
+        # The first "Time per request" is the mean per connection.
+        "mean_ms": num("Time per request"),
+    }
+
+
+def tcp_cps(flow, *, concurrency: int, seconds: float, server) -> dict:
+    """Short TCP connections per second through the DUT (see the module's
+    docstring): ``ab`` in the sender's namespace, bound to the flow's source
+    address, against ``server`` (a running :class:`Nginx`) for ``seconds``."""
+    ab = ab_bin()
+    if ab is None:
+        raise FileNotFoundError("ab not found (Debian package apache2-utils)")
+    host = f"[{flow.dst_addr}]" if ":" in flow.dst_addr else flow.dst_addr
+    # -n bounds ab's table of per-connection times (it sizes it up front);
+    # -t ends the trial first at any rate this lab reaches.
+    n = max(50_000, int(40_000 * seconds))
+    cmd = [ab, "-q", "-r", "-s", "5", "-B", flow.src_addr, "-c", str(concurrency)]
+    cmd += ["-t", f"{max(1, round(seconds))}", "-n", str(n)]
+    cmd += [f"http://{host}:{server.port}{PROFILES['small']['path']}"]
+    cp = ns_exec(flow.src_ns, cmd, check=False, timeout=seconds + 30)
+    if cp.returncode != 0:
+        raise RuntimeError(
+            f"ab failed ({cp.returncode}): {(cp.stderr or cp.stdout).strip()[-400:]}"
+        )
+    res = parse_ab(cp.stdout)
+    if res["connections"] == 0:
+        raise RuntimeError(f"ab completed no connection: {cp.stdout.strip()[-400:]}")
+    return {
+        "result": {"concurrency": concurrency, "client": "ab", **res},
+        "raw": cp.stdout,
+    }
