@@ -820,12 +820,39 @@ def test_connected_subnet_is_never_routed_into_the_tun(one_ns):
     assert cp.returncode == 1, cp
     assert "198.51.100.0/24 is the connected subnet of xltup0" in cp.stderr, cp
     assert "dev xltup0 proto kernel" in connected()
+    # `xlat check` in the namespace says the same before anything runs (it
+    # printed "ok" and exited 0; found by a probe).
+    cp = lab.exec(
+        ns, [str(need_xlat()), "check", "-c", str(d / "bad.toml")], check=False
+    )
+    assert cp.returncode == 1, cp
+    assert cp.stdout.startswith("valid: "), cp
+    assert (
+        "error: routes: 198.51.100.0/24 is the connected subnet of xltup0" in cp.stderr
+    ), cp
 
     # A pool4 address on an interface (docs/nat64.md: must not be) is warned
     # about: the kernel's local table keeps its packets from the TUN.
     lab.ip(ns, "addr", "add", "203.0.113.9/32", "dev", "lo")
+    (d / "lo.toml").write_text(conf("b.sock", "203.0.113.0/24"))
+    cp = lab.exec(ns, [str(need_xlat()), "check", "-c", str(d / "lo.toml")])
+    assert cp.stdout.startswith("ok: "), cp
+    assert (
+        "warning: nat64.pool4: 203.0.113.9 is an address of lo here now" in cp.stderr
+    ), cp
     x = Xlat(lab, ns, conf("b.sock", "203.0.113.0/24"), d, name="b").start()
     try:
+        # A second instance (its own device and socket) that asks for the
+        # same pool6 and a connected subnet: it took the running one's
+        # pool6 route over, then failed on the connected subnet and took
+        # the route away with its device (found by a probe). Now it fails
+        # before touching any route.
+        second = conf("c.sock", "198.51.100.0/24").replace('"xlat0"', '"xlat9"')
+        cp = _second(lab, ns, d, second, "second")
+        assert cp.returncode == 1, cp
+        assert "198.51.100.0/24 is the connected subnet of xltup0" in cp.stderr, cp
+        assert "taken over" not in cp.stderr, cp
+        assert "dev xlat0" in lab.ip(ns, "-6", "route", "show", "64:ff9b::/96").stdout
         assert re.search(
             r"level=warn msg=\"a pool4 address is configured on an interface: [^\"]*\" "
             r"address=203\.0\.113\.9 dev=lo",

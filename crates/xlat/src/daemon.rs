@@ -1603,6 +1603,17 @@ pub fn run(path: &str) -> i32 {
     } else {
         Routes::default()
     };
+    // A connected subnet asked for is refused before any route is touched:
+    // a failed start leaves the system, and a running xlat whose routes it
+    // would have taken over, as they were (the others were taken over first
+    // and went with this device; found by a probe).
+    let (_, refused) = tun::without_connected(&name, &before, &routes, &tables);
+    if !refused.is_empty() {
+        for e in refused {
+            error!("cannot install route", "error" => e);
+        }
+        return 1;
+    }
     let (_, errs) = tun::apply_routes(&name, &before, &routes, &tables);
     if !errs.is_empty() {
         for e in errs {

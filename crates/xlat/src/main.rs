@@ -265,10 +265,20 @@ fn check(path: &str) -> i32 {
             } else {
                 String::new()
             };
+            // The routes as `xlat run` would install them here now: a
+            // connected subnet of an interface among them makes it exit 1.
+            let tables = xlat::tun::RouteTables::default();
+            let routes = daemon::desired_routes(&s, s.pool6, &s.eamt, &tables);
+            let (_, refused) = xlat::tun::without_connected(
+                &s.tun.name,
+                &xlat::tun::Routes::default(),
+                &routes,
+                &tables,
+            );
             out(&format!(
                 "{}: {path}: mode={} pool6={} eamt={} tun={} queues={} routes={} socket={}{nat} datapath={}\n",
                 // "valid": the file is, but `xlat run` would fail here.
-                if verdict.is_ok() { "ok" } else { "valid" },
+                if verdict.is_ok() && refused.is_empty() { "ok" } else { "valid" },
                 s.mode.name(),
                 s.pool6
                     .map(|p| p.to_string())
@@ -328,21 +338,35 @@ fn check(path: &str) -> i32 {
                     eprintln!("note: datapath: routing rule `{r}` matches a mark, protocol or port: the eBPF fast path does not apply it (kind = \"tun\" does)");
                 }
             }
+            // As `xlat run` warns at start: the kernel keeps the packets to
+            // a local address, so NAT64 flows on a pool4 address that is an
+            // interface's fail.
+            if s.mode == config::Mode::Nat64 {
+                for (dev, a, _) in xlat::tun::ipv4_addresses() {
+                    if s.nat64.pool4.iter().any(|e| e.prefix.contains(a)) {
+                        eprintln!("warning: nat64.pool4: {a} is an address of {dev} here now: the kernel keeps its packets, NAT64 flows on it fail");
+                    }
+                }
+            }
             // An EAM entry routed into the TUN on both sides loops (with
             // the routing tables as they are here now).
-            let tables = xlat::tun::RouteTables::default();
-            let routes = daemon::desired_routes(&s, s.pool6, &s.eamt, &tables);
             for e in daemon::looping_eams(&routes, &s.eamt) {
                 let i = s.eamt.iter().position(|x| *x == e).unwrap_or(0);
                 eprintln!("note: eamt[{i}]: {}", daemon::looping_eam_note(&e));
             }
             // The file is valid, but `xlat run` would exit 1 here: say so
             // in the status too, for scripts (ExecStartPre, the lab).
+            for e in &refused {
+                eprintln!("error: routes: {e}; `xlat run` would exit 1");
+            }
             if let Err((_, why)) = verdict {
                 eprintln!(
                     "error: {why}; \
                      `xlat run` would exit 1 (kind = \"auto\" would run on tun)"
                 );
+                return 1;
+            }
+            if !refused.is_empty() {
                 return 1;
             }
             0
