@@ -1619,13 +1619,17 @@ pub fn run(path: &str) -> i32 {
         for e in errs {
             error!("cannot install route", "error" => e);
         }
+        tun::give_back_after_failed_start();
         return 1;
     }
 
     // The eBPF fast path: loaded and attached while we have the privileges.
     let fast = match start_datapath(&settings, pool6, &eamt, preloaded) {
         Ok(f) => f,
-        Err(()) => return 1,
+        Err(()) => {
+            tun::give_back_after_failed_start();
+            return 1;
+        }
     };
 
     let mut reaper = None;
@@ -1644,6 +1648,7 @@ pub fn run(path: &str) -> i32 {
         }
         if let Err(e) = crate::privs::drop_to(&settings.user) {
             error!("cannot drop privileges", "user" => settings.user, "error" => e);
+            tun::give_back_after_failed_start();
             return 1;
         }
         let caps = crate::privs::effective_caps()

@@ -510,6 +510,9 @@ pub struct MainTable {
     /// arguments of an `ip route replace` that puts the route back as it
     /// was (see [`restore_taken_over`]).
     restore: std::collections::HashMap<String, String>,
+    /// The same for another xlat's routes (protocol [`ROUTE_PROTO`]): given
+    /// back only by a start that fails ([`give_back_after_failed_start`]).
+    restore_xlat: std::collections::HashMap<String, String>,
 }
 
 /// Words of `ip route show` that `ip route replace` does not take (the
@@ -585,6 +588,7 @@ impl MainTable {
             devs: Default::default(),
             connected: Default::default(),
             restore: Default::default(),
+            restore_xlat: Default::default(),
         };
         let ours = ROUTE_PROTO.to_string();
         // Lines that start with white space continue a multipath route.
@@ -630,6 +634,8 @@ impl MainTable {
                 }
                 if proto != Some(ours.as_str()) {
                     t.restore.insert(k.to_string(), replace_args(&whole));
+                } else {
+                    t.restore_xlat.insert(k.to_string(), replace_args(&whole));
                 }
             }
             if dst == "default" || proto == Some(ours.as_str()) {
@@ -945,7 +951,12 @@ fn change_routes(
                 match was {
                     Some((k, other)) if other != dev => {
                         crate::warn!("route taken over from another device", "dst" => s, "dev" => dev, "was_dev" => other);
-                        if let Some(args) = t.restore.get(k) {
+                        let from = t
+                            .restore
+                            .get(k)
+                            .map(|a| (a, false))
+                            .or_else(|| t.restore_xlat.get(k).map(|a| (a, true)));
+                        if let Some((args, from_xlat)) = from {
                             let mut taken = TAKEN_OVER.lock().unwrap_or_else(|e| e.into_inner());
                             if !taken.iter().any(|tk| tk.fam == *fam && tk.dst == *s) {
                                 taken.push(TakenOver {
@@ -953,6 +964,7 @@ fn change_routes(
                                     dst: s.clone(),
                                     dev: dev.to_string(),
                                     args: args.clone(),
+                                    from_xlat,
                                 });
                             }
                         }
@@ -970,8 +982,9 @@ fn change_routes(
                 if removed <= LOGGED_ROUTES {
                     crate::info!("route removed", "dst" => s, "dev" => dev)
                 }
-                // Our route was there until this delete: theirs comes back.
-                give_back(|f, d| f == *fam && d == s, false);
+                // Our route was there until this delete: theirs comes back
+                // (not another xlat's: see [`give_back_after_failed_start`]).
+                give_back(|t| !t.from_xlat && t.fam == *fam && t.dst == *s, false);
             }
         }
     }
@@ -1003,6 +1016,8 @@ struct TakenOver {
     dev: String,
     /// `ip route replace` arguments that put the route back.
     args: String,
+    /// Another xlat's route (protocol [`ROUTE_PROTO`]).
+    from_xlat: bool,
 }
 
 /// Whether the main table's route to `dst` (as `ip` prints it) is still
@@ -1018,13 +1033,12 @@ fn still_ours(fam: &str, dst: &str, dev: &str) -> bool {
     })
 }
 
-/// Puts back the taken-over routes that `which(family, destination)`
-/// selects, and forgets them; with `check`, only where the route is still
-/// ours (see [`still_ours`]).
-fn give_back(which: impl Fn(&str, &str) -> bool, check: bool) {
+/// Puts back the taken-over routes that `which` selects, and forgets them;
+/// with `check`, only where the route is still ours (see [`still_ours`]).
+fn give_back(which: impl Fn(&TakenOver) -> bool, check: bool) {
     let back: Vec<TakenOver> = {
         let mut taken = TAKEN_OVER.lock().unwrap_or_else(|e| e.into_inner());
-        let (back, keep) = taken.drain(..).partition(|t| which(t.fam, &t.dst));
+        let (back, keep) = taken.drain(..).partition(|t| which(t));
         *taken = keep;
         back
     };
@@ -1049,7 +1063,16 @@ fn give_back(which: impl Fn(&str, &str) -> bool, check: bool) {
 /// xlat's (not taken over since by another instance, nor changed by the
 /// operator).
 pub fn restore_taken_over() {
-    give_back(|_, _| true, true);
+    give_back(|t| !t.from_xlat, true);
+}
+
+/// When the start fails after the routes were installed (the eBPF fast
+/// path refused, say): every route taken over is put back, another
+/// xlat's too, so that a failed start leaves a running instance as it was.
+/// (A stop after running leaves another xlat's routes alone, as
+/// docs/configuration.md says: that instance must be restarted.)
+pub fn give_back_after_failed_start() {
+    give_back(|_| true, true);
 }
 
 #[cfg(test)]
@@ -1155,6 +1178,15 @@ mod tests {
             Some("xlat1")
         );
         assert!(!learned.restore.contains_key("2001:db8:64::/96"));
+        // Another xlat's route: given back only after a failed start.
+        assert_eq!(
+            learned
+                .restore_xlat
+                .get("2001:db8:64::/96")
+                .map(String::as_str),
+            Some("2001:db8:64::/96 dev xlat1 proto 88 metric 1024 pref medium")
+        );
+        assert!(!learned.restore_xlat.contains_key("::/0"));
     }
 
     #[test]
