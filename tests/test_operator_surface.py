@@ -616,6 +616,28 @@ def test_cli_without_a_daemon(tmp_path):
         check=False,
     )
     assert cp.returncode == 1 and "run the command as root" in cp.stderr, cp
+    # `xlat run` without root says what it needs, and creates nothing (each
+    # step failed with its own bare "Permission denied").
+    pub = Path(tempfile.mkdtemp(prefix="xlt-nr-"))
+    try:
+        pub.chmod(0o755)  # nobody reads the file, writes nothing here
+        good = pub / "good.toml"
+        good.write_text(
+            'mode = "siit"\npool6 = "2001:db8:64::/96"\n'
+            f'[tun]\nname = "xltnr0"\n[control]\nsocket = "{pub}/nr.sock"\n'
+        )
+        good.chmod(0o644)
+        cp = run(
+            ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+            + [xlat, "run", "-c", good],
+            check=False,
+            timeout=10,
+        )
+        assert cp.returncode == 1, cp
+        assert "xlat run needs root (CAP_NET_ADMIN)" in cp.stderr, cp
+        assert sorted(p.name for p in pub.iterdir()) == ["good.toml"]
+    finally:
+        shutil.rmtree(pub, ignore_errors=True)
     # -c FILE with an invalid file: the file's problems, exit 2.
     bad = tmp_path / "bad.toml"
     bad.write_text("[control]\nsocket = 5\n")

@@ -1413,6 +1413,16 @@ pub fn run(path: &str) -> i32 {
             warn!("session timeout below the RFC minimum (accepted)", "key" => k, "seconds" => v, "minimum" => min);
         }
     }
+    // The TUN device, its routes and the eBPF programs need CAP_NET_ADMIN:
+    // without it every step failed on its own bare "Permission denied" (the
+    // control socket's directory, /dev/net/tun), never naming the cause
+    // (found by a probe). Nothing is created yet.
+    const CAP_NET_ADMIN: u32 = 12;
+    if crate::privs::effective_caps().is_ok_and(|c| c & (1 << CAP_NET_ADMIN) == 0) {
+        error!("xlat run needs root (CAP_NET_ADMIN): it creates a TUN device and routes",
+            "user" => crate::privs::current_user());
+        return 1;
+    }
     install_panic_hook();
     // Before any thread exists, so that every thread inherits the mask and
     // only the main thread takes the signals (sigtimedwait).
