@@ -165,6 +165,20 @@ def test_check_reports_every_problem(tmp_path):
 
 
 @pytest.mark.timeout(20)
+def test_check_names_a_missing_or_empty_value_without_an_empty_field(tmp_path):
+    """A missing pool6 or an empty TUN name has no value to show: the line is
+    `error: KEY: REASON` (it was `error: pool6: : siit needs ...`)."""
+    xlat = need_xlat()
+    conf = _write(tmp_path, 'mode = "siit"\n[tun]\nname = ""\n')
+    cp = run([xlat, "check", "-c", conf], check=False)
+    assert cp.returncode == 2, cp
+    assert cp.stdout.splitlines() == [
+        "error: pool6: siit needs pool6 or at least one [[eamt]] entry to translate anything",
+        "error: tun.name: must not be empty",
+    ], cp
+
+
+@pytest.mark.timeout(20)
 def test_check_accepts_good_config(tmp_path):
     xlat = need_xlat()
     conf = _write(

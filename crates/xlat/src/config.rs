@@ -276,7 +276,13 @@ pub struct Problem {
 
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "error: {}: {}: {}", self.key, self.value, self.reason)
+        // A key that is missing (or empty) has no value to show: not
+        // "pool6: : siit needs pool6" (found by a probe).
+        if self.value.is_empty() {
+            write!(f, "error: {}: {}", self.key, self.reason)
+        } else {
+            write!(f, "error: {}: {}: {}", self.key, self.value, self.reason)
+        }
     }
 }
 
