@@ -1830,6 +1830,39 @@ def test_rfc6146_3_5_1_pool6_change_keeps_a_busy_udp_session_alive(datapath):
         e.close()
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("datapath", DATAPATHS)
+def test_rfc6146_3_5_1_session_show_lists_a_busy_sessions_real_deadline(datapath):
+    """`xlat session show` lists the deadline a session really has. With kind =
+    "ebpf" a cached session's packets take the fast path and its deadline moves
+    only when it comes due (to the last one seen there plus its lifetime), so the
+    listing showed the deadline from its last slow-path packet: up to a whole
+    timeout less than was left (found by a probe). A UDP flow of 5 s (udp
+    timeout 10 s) has 8 s or more left at its end, on both datapaths."""
+    e = Env(nat64="[nat64.timeouts]\nudp = 10\n", pool4=MAIN_POOL4, datapath=datapath)
+    t = e.t
+    try:
+        echo = nsio_bg(t.lab, t.h4, "udp-echo", "--bind", t.h4_addr, "--port", 7341)
+        try:
+            res = nsio(
+                t.lab, t.c1, "udp-ping", "--dst", t.h4_v6, "--port", 7341,
+                "--count", 25, "--interval", 0.2, "--timeout", 0.5, "--sport", 41341,
+            )  # fmt: skip
+            assert res["received"] >= 23, res
+        finally:
+            t.lab.stop(echo)
+        ours = [
+            s for s in sessions(e.x, t.c1_addr) if s[0] == "udp" and "#41341" in s[1]
+        ]
+        assert len(ours) == 1, sessions(e.x)
+        left = int(ours[0][-1].removeprefix("expires_in=").removesuffix("s"))
+        assert left >= 8, ours
+        if datapath == "ebpf":
+            assert e.x.stats()["ebpf_translated_6to4_packets"] >= 20
+    finally:
+        e.close()
+
+
 def _reload(x: Xlat, conf: str) -> None:
     """Write ``conf``, SIGHUP, wait for the reload to be logged."""
     before = x.log().count("configuration reloaded")

@@ -457,3 +457,41 @@ fn issue7_rfc6146_3_5_2_2_tcp_leaving_established_is_told_at_once() {
     n.drain_left_established(&mut left);
     assert_eq!(left, [(m.src4, r4(443)), (m.src4, r4(443))]);
 }
+
+/// `xlat session show` of a cached session: the deadline it really has
+/// (the one the expiry pass moves it to), the last packet the fast path
+/// saw plus the session's lifetime, never less than the state's own.
+#[test]
+fn issue7_deadline_with_seen_is_the_refreshed_deadline() {
+    let n = nat();
+    let m = n
+        .lookup_or_create_6to4(Proto::Udp, c6(4001), r4(53), None, 0)
+        .unwrap();
+    let s = n.sessions(&SessionFilter::default())[0];
+    assert_eq!(s.expires_ms, 10_000);
+    // Seen at 7.5 s: 7.5 + 10 s, in whole seconds rounded up (as stored).
+    assert_eq!(n.deadline_with_seen(&s, 7_500), 18_000);
+    // Never seen by the fast path (0): the state's own deadline.
+    assert_eq!(n.deadline_with_seen(&s, 0), 10_000);
+    // It is what the expiry pass does when the deadline comes due.
+    n.expire_seen(10_000, 1000, &mut |_, _, _| Some(7_500));
+    let after = n.sessions(&SessionFilter::default())[0];
+    assert_eq!((after.v4, after.expires_ms), (m.src4, 18_000));
+    // A TCP session that is not ESTABLISHED is not refreshed by the fast
+    // path (it is not cached): its deadline stays.
+    let t = SessionInfo {
+        proto: Proto::Tcp,
+        tcp_state: Some(TcpState::Trans),
+        ..s
+    };
+    assert_eq!(n.deadline_with_seen(&t, 7_500), 10_000);
+    let e = SessionInfo {
+        tcp_state: Some(TcpState::Established),
+        ..t
+    };
+    // TCP_EST (default 7440 s) from 7.5 s.
+    assert_eq!(
+        n.deadline_with_seen(&e, 7_500),
+        (7_500u64 + 7_440_000).div_ceil(1000) * 1000
+    );
+}

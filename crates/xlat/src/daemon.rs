@@ -278,7 +278,10 @@ impl Daemon {
             }
         };
         if let Some(st) = nat {
-            if let Some(r) = crate::nat64d::handle(&st, pool6, self.shared.now_ms(), cmd, &args) {
+            let now = self.shared.now_ms();
+            let fc = self.shared.flows.get();
+            let seen = |p, pool, remote| fc.and_then(|fc| fc.last_seen_ms(p, pool, remote, now));
+            if let Some(r) = crate::nat64d::handle(&st, pool6, now, cmd, &args, &seen) {
                 if let (Ok(_), Some(g)) = (&r, locked.as_mut()) {
                     note_bib_change(&mut g.settings.nat64, cmd, &args);
                 }

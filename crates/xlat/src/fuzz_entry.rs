@@ -192,9 +192,9 @@ pub fn nat64_control_any(st: &Nat64State, data: &[u8]) {
         };
         let cmd = CMDS[usize::from(first) % CMDS.len()];
         let args: Vec<&str> = line.split_whitespace().skip(1).collect();
-        let _ = nat64d::handle(st, pool6, 1_000, cmd, &args);
+        let _ = nat64d::handle(st, pool6, 1_000, cmd, &args, &|_, _, _| None);
     }
-    if let Some(Ok(shown)) = nat64d::handle(st, pool6, 1_000, "bib-show", &[]) {
+    if let Some(Ok(shown)) = nat64d::handle(st, pool6, 1_000, "bib-show", &[], &|_, _, _| None) {
         let lines: Vec<&str> = shown.lines().collect();
         let mut unique = lines.clone();
         unique.sort_unstable();

@@ -116,14 +116,30 @@ fn tcp_state_name(s: TcpState) -> String {
     format!("{s:?}").to_ascii_lowercase()
 }
 
-/// Control requests of mode = "nat64".
+/// Control requests of mode = "nat64". `seen`: the time the eBPF fast
+/// path last translated a packet of a session (ms on the state's clock,
+/// 0 never; None: not cached), for the deadlines `session-show` lists.
 pub fn handle(
     st: &Nat64State,
     pool6: Option<xlat_core::addr::Ipv6Prefix>,
     now: u64,
     cmd: &str,
     args: &[&str],
+    seen: &dyn Fn(Proto, Ta4, Ta4) -> Option<u64>,
 ) -> Option<Result<String, String>> {
+    // A cached session's deadline moves to its last fast-path packet plus
+    // its lifetime when it comes due: list that one (it showed the older
+    // deadline, up to a whole timeout less than was left; found by a probe).
+    let listed = |v: Vec<xlat_core::nat64::SessionInfo>| {
+        v.into_iter()
+            .map(|mut s| {
+                if let Some(t) = seen(s.proto, s.v4, s.remote) {
+                    s.expires_ms = st.deadline_with_seen(&s, t);
+                }
+                s
+            })
+            .collect::<Vec<_>>()
+    };
     let r = match (cmd, args) {
         ("bib-show", rest) if rest.len() <= 1 => {
             let proto = match rest.first() {
@@ -212,12 +228,12 @@ pub fn handle(
                             v.push(s);
                         }
                     }
-                    return Some(Ok(format_sessions(v, now)));
+                    return Some(Ok(format_sessions(listed(v), now)));
                 } else {
                     return Some(Err(format!("{a}: not an IPv4 or IPv6 address")));
                 }
             }
-            Ok(format_sessions(st.sessions(&f), now))
+            Ok(format_sessions(listed(st.sessions(&f)), now))
         }
         _ => return None,
     };

@@ -1918,6 +1918,25 @@ impl Nat64State {
         out
     }
 
+    /// The deadline a listed session really has when another carrier
+    /// (the eBPF fast path) last saw a packet of it at `last_seen` (ms on
+    /// this clock; 0: never): the expiry pass moves the deadline to
+    /// `last_seen` plus the session's lifetime when it comes due
+    /// ([`Nat64State::expire_cached`]), so `xlat session show` lists that,
+    /// not the deadline from before those packets. Only sessions that
+    /// carrier holds are refreshed so: UDP, ICMP, TCP in ESTABLISHED.
+    pub fn deadline_with_seen(&self, s: &SessionInfo, last_seen: u64) -> u64 {
+        let life = match (s.proto, s.tcp_state) {
+            (Proto::Tcp, Some(TcpState::Established)) => Some(self.cfg.timeouts.tcp_est_ms),
+            (Proto::Tcp, _) => None,
+            (p, _) => self.lifetime_ms(p, Lifetime::Keep),
+        };
+        match life {
+            Some(ms) if last_seen > 0 => s.expires_ms.max(secs_ms(deadline(last_seen, ms))),
+            _ => s.expires_ms,
+        }
+    }
+
     fn expire_one(
         &self,
         sh: &mut Shard,
