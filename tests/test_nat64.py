@@ -672,6 +672,7 @@ def test_rfc6146_3_5_2_2_idle_hairpinned_tcp_sessions_expire(datapath):
             ]
 
         assert len(tcp_sessions()) == 2, tcp_sessions()
+        probes0 = x.stats()["nat64_tcp_probes_sent"]
         mute = (
             "add table inet xlt_mute; add chain inet xlt_mute in "
             "{ type filter hook input priority 0; }; "
@@ -683,6 +684,9 @@ def test_rfc6146_3_5_2_2_idle_hairpinned_tcp_sessions_expire(datapath):
         while tcp_sessions():
             assert time.monotonic() - quiet < 9, (tcp_sessions(), x.log())
             time.sleep(0.25)
+        # One probe per session, to its IPv6 client only (the IPv4 side is
+        # the other session's pool4 address), each counted.
+        assert x.stats()["nat64_tcp_probes_sent"] - probes0 == 2, x.stats()
     finally:
         for p in procs:
             e.t.lab.stop(p)

@@ -442,14 +442,18 @@ pub fn housekeeping(
                     if let Some(p6) = pool6 {
                         let src = Ta6::new(p6.embed(pr.remote.addr), pr.remote.port);
                         if let Some(l) = tcp_probe6(&mut buf[start..], src, pr.v6) {
-                            write_tun(fd, vnet, &mut buf, start, l);
+                            if write_tun(fd, vnet, &mut buf, start, l) {
+                                counters.add(crate::stats::TCP_PROBES, 1);
+                            }
                         }
                     }
                     if state.is_pool4(Some(xlat_core::nat64::Proto::Tcp), pr.remote.addr) {
                         continue;
                     }
                     if let Some(l) = tcp_probe4(&mut buf[start..], pr.v4, pr.remote) {
-                        write_tun(fd, vnet, &mut buf, start, l);
+                        if write_tun(fd, vnet, &mut buf, start, l) {
+                            counters.add(crate::stats::TCP_PROBES, 1);
+                        }
                     }
                 }
             }

@@ -9,7 +9,7 @@ use xlat_core::nat64::{Counts, Nat64State, Proto};
 use xlat_core::DropReason;
 
 /// The datapath's own counters, by index.
-pub const NAMES: [&str; 20] = [
+pub const NAMES: [&str; 21] = [
     "translated_4to6_packets",
     "translated_4to6_bytes",
     "translated_6to4_packets",
@@ -30,6 +30,7 @@ pub const NAMES: [&str; 20] = [
     "fragments_held",
     "udp_checksum_zero_reassembled",
     "reassembly_fragments_held",
+    "nat64_tcp_probes_sent",
 ];
 pub const T46_PKTS: usize = 0;
 pub const T46_BYTES: usize = 1;
@@ -59,6 +60,9 @@ pub const UDP_REASSEMBLED: usize = 18;
 /// Fragments kept by a reassembly (ICMP, NAT64 UDP without checksum) until
 /// their message was whole: not translated on their own (crate::reasm).
 pub const REASSEMBLY_HELD: usize = 19;
+/// NAT64: the probes of TCP sessions whose TCP_EST ran out (RFC 6146
+/// §3.5.2.2), one per endpoint probed.
+pub const TCP_PROBES: usize = 20;
 pub const FIXED: usize = NAMES.len();
 pub const TOTAL: usize = FIXED + DropReason::COUNT;
 
@@ -443,6 +447,11 @@ impl Snapshot {
                 "xlat_reassembly_fragments_held_total",
                 REASSEMBLY_HELD,
                 "Fragments kept by a reassembly and translated with their whole message (counted when it is whole; fragments of one never whole are drops).",
+            ),
+            (
+                "xlat_nat64_tcp_probes_sent_total",
+                TCP_PROBES,
+                "NAT64: probes (an ACK with zero sequence numbers) of TCP sessions whose TCP_EST ran out, one per endpoint (RFC 6146 section 3.5.2.2).",
             ),
             (
                 "xlat_routing_loop_packets_total",
