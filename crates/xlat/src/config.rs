@@ -919,6 +919,42 @@ fn key_at(text: &str, at: usize) -> Option<String> {
     })
 }
 
+/// The line (1-based) of a `key = [` above byte `at` whose array is still
+/// open at `at` (brackets outside strings and comments counted), if the
+/// error at `at` is on a later line than that.
+fn open_array_above(text: &str, at: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    let mut opened = None;
+    for (i, line) in text[..at].lines().enumerate() {
+        let mut in_str: Option<char> = None;
+        let mut escaped = false;
+        for (j, c) in line.char_indices() {
+            if std::mem::take(&mut escaped) {
+                continue;
+            }
+            match (in_str, c) {
+                (Some('"'), '\\') => escaped = true,
+                (Some(q), c) if c == q => in_str = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') => in_str = Some(c),
+                (None, '#') => break,
+                // Only a value's bracket (after `=`) opens an array: a
+                // table header's does not.
+                (None, '[') if depth > 0 || line[..j].contains('=') => {
+                    if depth == 0 {
+                        opened = Some(i + 1);
+                    }
+                    depth += 1;
+                }
+                (None, ']') if depth > 0 => depth -= 1,
+                _ => {}
+            }
+        }
+    }
+    let line_at = text[..at].matches('\n').count() + 1;
+    opened.filter(|&l| depth > 0 && l < line_at)
+}
+
 /// Parses and validates the text of a configuration file.
 pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
     let root: Table = match text.parse::<Table>() {
@@ -932,12 +968,19 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                     format!("line {line}")
                 })
                 .unwrap_or_else(|| "?".into());
+            let mut reason = msg.trim().replace('\n', " ");
+            // An array left open runs into the lines after it: the parser
+            // stops there (a table header, another key), not where the `]`
+            // is missing (found by a probe). Name the array's own line.
+            if let Some(m) = start.and_then(|s| open_array_above(text, s)) {
+                reason.push_str(&format!(" (the array opened on line {m} is not closed?)"));
+            }
             return Err(vec![Problem {
                 key: start
                     .and_then(|s| key_at(text, s))
                     .unwrap_or_else(|| "(syntax)".into()),
                 value: at,
-                reason: msg.trim().replace('\n', " "),
+                reason,
             }]);
         }
     };
@@ -2200,6 +2243,24 @@ ipv6 = "2001:db8:6::40/122"
         assert_eq!(ps[0].key, "pool6");
         let ps = problems("[[[x\n");
         assert_eq!((ps.len(), ps[0].key.as_str()), (1, "(syntax)"));
+        // An array left open is reported where the parser stopped, with
+        // the line it was opened on.
+        let ps = problems(
+            "mode = \"siit\"\npool6 = \"2001:db8:64::/96\"\n[tun]\n\
+             ipv4-routes = [\"198.51.100.0/24\"\n\n[control]\nsocket = \"/tmp/x.sock\"\n",
+        );
+        assert_eq!(ps.len(), 1, "{ps:?}");
+        assert_eq!(ps[0].value, "line 6");
+        assert!(
+            ps[0]
+                .reason
+                .ends_with("(the array opened on line 4 is not closed?)"),
+            "{ps:?}"
+        );
+        // A closed array, a table header and brackets in strings or
+        // comments are not an open array.
+        let ps = problems("a = [\"[\\\"\", # [\n \"]\"]\n[tun]\nname = \n");
+        assert!(!ps[0].reason.contains("not closed"), "{ps:?}");
         // A value TOML cannot hold (beyond 64 bits) names its key.
         let ps = problems(&format!("{OK}\n[log]\nlevel = 18446744073709551616\n"));
         assert_eq!((ps.len(), ps[0].key.as_str()), (1, "log.level"), "{ps:?}");
