@@ -824,9 +824,15 @@ def test_rfc9693_validation_through_xlat_nat64(datapath):
         if datapath == "ebpf":
             st = e.x.stats()
             got = {k: st[k] for k in st if "translated" in k or "flows" in k}
+            # A trial the tester could not send on schedule (a busy machine)
+            # is run again with the same connections (`retried`): those of
+            # the later attempts are cached already and take the fast path
+            # both ways (the CI once retried it: 500 frames on the fast path).
+            again = len(rep["trials"]) - 1
+            assert all(tr.get("retried") for tr in rep["trials"][:-1]), rep["trials"]
             assert st["ebpf_nat64_flows_inserted"] == 500, got
-            assert st["ebpf_translated_6to4_packets"] == 0, got
-            assert st["ebpf_translated_4to6_packets"] == 0, got
+            assert st["ebpf_translated_6to4_packets"] == 500 * again, (again, got)
+            assert st["ebpf_translated_4to6_packets"] == 500 * again, (again, got)
             assert st["translated_4to6_packets"] >= 500, got
             # The same 500 connections again: cached, both directions fast.
             out = perf_json(
