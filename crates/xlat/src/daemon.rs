@@ -205,6 +205,22 @@ fn check_routes(
     }
 }
 
+/// NAT64: the pool4 addresses configured on an interface here now, with
+/// the interface (`xlat run` warns of each, `xlat check` too). docs/nat64.md:
+/// pool4 addresses must not be an interface's: the kernel takes packets to
+/// a local address for itself (its local table comes before any route into
+/// the TUN), so their flows never reach us.
+pub fn pool4_on_interfaces(s: &Settings) -> Vec<(String, std::net::Ipv4Addr)> {
+    if s.mode != Mode::Nat64 {
+        return vec![];
+    }
+    tun::ipv4_addresses()
+        .into_iter()
+        .filter(|(_, a, _)| s.nat64.pool4.iter().any(|e| e.prefix.contains(*a)))
+        .map(|(dev, a, _)| (dev, a))
+        .collect()
+}
+
 fn build_translator(
     s: &Settings,
     pool6: Option<Ipv6Prefix>,
@@ -1595,15 +1611,8 @@ pub fn run(path: &str) -> i32 {
             warn!("forwarding is off: translated packets will not be forwarded", "sysctl" => k.replace('/', "."));
         }
     }
-    // docs/nat64.md: pool4 addresses must not be an interface's: the
-    // kernel takes packets to a local address for itself (its local table
-    // comes before any route into the TUN), so their flows never reach us.
-    if settings.mode == Mode::Nat64 {
-        for (dev, a, _) in tun::ipv4_addresses() {
-            if settings.nat64.pool4.iter().any(|e| e.prefix.contains(a)) {
-                warn!("a pool4 address is configured on an interface: the kernel keeps its packets, NAT64 flows on it fail", "address" => a, "dev" => dev);
-            }
-        }
+    for (dev, a) in pool4_on_interfaces(&settings) {
+        warn!("a pool4 address is configured on an interface: the kernel keeps its packets, NAT64 flows on it fail", "address" => a, "dev" => dev);
     }
     let tables = tun::RouteTables::default();
     let routes = desired_routes(&settings, pool6, &eamt, &tables);

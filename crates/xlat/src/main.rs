@@ -338,15 +338,9 @@ fn check(path: &str) -> i32 {
                     eprintln!("note: datapath: routing rule `{r}` matches a mark, protocol or port: the eBPF fast path does not apply it (kind = \"tun\" does)");
                 }
             }
-            // As `xlat run` warns at start: the kernel keeps the packets to
-            // a local address, so NAT64 flows on a pool4 address that is an
-            // interface's fail.
-            if s.mode == config::Mode::Nat64 {
-                for (dev, a, _) in xlat::tun::ipv4_addresses() {
-                    if s.nat64.pool4.iter().any(|e| e.prefix.contains(a)) {
-                        eprintln!("warning: nat64.pool4: {a} is an address of {dev} here now: the kernel keeps its packets, NAT64 flows on it fail");
-                    }
-                }
+            // As `xlat run` warns at start.
+            for (dev, a) in daemon::pool4_on_interfaces(&s) {
+                eprintln!("warning: nat64.pool4: {a} is an address of {dev} here now: the kernel keeps its packets, NAT64 flows on it fail");
             }
             // An EAM entry routed into the TUN on both sides loops (with
             // the routing tables as they are here now).
