@@ -181,6 +181,12 @@ reasons! {
     /// §3.5.2.2) while 1024 are held already: dropped silently at once
     /// (the held ones keep their place).
     Nat64StoredSynsFull = "nat64_stored_syns_full",
+    /// A TCP, UDP or ICMP query packet whose checksum does not verify and
+    /// that would create NAT64 state (a BIB entry, a session, a stored
+    /// SYN) or move a TCP session to another state: dropped, nothing
+    /// changed (Linux conntrack ignores such packets too). Packets that
+    /// only refresh a session are translated as they are.
+    Nat64BadChecksum = "nat64_bad_checksum",
 }
 
 impl core::fmt::Display for DropReason {

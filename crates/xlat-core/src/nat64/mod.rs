@@ -1396,7 +1396,11 @@ impl Nat64State {
     }
 
     /// Updates an existing session for a packet from `side`. Every packet
-    /// of an existing session is translated (RFC 6146 §3.5.2.2).
+    /// of an existing session is translated (RFC 6146 §3.5.2.2), but one
+    /// that would move a TCP session to another state must pass `valid`
+    /// (its checksum) first: `Some(Err(Nat64BadChecksum))` otherwise, the
+    /// session untouched.
+    #[allow(clippy::too_many_arguments)]
     fn touch(
         &self,
         sh: &mut Shard,
@@ -1405,11 +1409,15 @@ impl Nat64State {
         side: Side,
         flags: u8,
         now: u64,
-    ) -> Option<Option<TcpState>> {
+        valid: &dyn Fn() -> bool,
+    ) -> Option<Result<Option<TcpState>, DropReason>> {
         let v = sh.sess.get_mut(&k)?;
         if proto == Proto::Tcp {
             let st = TcpState::from_u8(v.state());
             let (next, life) = tcp::step(st, side, flags).unwrap_or((st, Lifetime::Keep));
+            if next != st && !valid() {
+                return Some(Err(DropReason::Nat64BadChecksum));
+            }
             v.set_state(next as u8);
             if (st == TcpState::Established) != (next == TcpState::Established) {
                 // Into ESTABLISHED (the handshake's packets seen, so at
@@ -1431,7 +1439,7 @@ impl Nat64State {
             if let Some(ms) = self.lifetime_ms(proto, life) {
                 Shard::set_deadline(&mut sh.heap, k, v, deadline(now, ms));
             }
-            Some(Some(next))
+            Some(Ok(Some(next)))
         } else {
             // RFC 6146 §3.5.1 / §3.5.3: packets in either direction
             // refresh the UDP / ICMP lifetime.
@@ -1444,7 +1452,7 @@ impl Nat64State {
                 v.set_state(S_CACHE_ASKED);
                 self.ask_cache(&mut sh.cache_wanted, k, cap);
             }
-            Some(None)
+            Some(Ok(None))
         }
     }
 
@@ -1549,11 +1557,8 @@ impl Nat64State {
         self.lookup_or_create_6to4_marked(0, proto, src6, dst4, tcp_flags, now)
     }
 
-    /// RFC 6146 §3.5.1 (UDP), §3.5.2 (TCP), §3.5.3 (ICMP query): finds or
-    /// creates the BIB entry of `src6` (endpoint-independent mapping) and
-    /// the session with `dst4`, and returns the IPv4 addresses to write.
-    /// `mark` selects the pool4 entries a new BIB entry may use.
-    /// For ICMP pass the identifier as the port of both `src6` and `dst4`.
+    /// [`Nat64State::lookup_or_create_6to4_checked`] for a packet whose
+    /// checksum is known to be good.
     pub fn lookup_or_create_6to4_marked(
         &self,
         mark: u32,
@@ -1562,6 +1567,30 @@ impl Nat64State {
         dst4: Ta4,
         tcp_flags: Option<u8>,
         now: u64,
+    ) -> Result<Mapping6to4, DropReason> {
+        self.lookup_or_create_6to4_checked(mark, proto, src6, dst4, tcp_flags, now, &|| true)
+    }
+
+    /// RFC 6146 §3.5.1 (UDP), §3.5.2 (TCP), §3.5.3 (ICMP query): finds or
+    /// creates the BIB entry of `src6` (endpoint-independent mapping) and
+    /// the session with `dst4`, and returns the IPv4 addresses to write.
+    /// `mark` selects the pool4 entries a new BIB entry may use.
+    /// For ICMP pass the identifier as the port of both `src6` and `dst4`.
+    /// `valid` (the packet's transport checksum verifies) is asked only
+    /// before the packet would create state or change a TCP session's
+    /// state: a packet that fails it changes nothing and is refused with
+    /// `Nat64BadChecksum` (as Linux conntrack ignores such packets;
+    /// the endpoint would discard it anyway).
+    #[allow(clippy::too_many_arguments)]
+    pub fn lookup_or_create_6to4_checked(
+        &self,
+        mark: u32,
+        proto: Proto,
+        src6: Ta6,
+        dst4: Ta4,
+        tcp_flags: Option<u8>,
+        now: u64,
+        valid: &dyn Fn() -> bool,
     ) -> Result<Mapping6to4, DropReason> {
         let flags = tcp_flags.unwrap_or(0);
         let k6 = K6::new(proto, src6);
@@ -1598,13 +1627,13 @@ impl Nat64State {
         if let Some(src4) = bib {
             let remote = remote_of(src4);
             let k = KS::new(proto, src4, remote);
-            if let Some(st) = self.touch(sh, k, proto, Side::V6, flags, now) {
+            if let Some(st) = self.touch(sh, k, proto, Side::V6, flags, now, valid) {
                 return Ok(Mapping6to4 {
                     src4,
                     dst4: remote,
                     bib_created: false,
                     session_created: false,
-                    tcp_state: st,
+                    tcp_state: st?,
                 });
             }
         }
@@ -1631,6 +1660,9 @@ impl Nat64State {
         } else {
             (0, Lifetime::Keep)
         };
+        if !valid() {
+            return Err(DropReason::Nat64BadChecksum);
+        }
         self.reserve(&src6.addr)?;
         let (src4, bib_created) = match bib {
             Some(b) => (b, false),
@@ -1685,9 +1717,8 @@ impl Nat64State {
         })
     }
 
-    /// An IPv4 packet from the remote `src4` to the pool4 transport address
-    /// `dst4`: RFC 6146 §3.5.1 (UDP), §3.5.2 (TCP), §3.5.3 (ICMP query;
-    /// pass the identifier as both ports). Never creates a BIB entry.
+    /// [`Nat64State::lookup_4to6_checked`] for a packet whose checksum is
+    /// known to be good.
     pub fn lookup_4to6(
         &self,
         proto: Proto,
@@ -1695,6 +1726,23 @@ impl Nat64State {
         dst4: Ta4,
         tcp_flags: Option<u8>,
         now: u64,
+    ) -> Result<Verdict4to6, DropReason> {
+        self.lookup_4to6_checked(proto, src4, dst4, tcp_flags, now, &|| true)
+    }
+
+    /// An IPv4 packet from the remote `src4` to the pool4 transport address
+    /// `dst4`: RFC 6146 §3.5.1 (UDP), §3.5.2 (TCP), §3.5.3 (ICMP query;
+    /// pass the identifier as both ports). Never creates a BIB entry.
+    /// `valid` as in [`Nat64State::lookup_or_create_6to4_checked`] (a SYN
+    /// to be stored is state too).
+    pub fn lookup_4to6_checked(
+        &self,
+        proto: Proto,
+        src4: Ta4,
+        dst4: Ta4,
+        tcp_flags: Option<u8>,
+        now: u64,
+        valid: &dyn Fn() -> bool,
     ) -> Result<Verdict4to6, DropReason> {
         let flags = tcp_flags.unwrap_or(0);
         let t = self.shard4(dst4.port);
@@ -1710,15 +1758,15 @@ impl Nat64State {
             // answering an unsolicited SYN within 6 s.)
             if proto == Proto::Tcp && is_bare_syn(flags) && !self.cfg.drop_externally_initiated_tcp
             {
-                return self.store_syn(sh, k, now);
+                return self.store_syn(sh, k, now, valid);
             }
             return Err(DropReason::Nat64NoBib);
         };
-        if let Some(st) = self.touch(sh, k, proto, Side::V4, flags, now) {
+        if let Some(st) = self.touch(sh, k, proto, Side::V4, flags, now, valid) {
             return Ok(Verdict4to6::Forward(Mapping4to6 {
                 dst6,
                 session_created: false,
-                tcp_state: st,
+                tcp_state: st?,
             }));
         }
         // No session with this remote.
@@ -1758,10 +1806,13 @@ impl Nat64State {
                     // simultaneous open"; an IPv6 SYN of the same
                     // connection discards it, else ICMP port unreachable
                     // after 6 s (RFC 5382 REQ-4: no answer before).
-                    return self.store_syn(sh, k, now);
+                    return self.store_syn(sh, k, now, valid);
                 }
                 return Err(DropReason::Nat64Filtered);
             }
+        }
+        if !valid() {
+            return Err(DropReason::Nat64BadChecksum);
         }
         self.reserve(&dst6.addr)?;
         let life_ms = self.lifetime_ms(proto, life).unwrap_or(0);
@@ -1777,13 +1828,22 @@ impl Nat64State {
     /// TCP_INCOMING_SYN (RFC 6146 §3.5.2.2). A retransmission of a held
     /// SYN is not held twice; over `max_stored_syns` the SYN is refused
     /// (a silent drop, `nat64_stored_syns_full`).
-    fn store_syn(&self, sh: &mut Shard, k: KS, now: u64) -> Result<Verdict4to6, DropReason> {
+    fn store_syn(
+        &self,
+        sh: &mut Shard,
+        k: KS,
+        now: u64,
+        valid: &dyn Fn() -> bool,
+    ) -> Result<Verdict4to6, DropReason> {
         let syn = StoredSyn {
             pool4: k.pool(),
             remote: k.remote(),
         };
         if sh.stored.contains_key(&k) {
             return Ok(Verdict4to6::SynStored { syn, first: false });
+        }
+        if !valid() {
+            return Err(DropReason::Nat64BadChecksum);
         }
         let prev = self.stored_total.fetch_add(1, Ordering::Relaxed);
         if prev >= self.cfg.max_stored_syns {
@@ -1810,6 +1870,22 @@ impl Nat64State {
         tcp_flags: Option<u8>,
         now: u64,
     ) -> Result<Hairpin, DropReason> {
+        self.hairpin_checked(mark, proto, src6, dst4, tcp_flags, now, &|| true)
+    }
+
+    /// [`Nat64State::hairpin`] with the check of
+    /// [`Nat64State::lookup_or_create_6to4_checked`] on both halves.
+    #[allow(clippy::too_many_arguments)]
+    pub fn hairpin_checked(
+        &self,
+        mark: u32,
+        proto: Proto,
+        src6: Ta6,
+        dst4: Ta4,
+        tcp_flags: Option<u8>,
+        now: u64,
+        valid: &dyn Fn() -> bool,
+    ) -> Result<Hairpin, DropReason> {
         if proto == Proto::Icmp {
             return Err(DropReason::Nat64NoBib);
         }
@@ -1817,8 +1893,9 @@ impl Nat64State {
         if self.bib_by_v4(proto, dst4).is_none() && proto == Proto::Udp {
             return Err(DropReason::Nat64NoBib);
         }
-        let m = self.lookup_or_create_6to4_marked(mark, proto, src6, dst4, tcp_flags, now)?;
-        let verdict = self.lookup_4to6(proto, m.src4, dst4, tcp_flags, now)?;
+        let m =
+            self.lookup_or_create_6to4_checked(mark, proto, src6, dst4, tcp_flags, now, valid)?;
+        let verdict = self.lookup_4to6_checked(proto, m.src4, dst4, tcp_flags, now, valid)?;
         Ok(Hairpin {
             src4: m.src4,
             verdict,

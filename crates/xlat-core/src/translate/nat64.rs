@@ -196,6 +196,31 @@ fn requote_port(
     v
 }
 
+/// Whether the transport checksum of a whole (unfragmented) packet
+/// verifies: TCP, UDP over its own length (an IPv4 UDP checksum of 0 is
+/// "none", RFC 768; an IPv6 one was refused before), ICMPv6 with the
+/// pseudo-header (RFC 4443 §2.3), ICMPv4 without. `pseudo` gives the
+/// pseudo-header sum for a transport length. Packets whose checksum the
+/// kernel left partial or that stand for several segments (GSO) are not
+/// asked: their field is not a full checksum.
+fn transport_checksum_ok(l4: &[u8], ip_proto: u8, pseudo: &dyn Fn(u32) -> u64) -> bool {
+    let l4 = match ip_proto {
+        proto::UDP if l4.len() >= 8 => {
+            if be16(l4, 6) == 0 {
+                return true;
+            }
+            &l4[..usize::from(be16(l4, 4)).clamp(8, l4.len())]
+        }
+        _ => l4,
+    };
+    let acc = if ip_proto == proto::ICMP {
+        0
+    } else {
+        pseudo(l4.len() as u32)
+    };
+    checksum::verify(checksum::sum(acc, l4))
+}
+
 /// Where the port (or ICMP identifier) to rewrite and the checksum are, by
 /// protocol: (source port offset, destination port offset, checksum offset).
 fn port_layout(p: Proto) -> (usize, usize, usize) {
@@ -707,10 +732,22 @@ impl Nat64Translator {
         let (sp, dp, cs) = port_layout(p);
         let partial = meta.csum_partial;
         let udp = p == Proto::Udp;
+        // Asked by the state only before it would create or change state.
+        let whole = frag.is_none() && !partial && !meta.gso;
+        let ip_proto = w.upper_proto;
+        let valid = || {
+            !whole
+                || transport_checksum_ok(&buf[l4s..l4e], ip_proto, &|n| {
+                    checksum::pseudo_v6(&src6, &dst6, ip_proto, n)
+                })
+        };
 
         // RFC 6146 §3.8: destination is one of our pool4 addresses.
         if self.state.is_pool4(Some(p), dst4) {
-            let h = match self.state.hairpin(0, p, src_ta, dst_ta, flags, now) {
+            let h = match self
+                .state
+                .hairpin_checked(0, p, src_ta, dst_ta, flags, now, &valid)
+            {
                 Ok(h) => h,
                 // The IPv4 half of the hairpin (§3.8) is a UDP datagram to
                 // a transport address without BIB entry: §3.5.1's port
@@ -802,7 +839,7 @@ impl Nat64Translator {
         // RFC 6146 §3.5.1 (UDP), §3.5.2 (TCP), §3.5.3 (ICMP query).
         let m = match self
             .state
-            .lookup_or_create_6to4(p, src_ta, dst_ta, flags, now)
+            .lookup_or_create_6to4_checked(0, p, src_ta, dst_ta, flags, now, &valid)
         {
             Ok(m) => m,
             Err(r) => return refuse(buf, r),
@@ -1059,12 +1096,21 @@ impl Nat64Translator {
             fkey.is_none(),
         )?;
         let src6 = self.cfg.addressing.src_4to6(src4)?;
-        let m = match self.state.lookup_4to6(
+        // Asked by the state only before it would create or change state.
+        let whole = fkey.is_none() && !meta.csum_partial && !meta.gso;
+        let valid = || {
+            !whole
+                || transport_checksum_ok(&buf[l4s..l4e], ip_proto, &|n| {
+                    checksum::pseudo_v4(src4, dst4, ip_proto, n as u16)
+                })
+        };
+        let m = match self.state.lookup_4to6_checked(
             p,
             Ta4::new(src4, sport),
             Ta4::new(dst4, dport),
             flags,
             now,
+            &valid,
         ) {
             Ok(Verdict4to6::Forward(m)) => m,
             Ok(Verdict4to6::SynStored { syn, first }) => {

@@ -2109,3 +2109,128 @@ fn rfc8200_4_5_later_fragments_past_the_limits_are_not_held() {
     let p = frag6(s, d, 0x7003, 65000, false, proto::UDP, &[0x11; 512]);
     assert_eq!(run(&t, &p, 0).v, Verdict::Fragments);
 }
+
+/// Breaks the transport checksum of a packet built by the helpers above.
+fn bad_csum(mut p: Vec<u8>) -> Vec<u8> {
+    let (l4, pr) = if p[0] >> 4 == 4 {
+        (20, p[9])
+    } else {
+        (40, p[6])
+    };
+    let at = l4
+        + match pr {
+            proto::TCP => 16,
+            proto::UDP => 6,
+            _ => 2,
+        };
+    p[at] ^= 0x55;
+    p
+}
+
+fn run_meta(t: &Nat64Translator, pkt: &[u8], meta: PacketMeta, now: u64) -> Verdict {
+    let mut buf = vec![0u8; HEADROOM + pkt.len() + 64];
+    buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
+    let (mut frags, mut stored) = (FragBuf::new(), None);
+    t.translate(
+        &mut buf,
+        HEADROOM,
+        pkt.len(),
+        meta,
+        &mut frags,
+        now,
+        &mut stored,
+    )
+}
+
+fn tcp_state_of(t: &Nat64Translator) -> Option<crate::nat64::TcpState> {
+    let s = t.state().sessions(&Default::default());
+    assert_eq!(s.len(), 1);
+    s[0].tcp_state
+}
+
+/// A corrupted packet (its transport checksum does not verify) creates no
+/// NAT64 state (BIB entry, session, stored SYN) and does not move a TCP
+/// session to another state, as Linux conntrack ignores such packets: an
+/// IPv4 RST with a bad checksum took an established session to TRANS (4
+/// minutes) although the endpoint discards it (found by a probe). A packet
+/// that only refreshes a session is translated as it is, its checksum
+/// still bad for the endpoint to see (RFC 6146 §3.5.2.2: every packet of
+/// a session is translated); so are packets whose checksum the kernel
+/// left partial (not a full checksum yet).
+#[test]
+fn rfc6146_bad_checksum_creates_and_changes_no_state() {
+    const ACK: u8 = 0x10;
+    const RST: u8 = 0x04;
+    const FIN: u8 = 0x01;
+    use crate::nat64::TcpState::{Established, Trans};
+    let t = xlat(state_with(|_| {}));
+    let (s, d) = (a6(CLIENT), server6());
+    let echo = ip6(
+        s,
+        d,
+        proto::ICMPV6,
+        &l4_v6(proto::ICMPV6, &s, &d, echo_raw(128, 7, 1)),
+    );
+    for p in [tcp6(CLIENT, 33000, 80, SYN), udp6(CLIENT, 5000, 53), echo] {
+        let o = run(&t, &bad_csum(p), 0);
+        assert_eq!(o.v, Verdict::Drop(DropReason::Nat64BadChecksum));
+    }
+    assert_eq!(t.state().session_count(), 0);
+    assert!(t.state().bib_entries(None).is_empty());
+    // An IPv4 SYN to a pool4 address without BIB entry is not held.
+    let dst = Ta4::new(a4("203.0.113.2"), 8080);
+    let o = run(&t, &bad_csum(tcp4(a4(SERVER4), 4444, dst, SYN)), 0);
+    assert_eq!(o.v, Verdict::Drop(DropReason::Nat64BadChecksum));
+    assert!(o.stored.is_none());
+
+    // An established connection.
+    let o = run(&t, &tcp6(CLIENT, 33000, 80, SYN), 10);
+    let p = fwd(&o);
+    let pool = Ta4::new(v4src(p), be16(p, 20));
+    fwd(&run(&t, &tcp4(a4(SERVER4), 80, pool, SYN | ACK), 20));
+    fwd(&run(&t, &tcp6(CLIENT, 33000, 80, ACK), 30));
+    assert_eq!(tcp_state_of(&t), Some(Established));
+    // RST or FIN with a bad checksum, from either side: dropped, the
+    // session stays ESTABLISHED.
+    for p in [
+        tcp4(a4(SERVER4), 80, pool, RST),
+        tcp4(a4(SERVER4), 80, pool, FIN | ACK),
+        tcp6(CLIENT, 33000, 80, RST),
+        tcp6(CLIENT, 33000, 80, FIN | ACK),
+    ] {
+        let o = run(&t, &bad_csum(p), 40);
+        assert_eq!(o.v, Verdict::Drop(DropReason::Nat64BadChecksum));
+        assert_eq!(tcp_state_of(&t), Some(Established));
+    }
+    // A data segment with a bad checksum changes no state: translated,
+    // its checksum still bad.
+    let o = run(&t, &bad_csum(tcp4(a4(SERVER4), 80, pool, ACK)), 50);
+    assert!(matches!(o.v, Verdict::Forward { .. }), "{:?}", o.v);
+    let l4 = &o.pkt[40..];
+    let (ps, pd) = (v6src(&o.pkt), v6dst(&o.pkt));
+    let acc = checksum::sum(
+        checksum::pseudo_v6(&ps, &pd, proto::TCP, l4.len() as u32),
+        l4,
+    );
+    assert!(!checksum::verify(acc));
+    // The good RST ends it.
+    fwd(&run(&t, &tcp4(a4(SERVER4), 80, pool, RST), 60));
+    assert_eq!(tcp_state_of(&t), Some(Trans));
+
+    // UDP: a corrupted datagram of an existing session is translated.
+    let t = xlat(state_with(|_| {}));
+    let p = fwd(&run(&t, &udp6(CLIENT, 5000, 53), 0)).to_vec();
+    let pool = Ta4::new(v4src(&p), be16(&p, 20));
+    let o = run(&t, &bad_csum(udp4(a4(SERVER4), 53, pool)), 10);
+    assert!(matches!(o.v, Verdict::Forward { .. }), "{:?}", o.v);
+    let o = run(&t, &bad_csum(udp6(CLIENT, 5000, 53)), 20);
+    assert!(matches!(o.v, Verdict::Forward { .. }), "{:?}", o.v);
+    // A checksum the kernel left partial is not verified.
+    let partial = PacketMeta {
+        csum_partial: true,
+        ..PacketMeta::default()
+    };
+    let v = run_meta(&t, &bad_csum(tcp6(CLIENT, 34000, 80, SYN)), partial, 30);
+    assert!(matches!(v, Verdict::Forward { .. }), "{v:?}");
+    assert_eq!(t.state().session_count(), 2);
+}
