@@ -1061,6 +1061,15 @@ impl Nat64Translator {
                 _ => return Err(DropReason::Nat64UnsupportedProto),
             }
             if !first {
+                // A fragment ending past the 65,515 bytes an IPv4 datagram
+                // holds after its header (RFC 791) belongs to no valid
+                // datagram: dropped at once, as SIIT drops it, instead of
+                // being held until its first fragment's timeout.
+                if fpiece.offset as usize + (total - hl)
+                    > usize::from(u16::MAX) - ipv4::MIN_HEADER_LEN
+                {
+                    return Err(DropReason::Ipv6PacketTooBig);
+                }
                 // A non-first fragment has no ports: it takes the
                 // addresses its first fragment was given, or waits for it.
                 let raw = &buf[start..start + total];

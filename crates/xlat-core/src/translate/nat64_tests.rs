@@ -2108,6 +2108,32 @@ fn rfc8200_4_5_later_fragments_past_the_limits_are_not_held() {
     // Within the limits it is held as before.
     let p = frag6(s, d, 0x7003, 65000, false, proto::UDP, &[0x11; 512]);
     assert_eq!(run(&t, &p, 0).v, Verdict::Fragments);
+    // An IPv4 one past 65,515 bytes: dropped at once, as SIIT drops it
+    // (it was held until its first fragment's timeout; found by a probe).
+    let pool = a4("203.0.113.1");
+    let p = frag4(
+        a4(SERVER4),
+        pool,
+        0x7004,
+        65416,
+        false,
+        proto::UDP,
+        &[0x11; 100],
+    );
+    assert_eq!(
+        run(&t, &p, 0).v,
+        Verdict::Drop(DropReason::Ipv6PacketTooBig)
+    );
+    let p = frag4(
+        a4(SERVER4),
+        pool,
+        0x7005,
+        65408,
+        false,
+        proto::UDP,
+        &[0x11; 100],
+    );
+    assert_eq!(run(&t, &p, 0).v, Verdict::Fragments);
 }
 
 /// Breaks the transport checksum of a packet built by the helpers above.
