@@ -879,13 +879,19 @@ const TOP_KEYS: &[&str] = &[
 fn key_at(text: &str, at: usize) -> Option<String> {
     let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
     let line = text[line_start..].lines().next()?;
-    let (k, _) = line.split_once('=')?;
-    let k = k.trim();
     let bare = |k: &str| {
         !k.is_empty()
             && k.chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
     };
+    // A table header (`[tun]` given twice): the table is the key.
+    let code = line.split('#').next().unwrap_or("").trim();
+    if let Some(t) = code.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
+        let t = t.trim_start_matches('[').trim_end_matches(']').trim();
+        return bare(t).then(|| t.to_string());
+    }
+    let (k, _) = line.split_once('=')?;
+    let k = k.trim();
     if !bare(k) {
         return None;
     }
@@ -2243,6 +2249,13 @@ ipv6 = "2001:db8:6::40/122"
         assert_eq!(ps[0].key, "pool6");
         let ps = problems("[[[x\n");
         assert_eq!((ps.len(), ps[0].key.as_str()), (1, "(syntax)"));
+        // A table given twice is named (it read "(syntax)"; found by a
+        // probe).
+        let ps = problems("[tun]\nname = \"a\"\n[tun] # again\nname = \"b\"\n");
+        assert_eq!(
+            (ps[0].key.as_str(), ps[0].value.as_str()),
+            ("tun", "line 3")
+        );
         // An array left open is reported where the parser stopped, with
         // the line it was opened on.
         let ps = problems(
