@@ -168,6 +168,11 @@ def test_eam_entry_routed_into_the_tun_on_both_sides_is_noted(siit_fn, tmp_path)
     t.lab.exec(t.router, ["ip", "route", "add", "203.0.113.16/28", "via", t.h4_addr])
     cp = x.cli("eamt", "add", "203.0.113.16/28", "2001:db8:99::10/124")
     assert "note:" not in cp.stdout, cp.stdout
+    # A /0 side is not routed at all (it would replace the default route):
+    # `eamt add` says so as `xlat check` does (it said nothing; a probe).
+    cp = x.cli("eamt", "add", "192.0.2.200/32", "::/0", check=False)
+    assert "its side ::/0 is not routed into the TUN" in cp.stdout, cp
+    x.cli("eamt", "remove", "192.0.2.200/32")
     # `xlat check` in the router's namespace, on a file with both entries.
     conf = tmp_path / "loop.toml"
     conf.write_text(

@@ -539,17 +539,7 @@ pub fn pool6_notes(s: &Settings, pool6: Option<Ipv6Prefix>) -> Vec<String> {
     let pool6 = pool6.or((s.mode == Mode::Nat64).then_some(wkp));
     let mut notes: Vec<String> = vec![];
     if s.tun.routes {
-        for e in &s.eamt {
-            for side in [
-                (e.v4.len() == 0).then(|| e.v4.to_string()),
-                (e.v6.len() == 0).then(|| e.v6.to_string()),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                notes.push(format!("eamt entry {} <-> {}: its side {side} is not routed into the TUN (it would replace the default route, and translated packets would loop back into the TUN); route the addresses that should reach the translator with ipv4-routes / ipv6-routes", e.v4, e.v6));
-            }
-        }
+        notes.extend(s.eamt.iter().flat_map(eam_unrouted_notes));
     }
     if let Some(p) = pool6.filter(|_| s.mode != Mode::Nat64) {
         for e in s.eamt.iter().filter(|e| e.v6.overlaps(&p)) {
@@ -959,6 +949,20 @@ fn open_array_above(text: &str, at: usize) -> Option<usize> {
     }
     let line_at = text[..at].matches('\n').count() + 1;
     opened.filter(|&l| depth > 0 && l < line_at)
+}
+
+/// With `routes` on, an EAM side of length 0 (0.0.0.0/0, ::/0) is not
+/// routed into the TUN (daemon::desired_routes): it would replace the
+/// default route. One note per such side.
+pub fn eam_unrouted_notes(e: &EamEntry) -> Vec<String> {
+    [
+        (e.v4.len() == 0).then(|| e.v4.to_string()),
+        (e.v6.len() == 0).then(|| e.v6.to_string()),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|side| format!("eamt entry {} <-> {}: its side {side} is not routed into the TUN (it would replace the default route, and translated packets would loop back into the TUN); route the addresses that should reach the translator with ipv4-routes / ipv6-routes", e.v4, e.v6))
+    .collect()
 }
 
 /// Parses and validates the text of a configuration file.

@@ -376,16 +376,23 @@ impl Daemon {
                 self.apply(&mut st, eamt)?;
                 info!("eamt entry added", "ipv4" => v4, "ipv6" => v6);
                 // Added, but say it when it overlaps pool6 (RFC 7757: the
-                // EAM goes first) and when both of its sides went into the TUN.
+                // EAM goes first), when both of its sides went into the
+                // TUN, and when a /0 side did not (as xlat check says).
                 let in_pool6 = st
                     .pool6
                     .filter(|p| p.overlaps(&e.v6))
                     .map(|p| config::eam_in_pool6_note(&e, &p));
                 let loops = looping_eams(&st.routes, &[e]);
                 let loops = loops.first().map(looping_eam_note);
+                let unrouted = if st.settings.tun.routes {
+                    config::eam_unrouted_notes(&e)
+                } else {
+                    vec![]
+                };
                 Ok(in_pool6
                     .into_iter()
                     .chain(loops)
+                    .chain(unrouted)
                     .map(|n| format!("note: {n}\n"))
                     .collect())
             }
