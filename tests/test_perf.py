@@ -946,6 +946,21 @@ def test_delay_figures_with_duplicates_are_warned_about(lab):
     t = r["repetitions"][0]["trial"]
     assert t["duplicates"] > 0, t
     assert any("duplicate frame(s)" in w for w in r["warnings"]), r["warnings"]
+    # Throughput and frame loss count the copies as lost: every trial fails
+    # with lost 0, and they say why (they said nothing; found by a probe).
+    r = perf_json(
+        "throughput", *_common(s, d), "--max-rate", "2000", "--duration", "0.2",
+        "--wait", "0.1", "--max-trials", "3",
+    )  # fmt: skip
+    assert r["repetitions"][0]["throughput_fps"] == 0, r["repetitions"]
+    w = [w for w in r["warnings"] if "duplicate frame(s)" in w]
+    assert w and "3 trial(s) failed on duplicates alone" in w[0], r["warnings"]
+    r = perf_json(
+        "frame-loss", *_common(s, d), "--rates", "2000", "--duration", "0.2",
+        "--wait", "0.1",
+    )  # fmt: skip
+    w = [w for w in r["warnings"] if "duplicate frame(s)" in w]
+    assert w and "counted in the FLR with the 0 lost" in w[0], r["warnings"]
 
 
 def test_frame_payload_unchanged_for_bench():

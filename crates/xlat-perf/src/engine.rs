@@ -146,6 +146,13 @@ impl TrialOut {
     pub fn lost(&self) -> u64 {
         self.planned.saturating_sub(self.received)
     }
+    /// Lost and duplicate frames of this stream and its reverse and
+    /// background parts.
+    pub fn lost_and_duplicates(&self) -> (u64, u64) {
+        std::iter::once(self)
+            .chain(self.parts())
+            .fold((0, 0), |(l, d), t| (l + t.lost(), d + t.duplicates))
+    }
     fn parts(&self) -> impl Iterator<Item = &TrialOut> {
         self.reverse
             .iter()

@@ -1366,6 +1366,22 @@ pub fn run(p: &Params) -> Result<String, String> {
                          the throughput 0 says nothing about the DUT and is left out of the summary; {fix}"
                     ));
                 }
+                // Duplicates count as lost (docs/xlat-perf.md): a trial
+                // with copies fails. Say so, or a DUT that only duplicates
+                // gets a low throughput with "lost 0" in every failed trial
+                // and no word why (found by a probe).
+                let judged = trials.iter().filter(|(t, r)| !r && t.valid());
+                let (dups, dup_only) = judged.fold((0, 0), |(d, o), (t, _)| {
+                    let (l, x) = t.lost_and_duplicates();
+                    (d + x, o + usize::from(x > 0 && l == 0))
+                });
+                if dups > 0 {
+                    warnings.push(format!(
+                        "repetition {rep}: the DUT delivered {dups} duplicate frame(s) in this search, \
+                         counted as lost ({dup_only} trial(s) failed on duplicates alone): the \
+                         throughput is the highest rate with neither loss nor duplication"
+                    ));
+                }
                 for (t, retried) in &trials {
                     let note = if *retried {
                         format!("invalid: {} (retried)", t.invalid_why())
@@ -1516,6 +1532,15 @@ pub fn run(p: &Params) -> Result<String, String> {
                             "%",
                             Some(t.loss_rate() * 100.0),
                         );
+                        // The copies are in the FLR (RFC 2544's input -
+                        // output would let them hide losses): say how much.
+                        let (lost, dups) = t.lost_and_duplicates();
+                        if dups > 0 {
+                            warnings.push(format!(
+                                "repetition {rep}: at {rate} frames/s the DUT delivered {dups} duplicate frame(s), \
+                                 counted in the FLR with the {lost} lost"
+                            ));
+                        }
                     } else {
                         warnings.push(format!(
                             "repetition {rep}: the trial at {rate} frames/s is invalid ({}) and left out of the summary",
