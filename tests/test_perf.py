@@ -228,6 +228,16 @@ def test_self_test_unknown_next_hop_is_a_usage_error(lab):
     assert "MAC address of next hop 192.0.2.77" in cp.stderr, cp.stderr
     assert "give --dst-mac" in cp.stderr, cp.stderr
     assert not cp.stdout
+    # No route at all: both ways out are named (it said only "give
+    # --dst-mac"; a probe found the hint odd for a missing route).
+    cp = perf(
+        "throughput", "--send-netns", s, "--recv-netns", d, "--send-if", "p0",
+        "--dst", "203.0.113.77:7000", "--recv-bind", "192.0.2.2:7000",
+        "--duration", "0.2", check=False,
+    )  # fmt: skip
+    assert cp.returncode == 2, (cp.stdout, cp.stderr)
+    assert "no route to 203.0.113.77" in cp.stderr, cp.stderr
+    assert "add a route to it there, or give the next hop's MAC" in cp.stderr
 
 
 # RFC 8219 section 7.1 (self-test, issue 5 "Trust"): ``xlat-perf self-test``

@@ -267,7 +267,10 @@ fn resolve_sender(
         Some(m) => m,
         None if link.loopback => [0; 6],
         None => {
-            let (dev, gw, _) = route.map_err(|e| format!("{e}: give --{nh_key}"))?;
+            // Packet I/O needs the route only for the next hop's MAC.
+            let (dev, gw, _) = route.map_err(|e| {
+                format!("{e}: add a route to it there, or give the next hop's MAC with --{nh_key}")
+            })?;
             if dev != ifname {
                 return Err(format!(
                     "the route to {dst} leaves through {dev:?}, not --{if_key} {ifname:?}: give --{nh_key}"
