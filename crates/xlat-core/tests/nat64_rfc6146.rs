@@ -719,21 +719,29 @@ fn nat64_rfc6146_3_8_hairpinning_udp_and_tcp() {
     assert!(!n.is_pool4(None, r4(1, 53).addr));
     // Client A sends to B's pool4 address: resolved to B.
     let h = n
-        .hairpin(0, Proto::Udp, c6(1, 4000), b.src4, None, 10)
+        .hairpin(0, Proto::Udp, c6(1, 4000), b.src4, None, 10, &|| true)
         .unwrap();
     let v = fwd(h.verdict);
     assert_eq!(v.dst6, c6(2, 3000));
     assert_eq!(n.bib_by_v6(Proto::Udp, c6(1, 4000)), Some(h.src4));
     // B answers to A's pool4 address: resolved to A.
     let h2 = n
-        .hairpin(0, Proto::Udp, c6(2, 3000), h.src4, None, 20)
+        .hairpin(0, Proto::Udp, c6(2, 3000), h.src4, None, 20, &|| true)
         .unwrap();
     assert_eq!(h2.src4, b.src4);
     assert_eq!(fwd(h2.verdict).dst6, c6(1, 4000));
     // UDP to a pool4 address without BIB entry: no state created.
     let before = n.counts();
     assert_eq!(
-        n.hairpin(0, Proto::Udp, c6(3, 1), Ta4::new(b.src4.addr, 1), None, 0),
+        n.hairpin(
+            0,
+            Proto::Udp,
+            c6(3, 1),
+            Ta4::new(b.src4.addr, 1),
+            None,
+            0,
+            &|| true
+        ),
         Err(DropReason::Nat64NoBib)
     );
     assert_eq!(n.counts(), before);
@@ -742,12 +750,20 @@ fn nat64_rfc6146_3_8_hairpinning_udp_and_tcp() {
     let srv4 = Ta4::new(b.src4.addr, 443);
     n.add_static(Proto::Tcp, c6(9, 443), srv4, 0).unwrap();
     let h = n
-        .hairpin(0, Proto::Tcp, c6(1, 5000), srv4, Some(SYN), 30)
+        .hairpin(0, Proto::Tcp, c6(1, 5000), srv4, Some(SYN), 30, &|| true)
         .unwrap();
     let v = fwd(h.verdict);
     assert_eq!((v.dst6, v.tcp_state), (c6(9, 443), Some(TcpState::V4Init)));
     let h2 = n
-        .hairpin(0, Proto::Tcp, c6(9, 443), h.src4, Some(SYN | ACK), 40)
+        .hairpin(
+            0,
+            Proto::Tcp,
+            c6(9, 443),
+            h.src4,
+            Some(SYN | ACK),
+            40,
+            &|| true,
+        )
         .unwrap();
     let v2 = fwd(h2.verdict);
     assert_eq!(h2.src4, srv4);

@@ -19,8 +19,10 @@
 //!
 //! // IPv6 -> IPv4 packet: src6 = (src addr, sport), dst4 = pool6-extracted
 //! // IPv4 destination and dport. ICMP echo: port = identifier (both sides).
+//! // valid: || the packet's transport checksum verifies (asked only before
+//! // the packet would create or change state; the `_checked` calls take it).
 //! if nat.is_pool4(Some(proto), dst4.addr) {                      // RFC 6146 §3.8
-//!     match nat.hairpin(mark, proto, src6, dst4, flags, now)? { .. }
+//!     match nat.hairpin(mark, proto, src6, dst4, flags, now, &valid)? { .. }
 //!     // -> new src = pool6 ⊕ h.src4 (port h.src4.port), new dst = h.dst6
 //! }
 //! // tcp_flags: Some(the TCP header's flags byte) for TCP (FIN=1, SYN=2,
@@ -1861,22 +1863,10 @@ impl Nat64State {
     /// 6->4 packet (giving its new source `src4`) and then as a 4->6
     /// packet from `src4` to `dst4`, which resolves the other client.
     /// TCP and UDP (an ICMP query to a pool4 address has no defined owner).
-    pub fn hairpin(
-        &self,
-        mark: u32,
-        proto: Proto,
-        src6: Ta6,
-        dst4: Ta4,
-        tcp_flags: Option<u8>,
-        now: u64,
-    ) -> Result<Hairpin, DropReason> {
-        self.hairpin_checked(mark, proto, src6, dst4, tcp_flags, now, &|| true)
-    }
-
-    /// [`Nat64State::hairpin`] with the check of
-    /// [`Nat64State::lookup_or_create_6to4_checked`] on both halves.
+    /// `valid` as in [`Nat64State::lookup_or_create_6to4_checked`], on
+    /// both halves.
     #[allow(clippy::too_many_arguments)]
-    pub fn hairpin_checked(
+    pub fn hairpin(
         &self,
         mark: u32,
         proto: Proto,

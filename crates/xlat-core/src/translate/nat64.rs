@@ -744,10 +744,7 @@ impl Nat64Translator {
 
         // RFC 6146 §3.8: destination is one of our pool4 addresses.
         if self.state.is_pool4(Some(p), dst4) {
-            let h = match self
-                .state
-                .hairpin_checked(0, p, src_ta, dst_ta, flags, now, &valid)
-            {
+            let h = match self.state.hairpin(0, p, src_ta, dst_ta, flags, now, &valid) {
                 Ok(h) => h,
                 // The IPv4 half of the hairpin (§3.8) is a UDP datagram to
                 // a transport address without BIB entry: §3.5.1's port
