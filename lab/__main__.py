@@ -141,7 +141,17 @@ def cmd_report(a) -> int:
     if why := _run_dir_problem(a.dir):
         print(f"lab: {why}", file=sys.stderr)
         return 2
-    md = report.write(Path(a.dir))
+    # A broken result file is named, nothing written (it was a traceback,
+    # with an empty plots/ left behind; found by a probe).
+    try:
+        report.load(Path(a.dir))
+        md = report.write(Path(a.dir))
+    except ValueError as e:
+        print(f"lab: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"lab: cannot write the report: {e}", file=sys.stderr)
+        return 1
     print(report.console_table(report.load(Path(a.dir))))
     print(f"report: {md}")
     return 0
@@ -154,7 +164,11 @@ def cmd_compare(a) -> int:
         if why := _run_dir_problem(d):
             print(f"lab: {why}", file=sys.stderr)
             return 2
-    print(compare(Path(a.a), Path(a.b)))
+    try:
+        print(compare(Path(a.a), Path(a.b)))
+    except ValueError as e:
+        print(f"lab: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -214,6 +228,13 @@ def main(argv=None) -> int:
     )
     k.set_defaults(fn=cmd_cleanup)
     a = ap.parse_args(argv)
+    if a.cmd in ("report", "compare", "list"):
+        # Ctrl-C in these gave a traceback (a run handles its own signals).
+        try:
+            return a.fn(a)
+        except KeyboardInterrupt:
+            print("lab: interrupted", file=sys.stderr)
+            return 130
     return a.fn(a)
 
 

@@ -174,6 +174,13 @@ def clean(prefix: str = "xlab") -> Cleaned:
     """Remove the leftovers of the dead lab runs under ``prefix`` (see the module)."""
     if not prefix.startswith("xlab"):
         raise SystemExit(f"lab cleanup: prefix {prefix!r} is not the lab's (xlab...)")
+    # A name's start, not a pattern (it is globbed below): `xlab*` was a
+    # ValueError traceback (found by a probe).
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", prefix):
+        raise SystemExit(
+            f"lab cleanup: prefix {prefix!r}: letters, digits, '_', '.' and '-' only "
+            "(the start of the names, not a pattern)"
+        )
     res = Cleaned()
     # The runs: from their namespaces, and from their owner files (a run whose
     # namespaces are gone may still have a tester flooding them).

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.report import _f, _head, _mark, _row, _spec, load, marks_note, metrics
+from lab.report import (
+    _f,
+    _head,
+    _mark,
+    _row,
+    _spec,
+    load,
+    marks_note,
+    metrics,
+    run_state,
+)
 
 
 def compare(a: Path, b: Path) -> str:
@@ -22,7 +32,10 @@ def compare(a: Path, b: Path) -> str:
         out.append("| (no DUT measured in both runs) | | | | |")
     for d in duts:
         ma, mb = metrics(ra, d), metrics(rb, d)
-        for label, (va, _hib) in ma.items():
+        # Every metric of either run (B's own ones after A's): with A's
+        # alone, B's rows depended on the order of the arguments.
+        for label in [*ma, *(k for k in mb if k not in ma)]:
+            va = ma.get(label, (None, None))[0]
             vb = mb.get(label, (None, None))[0]
             if va is None and vb is None:
                 continue
@@ -42,6 +55,19 @@ def compare(a: Path, b: Path) -> str:
             )
     if only:
         out += ["", "Measured in one run only (not compared): " + ", ".join(only)]
+    sa, sb = ra["meta"]["scenario"], rb["meta"]["scenario"]
+    if sa != sb:
+        out += [
+            "",
+            (
+                f"Different scenarios ({sa}, {sb}): their trials may differ in length, "
+                "repetitions and search steps, so a ratio may compare the scenarios as "
+                "much as the runs."
+            ),
+        ]
+    for name, r in (("A", ra), ("B", rb)):
+        if (st := run_state(r)) != "finished":
+            out += ["", f"{name} is {st}: its missing figures are trials not run (–)."]
     if note := marks_note(marks):
         out += ["", note]
     out += [

@@ -64,7 +64,18 @@ def versions() -> dict:
         "nft": _first_line(["nft", "--version"]),
         "python": sys.version.split()[0],
         "git": _first_line(
-            ["git", "-C", str(repo_root()), "describe", "--always", "--dirty"]
+            [
+                # Read only: without --no-optional-locks `describe --dirty`
+                # refreshes .git/index and takes its lock, which a
+                # developer's commit can trip over (found by a probe).
+                "git",
+                "--no-optional-locks",
+                "-C",
+                str(repo_root()),
+                "describe",
+                "--always",
+                "--dirty",
+            ]
         ),
     }
     # Debian's TAYGA has no --version; its package version is the one to quote.

@@ -29,16 +29,29 @@ _COLORS = [
 ]
 
 
+def _read_json(f: Path, *keys: str) -> dict:
+    """A result file, with an error that names it (a truncated trial file
+    was a bare JSONDecodeError; a meta.json without `parts` a KeyError)."""
+    try:
+        r = json.loads(f.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{f}: not a result file of the lab ({e})") from None
+    if not isinstance(r, dict) or (miss := [k for k in keys if k not in r]):
+        what = ", ".join(miss) if isinstance(r, dict) else "not an object"
+        raise ValueError(f"{f}: not a result file of the lab (missing: {what})")
+    return r
+
+
 def load(d: Path) -> dict:
     d = Path(d)
-    meta = json.loads((d / "meta.json").read_text())
+    meta = _read_json(d / "meta.json", "scenario", "parts")
     duts = {}
     for f in sorted((d / "duts").glob("*.json")):
-        r = json.loads(f.read_text())
+        r = _read_json(f, "name")
         duts[r["name"]] = r
     trials: dict[str, dict[str, dict]] = {}
     for f in sorted((d / "trials").glob("*/*.json")):
-        r = json.loads(f.read_text())
+        r = _read_json(f, "dut", "key")
         trials.setdefault(r["dut"], {})[r["key"]] = r
     return {"dir": d, "meta": meta, "duts": duts, "trials": trials}
 
@@ -877,27 +890,64 @@ def _rtt_split_table(run, duts) -> str:
 
 
 def _delay_table(run, duts) -> str:
+    """Latency and PDV, each at its own rate (each trial has its own probe).
+    An invalid trial (the sender fell behind) is no result: its figures are
+    not shown (xlat-perf leaves it out of its own summary too)."""
     out = _head(
         "DUT",
-        "rate (fps)",
+        "latency rate (fps)",
         "typical latency (us)",
         "worst-case latency (us)",
         "tagged lost",
+        "PDV rate (fps)",
         "PDV (us)",
         "Dmin (us)",
     )
     n = 0
+    invalid = False
     for d in duts:
         lat, pdv = res(run, d, "latency"), res(run, d, "pdv")
         if not lat and not pdv:
             continue
         n += 1
-        out.append(
-            f"| {d} | {_f(_get(lat, 'rate') or _get(pdv, 'rate'))} | {_f(_get(lat, 'typical_us'), '.1f')} | "
-            f"{'inf' if lat and lat['worst_us'] is None else _f(_get(lat, 'worst_us'), '.1f')} | "
-            f"{_f(_get(lat, 'tagged_lost'))} | {_f(_get(pdv, 'pdv_us'), '.1f')} | {_f(_get(pdv, 'd_min_us'), '.1f')} |"
-        )
-    return "\n".join(out) if n else ""
+        cells = [d]
+        if not lat:
+            cells += ["–"] * 4
+        elif lat.get("valid") is False:
+            invalid = True
+            cells += [f"{_f(lat.get('rate'))} (invalid)", "–", "–", "–"]
+        else:
+            worst = "inf" if lat["worst_us"] is None else _f(lat["worst_us"], ".1f")
+            cells += [
+                _f(lat.get("rate")),
+                _f(lat.get("typical_us"), ".1f"),
+                worst,
+                _f(lat.get("tagged_lost")),
+            ]
+        if not pdv:
+            cells += ["–"] * 3
+        elif pdv.get("valid") is False:
+            invalid = True
+            cells += [f"{_f(pdv.get('rate'))} (invalid)", "–", "–"]
+        else:
+            cells += [
+                _f(pdv.get("rate")),
+                _f(pdv.get("pdv_us"), ".1f"),
+                _f(pdv.get("d_min_us"), ".1f"),
+            ]
+        out.append(_row(*cells))
+    if not n:
+        return ""
+    if invalid:
+        out += [
+            "",
+            (
+                "(invalid): the trial was invalid (the sender fell behind its schedule, or "
+                "the tester's receive ring overflowed): its delays are no result and are "
+                "not shown."
+            ),
+        ]
+    return "\n".join(out)
 
 
 def _tcp_table(run, duts) -> str:
@@ -917,6 +967,33 @@ def _tcp_table(run, duts) -> str:
     if len(out) == 2:  # every TCP trial failed or is pending: no table
         return ""
     return "Gbit/s at the receiver (TCP retransmissions):\n\n" + "\n".join(out)
+
+
+def _tcp_cps_table(run, duts) -> str:
+    """Short TCP connections (ab): the rate of good ones, and the failures."""
+    out = _head("DUT", "conc.", "good conn/s", "failed", "non-2xx", "mean ms per conn.")
+    n = 0
+    for d in duts:
+        keys = sorted(
+            (k for k in run["trials"].get(d, {}) if k.startswith("tcp_cps/c")),
+            key=lambda k: int(k.rsplit("c", 1)[1]),
+        )
+        for k in keys:
+            r = res(run, d, k)
+            if not r:
+                continue
+            n += 1
+            out.append(
+                _row(
+                    d,
+                    str(r.get("concurrency", k.rsplit("c", 1)[1])),
+                    _f(r.get("cps")),
+                    _f(r.get("failed")),
+                    _f(r.get("non_2xx")),
+                    _f(r.get("mean_ms"), ".3f"),
+                )
+            )
+    return "\n".join(out) if n else ""
 
 
 def _http_table(run, duts) -> str:
@@ -958,8 +1035,20 @@ def _nat_tables(run, duts) -> str:
             "upper bound",
         )
         for d, r in rows:
+            # The summary's mark, and an upper bound that is an invalid
+            # trial's rate said as such (it read as a failure of the DUT).
+            ub = r.get("upper_bound")
+            ub_invalid = ub is not None and any(
+                t.get("invalid") and t.get("rate") == ub for t in r.get("trials") or []
+            )
+            flows = (
+                "– ‡"
+                if no_valid_conn_rate(r)
+                else f"{_f(r['flows_per_s'])}{_mark(run, d, 'new flows/s (NAT)')}"
+            )
             out.append(
-                f"| {d} | {_f(r['flows_per_s'])} | {_f(r.get('sessions_per_s'))} | {_f(r.get('new_fraction'), '.0%')} | {_f(r.get('upper_bound'))} |"
+                f"| {d} | {flows} | {_f(r.get('sessions_per_s'))} | {_f(r.get('new_fraction'), '.0%')} | "
+                f"{_f(ub)}{' (invalid trial)' if ub_invalid else ''} |"
             )
     srows = [(d, res(run, d, "scale")) for d in duts]
     srows = [(d, r) for d, r in srows if r]
@@ -1081,6 +1170,7 @@ def _cpu_table(run, duts) -> str:
         "tcp",
         "ping",
         "http",
+        "tcp_cps",
         "conn_rate",
         "scale",
         "rfc9693",
@@ -1304,6 +1394,16 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
                 "http",
                 _http_table(run, duts),
                 "",
+            ),
+            (
+                "Short TCP connections (ab: connect, GET, close)",
+                None,
+                _tcp_cps_table(run, duts),
+                (
+                    "good conn/s: connections that got a whole 2xx response, per second "
+                    "(ab's own rate also counts those whose response failed); failed: "
+                    "ab's failed requests (connect, receive, length, exceptions)."
+                ),
             ),
             (
                 "Stateful: new-flow rate and throughput by number of sessions (RFC 9693)",

@@ -218,7 +218,9 @@ def test_ab_output():
         "connections": 38859,
         "failed": 0,
         "non_2xx": 0,
+        "ok": 38859,
         "cps": 12951.76,
+        "cps_ab": 12951.76,
         "mean_ms": 2.471,  # the first "Time per request": per connection
     }
 
@@ -232,6 +234,12 @@ def test_ab_failures_and_missing_fields():
     )
     r = parse_ab(out)
     assert (r["failed"], r["non_2xx"]) == (7, 3)
+    # ab counts a connection whose response failed (receive, length) as
+    # complete, and in its rate: cps counts only whole 2xx responses (it was
+    # ab's rate; found by a probe). Connect failures are not complete.
+    assert r["ok"] == 38859 - 5 - 2 - 3
+    assert r["cps"] == pytest.approx(12951.76 * r["ok"] / 38859)
+    assert r["cps_ab"] == 12951.76
     with pytest.raises(ValueError, match="'Requests per second'"):
         parse_ab(out.replace("Requests per second", "Rate"))
 

@@ -3,6 +3,8 @@ built by hand, nothing measured."""
 
 from __future__ import annotations
 
+import pytest
+
 from lab import report
 
 
@@ -142,3 +144,134 @@ def test_each_part_shows_only_the_trials_of_its_plan():
     assert "pending" not in md, md
     con = report.console_table(run)
     assert "TCP x1" not in con.split("## 464")[0], con
+
+
+def test_invalid_delay_trials_are_no_result_and_each_has_its_rate():
+    """The Latency/PDV table printed the figures of trials the tester declared
+    invalid (sender behind), with no mark, and one rate column for two trials
+    run at different rates (found by a probe): an invalid trial's figures are
+    not shown, and each test has its own rate."""
+    lat = {"rate": 50702, "typical_us": 49.4, "worst_us": 2106.1, "tagged_lost": 0}
+    pdv = {"rate": 52805, "pdv_us": 9539.8, "d_min_us": 5.3, "lost": 0}
+    run = {
+        "duts": {"xlat": {}, "kernel-v6": {}},
+        "trials": {
+            "xlat": {
+                "latency": _ok({**lat, "valid": False}),
+                "pdv": _ok({**pdv, "valid": False}),
+            },
+            "kernel-v6": {
+                "latency": _ok({**lat, "valid": True}),
+                "pdv": _ok({**pdv, "valid": True}),
+            },
+        },
+    }
+    t = report._delay_table(run, ["xlat", "kernel-v6"])
+    assert "| xlat | 50,702 (invalid) | – | – | – | 52,805 (invalid) | – | – |" in t, t
+    assert "| kernel-v6 | 50,702 | 49.4 | 2106.1 | 0 | 52,805 | 9539.8 | 5.3 |" in t
+    assert "9539.8" not in t.split("| kernel-v6")[0], t
+    assert "(invalid): the trial was invalid" in t, t
+
+
+def test_short_tcp_connections_have_a_table_and_cpu_column():
+    """tcp_cps showed only its rate in the summary: its failures and non-2xx
+    answers appeared nowhere and its CPU use was missing from "DUT CPU use"
+    (found by a probe)."""
+    cpu = {"process_pct": 55.1, "softirq_pct": 20.0}
+    r = {"concurrency": 32, "cps": 9000.0, "failed": 7, "non_2xx": 3, "mean_ms": 3.5}
+    run = {
+        "duts": {"xlat": {}},
+        "trials": {
+            "xlat": {
+                "tcp_cps/c32": {**_ok(r), "workload": "tcp_cps", "cpu": cpu},
+            }
+        },
+    }
+    t = report._tcp_cps_table(run, ["xlat"])
+    assert "| xlat | 32 | 9,000 | 7 | 3 | 3.500 |" in t, t
+    c = report._cpu_table(run, ["xlat"])
+    assert "| DUT | tcp_cps |" in c and "| xlat | 55% / 20% |" in c, c
+
+
+def test_new_flow_rate_detail_keeps_the_marks_and_names_an_invalid_bound():
+    """The stateful detail table showed `5,000` where the summary said
+    `5,000 †`, and an upper bound that was an invalid trial's rate as if the
+    DUT had failed there (found by a probe)."""
+    r = {
+        "flows_per_s": 5000,
+        "sessions_per_s": 4000,
+        "new_fraction": 0.8,
+        "upper_bound": 10000,
+        "trials": [
+            {"rate": 5000, "invalid": False},
+            {"rate": 10000, "invalid": True},
+        ],
+    }
+    run = {"duts": {"xlat": {}}, "trials": {"xlat": {"conn_rate": _ok(r)}}}
+    t = report._nat_tables(run, ["xlat"])
+    assert "| xlat | 5,000 † | 4,000 | 80% | 10,000 (invalid trial) |" in t, t
+
+
+def _run_dir(d, scenario, trials):
+    import json
+
+    (d / "duts").mkdir(parents=True)
+    host = {"loadavg": [0.5, 0, 0]}
+    meta = {"scenario": scenario, "started": "t0", "finished": "t1", "host": host}
+    meta["parts"] = []
+    (d / "meta.json").write_text(json.dumps(meta))
+    for key, result in trials.items():
+        t = d / "trials" / "xlat"
+        t.mkdir(parents=True, exist_ok=True)
+        rec = {"dut": "xlat", "key": key, **_ok(result)}
+        (t / f"{key.replace('/', '__')}.json").write_text(json.dumps(rec))
+    return d
+
+
+def test_compare_shows_the_metrics_of_both_runs_and_says_when_they_differ(tmp_path):
+    """`lab compare` walked A's metrics only (B's own rows vanished, and swapping
+    the arguments changed the table) and compared runs of different scenarios,
+    or an interrupted one, without a word (found by a probe)."""
+    from lab.compare import compare
+
+    ping = {"rtt_ms": {"median": 0.05, "p95": 0.07}}
+    a = _run_dir(tmp_path / "a", "smoke", {"ping": ping})
+    b = _run_dir(tmp_path / "b", "demo", {"ping": ping, "tcp/x1-fwd": {"gbps": 9.0}})
+    for x, y in ((a, b), (b, a)):
+        out = compare(x, y)
+        assert "| xlat | TCP x1 (Gbit/s) |" in out, out
+        assert "| xlat | RTT median (ms) | 0.050 | 0.050 | 1.00 |" in out, out
+        assert "Different scenarios" in out, out
+    import json
+
+    m = json.loads((b / "meta.json").read_text())
+    m["interrupted"] = "SIGINT"
+    (b / "meta.json").write_text(json.dumps(m))
+    assert "B is interrupted" in compare(a, b)
+    assert "Different scenarios" not in compare(a, a)
+
+
+def test_broken_result_files_are_named_not_tracebacks(tmp_path, capsys):
+    """`lab report` on a run with a truncated trial file raised a bare
+    JSONDecodeError, and on a meta.json without `parts` a KeyError, leaving an
+    empty plots/ behind; `lab cleanup --prefix 'xlab*'` a ValueError (found by a
+    probe). Each is now one line naming the file or the option, exit 2."""
+    import json
+
+    from lab.__main__ import main
+
+    ping = {"rtt_ms": {"median": 0.05, "p95": 0.07}}
+    d = _run_dir(tmp_path / "r", "smoke", {"ping": ping})
+    (d / "trials" / "xlat" / "ping.json").write_text('{"dut": "xlat", "ke')
+    assert main(["report", str(d)]) == 2
+    err = capsys.readouterr().err
+    assert "ping.json: not a result file of the lab" in err, err
+    assert not (d / "plots").exists()
+    (d / "trials" / "xlat" / "ping.json").unlink()
+    (d / "meta.json").write_text(json.dumps({"scenario": "nosuch"}))
+    assert main(["report", str(d)]) == 2
+    err = capsys.readouterr().err
+    assert "meta.json: not a result file of the lab (missing: parts)" in err, err
+    assert main(["compare", str(d), str(d)]) == 2
+    with pytest.raises(SystemExit, match="not a pattern"):
+        main(["cleanup", "--prefix", "xlab*"])

@@ -211,7 +211,12 @@ def ab_bin() -> str | None:
 def parse_ab(out: str) -> dict:
     """ApacheBench's report -> completed connections, failed ones (ab's
     "Failed requests": connect, receive, length and exceptions), non-2xx
-    responses, the rate and the mean time per connection."""
+    responses, the rate of good connections and the mean time per connection.
+
+    ab's own "Requests per second" is its "Complete requests" over the time,
+    and with ``-r`` a connection whose response failed (receive or length) is
+    complete too: ``cps`` counts only the connections that got a whole 2xx
+    response (``cps_ab`` keeps ab's figure, ``ok`` their number)."""
 
     def num(label: str):
         m = re.search(rf"^{label}:\s+([\d.]+)", out, re.MULTILINE)
@@ -220,11 +225,19 @@ def parse_ab(out: str) -> dict:
         return float(m.group(1))
 
     non2xx = re.search(r"^Non-2xx responses:\s+(\d+)", out, re.MULTILINE)
+    why = re.search(r"\(Connect: \d+, Receive: (\d+), Length: (\d+),", out)
+    done = int(num("Complete requests"))
+    bad_done = int(why.group(1)) + int(why.group(2)) if why else 0
+    n2xx = int(non2xx.group(1)) if non2xx else 0
+    ok = max(0, done - bad_done - n2xx)
+    rate = num("Requests per second")
     return {
-        "connections": int(num("Complete requests")),
+        "connections": done,
         "failed": int(num("Failed requests")),
-        "non_2xx": int(non2xx.group(1)) if non2xx else 0,
-        "cps": num("Requests per second"),
+        "non_2xx": n2xx,
+        "ok": ok,
+        "cps": rate * ok / done if done else 0.0,
+        "cps_ab": rate,
         # The first "Time per request" is the mean per connection.
         "mean_ms": num("Time per request"),
     }
