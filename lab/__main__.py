@@ -53,7 +53,7 @@ def cmd_run(a) -> int:
         signalled,
     )
 
-    only = [d for d in (a.duts or "").split(",") if d] or None
+    only = [d.strip() for d in (a.duts or "").split(",") if d.strip()] or None
     if a.duts is not None and not only:
         print(f"lab: --duts {a.duts!r}: no DUT named", file=sys.stderr)
         return 2

@@ -743,6 +743,14 @@ def run_problem(
     if out.exists() and not out.is_dir():
         return f"--out {out}: not a directory"
     meta = out / "meta.json"
+    if (
+        out.is_dir()
+        and not meta.exists()
+        and any(f.name != ".lock" for f in out.iterdir())  # (lock_out's own)
+    ):
+        # Not a run of the lab: its files would be mixed with the results
+        # (found by a probe: meta.json, duts/ and plots/ beside a notes file).
+        return f"--out {out}: an existing directory that is not a lab run (no meta.json): give a new or empty one"
     if meta.exists():
         try:
             held = json.loads(meta.read_text()).get("scenario")

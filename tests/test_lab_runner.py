@@ -651,3 +651,28 @@ def test_every_fresh_instance_keeps_its_counters(tmp_path, monkeypatch):
     assert [i["trials"] for i in inst] == [["ping"], ["tcp/x1-fwd"]], rec
     assert [i["prefix"] for i in inst] == rec["prefixes"], rec
     assert rec["stats"] == "packets 2", rec
+
+
+def test_out_must_be_new_empty_or_a_run_and_duts_may_have_spaces(tmp_path, capsys):
+    """An existing directory that is not a lab run was used as one (meta.json,
+    duts/ and plots/ written beside its files), and `--duts 'xlat, kernel-v6'`
+    failed on ' kernel-v6' (found by a probe)."""
+    from lab.runner import run_problem
+
+    d = tmp_path / "notes"
+    d.mkdir()
+    assert run_problem("smoke", d, None, None) is None  # empty: fine
+    (d / ".lock").write_text("123\n")  # a run killed before its meta.json
+    assert run_problem("smoke", d, None, None) is None
+    (d / ".lock").unlink()
+    (d / "notes.txt").write_text("mine\n")
+    why = run_problem("smoke", d, None, None)
+    assert why and "not a lab run (no meta.json)" in why, why
+    assert (d / "notes.txt").read_text() == "mine\n"
+    assert list(d.iterdir()) == [d / "notes.txt"]
+    from lab.__main__ import main
+
+    # Past the name check, the run stops at the same refusal (exit 2).
+    assert main(["run", "smoke", "--duts", "xlat, kernel-v6", "--out", str(d)]) == 2
+    err = capsys.readouterr().err
+    assert "not a lab run" in err and "--duts" not in err, err
