@@ -1354,16 +1354,18 @@ ECHO_ONE_SERVER = textwrap.dedent(
         c.sendall(b)
     """
 )
-# The client talks, then a RST of its connection's 4-tuple with a sequence
-# number out of the server's window (the NAT64 takes the session to TRANS, the
-# server ignores it), then 2 ms later data again (RFC 6146 section 3.5.2.2:
-# back to ESTABLISHED); it says "talked" and keeps the connection open for a
-# second, until the test has looked at the session.
-RST_THEN_DATA_CLIENT = textwrap.dedent(
+# The client talks, then sends a RST of its connection's 4-tuple with a
+# sequence number out of the server's window (the server ignores it). Mode
+# "revive": 2 ms later data again (RFC 6146 section 3.5.2.2: the NAT64 took the
+# session to TRANS, the data takes it back to ESTABLISHED); it says "talked"
+# and keeps the connection open for a second, until the test has looked at the
+# session. Mode "bad": the RST's TCP checksum is broken; it says "sent", waits
+# a second for the test to look, then talks again and says "talked".
+RST_CLIENT = textwrap.dedent(
     """
     import socket, sys, time
     from scapy.all import IPv6, TCP, raw
-    dst, port = sys.argv[1], int(sys.argv[2])
+    dst, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     c = socket.socket(socket.AF_INET6)
     c.settimeout(5)
     c.connect((dst, port))
@@ -1372,15 +1374,26 @@ RST_THEN_DATA_CLIENT = textwrap.dedent(
     assert c.recv(10) == b"one"
     # The RST built beforehand, sent on a raw socket: the data follows it
     # within a millisecond or two (scapy's send() takes longer than that).
-    rst = raw(IPv6(src=src, dst=dst) / TCP(sport=sport, dport=port, flags="R", seq=12345))
+    rst = bytearray(
+        raw(IPv6(src=src, dst=dst) / TCP(sport=sport, dport=port, flags="R", seq=12345))[40:]
+    )
+    if mode == "bad":
+        rst[16] ^= 0x55
     r = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_TCP)
-    time.sleep(0.1)
-    r.sendto(rst[40:], (dst, 0))
-    time.sleep(0.001)
+    if mode == "revive":
+        time.sleep(0.1)
+    r.sendto(bytes(rst), (dst, 0))
+    if mode == "bad":
+        time.sleep(0.2)
+        print("sent", flush=True)
+        time.sleep(1)
+    else:
+        time.sleep(0.001)
     c.sendall(b"two")
     assert c.recv(10) == b"two"
     print("talked", flush=True)
-    time.sleep(1)
+    if mode == "revive":
+        time.sleep(1)
     c.close()
     """
 )
@@ -1403,7 +1416,7 @@ def test_rfc6146_3_5_2_2_data_after_a_rst_revives_the_session(datapath):
         try:
             cli = t.lab.spawn(
                 t.c1,
-                [PY, "-c", RST_THEN_DATA_CLIENT, t.h4_v6, "7700"],
+                [PY, "-c", RST_CLIENT, t.h4_v6, "7700", "revive"],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
             )
@@ -1423,36 +1436,6 @@ def test_rfc6146_3_5_2_2_data_after_a_rst_revives_the_session(datapath):
         e.close()
 
 
-# The client talks, then sends a RST of its connection's 4-tuple whose TCP
-# checksum is broken, says "sent" and keeps the connection open for a second,
-# until the test has looked at the session; then it talks again.
-BAD_RST_CLIENT = textwrap.dedent(
-    """
-    import socket, sys, time
-    from scapy.all import IPv6, TCP, raw
-    dst, port = sys.argv[1], int(sys.argv[2])
-    c = socket.socket(socket.AF_INET6)
-    c.settimeout(5)
-    c.connect((dst, port))
-    src, sport = c.getsockname()[:2]
-    c.sendall(b"one")
-    assert c.recv(10) == b"one"
-    rst = raw(IPv6(src=src, dst=dst) / TCP(sport=sport, dport=port, flags="R", seq=12345))
-    bad = bytearray(rst[40:])
-    bad[16] ^= 0x55
-    r = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_TCP)
-    r.sendto(bytes(bad), (dst, 0))
-    time.sleep(0.2)
-    print("sent", flush=True)
-    time.sleep(1)
-    c.sendall(b"two")
-    assert c.recv(10) == b"two"
-    print("talked", flush=True)
-    c.close()
-    """
-)
-
-
 @pytest.mark.timeout(40)
 @pytest.mark.parametrize("datapath", DATAPATHS)
 def test_rfc6146_3_5_2_2_a_corrupted_rst_leaves_the_session_established(datapath):
@@ -1469,7 +1452,7 @@ def test_rfc6146_3_5_2_2_a_corrupted_rst_leaves_the_session_established(datapath
             before = x.stats().get("nat64_bad_checksum", 0)
             cli = t.lab.spawn(
                 t.c1,
-                [PY, "-c", BAD_RST_CLIENT, t.h4_v6, "7710"],
+                [PY, "-c", RST_CLIENT, t.h4_v6, "7710", "bad"],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
             )

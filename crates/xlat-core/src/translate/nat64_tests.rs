@@ -174,6 +174,10 @@ struct Out {
 }
 
 fn run(t: &Nat64Translator, pkt: &[u8], now: u64) -> Out {
+    run_with(t, pkt, PacketMeta::default(), now)
+}
+
+fn run_with(t: &Nat64Translator, pkt: &[u8], meta: PacketMeta, now: u64) -> Out {
     let mut buf = vec![0u8; HEADROOM + pkt.len() + 64];
     buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
     let mut frags = FragBuf::new();
@@ -182,7 +186,7 @@ fn run(t: &Nat64Translator, pkt: &[u8], now: u64) -> Out {
         &mut buf,
         HEADROOM,
         pkt.len(),
-        PacketMeta::default(),
+        meta,
         &mut frags,
         now,
         &mut stored,
@@ -2153,21 +2157,6 @@ fn bad_csum(mut p: Vec<u8>) -> Vec<u8> {
     p
 }
 
-fn run_meta(t: &Nat64Translator, pkt: &[u8], meta: PacketMeta, now: u64) -> Verdict {
-    let mut buf = vec![0u8; HEADROOM + pkt.len() + 64];
-    buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
-    let (mut frags, mut stored) = (FragBuf::new(), None);
-    t.translate(
-        &mut buf,
-        HEADROOM,
-        pkt.len(),
-        meta,
-        &mut frags,
-        now,
-        &mut stored,
-    )
-}
-
 fn tcp_state_of(t: &Nat64Translator) -> Option<crate::nat64::TcpState> {
     let s = t.state().sessions(&Default::default());
     assert_eq!(s.len(), 1);
@@ -2256,7 +2245,7 @@ fn rfc6146_bad_checksum_creates_and_changes_no_state() {
         csum_partial: true,
         ..PacketMeta::default()
     };
-    let v = run_meta(&t, &bad_csum(tcp6(CLIENT, 34000, 80, SYN)), partial, 30);
-    assert!(matches!(v, Verdict::Forward { .. }), "{v:?}");
+    let o = run_with(&t, &bad_csum(tcp6(CLIENT, 34000, 80, SYN)), partial, 30);
+    assert!(matches!(o.v, Verdict::Forward { .. }), "{:?}", o.v);
     assert_eq!(t.state().session_count(), 2);
 }
