@@ -1282,8 +1282,19 @@ def _resume_lines(m: dict) -> list[str]:
             for k, x in (h.get("versions") or {}).items()
             if x and v0.get(k) != x
         ]
+        # How the invocation before this one ended.
+        how = r.get("interrupted")
+        after = (
+            f" (after an interruption at {how.get('at', '?')} by {how.get('by', '?')})"
+            if isinstance(how, dict)
+            else (
+                f" (after the run had finished {r['finished']})"
+                if r.get("finished")
+                else ""
+            )
+        )
         out.append(
-            f"- Resume {i}: {r.get('started', '?')}"
+            f"- Resume {i}: {r.get('started', '?')}{after}"
             + (f", load {load[0]:.2f}" if load[0] is not None else "")
             + (f"; versions changed: {'; '.join(changed)}" if changed else "")
         )

@@ -216,9 +216,12 @@ class Run:
             # first invocation's host conditions stay the run's; each
             # resume's are kept beside them.
             meta = json.loads(f.read_text())
-            meta.setdefault("resumed", []).append({"started": _now(), "host": host})
-            for k in ("finished", "interrupted"):
-                meta.pop(k, None)
+            # How the invocation before ended goes with this resume (it was
+            # dropped: the report lost an interruption; found by a probe).
+            before = {k: meta.pop(k) for k in ("finished", "interrupted") if k in meta}
+            meta.setdefault("resumed", []).append(
+                {"started": _now(), "host": host, **before}
+            )
             # The DUTs of every invocation (None: all of the scenario's).
             if "only" in meta:
                 was = meta["only"]

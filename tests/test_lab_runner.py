@@ -398,6 +398,10 @@ def test_interrupted_run_records_and_reports_it(tmp_path, monkeypatch):
     assert "not run (the time budget ran out)" in md, md
     assert "- Resume 1: " in md and "versions changed: xlat: xlat 0.2" in md, md
     assert "| kernel-v6 | not measured (time budget spent) |" in md, md
+    # The interruption the resume followed stays in the record and the header
+    # (it was dropped; found by a probe).
+    assert meta2["resumed"][0]["interrupted"]["by"] == "SIGINT", meta2
+    assert "(after an interruption at " in md and " by SIGINT)" in md, md
 
 
 @pytest.mark.timeout(30)
