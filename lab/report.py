@@ -609,6 +609,9 @@ def plot_throughput(run, duts, path) -> bool:
         xlabel="frame size, sender side (bytes)",
         ylabel="Gbit/s (frames x size)",
     )
+    # From 0, as the sessions plot: a small difference must not look large.
+    ax.set_ylim(bottom=0)
+    ax2.set_ylim(bottom=0)
     ax.legend()
     return _finish(plt, fig, path)
 
@@ -769,12 +772,21 @@ def plot_sessions(run, duts, path) -> bool:
             any_ = True
             # A point with no valid trial has no result: no point drawn.
             pts = [p for p in r["points"] if not no_valid_point(p)]
-            ax.plot(
-                [p["sessions"] or p["target_sessions"] for p in pts],
-                [p["zero_loss_fps"] / 1000 for p in pts],
-                label=d,
-                **st[d],
-            )
+            xs = [p["sessions"] or p["target_sessions"] for p in pts]
+            ys = [p["zero_loss_fps"] / 1000 for p in pts]
+            ax.plot(xs, ys, label=d, **st[d])
+            # Hollow where the search had invalid trials (†), as in the
+            # throughput plot (they were drawn filled).
+            dag = [(x, y) for x, y, p in zip(xs, ys, pts) if p.get("invalid_trials")]
+            if dag:
+                ax.plot(
+                    [x for x, _ in dag],
+                    [y for _, y in dag],
+                    "o",
+                    markerfacecolor="white",
+                    markeredgecolor=st[d]["color"],
+                    markersize=8,
+                )
     names, vals, cols = [], [], []
     for d in duts:
         r = res(run, d, "conn_rate")
@@ -786,7 +798,7 @@ def plot_sessions(run, duts, path) -> bool:
         return _finish(plt, fig, None)
     ax.set_xscale("log")
     ax.set(
-        title="Established flows: zero-loss rate by live sessions",
+        title="Established flows: zero-loss rate by live sessions\nhollow: the search had invalid trials (†)",
         xlabel="live sessions in the DUT (log)",
         ylabel="kframes/s",
     )
