@@ -20,9 +20,10 @@
 //! datagram ([`Reassembler::holds`]); the whole datagram goes to the core,
 //! which computes the checksum.
 //!
-//! Bounded: at most [`MAX_ENTRIES`] datagrams in progress (when full, a
-//! fragment of a new datagram is refused and the datagrams in progress are
-//! kept), each at most 65535 bytes, dropped after [`TIMEOUT_MS`] (its
+//! Bounded: at most [`MAX_ENTRIES`] datagrams in progress, and
+//! [`MAX_ENTRIES_PER_SOURCE`] of one source (when full, a fragment of a
+//! new datagram is refused and the datagrams in progress are kept), each
+//! at most 65535 bytes, dropped after [`TIMEOUT_MS`] (its
 //! fragments counted in [`Reassembler::timed_out`] or
 //! [`Reassembler::timed_out_udp`]; the datapath also expires them when it
 //! is idle, so they are counted without waiting for the next fragment).
@@ -36,6 +37,11 @@ use xlat_core::wire::Ipv6Packet;
 
 /// Datagrams being reassembled at once.
 pub const MAX_ENTRIES: usize = 64;
+/// Of those, the most one source may have (an IPv4 address, an IPv6 /64):
+/// a quarter, as in NAT64's fragment table. One sender of first fragments
+/// that never end took the whole table, and every other sender's
+/// fragmented pings and UDP datagrams were refused until they timed out.
+pub const MAX_ENTRIES_PER_SOURCE: usize = MAX_ENTRIES / 4;
 /// A datagram whose fragments have not all arrived by then is dropped.
 pub const TIMEOUT_MS: u64 = 5_000;
 /// Largest reassembled payload: an IPv4 datagram's (its 16-bit total
@@ -77,6 +83,17 @@ struct Entry {
     total: Option<usize>,
     /// Fragments held (each is counted when the datagram is given up).
     frags: u64,
+}
+
+impl Key {
+    /// The same sender: the same IPv4 address, or the same IPv6 /64.
+    fn same_source(&self, other: &Key) -> bool {
+        match (self, other) {
+            (Key::V4 { src: a, .. }, Key::V4 { src: b, .. }) => a == b,
+            (Key::V6 { src: a, .. }, Key::V6 { src: b, .. }) => a[..8] == b[..8],
+            _ => false,
+        }
+    }
 }
 
 impl Entry {
@@ -257,8 +274,10 @@ impl Reassembler {
         let i = match self.entries.iter().position(|e| e.key == key) {
             Some(i) => i,
             None => {
-                if self.entries.len() >= MAX_ENTRIES {
-                    // Full: refuse the new datagram, keep those in progress.
+                let mine = self.entries.iter().filter(|e| e.key.same_source(&key));
+                if self.entries.len() >= MAX_ENTRIES || mine.count() >= MAX_ENTRIES_PER_SOURCE {
+                    // Full, or the source's share is: refuse the new
+                    // datagram, keep those in progress.
                     return Offer::Dropped(1);
                 }
                 self.entries.push(Entry {
@@ -628,9 +647,12 @@ mod tests {
     #[test]
     fn bounded_number_of_datagrams() {
         let mut r = Reassembler::new();
+        // From 4 sources (each within its share): the table's own bound.
         let frag = |id: u16| {
             let (_, mut a, _) = v4_frags(3008, 1480);
             a[4..6].copy_from_slice(&id.to_be_bytes());
+            a[15] = (id % 4) as u8;
+            ipv4_header_checksum(&mut a);
             a
         };
         for id in 0..(MAX_ENTRIES as u16 + 10) {
@@ -653,6 +675,45 @@ mod tests {
         assert_eq!(r.timed_out, 0);
         assert_eq!(offer(&mut r, &frag(500), TIMEOUT_MS + 100).0, Offer::Held);
         assert_eq!(r.timed_out, MAX_ENTRIES as u64 - 1);
+    }
+
+    /// One source (an IPv4 address, an IPv6 /64) has a quarter of the
+    /// table: past it its new datagrams are refused while other sources'
+    /// are still taken (one sender filled the whole table).
+    #[test]
+    fn one_source_has_a_quarter_of_the_table() {
+        let mut r = Reassembler::new();
+        let frag = |src: u8, id: u16| {
+            let (_, mut a, _) = v4_frags(3008, 1480);
+            a[4..6].copy_from_slice(&id.to_be_bytes());
+            a[15] = src;
+            ipv4_header_checksum(&mut a);
+            a
+        };
+        for id in 0..MAX_ENTRIES_PER_SOURCE as u16 {
+            assert_eq!(offer(&mut r, &frag(2, id), 0).0, Offer::Held);
+        }
+        assert_eq!(offer(&mut r, &frag(2, 999), 0).0, Offer::Dropped(1));
+        assert_eq!(offer(&mut r, &frag(3, 999), 0).0, Offer::Held);
+        // Its datagrams in progress still take fragments.
+        let (_, _, b) = v4_frags(3008, 1480);
+        let mut b = b;
+        b[4..6].copy_from_slice(&0u16.to_be_bytes());
+        b[15] = 2;
+        ipv4_header_checksum(&mut b);
+        assert!(matches!(offer(&mut r, &b, 1).0, Offer::Complete { .. }));
+        // IPv6: the /64 is the source.
+        let k = |s: u8| Key::V6 {
+            src: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, s],
+            dst: [0; 16],
+            id: 1,
+        };
+        assert!(k(1).same_source(&k(2)));
+        let mut other = k(1);
+        if let Key::V6 { src, .. } = &mut other {
+            src[7] = 2;
+        }
+        assert!(!k(1).same_source(&other));
     }
 
     #[test]
