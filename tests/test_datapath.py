@@ -723,6 +723,26 @@ def test_rules_the_fast_path_cannot_apply_are_warned_of():
         ]
         assert len(warned) == 2, x.log()
         assert "fwmark 0x7" in warned[0] and "dport 53" in warned[1], warned
+        # A rule added while it runs is warned of when it comes (rules added
+        # after the start were not looked for); a rule by TOS is not, and
+        # those warned of before are not again.
+        topo.lab.exec(
+            rt, ["ip", "rule", "add", "tos", "0x08", "table", "100", "pref", "104"]
+        )
+        topo.lab.exec(
+            rt, ["ip", "rule", "add", "fwmark", "0x9", "table", "100", "pref", "105"]
+        )
+        deadline = time.monotonic() + 5
+        while "routing rule by mark, protocol or port added" not in x.log():
+            assert time.monotonic() < deadline, x.log()[-2000:]
+            time.sleep(0.05)
+        time.sleep(0.3)
+        added = [
+            line
+            for line in x.log().splitlines()
+            if "routing rule by mark, protocol or port added" in line
+        ]
+        assert len(added) == 1 and "fwmark 0x9" in added[0], added
     finally:
         _close(topo, x)
 

@@ -528,9 +528,22 @@ fn watch_routes(gen_fd: c_int, mtu_fd: c_int) -> Result<crate::route_watch::Rout
     let mtu_fd = dup_fd(mtu_fd, "route MTU")?;
     let mut mtus = RouteMtus::new();
     let mut gen = 0u32;
-    crate::route_watch::spawn(move |routes| {
-        if routes {
+    // The routing rules the fast path cannot apply (by mark, protocol or
+    // port) are warned of at the start; those added later are warned of
+    // here, when they come (they were not looked for).
+    let mut rules: std::collections::BTreeSet<String> =
+        crate::tun::rules_by_mark_or_ports().into_iter().collect();
+    crate::route_watch::spawn(move |c| {
+        if c.routes {
             mtus = sync_route_mtus(mtu_fd.as_raw_fd(), &mtus);
+        }
+        if c.rules {
+            let now: std::collections::BTreeSet<String> =
+                crate::tun::rules_by_mark_or_ports().into_iter().collect();
+            for r in now.difference(&rules) {
+                crate::warn!("routing rule by mark, protocol or port added: the eBPF fast path does not apply it (its FIB lookups carry no mark or ports); kind = \"tun\" does", "rule" => r);
+            }
+            rules = now;
         }
         gen = gen.wrapping_add(1);
         let k = 0u32;

@@ -129,33 +129,54 @@ fn socket() -> Result<OwnedFd, String> {
     Ok(fd)
 }
 
-/// Whether a buffer of rtnetlink notifications holds a route or nexthop
-/// change (RTM_NEWROUTE, RTM_DELROUTE, RTM_NEWNEXTHOP, RTM_DELNEXTHOP).
-pub fn has_route_change(buf: &[u8]) -> bool {
+/// What a batch of rtnetlink notifications changed, besides links,
+/// addresses and netconf (which only bump the generation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// A route or nexthop (RTM_NEWROUTE, RTM_DELROUTE, RTM_NEWNEXTHOP,
+    /// RTM_DELNEXTHOP), or notifications were lost.
+    pub routes: bool,
+    /// A routing rule (RTM_NEWRULE, RTM_DELRULE).
+    pub rules: bool,
+}
+
+impl Changes {
+    fn add(&mut self, o: Changes) {
+        self.routes |= o.routes;
+        self.rules |= o.rules;
+    }
+}
+
+/// What a buffer of rtnetlink notifications changed.
+pub fn changes(buf: &[u8]) -> Changes {
+    let mut c = Changes::default();
     let mut i = 0;
     while i + 16 <= buf.len() {
         let len = u32::from_ne_bytes(buf[i..i + 4].try_into().unwrap()) as usize;
         let ty = u16::from_ne_bytes([buf[i + 4], buf[i + 5]]);
-        if matches!(ty, 24 | 25 | 104 | 105) {
-            return true;
-        }
+        c.routes |= matches!(ty, 24 | 25 | 104 | 105);
+        c.rules |= matches!(ty, 32 | 33);
         if len < 16 {
-            return false;
+            break;
         }
         i += (len + 3) & !3;
     }
-    false
+    c
 }
 
 /// Starts the watcher; `bump` is called once per batch of notifications
-/// (and for a lost one), with whether the batch changed routes (a lost
-/// notification counts as one). The socket is subscribed before this
-/// returns, so no change after it is missed.
-pub fn spawn(mut bump: impl FnMut(bool) + Send + 'static) -> Result<RouteWatch, String> {
+/// (and for a lost one), with what the batch changed (a lost notification
+/// counts as a route change; rules are not guessed at). The socket is
+/// subscribed before this returns, so no change after it is missed.
+pub fn spawn(mut bump: impl FnMut(Changes) + Send + 'static) -> Result<RouteWatch, String> {
     let fd = socket()?;
     // Subscribed: now the caller reads the routes for the first time, and
     // any change from here on comes as a notification.
-    bump(true);
+    let lost = Changes {
+        routes: true,
+        rules: false,
+    };
+    bump(lost);
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     std::thread::Builder::new()
@@ -170,7 +191,7 @@ pub fn spawn(mut bump: impl FnMut(bool) + Send + 'static) -> Result<RouteWatch, 
                             Some(libc::EAGAIN) | Some(libc::EINTR) => {}
                             // ENOBUFS: notifications were lost; anything may have changed.
                             _ => {
-                                bump(true);
+                                bump(lost);
                                 std::thread::sleep(std::time::Duration::from_millis(10));
                             }
                         }
@@ -178,15 +199,15 @@ pub fn spawn(mut bump: impl FnMut(bool) + Send + 'static) -> Result<RouteWatch, 
                     }
                 };
                 // Drain what is queued, then bump once.
-                let mut routes = has_route_change(&buf[..n]);
+                let mut c = changes(&buf[..n]);
                 loop {
                     let m = match recv(&fd, &mut buf, libc::MSG_DONTWAIT) {
                         Ok(m) if m > 0 => m,
                         _ => break,
                     };
-                    routes |= has_route_change(&buf[..m]);
+                    c.add(changes(&buf[..m]));
                 }
-                bump(routes);
+                bump(c);
             }
         })
         .map_err(|e| format!("cannot start the route watcher: {e}"))?;
@@ -195,7 +216,11 @@ pub fn spawn(mut bump: impl FnMut(bool) + Send + 'static) -> Result<RouteWatch, 
 
 #[cfg(test)]
 mod tests {
-    use super::has_route_change;
+    use super::changes;
+
+    fn has_route_change(b: &[u8]) -> bool {
+        changes(b).routes
+    }
 
     fn msg(ty: u16, body: usize) -> Vec<u8> {
         let mut m = ((16 + body) as u32).to_ne_bytes().to_vec();
@@ -220,5 +245,16 @@ mod tests {
         z[0..4].copy_from_slice(&0u32.to_ne_bytes());
         z.extend(msg(24, 0));
         assert!(!has_route_change(&z));
+    }
+
+    #[test]
+    fn rule_changes_are_told_apart() {
+        // RTM_NEWRULE (32) among an address change; RTM_DELRULE (33).
+        let mut b = msg(20, 12);
+        b.extend(msg(32, 12));
+        let c = changes(&b);
+        assert!(c.rules && !c.routes, "{c:?}");
+        assert!(changes(&msg(33, 8)).rules);
+        assert!(!changes(&msg(24, 8)).rules);
     }
 }
