@@ -133,8 +133,11 @@ class Xlat(Adapter):
                 cp = run([self.binary, "check", "-c", str(f)], check=False)
                 if cp.returncode != 0:
                     msg = (cp.stderr or cp.stdout).strip().splitlines()
+                    # What xlat said, whatever failed (the text blamed the
+                    # datapath for any failure; found by a probe).
                     self.why = (
-                        f"`xlat check` rejects [datapath] kind = {self.datapath!r}: "
+                        f"`xlat check` of a minimal config with [datapath] kind = "
+                        f"{self.datapath!r} failed: "
                         + (msg[0] if msg else f"exit {cp.returncode}")
                     )
                     return False
