@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -47,11 +48,24 @@ def clocksource() -> str:
         return "?"
 
 
+def _build_id(path: str) -> str:
+    """The first 12 hex digits of the binary's SHA-256: `xlat 0.1.0` and the
+    source tree's commit did not tell two builds apart (a binary rebuilt in
+    the middle of a run went unrecorded; found by a probe)."""
+    try:
+        with open(path, "rb") as f:
+            return " sha256:" + hashlib.file_digest(f, "sha256").hexdigest()[:12]
+    except OSError:
+        return ""
+
+
 def versions() -> dict:
     tayga = shutil.which("tayga") or "/usr/sbin/tayga"
+    xv = _first_line([xlat_bin(), "--version"])
+    pv = _first_line([perf_bin(), "--version"])
     v = {
-        "xlat": _first_line([xlat_bin(), "--version"]),
-        "xlat-perf": _first_line([perf_bin(), "--version"])
+        "xlat": xv and xv + _build_id(xlat_bin()),
+        "xlat-perf": (pv and pv + _build_id(perf_bin()))
         or (
             "(no --version; built from this tree)"
             if os.path.exists(perf_bin())

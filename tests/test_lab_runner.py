@@ -680,3 +680,16 @@ def test_out_must_be_new_empty_or_a_run_and_duts_may_have_spaces(tmp_path, capsy
     assert main(["run", "smoke", "--duts", "xlat, kernel-v6", "--out", str(d)]) == 2
     err = capsys.readouterr().err
     assert "not a lab run" in err and "--duts" not in err, err
+
+
+def test_build_id_tells_two_builds_apart(tmp_path):
+    """lab/hostinfo.py: a binary's version string carries its hash, so that a
+    rebuild between a run and its resume shows as a version change."""
+    from lab.hostinfo import _build_id
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_bytes(b"one build")
+    b.write_bytes(b"another build")
+    assert _build_id(str(a)).startswith(" sha256:") and len(_build_id(str(a))) == 20
+    assert _build_id(str(a)) != _build_id(str(b))
+    assert _build_id(str(tmp_path / "missing")) == ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,6 +123,9 @@ def test_smoke_report_and_plots(smoke):
         "xlat 0.1",
     ):
         assert s in md, s
+    # The binaries are identified by their hash too (a rebuild showed as the
+    # same "xlat 0.1.0"; found by a probe).
+    assert re.search(r"xlat 0\.1\.\d+ sha256:[0-9a-f]{12}", md), md[:1500]
     for section in (
         "Throughput by frame size",
         "Frame loss rate",
