@@ -142,9 +142,9 @@ def cmd_report(a) -> int:
         print(f"lab: {why}", file=sys.stderr)
         return 2
     # A broken result file is named, nothing written (it was a traceback,
-    # with an empty plots/ left behind; found by a probe).
+    # with an empty plots/ left behind; found by a probe): write() loads the
+    # run before it creates anything.
     try:
-        report.load(Path(a.dir))
         md = report.write(Path(a.dir))
     except ValueError as e:
         print(f"lab: {e}", file=sys.stderr)

@@ -189,6 +189,12 @@ def _http_pick(run, dut):
     return f"http/small-c{c}"
 
 
+def _tcp_cps_keys(run: dict, dut: str) -> list[str]:
+    """The DUT's short-TCP-connection trials (``tcp_cps/cN``), by concurrency."""
+    keys = (k for k in run["trials"].get(dut, {}) if k.startswith("tcp_cps/c"))
+    return sorted(keys, key=lambda k: int(k.rsplit("c", 1)[1]))
+
+
 def metrics(run: dict, dut: str) -> dict[str, tuple[float | None, bool]]:
     """``{label: (value, higher_is_better)}`` for the summary table."""
     m: dict[str, tuple[float | None, bool]] = {}
@@ -208,10 +214,7 @@ def metrics(run: dict, dut: str) -> dict[str, tuple[float | None, bool]]:
     lab = hk.split("/")[1] if hk else "small-c10"
     m[f"HTTP {lab} median RTT (ms)"] = (_get(h, "rtt_ms", "median"), False)
     m[f"HTTP {lab} (req/s)"] = (_get(h, "rps"), True)
-    for k in sorted(
-        (k for k in run["trials"].get(dut, {}) if k.startswith("tcp_cps/c")),
-        key=lambda k: int(k.rsplit("c", 1)[1]),
-    ):
+    for k in _tcp_cps_keys(run, dut):
         m[f"new TCP conn/s, {k.split('/')[1]} (ab)"] = (
             _get(res(run, dut, k), "cps"),
             True,
@@ -568,6 +571,19 @@ def _style(run, duts):
     return st
 
 
+def _hollow(ax, xs, ys, color) -> None:
+    """Hollow markers over a line's points whose search had invalid trials (†)."""
+    if xs:
+        ax.plot(
+            xs,
+            ys,
+            "o",
+            markerfacecolor="white",
+            markeredgecolor=color,
+            markersize=8,
+        )
+
+
 def plot_throughput(run, duts, path) -> bool:
     plt = _plt()
     st = _style(run, duts)
@@ -588,15 +604,7 @@ def plot_throughput(run, duts, path) -> bool:
         ax2.plot(xs, [p[2] / 1000 for p in pts], label=d, **st[d])
         for a, i in ((ax, 1), (ax2, 2)):
             dag = [p for p in pts if p[3]]
-            if dag:
-                a.plot(
-                    [p[0] for p in dag],
-                    [p[i] / 1000 for p in dag],
-                    "o",
-                    markerfacecolor="white",
-                    markeredgecolor=st[d]["color"],
-                    markersize=8,
-                )
+            _hollow(a, [p[0] for p in dag], [p[i] / 1000 for p in dag], st[d]["color"])
     if not any_:
         return _finish(plt, fig, None)
     ax.set(
@@ -778,15 +786,7 @@ def plot_sessions(run, duts, path) -> bool:
             # Hollow where the search had invalid trials (†), as in the
             # throughput plot (they were drawn filled).
             dag = [(x, y) for x, y, p in zip(xs, ys, pts) if p.get("invalid_trials")]
-            if dag:
-                ax.plot(
-                    [x for x, _ in dag],
-                    [y for _, y in dag],
-                    "o",
-                    markerfacecolor="white",
-                    markeredgecolor=st[d]["color"],
-                    markersize=8,
-                )
+            _hollow(ax, [x for x, _ in dag], [y for _, y in dag], st[d]["color"])
     names, vals, cols = [], [], []
     for d in duts:
         r = res(run, d, "conn_rate")
@@ -986,11 +986,7 @@ def _tcp_cps_table(run, duts) -> str:
     out = _head("DUT", "conc.", "good conn/s", "failed", "non-2xx", "mean ms per conn.")
     n = 0
     for d in duts:
-        keys = sorted(
-            (k for k in run["trials"].get(d, {}) if k.startswith("tcp_cps/c")),
-            key=lambda k: int(k.rsplit("c", 1)[1]),
-        )
-        for k in keys:
+        for k in _tcp_cps_keys(run, d):
             r = res(run, d, k)
             if not r:
                 continue

@@ -1382,7 +1382,7 @@ fn start_datapath(
             info!("datapath", "kind" => "ebpf", "slow_path" => "tun",
                 "interfaces" => f.attached().join(","), "hook" => f.hook().name(),
                 "reason" => reason);
-            for r in tun::rules_by_mark_or_ports() {
+            for r in f.rules_at_load() {
                 warn!("routing rule by mark, protocol or port: the eBPF fast path does not apply it (its FIB lookups carry no mark or ports); kind = \"tun\" does", "rule" => r);
             }
             Ok(Some(f))

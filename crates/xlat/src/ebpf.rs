@@ -425,6 +425,10 @@ pub struct FastPath {
     counters: std::sync::Arc<Counters>,
     /// Invalidates the program's route cache on rtnetlink changes.
     _routes: crate::route_watch::RouteWatch,
+    /// The routing rules by mark, protocol or port when it was loaded
+    /// (`tun::rules_by_mark_or_ports`): the start warns of them, the route
+    /// watcher of those added later.
+    rules: Vec<String>,
     /// The active half (0 or 1) of the double-buffered tables.
     gen: u32,
     /// Installs so far: the configuration word `xlat_gen` is
@@ -523,16 +527,20 @@ type RouteMtus = std::collections::BTreeMap<(u32, u8), u32>;
 /// rtnetlink change (see route_watch.rs), after bringing the route MTUs of
 /// `mtu_fd` (xlat_route_mtu) up to date when routes changed: a route cached
 /// under the new generation has the new MTUs.
-fn watch_routes(gen_fd: c_int, mtu_fd: c_int) -> Result<crate::route_watch::RouteWatch, String> {
+fn watch_routes(
+    gen_fd: c_int,
+    mtu_fd: c_int,
+    rules: &[String],
+) -> Result<crate::route_watch::RouteWatch, String> {
     let fd = dup_fd(gen_fd, "route")?;
     let mtu_fd = dup_fd(mtu_fd, "route MTU")?;
     let mut mtus = RouteMtus::new();
     let mut gen = 0u32;
     // The routing rules the fast path cannot apply (by mark, protocol or
-    // port) are warned of at the start; those added later are warned of
-    // here, when they come (they were not looked for).
-    let mut rules: std::collections::BTreeSet<String> =
-        crate::tun::rules_by_mark_or_ports().into_iter().collect();
+    // port) are warned of at the start (`rules`, as the fast path was
+    // loaded); those added later are warned of here, when they come (they
+    // were not looked for).
+    let mut rules: std::collections::BTreeSet<String> = rules.iter().cloned().collect();
     crate::route_watch::spawn(move |c| {
         if c.routes {
             mtus = sync_route_mtus(mtu_fd.as_raw_fd(), &mtus);
@@ -607,6 +615,7 @@ impl FastPath {
         if rc != 0 {
             return Err(format!("cannot write the lease map: {}", errstr(rc)));
         }
+        let rules = crate::tun::rules_by_mark_or_ports();
         Ok(FastPath {
             prog_fd,
             gen_fd: map("xlat_gen")?,
@@ -620,7 +629,8 @@ impl FastPath {
                 fd: AtomicI32::new(map("xlat_counters")?),
                 cpus: cpus as usize,
             }),
-            _routes: watch_routes(map("xlat_rgen")?, map("xlat_route_mtu")?)?,
+            _routes: watch_routes(map("xlat_rgen")?, map("xlat_route_mtu")?, &rules)?,
+            rules,
             gen: 0,
             installs: 0,
             current: None,
@@ -633,6 +643,12 @@ impl FastPath {
             lease: None,
             _obj: obj,
         })
+    }
+
+    /// The routing rules by mark, protocol or port there were when the
+    /// fast path was loaded (it does not apply them).
+    pub fn rules_at_load(&self) -> &[String] {
+        &self.rules
     }
 
     pub fn counters(&self) -> std::sync::Arc<Counters> {
