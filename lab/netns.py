@@ -67,9 +67,36 @@ class CmdError(RuntimeError):
         )
 
 
+NETNS_DIR = "/run/netns"
+
+
+def _prefix_in_use(prefix: str) -> bool:
+    """True if a namespace named ``<prefix>...`` exists or this process already
+    handed ``prefix`` out."""
+    if prefix in CREATED_PREFIXES or prefix in _HANDED_OUT:
+        return True
+    try:
+        return any(n.startswith(prefix) for n in os.listdir(NETNS_DIR))
+    except FileNotFoundError:
+        return False
+
+
+_HANDED_OUT: set[str] = set()
+
+
 def random_prefix(base: str = "xlt") -> str:
-    """``base`` plus 4 random hex digits, e.g. ``xlt3fa9``."""
-    return f"{base}{secrets.token_hex(2)}"
+    """``base`` plus 4 random hex digits, e.g. ``xlt3fa9``, that no existing
+    namespace starts with: 65,536 suffixes are few enough for a test run (two
+    workers, hundreds of labs) or a leftover of a crashed run to draw one in
+    use, and ``ip netns add`` then fails."""
+    for _ in range(1000):
+        prefix = f"{base}{secrets.token_hex(2)}"
+        if not _prefix_in_use(prefix):
+            _HANDED_OUT.add(prefix)
+            return prefix
+    raise RuntimeError(
+        f"no free namespace prefix {base}XXXX: clean up with lab cleanup"
+    )
 
 
 def run(

@@ -128,6 +128,20 @@ def test_lab_cleanup_only_touches_its_prefix_and_dead_runs():
         running.close()
 
 
+def test_random_prefix_skips_a_prefix_in_use(monkeypatch):
+    """A drawn suffix that an existing namespace (another worker's live lab, a
+    crashed run's leftover) already starts with is drawn again: a CI run failed
+    on 'ip netns add xlt0cc6-rt: File exists'."""
+    with netns.Lab() as lab:
+        used = lab.add_ns("rt")
+        draws = iter([lab.prefix[3:], lab.prefix[3:], "beef"])
+        monkeypatch.setattr(netns.secrets, "token_hex", lambda n: next(draws))
+        monkeypatch.setattr(netns, "_HANDED_OUT", set(), raising=False)
+        monkeypatch.setattr(netns, "CREATED_PREFIXES", set())
+        assert netns.list_ns(lab.prefix) == [used]
+        assert netns.random_prefix("xlt") == "xltbeef"
+
+
 _TCP_SERVER = """
 import socket, sys
 s = socket.socket()
