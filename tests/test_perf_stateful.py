@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from lab import netns
-from tests.test_perf import delay_relay, ipv4_router, nft_counter
+from tests.test_perf import delay_relay, ipv4_router, measured_trial, nft_counter
 
 ROOT = Path(__file__).resolve().parent.parent
 PERF = Path(
@@ -657,7 +657,7 @@ def test_config_file_values_overrides_and_errors(lab, tmp_path):
     out = json.loads(
         perf("frame-loss", "--config", str(cfg), "--duration", "0.5", "--json").stdout
     )
-    t = out["repetitions"][0]["trials"][0]
+    t = measured_trial(out["repetitions"][0])
     assert out["parameters"]["duration"] == 0.5, "the command line overrides the file"
     assert t["rate"] == 1000 and t["planned"] == 500 and t["received"] == 500, t
     before = forwarded()

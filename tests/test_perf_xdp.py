@@ -21,9 +21,11 @@ from tests.test_perf import (
     _common,
     _router,
     measure_rate_limit,
+    measured_trial,
     nft_counter,
     perf,
     perf_json,
+    sent_by_every_attempt,
 )
 
 
@@ -84,7 +86,7 @@ def test_xdp_io_frames_counted_through_router(lab):
             "4",
         )
         assert r["parameters"]["io"]["kind"].startswith("xdp"), r["parameters"]["io"]
-        t = r["repetitions"][0]["trials"][0]
+        t = measured_trial(r["repetitions"][0])
         assert t["received"] == t["sent"] > 2000, (size, t)
         assert t["foreign"] == 0 and t["duplicates"] == 0 and t["late"] == 0, t
         assert t["rx_ring_drops"] == 0, t
@@ -121,7 +123,7 @@ def test_xdp_io_frames_counted_through_router(lab):
     lab.exec(d, ["ip", "neigh", "flush", "dev", "p0"])
     lab.exec(d, ["ping", "-c1", "-W2", "198.51.100.254"])
     out, _ = proc.communicate(timeout=20)
-    t = json.loads(out)["repetitions"][0]["trials"][0]
+    t = measured_trial(json.loads(out)["repetitions"][0])
     assert t["received"] == t["sent"] > 0, t
     assert _xdp_attached(lab, d) == []
 
@@ -230,7 +232,7 @@ def test_xdp_io_bad_setup_fails_before_sending(lab, tmp_path):
         "--duration",
         "0.2",
     )
-    sent = r["repetitions"][0]["trials"][0]["sent"]
+    sent = sent_by_every_attempt(r["repetitions"][0])
     assert sent > 0 and test_frames() == sent, (sent, test_frames())
 
 
@@ -311,7 +313,7 @@ def test_a_stopped_run_leaves_nothing_that_drops_later_frames(lab):
     )
     # The socket I/O installs no table, so the leftover still drops: the
     # next packet-I/O run removes it before its own.
-    assert t["repetitions"][0]["trials"][0]["received"] == 0
+    assert measured_trial(t["repetitions"][0])["received"] == 0
     t = perf_json(
         "frame-loss",
         *_common(s, d),
@@ -323,7 +325,8 @@ def test_a_stopped_run_leaves_nothing_that_drops_later_frames(lab):
         "0.5",
         "--wait",
         "0.2",
-    )["repetitions"][0]["trials"][0]
+    )
+    t = measured_trial(t["repetitions"][0])
     assert t["received"] == t["sent"] > 0, t
     assert _netdev_tables(lab, d) == []
 
