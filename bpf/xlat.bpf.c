@@ -610,7 +610,16 @@ static __always_inline void lower_to_route_mtu(struct route_val *v, int family)
 		v->mtu = *m;
 }
 
-/* Per-CPU scratch space of the route cache (the stack is too small for it). */
+/* Per-CPU scratch space of the route cache (the stack is too small for it),
+ * one per family of the key. Its k and v also stay behind as this CPU's
+ * last entry of that family, complete (every caller of cache_get stores
+ * the entry it computed before it returns), and are looked at before the
+ * shared cache: the packets of one flow (a ping's requests, or its
+ * replies) then skip the hash, the bucket and the entry, which is what a
+ * packet of an idle path pays for most (cold cache lines). Its validity
+ * is the shared entry's: the same route generation, configuration word
+ * and kind. (Programs of one CPU do not nest: tc runs in the receive
+ * softirq, as the scratch space already assumes.) */
 struct route_scratch {
 	struct bpf_fib_lookup p;
 	struct route_key k;
@@ -619,7 +628,7 @@ struct route_scratch {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct route_scratch);
 } xlat_rscratch SEC(".maps");
@@ -664,8 +673,17 @@ static __always_inline int same16(const __u8 *a, const __u8 *b)
 	return a0 == b0 && a1 == b1;
 }
 
-/* The scratch space with its key set; the cached entry copied into sc->v
- * and 1 if it is valid, else sc->v started afresh for the caller and 0.
+static __always_inline int same4(const __u8 *a, const __u8 *b)
+{
+	__u32 x, y;
+	__builtin_memcpy(&x, a, 4);
+	__builtin_memcpy(&y, b, 4);
+	return x == y;
+}
+
+/* 1 if sc holds a valid entry for the key: this CPU's last one of the
+ * family, or the shared cache's copied into sc->v; else 0, with sc's key
+ * set and sc->v started afresh for the caller.
  * The entry is copied out and checked: an LRU entry that another CPU
  * replaces is reused at once, not after RCU. */
 static __always_inline int cache_get(struct route_scratch *sc, struct __sk_buff *skb, int family,
@@ -673,8 +691,16 @@ static __always_inline int cache_get(struct route_scratch *sc, struct __sk_buff 
 				     __u32 rgen, __u32 cgen)
 {
 	struct route_key *k = &sc->k;
+	struct route_val *v = &sc->v;
+	__u32 ifindex = skb->ingress_ifindex;
+	/* This CPU's last entry of the family (see struct route_scratch). */
+	if (v->gen == rgen && v->cgen == cgen && v->kind == kind && k->ifindex == ifindex &&
+	    k->family == family && k->tos == tos &&
+	    (family == AF_INET ? same4(k->src, src) && same4(k->dst, dst)
+			       : same16(k->src, src) && same16(k->dst, dst)))
+		return 1;
 	__builtin_memset(k, 0, sizeof(*k));
-	k->ifindex = skb->ingress_ifindex;
+	k->ifindex = ifindex;
 	k->family = family;
 	k->tos = tos;
 	if (family == AF_INET) {
@@ -684,7 +710,6 @@ static __always_inline int cache_get(struct route_scratch *sc, struct __sk_buff 
 		__builtin_memcpy(k->src, src, 16);
 		__builtin_memcpy(k->dst, dst, 16);
 	}
-	struct route_val *v = &sc->v;
 	struct route_val *e = bpf_map_lookup_elem(&xlat_routes, k);
 	if (e) {
 		__builtin_memcpy(v, e, sizeof(*v));
@@ -748,11 +773,11 @@ static __always_inline __u8 tc_of(const struct xlat_cfg *c, __u8 tos)
 	return (c->flags & F_ZEROIZE_TC) ? 0 : tos;
 }
 
-static __always_inline struct route_scratch *scratch(__u32 *rgen)
+static __always_inline struct route_scratch *scratch(__u32 *rgen, int family)
 {
-	__u32 z = 0;
+	__u32 z = 0, slot = family == AF_INET6;
 	__u32 *rg = bpf_map_lookup_elem(&xlat_rgen, &z);
-	struct route_scratch *sc = bpf_map_lookup_elem(&xlat_rscratch, &z);
+	struct route_scratch *sc = bpf_map_lookup_elem(&xlat_rscratch, &slot);
 	if (!rg || !sc)
 		return 0;
 	*rgen = *rg;
@@ -772,7 +797,7 @@ static __always_inline struct route_val *route(struct __sk_buff *skb, const stru
 					       const __u8 *dst, __u8 tos, const __u8 *remote4)
 {
 	__u32 rgen;
-	struct route_scratch *sc = scratch(&rgen);
+	struct route_scratch *sc = scratch(&rgen, family);
 	if (!sc)
 		return 0;
 	if (cache_get(sc, skb, family, src, dst, tos, R_ROUTE, rgen, cw))
@@ -793,7 +818,7 @@ static __always_inline struct route_val *siit_decide(struct __sk_buff *skb,
 						     const __u8 *dst, __u8 tos)
 {
 	__u32 rgen;
-	struct route_scratch *sc = scratch(&rgen);
+	struct route_scratch *sc = scratch(&rgen, family);
 	if (!sc)
 		return 0;
 	struct route_val *v = &sc->v;

@@ -584,6 +584,53 @@ def test_sighup_pool6_change_updates_the_fast_path():
         close_siit(t, x)
 
 
+@pytest.mark.timeout(40)
+def test_a_flow_on_one_cpu_follows_config_and_route_changes():
+    """Each CPU keeps its last cached decision per family and looks at it
+    first (bpf/xlat.bpf.c, struct route_scratch): the same flow, on the same
+    CPU (ping pinned: veth hands its packets to the router in the sender's
+    softirq), must see with its very next packet a SIGHUP that denies its
+    destination (a configuration change that moves no route) and a route
+    that takes its destination away from the TUN."""
+    t, x = make_siit(datapath="ebpf")
+
+    def pinned_ping(count):
+        cmd = ["taskset", "-c", "0", "ping", "-n", "-c", str(count), "-i", "0.05"]
+        return t.lab.exec(t.h6, [*cmd, "-W", "1", t.h4_v6], check=False, timeout=20)
+
+    def reload(conf):
+        n = x.log().count("configuration reloaded")
+        x.write_config(conf)
+        x.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while x.log().count("configuration reloaded") == n:
+            assert time.monotonic() < deadline, x.log()
+            time.sleep(0.05)
+
+    try:
+        conf = x.conf.read_text()
+        before = _fast_6to4(x)
+        assert pinned_ping(3).returncode == 0
+        assert _fast_6to4(x) - before >= 3
+        denied = x.stats()["extracted4_denied"]
+        reload(f'denylist4 = ["{t.h4_addr}/32"]\n' + conf)
+        before = _fast_6to4(x)
+        assert pinned_ping(1).returncode != 0
+        assert _fast_6to4(x) == before
+        assert x.stats()["extracted4_denied"] == denied + 1
+        reload(conf)
+        assert pinned_ping(3).returncode == 0
+        assert _fast_6to4(x) - before >= 3
+        route = ["ip", "-6", "route", "add", f"{t.h4_v6}/128", "dev", t.dev6]
+        t.lab.exec(t.router, route)
+        time.sleep(0.3)
+        before = _fast_6to4(x)
+        assert pinned_ping(1).returncode != 0
+        assert _fast_6to4(x) == before
+    finally:
+        close_siit(t, x)
+
+
 def _fast_6to4(x) -> int:
     return x.stats()["ebpf_translated_6to4_packets"]
 
