@@ -979,14 +979,17 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                 })
                 .unwrap_or_else(|| "?".into());
             let mut reason = msg.trim().replace('\n', " ");
+            let mut key_pos = start;
             // An array left open runs into the lines after it: the parser
             // stops there (a table header, another key), not where the `]`
-            // is missing (found by a probe). Name the array's own line.
+            // is missing (found by a probe). Name the array's own line, and
+            // its key rather than the innocent one the parser stopped at.
             if let Some(m) = start.and_then(|s| open_array_above(text, s)) {
                 reason.push_str(&format!(" (the array opened on line {m} is not closed?)"));
+                key_pos = Some(text.split_inclusive('\n').take(m - 1).map(str::len).sum());
             }
             return Err(vec![Problem {
-                key: start
+                key: key_pos
                     .and_then(|s| key_at(text, s))
                     .unwrap_or_else(|| "(syntax)".into()),
                 value: at,
@@ -2268,12 +2271,17 @@ ipv6 = "2001:db8:6::40/122"
         );
         assert_eq!(ps.len(), 1, "{ps:?}");
         assert_eq!(ps[0].value, "line 6");
+        // ... and named by the array's key, not by the table the parser
+        // stopped at (`control`; found by a probe).
+        assert_eq!(ps[0].key, "tun.ipv4-routes", "{ps:?}");
         assert!(
             ps[0]
                 .reason
                 .ends_with("(the array opened on line 4 is not closed?)"),
             "{ps:?}"
         );
+        let ps = problems("denylist4 = [\"10.0.0.0/8\",\nrfc6791v4 = []\n");
+        assert_eq!(ps[0].key, "denylist4", "{ps:?}");
         // A closed array, a table header and brackets in strings or
         // comments are not an open array.
         let ps = problems("a = [\"[\\\"\", # [\n \"]\"]\n[tun]\nname = \n");
