@@ -946,9 +946,16 @@ def test_check_gives_runs_verdict_on_interfaces(tmp_path):
         cp = check(ns, "auto", '"xlcnope", "v0"')
         assert cp.returncode == 0, cp.stdout + cp.stderr
         assert (
-            "datapath=auto: ebpf with the tun slow path (the kernel accepts the"
-            " programs; tun unless that changes before `xlat run` starts: xlcnope:"
-            " no such interface here now)" in cp.stdout
+            "datapath=auto: tun (xlcnope: no such interface here now; ebpf with the"
+            " tun slow path if that changes before `xlat run` starts: the kernel"
+            " accepts the programs)" in cp.stdout
+        ), cp.stdout
+        cp = check(ns, "ebpf", '"xlcnope", "v0"')
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        assert (
+            "datapath=ebpf: `xlat run` fails unless that changes before it starts"
+            " (xlcnope: no such interface here now; the kernel accepts the"
+            " programs)" in cp.stdout
         ), cp.stdout
         cp = check(ns, "ebpf", '"v0"')
         assert cp.returncode == 0, cp.stdout + cp.stderr

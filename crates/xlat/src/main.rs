@@ -216,20 +216,23 @@ fn datapath_verdict(s: &config::Settings) -> Result<String, (String, String)> {
             format!("datapath.interfaces: {e}: kind = \"ebpf\" cannot attach here"),
         ));
     }
-    let unless = match daemon::fast_interfaces(s).0 {
-        Ok(_) => String::new(),
-        Err(why) if kind == DatapathKind::Auto => {
-            format!("; tun unless that changes before `xlat run` starts: {why} here now")
-        }
-        Err(why) => {
-            format!("; `xlat run` fails unless that changes before it starts: {why} here now")
-        }
-    };
+    // The verdict leads with what `xlat run` would do with the interfaces
+    // as they are now (a probe read "auto: ebpf ..." for a run that then
+    // fell back to tun on a missing interface).
+    let missing = daemon::fast_interfaces(s).0.err();
     match ebpf::FastPath::load_sized(s.datapath.flow_entries) {
-        Ok(_) => Ok(format!(
-            "{}: ebpf with the tun slow path (the kernel accepts the programs{unless})",
-            kind.name()
-        )),
+        Ok(_) => Ok(match missing {
+            None => format!(
+                "{}: ebpf with the tun slow path (the kernel accepts the programs)",
+                kind.name()
+            ),
+            Some(why) if kind == DatapathKind::Auto => format!(
+                "auto: tun ({why} here now; ebpf with the tun slow path if that changes before `xlat run` starts: the kernel accepts the programs)"
+            ),
+            Some(why) => format!(
+                "ebpf: `xlat run` fails unless that changes before it starts ({why} here now; the kernel accepts the programs)"
+            ),
+        }),
         Err(e) if kind == DatapathKind::Auto => Ok(format!("auto: tun ({e})")),
         Err(e) => Err((
             format!("ebpf: `xlat run` would fail here ({e})"),
