@@ -478,13 +478,8 @@ impl Ctx {
     fn interface_names(&mut self, t: &Table, path: &str, key: &str) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = vec![];
         for (k, n) in self.strings(t, path, key).unwrap_or_default() {
-            if n.is_empty()
-                || n.len() > MAX_IFNAME
-                || n == "."
-                || n == ".."
-                || n.chars().any(|c| c == '/' || c.is_whitespace() || c == ':')
-            {
-                self.err(k, n, "not a valid interface name");
+            if let Some(why) = ifname_problem(&n) {
+                self.err(k, n, why);
             } else if out.iter().any(|(_, m)| *m == n) {
                 self.err(k, n, "listed twice");
             } else {
@@ -951,6 +946,29 @@ fn open_array_above(text: &str, at: usize) -> Option<usize> {
     opened.filter(|&l| depth > 0 && l < line_at)
 }
 
+/// Why the kernel would refuse `n` as an interface name (dev_valid_name),
+/// or None.
+fn ifname_problem(n: &str) -> Option<String> {
+    let why = if n.is_empty() {
+        "empty".to_string()
+    } else if n.len() > MAX_IFNAME {
+        format!("longer than {MAX_IFNAME} bytes (IFNAMSIZ)")
+    } else if n == "." || n == ".." {
+        "\".\" and \"..\" are reserved".to_string()
+    } else if let Some(c) = n
+        .chars()
+        .find(|&c| c == '/' || c == ':' || c.is_whitespace())
+    {
+        match c {
+            '/' | ':' => format!("contains '{c}'"),
+            _ => "contains white space".to_string(),
+        }
+    } else {
+        return None;
+    };
+    Some(format!("not a valid interface name: {why}"))
+}
+
 /// With `routes` on, an EAM side of length 0 (0.0.0.0/0, ::/0) is not
 /// routed into the TUN (daemon::desired_routes): it would replace the
 /// default route. One note per such side.
@@ -1245,11 +1263,8 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                     n,
                     format!("longer than {MAX_IFNAME} bytes (IFNAMSIZ)"),
                 );
-            } else if n == "."
-                || n == ".."
-                || n.chars().any(|c| c == '/' || c.is_whitespace() || c == ':')
-            {
-                ctx.err("tun.name", n, "not a valid interface name");
+            } else if let Some(why) = ifname_problem(&n) {
+                ctx.err("tun.name", n, why);
             } else if n.contains('%') {
                 // The kernel would take it as a template (tun%d -> tun0) and
                 // xlat could not find the device by this name.
@@ -2051,7 +2066,7 @@ ipv6 = "2001:db8:6::40/122"
         assert!(has(
             &ps,
             "clat.ra-interfaces[2]",
-            "not a valid interface name"
+            "not a valid interface name: contains white space"
         ));
         assert!(has(&ps, "clat.ra-interfaces[3]", "expected a string"));
         let ps = problems(&format!("{base}ra-interfaces = \"eth0\"\n"));
@@ -2081,6 +2096,12 @@ ipv6 = "2001:db8:6::40/122"
             "pool6 = \"64:ff9b::/96\"\n[tun]\nname = \"abcdefghijklmnop\"\nqueues = 65\noffload = \"yes\"\n",
         );
         assert!(has(&ps, "tun.name", "IFNAMSIZ"));
+        // The reason is named (it read "not a valid interface name" alone).
+        for (name, why) in [("a b", "contains white space"), ("a:b", "contains ':'")] {
+            let ps = problems(&format!("[tun]\nname = \"{name}\"\n"));
+            let want = format!("not a valid interface name: {why}");
+            assert!(has(&ps, "tun.name", &want), "{ps:?}");
+        }
         assert!(has(
             &problems("[tun]\nname = \"xl%d\"\n"),
             "tun.name",
