@@ -656,6 +656,8 @@ def test_cli_usage_and_exit_codes(tmp_path):
         ["run", "--help"],
         ["check", "--help"],
         ["stats", "--help"],
+        ["help"],
+        ["help", "stats"],
     ):
         cp = run([xlat, *args], check=False)
         assert cp.returncode == 0, (args, cp)

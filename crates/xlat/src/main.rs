@@ -381,7 +381,12 @@ fn check(path: &str) -> i32 {
 
 fn real_main() -> i32 {
     let raw: Vec<String> = std::env::args().skip(1).collect();
-    if raw.iter().any(|a| a == "-h" || a == "--help") || raw.is_empty() || raw == ["help"] {
+    // `xlat help`, also `xlat help stats` (a probe read "also after a
+    // command" in the docs that way): the usage of every command.
+    if raw.iter().any(|a| a == "-h" || a == "--help")
+        || raw.is_empty()
+        || raw.first().is_some_and(|a| a == "help")
+    {
         if raw.is_empty() {
             eprintln!("{USAGE}");
             return 2;
