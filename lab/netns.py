@@ -68,6 +68,8 @@ class CmdError(RuntimeError):
 
 
 NETNS_DIR = "/run/netns"
+# The prefixes random_prefix handed out in this process.
+_HANDED_OUT: set[str] = set()
 
 
 def _prefix_in_use(prefix: str) -> bool:
@@ -79,9 +81,6 @@ def _prefix_in_use(prefix: str) -> bool:
         return any(n.startswith(prefix) for n in os.listdir(NETNS_DIR))
     except FileNotFoundError:
         return False
-
-
-_HANDED_OUT: set[str] = set()
 
 
 def random_prefix(base: str = "xlt") -> str:

@@ -1257,12 +1257,6 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
         if let Some(n) = ctx.string(t, "tun", "name") {
             if n.is_empty() {
                 ctx.err("tun.name", n, "must not be empty");
-            } else if n.len() > MAX_IFNAME {
-                ctx.err(
-                    "tun.name",
-                    n,
-                    format!("longer than {MAX_IFNAME} bytes (IFNAMSIZ)"),
-                );
             } else if let Some(why) = ifname_problem(&n) {
                 ctx.err("tun.name", n, why);
             } else if n.contains('%') {
