@@ -430,6 +430,7 @@ def test_packet_io_frames_accepted_by_kernel_and_ports_spread(lab):
         # Whatever was sent arrived (a sender behind schedule on this loaded
         # machine stops early; retried, but then still counted exactly).
         assert t["received"] == t["sent"] > 0, (size, t)
+        assert not any("no test frame reached" in w for w in r["warnings"]), r
         assert t["foreign"] == 0 and t["duplicates"] == 0, (size, t)
         assert r["parameters"]["io"]["kind"].startswith("packet")
         # The JSON says the ports are random, from which range; the fixed
@@ -856,6 +857,10 @@ def test_rfc8219_s7_1_drop_all_gives_zero_throughput(lab):
     res = {r[1]: r for r in rows if r[2] == "result"}
     assert sorted(res) == ["mean", "median", "p1", "p99"], rows
     assert res["median"][-2] == "throughput (frames/s)" and res["median"][-1] == "0"
+    # ... but one a set-up fault gives too (a wrong --dst-mac, a route): said.
+    assert "no test frame reached the receiver in any trial (down to" in cp.stderr, (
+        cp.stderr
+    )
 
     out = perf(
         "throughput",
@@ -1231,9 +1236,15 @@ def test_frames_delivered_elsewhere_are_lost(lab):
             "--wait",
             "0.2",
         )
+        warnings = t["warnings"]
         t = measured_trial(t["repetitions"][0])
         assert t["sent"] > 0 and t["received"] == 0, (io, t)
         assert t["frame_loss_rate_percent"] == 100.0, (io, t)
+        assert any(
+            "no test frame reached the receiver in any trial (down to 1000 frames/s)"
+            in w
+            for w in warnings
+        ), warnings
     assert nft_counter(lab, r, "chain", "ip", "xlp", "pre") > 0
 
 
