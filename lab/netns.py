@@ -67,7 +67,6 @@ class CmdError(RuntimeError):
         )
 
 
-NETNS_DIR = "/run/netns"
 # The prefixes random_prefix handed out in this process.
 _HANDED_OUT: set[str] = set()
 
@@ -75,12 +74,7 @@ _HANDED_OUT: set[str] = set()
 def _prefix_in_use(prefix: str) -> bool:
     """True if a namespace named ``<prefix>...`` exists or this process already
     handed ``prefix`` out."""
-    if prefix in CREATED_PREFIXES or prefix in _HANDED_OUT:
-        return True
-    try:
-        return any(n.startswith(prefix) for n in os.listdir(NETNS_DIR))
-    except FileNotFoundError:
-        return False
+    return prefix in CREATED_PREFIXES or prefix in _HANDED_OUT or bool(list_ns(prefix))
 
 
 def random_prefix(base: str = "xlt") -> str:

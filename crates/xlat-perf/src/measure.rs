@@ -1281,13 +1281,23 @@ pub(crate) fn trial_with_retries(
 }
 
 /// The warning for a search or a rate list in which no valid trial got a
-/// single test frame through, down to `low` frames/s.
-fn nothing_through_warning(rep: usize, low: u64) -> String {
-    format!(
+/// single test frame through (down to the lowest rate tried); None if one
+/// did, or if no trial was valid. The result stands (a DUT that forwards
+/// nothing), but a set-up fault gives the same: a wrong --dst-mac, a route,
+/// a path MTU below the frames (found by a probe; cer says so too).
+fn nothing_through_warning<'a>(
+    rep: usize,
+    valid: impl Iterator<Item = &'a TrialOut> + Clone,
+) -> Option<String> {
+    if valid.clone().any(|t| t.received > 0) {
+        return None;
+    }
+    let low = valid.map(|t| t.rate).min()?;
+    Some(format!(
         "repetition {rep}: no test frame reached the receiver in any trial (down to {low} frames/s): \
          before reading this as the DUT's result, check that it forwards at all (its routes, \
          --dst-mac, a path MTU below the frames)"
-    )
+    ))
 }
 
 /// Departures burstier than this many frames (a token bucket at the rate
@@ -1392,15 +1402,9 @@ pub fn run(p: &Params) -> Result<String, String> {
                          throughput is the highest rate with neither loss nor duplication"
                     ));
                 }
-                // Not one test frame through in any valid trial: the 0 is
-                // a result, but it is also what a set-up fault gives (a
-                // wrong --dst-mac, a route, a path MTU below the frames):
-                // say so, as cer does (found by a probe).
                 let valid_trials = trials.iter().filter(|(t, r)| !r && t.valid());
-                if res.throughput == 0 && valid_trials.clone().all(|(t, _)| t.received == 0) {
-                    if let Some(low) = valid_trials.map(|(t, _)| t.rate).min() {
-                        warnings.push(nothing_through_warning(rep, low));
-                    }
+                if res.throughput == 0 {
+                    warnings.extend(nothing_through_warning(rep, valid_trials.map(|(t, _)| t)));
                 }
                 for (t, retried) in &trials {
                     let note = if *retried {
@@ -1526,9 +1530,6 @@ pub fn run(p: &Params) -> Result<String, String> {
                 // lost" (the default list; a --rates list runs whole).
                 let mut clean_in_a_row = 0;
                 let mut near = Vec::new();
-                // The lowest rate of a valid trial, while no valid trial got
-                // a frame through (None as soon as one did).
-                let mut nothing_through: Option<Option<u64>> = Some(None);
                 for &rate in &p.rates {
                     if p.default_rates && clean_in_a_row >= 2 {
                         break;
@@ -1586,11 +1587,6 @@ pub fn run(p: &Params) -> Result<String, String> {
                         }
                         extra.push(("near_tester_ceiling", J::Bool(n)));
                     }
-                    if t.valid() {
-                        nothing_through = nothing_through
-                            .filter(|_| t.received == 0)
-                            .map(|low| Some(low.map_or(t.rate, |l: u64| l.min(t.rate))));
-                    }
                     tj.push(trial_json(&t, extra));
                     rows.push(Row {
                         rep,
@@ -1602,9 +1598,11 @@ pub fn run(p: &Params) -> Result<String, String> {
                         t,
                     });
                 }
-                if let Some(Some(low)) = nothing_through {
-                    warnings.push(nothing_through_warning(rep, low));
-                }
+                let valid_trials = rows
+                    .iter()
+                    .filter(|r| r.rep == rep && r.t.valid())
+                    .map(|r| &r.t);
+                warnings.extend(nothing_through_warning(rep, valid_trials));
                 // One line for the rates at or above the ceiling, one for
                 // those within 10% below it.
                 let c = p.ceiling.unwrap_or(0);
