@@ -425,6 +425,7 @@ def summary_table(run: dict, part: dict) -> str:
         )
     ref = part.get("reference")
     bases = [ref] if ref in dict(rows) else _baselines(run, duts)
+    paired = False
     if bases and len(rows) > 1:
         out += [
             "",
@@ -440,10 +441,20 @@ def summary_table(run: dict, part: dict) -> str:
                 rs = []
                 for b in bases:
                     bv = dict(rows)[b].get(lab, (None,))[0] if b in dict(rows) else None
+                    if (pv := beside_value(run, d, b, lab)) is not None:
+                        bv, paired = pv, True
                     mk = _mark(run, d, lab) or _mark(run, b, lab)
                     rs.append(f"{v / bv:.2f}{mk}" if v is not None and bv else "–")
                 cells.append(" / ".join(rs))
             out.append(_row(d, *cells))
+        if paired:
+            out += [
+                "",
+                (
+                    "The RTT ratios of a DUT pinged beside a baseline (see the RTT table) "
+                    "are to that baseline's pings sent at the same time, not to its own row."
+                ),
+            ]
     elif len(rows) > 1:
         # (There was no table and no word why; found by a probe.)
         out += [
@@ -851,20 +862,38 @@ def _throughput_table(run, duts) -> str:
     return "\n".join(out)
 
 
+# The summary's RTT labels -> their statistic in a ping result.
+_RTT_LABELS = {"RTT median (ms)": "median", "RTT p95 (ms)": "p95"}
+
+
+def beside_value(run: dict, dut: str, base: str, label: str) -> float | None:
+    """``label``'s figure of ``base`` pinged at the same time as ``dut``
+    (the ping workload's ``beside``), None if it was not."""
+    b = _get(res(run, dut, "ping"), "beside")
+    k = _RTT_LABELS.get(label)
+    if k is None or not b or b.get("dut") != base:
+        return None
+    return _get(b, "rtt_ms", k)
+
+
 def _rtt_table(run, duts) -> str:
     stats = ("min", "avg", "median", "max", "stddev", "p95")
-    out = _head("DUT", "replies", *stats)
-    n = 0
-    for d in duts:
-        r = res(run, d, "ping")
-        if not r:
-            continue
-        n += 1
+    rows = [(d, r) for d in duts if (r := res(run, d, "ping"))]
+    beside = any(r.get("beside") for _, r in rows)
+    extra = ("pinged beside", "its median", "median ratio") if beside else ()
+    out = _head("DUT", "replies", *stats, *extra)
+    for d, r in rows:
         s = r["rtt_ms"]
-        out.append(
-            _row(d, f"{r['received']}/{r['sent']}", *(f"{s[k]:.3f}" for k in stats))
-        )
-    return "\n".join(out) if n else ""
+        cells = [f"{r['received']}/{r['sent']}", *(f"{s[k]:.3f}" for k in stats)]
+        if beside:
+            b = r.get("beside")
+            bm = _get(b, "rtt_ms", "median")
+            if b and bm:
+                cells += [f"`{b['dut']}`", f"{bm:.3f}", f"{s['median'] / bm:.2f}"]
+            else:
+                cells += ["–", "–", "–"]
+        out.append(_row(d, *cells))
+    return "\n".join(out) if rows else ""
 
 
 def _rtt_split_table(run, duts) -> str:
@@ -1394,7 +1423,17 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
                 _tcp_table(run, duts),
                 "fwd: sender -> receiver as in the flow; rev: iperf3 -R.",
             ),
-            ("RTT (ping, ms)", None, _rtt_table(run, duts), ""),
+            (
+                "RTT (ping, ms)",
+                None,
+                _rtt_table(run, duts),
+                (
+                    "Pinged beside: a baseline in its own topology pinged at the same"
+                    " time, half an interval later (its own row is its pings alone):"
+                    " the ratio of two series that saw the same moments of a shared"
+                    " machine, which the summary's RTT ratios to that baseline use."
+                ),
+            ),
             (
                 "Where the RTT goes (ping captured in every namespace, medians in us)",
                 None,

@@ -488,6 +488,50 @@ class Run:
         if rec["status"] == "ok":
             self.progress(f"{t.dut} {t.key}: {_brief(rec)}")
 
+    def _ping_beside(self, flow, topo, other: str, p: dict) -> dict:
+        """The ping workload with DUT ``other`` in its own topology pinged at
+        the same time (lab/workloads/ping.py). If ``other`` cannot run, the
+        DUT is pinged alone and the result says why (``beside_error``)."""
+        b = make_adapter(other)
+        if not b.supports():
+            out = self.call_ping(flow, topo, p)
+            out["result"]["beside_error"] = f"{other}: {b.why}"
+            return out
+        prefix = random_prefix(LAB_PREFIX)
+        with claim(prefix), TOPOLOGIES[b.topology](prefix) as btopo:
+            try:
+                try:
+                    b.start(btopo)
+                    bflow = b.flow(btopo)
+                    if not wait_reachable(bflow):
+                        raise RuntimeError(
+                            f"{bflow.dst_addr} not reachable from {bflow.src_ns}"
+                        )
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except Exception as e:  # noqa: BLE001 - the DUT's own figure still counts
+                    self.progress(f"ping beside {other}: it did not start: {e}")
+                    out = self.call_ping(flow, topo, p)
+                    out["result"]["beside_error"] = f"{other}: {e}"
+                    return out
+                out = w_ping.ping(
+                    flow,
+                    count=p["count"],
+                    namespaces=topo.ns if p.get("segments") else None,
+                    beside=(other, bflow),
+                )
+                out["result"]["beside"]["prefix"] = prefix
+                return out
+            finally:
+                b.stop()
+
+    def call_ping(self, flow, topo, p: dict) -> dict:
+        return w_ping.ping(
+            flow,
+            count=p["count"],
+            namespaces=topo.ns if p.get("segments") else None,
+        )
+
     def prior(self, dut: str, key: str) -> dict | None:
         r = _read_trial(self.out, dut, key)
         return r.get("result") if r is not None and r.get("status") == "ok" else None
@@ -530,11 +574,10 @@ class Run:
                 flow, streams=p["streams"], seconds=p["seconds"], reverse=p["reverse"]
             )
         if w == "ping":
-            return w_ping.ping(
-                flow,
-                count=p["count"],
-                namespaces=topo.ns if p.get("segments") else None,
-            )
+            other = p.get("beside")
+            if other and other != a.name:
+                return self._ping_beside(flow, topo, other, p)
+            return self.call_ping(flow, topo, p)
         if w == "http":
             return w_http.http(
                 flow,

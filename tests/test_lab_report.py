@@ -275,3 +275,62 @@ def test_broken_result_files_are_named_not_tracebacks(tmp_path, capsys):
     assert main(["compare", str(d), str(d)]) == 2
     with pytest.raises(SystemExit, match="not a pattern"):
         main(["cleanup", "--prefix", "xlab*"])
+
+
+def test_rtt_ratio_is_to_the_baseline_pinged_at_the_same_time():
+    """A DUT whose pings ran beside the baseline (the ping workload's
+    ``beside``) gets its RTT ratios to the baseline's pings of the same
+    moments, not to the baseline's own row measured at another time: on a
+    shared host the two rows drew moments whose RTTs differ by up to 3x."""
+    run = {
+        "duts": {"kernel-v6": {"role": "baseline"}, "xlat": {}, "tayga": {}},
+        "trials": {
+            # Alone, at a busy moment.
+            "kernel-v6": {
+                "ping": _ok(
+                    {
+                        "received": 200,
+                        "sent": 200,
+                        "rtt_ms": {
+                            **dict.fromkeys(("min", "avg", "max", "stddev"), 0.01),
+                            "median": 0.040,
+                            "p95": 0.080,
+                        },
+                    }
+                )
+            },
+            "xlat": {
+                "ping": _ok(
+                    {
+                        "received": 200,
+                        "sent": 200,
+                        "rtt_ms": {
+                            **dict.fromkeys(("min", "avg", "max", "stddev"), 0.01),
+                            "median": 0.015,
+                            "p95": 0.030,
+                        },
+                        "beside": {
+                            "dut": "kernel-v6",
+                            "rtt_ms": {"median": 0.012, "p95": 0.024},
+                        },
+                    }
+                )
+            },
+            # No beside: the ratio stays to the baseline's own row.
+            "tayga": {"ping": _ok({"rtt_ms": {"median": 0.080, "p95": 0.160}})},
+        },
+    }
+    assert report.beside_value(run, "xlat", "kernel-v6", "RTT median (ms)") == 0.012
+    assert report.beside_value(run, "xlat", "tayga", "RTT median (ms)") is None
+    assert report.beside_value(run, "tayga", "kernel-v6", "RTT median (ms)") is None
+    assert report.beside_value(run, "xlat", "kernel-v6", "TCP x1 (Gbit/s)") is None
+    t = report.summary_table(run, {"duts": ["kernel-v6", "xlat", "tayga"]})
+    ratios = t.split("Ratios to")[1]
+    # To kernel-v6 (pinged beside): 0.015 / 0.012 and 0.030 / 0.024; to
+    # TAYGA's own row (not beside): 0.015 / 0.080.
+    assert "| xlat | 1.25 / 0.19 | 1.25 / 0.19 |" in ratios, t
+    assert "| tayga | 2.00 / 1.00 | 2.00 / 1.00 |" in ratios, t  # 0.080 / 0.040
+    assert "pinged beside a baseline" in t, t
+    rtt = report._rtt_table(run, ["kernel-v6", "xlat"])
+    assert "| xlat | 200/200 |" in rtt and "| `kernel-v6` | 0.012 | 1.25 |" in rtt, rtt
+    assert rtt.splitlines()[2].endswith("| – | – | – |"), rtt  # kernel-v6: alone

@@ -105,8 +105,19 @@ def test_smoke_every_workload_ok(smoke):
         assert 0 < h["request_us"] < seg["wire_rtt_us"], (dut, seg)
         assert 0 < h["reply_us"] < seg["wire_rtt_us"], (dut, seg)
         assert 0 < seg["far_host_us"] < seg["wire_rtt_us"], (dut, seg)
+    # xlat was pinged with kernel-v6, in a topology of its own, pinged at the
+    # same time (the RTT ratio's baseline); kernel-v6's own trial alone.
+    alone = json.loads((out / "trials" / "kernel-v6" / "ping.json").read_text())
+    assert "beside" not in alone["result"], alone["result"]
+    r = json.loads((out / "trials" / "xlat" / "ping.json").read_text())["result"]
+    b = r["beside"]
+    assert b["dut"] == "kernel-v6" and b["sent"] == b["received"] == 20, b
+    assert 0 < b["rtt_ms"]["median"] < 5, b
+    assert b["prefix"] not in run_prefixes(out), b
+    assert netns.list_ns(b["prefix"] + "-") == [], "namespaces left behind"
     # The summary table is printed.
     assert "| xlat |" in cp.stdout and "Ratios to `kernel-v6`" in cp.stdout
+    assert "pinged beside a baseline" in cp.stdout, cp.stdout[-3000:]
 
 
 @pytest.mark.timeout(60)
@@ -132,6 +143,7 @@ def test_smoke_report_and_plots(smoke):
         "Latency and PDV",
         "TCP (iperf3)",
         "RTT (ping, ms)",
+        "| `kernel-v6` |",  # the RTT table's "pinged beside"
         "Where the RTT goes",
         "HTTP transactions",
         "new TCP conn/s, c8 (ab)",

@@ -1,5 +1,11 @@
 """ping RTT: min / avg / median / max / stddev / p95 / p99 of every reply.
 
+With ``beside`` another DUT (a baseline, in its own topology) is pinged at
+the same time, its pings half an interval after the DUT's: the two series
+see the same state of the machine, so their ratio does not swing with it.
+On a shared host the RTT of a quiet moment can be a third of a busy one's,
+and DUTs measured one after the other drew different moments.
+
 With ``segments`` the same pings are sent a second time while ``tcpdump``
 captures in every namespace of the topology, and the RTT is split into where
 it goes: the time each forwarding namespace (the DUT) holds the echo request
@@ -209,6 +215,38 @@ def segments(
     return split_rtt(texts, src, dst)
 
 
+def _pings_together(flows: list, count: int, interval: float, size: int) -> list[str]:
+    """The pings of every flow at once, each series started ``interval /
+    len(flows)`` after the one before; their outputs."""
+    procs = []
+    try:
+        for i, f in enumerate(flows):
+            if i:
+                time.sleep(interval / len(flows))
+            procs.append(
+                ns_popen(
+                    f.src_ns,
+                    _ping_cmd(f, count, interval, size),
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        limit = count * max(interval, 0.002) + 15
+        return [p.communicate(timeout=limit)[0] for p in procs]
+    finally:
+        for p in procs:
+            stop_process(p)  # a no-op once it has exited
+
+
+def ping_beside(
+    flow, other, *, count: int, interval: float = 0.01, size: int = 56
+) -> tuple[dict, dict]:
+    """:func:`parse_ping` of ``count`` pings of ``flow`` and of ``other``
+    (another DUT's flow) sent at the same time."""
+    mine, theirs = _pings_together([flow, other], count, interval, size)
+    return parse_ping(mine), parse_ping(theirs)
+
+
 def ping(
     flow,
     *,
@@ -216,8 +254,18 @@ def ping(
     interval: float = 0.01,
     size: int = 56,
     namespaces: dict[str, str] | None = None,
+    beside: tuple[str, object] | None = None,
 ) -> dict:
-    result = parse_ping(_run_ping(flow, count, interval, size))
+    """``beside``: (name, flow) of a DUT to ping at the same time."""
+    if beside is None:
+        result = parse_ping(_run_ping(flow, count, interval, size))
+    else:
+        name, other = beside
+        result, theirs = ping_beside(
+            flow, other, count=count, interval=interval, size=size
+        )
+        theirs.pop("samples_ms", None)
+        result["beside"] = {"dut": name, **theirs}
     if namespaces:
         result["segments"] = segments(
             flow, namespaces, count=count, interval=interval, size=size
