@@ -519,6 +519,7 @@ class Run:
                     count=p["count"],
                     namespaces=topo.ns if p.get("segments") else None,
                     beside=(other, bflow),
+                    warm_count=p.get("warm_count", 0),
                 )
                 out["result"]["beside"]["prefix"] = prefix
                 return out
@@ -530,6 +531,7 @@ class Run:
             flow,
             count=p["count"],
             namespaces=topo.ns if p.get("segments") else None,
+            warm_count=p.get("warm_count", 0),
         )
 
     def prior(self, dut: str, key: str) -> dict | None:

@@ -13,7 +13,8 @@ latency, pdv    ``duration`` s, ``warmup`` s (latency), ``rate_fraction`` of the
                 DUT's measured throughput at the minimum frame size
 tcp             ``streams`` list, ``directions`` (``fwd``, ``rev``), ``seconds``
 ping            ``count`` (at 10 ms), ``beside``: a baseline DUT pinged at
-                the same time in its own topology (the RTT ratios to it)
+                the same time in its own topology (the RTT ratios to it),
+                ``warm_count``: pings 1 ms apart after them (CPUs kept warm)
 http            ``profiles`` (small, large), ``concurrency`` list, ``seconds``
 tcp_cps         ``concurrency`` list, ``seconds``: short TCP connections/s with
                 ``ab`` (a C client; lab/workloads/http.py)
@@ -61,7 +62,7 @@ def _siit_full(trial=2.0, tcp_s=10, http_s=3.0) -> dict:
         "latency": {"duration": 10, "warmup": 2, "rate_fraction": 0.5},
         "pdv": {"duration": 10, "rate_fraction": 0.5},
         "tcp": {"streams": [1, 4], "directions": ["fwd", "rev"], "seconds": tcp_s},
-        "ping": {"count": 500, "beside": "kernel-v6"},
+        "ping": {"count": 500, "beside": "kernel-v6", "warm_count": 2000},
         "http": {
             "profiles": ["small", "large"],
             "concurrency": HTTP_CONC,
@@ -89,7 +90,7 @@ _add(
                 {
                     "throughput": {"frame_sizes": [0], "trial": 2.0, "max_trials": 6},
                     "tcp": {"streams": [1, 4], "directions": ["fwd"], "seconds": 4},
-                    "ping": {"count": 200, "beside": "kernel-v6"},
+                    "ping": {"count": 200, "beside": "kernel-v6", "warm_count": 1000},
                     "http": {
                         "profiles": ["small"],
                         "concurrency": [1, 10, 50],
@@ -122,7 +123,12 @@ _add(
                     },
                     "pdv": {"duration": 1, "rate_fraction": 0.3},
                     "tcp": {"streams": [1], "directions": ["fwd", "rev"], "seconds": 1},
-                    "ping": {"count": 20, "segments": True, "beside": "kernel-v6"},
+                    "ping": {
+                        "count": 20,
+                        "segments": True,
+                        "beside": "kernel-v6",
+                        "warm_count": 50,
+                    },
                     "http": {
                         "profiles": ["small", "large"],
                         "concurrency": [1, 5],
@@ -179,7 +185,12 @@ _add(
                         "directions": ["fwd", "rev"],
                         "seconds": 4,
                     },
-                    "ping": {"count": 200, "segments": True, "beside": "kernel-v6"},
+                    "ping": {
+                        "count": 200,
+                        "segments": True,
+                        "beside": "kernel-v6",
+                        "warm_count": 1000,
+                    },
                     "http": {
                         "profiles": ["small"],
                         "concurrency": [1, 10, 50],
@@ -204,7 +215,7 @@ _DUAL = Part(
     {
         "throughput": {"frame_sizes": [0, 512, 1518], "trial": 2.0, "max_trials": 6},
         "tcp": {"streams": [1, 4], "directions": ["fwd"], "seconds": 10},
-        "ping": {"count": 500, "beside": "kernel2-v4"},
+        "ping": {"count": 500, "beside": "kernel2-v4", "warm_count": 2000},
         "http": {"profiles": ["small"], "concurrency": HTTP_CONC, "seconds": 2.0},
     },
 )
@@ -213,7 +224,7 @@ _464 = Part(
     ["kernel2-v4", "xlat-464"],
     {
         "tcp": {"streams": [1, 4], "directions": ["fwd", "rev"], "seconds": 10},
-        "ping": {"count": 500, "beside": "kernel2-v4"},
+        "ping": {"count": 500, "beside": "kernel2-v4", "warm_count": 2000},
         "http": {
             "profiles": ["small", "large"],
             "concurrency": HTTP_CONC,
@@ -265,7 +276,7 @@ _NAT = Part(
     ["nft-nat44", "tayga-nat44", "xlat-nat64"],
     {
         "tcp": {"streams": [1, 4], "directions": ["fwd"], "seconds": 10},
-        "ping": {"count": 500, "beside": "nft-nat44"},
+        "ping": {"count": 500, "beside": "nft-nat44", "warm_count": 2000},
         "http": {"profiles": ["small"], "concurrency": HTTP_CONC, "seconds": 2.0},
         "tcp_cps": {"concurrency": [32], "seconds": 3},
         "conn_rate": {
@@ -381,7 +392,7 @@ _NAT_QUICK = Part(
     _NAT.duts,
     {
         "tcp": {"streams": [1], "directions": ["fwd"], "seconds": 3},
-        "ping": {"count": 100, "beside": "nft-nat44"},
+        "ping": {"count": 100, "beside": "nft-nat44", "warm_count": 1000},
         "http": {"profiles": ["small"], "concurrency": _QC, "seconds": 1.5},
         "tcp_cps": {"concurrency": [32], "seconds": 2},
         "conn_rate": {
@@ -422,7 +433,7 @@ _add(
                         "directions": ["fwd", "rev"],
                         "seconds": 3,
                     },
-                    "ping": {"count": 200, "beside": "kernel-v6"},
+                    "ping": {"count": 200, "beside": "kernel-v6", "warm_count": 1000},
                     "http": {
                         "profiles": ["small", "large"],
                         "concurrency": _QC,
@@ -436,7 +447,7 @@ _add(
                 {
                     "throughput": {"frame_sizes": [0], "trial": 1.0, "max_trials": 5},
                     "tcp": {"streams": [1], "directions": ["fwd"], "seconds": 3},
-                    "ping": {"count": 100, "beside": "kernel2-v4"},
+                    "ping": {"count": 100, "beside": "kernel2-v4", "warm_count": 1000},
                     "http": {"profiles": ["small"], "concurrency": _QC, "seconds": 1.5},
                 },
             ),
@@ -445,7 +456,7 @@ _add(
                 _464.duts,
                 {
                     "tcp": {"streams": [1], "directions": ["fwd", "rev"], "seconds": 3},
-                    "ping": {"count": 100, "beside": "kernel2-v4"},
+                    "ping": {"count": 100, "beside": "kernel2-v4", "warm_count": 1000},
                     "http": {"profiles": ["small"], "concurrency": _QC, "seconds": 1.5},
                 },
             ),

@@ -313,6 +313,20 @@ def test_rtt_ratio_is_to_the_baseline_pinged_at_the_same_time():
                             "dut": "kernel-v6",
                             "rtt_ms": {"median": 0.012, "p95": 0.024},
                         },
+                        "warm": {
+                            "interval_ms": 1.0,
+                            "received": 1000,
+                            "sent": 1000,
+                            "rtt_ms": {
+                                **dict.fromkeys(("min", "avg", "max", "stddev"), 0.01),
+                                "median": 0.009,
+                                "p95": 0.012,
+                            },
+                            "beside": {
+                                "dut": "kernel-v6",
+                                "rtt_ms": {"median": 0.008, "p95": 0.011},
+                            },
+                        },
                     }
                 )
             },
@@ -324,13 +338,17 @@ def test_rtt_ratio_is_to_the_baseline_pinged_at_the_same_time():
     assert report.beside_value(run, "xlat", "tayga", "RTT median (ms)") is None
     assert report.beside_value(run, "tayga", "kernel-v6", "RTT median (ms)") is None
     assert report.beside_value(run, "xlat", "kernel-v6", "TCP x1 (Gbit/s)") is None
+    assert report.beside_value(run, "xlat", "kernel-v6", report.WARM_RTT) == 0.008
     t = report.summary_table(run, {"duts": ["kernel-v6", "xlat", "tayga"]})
     ratios = t.split("Ratios to")[1]
     # To kernel-v6 (pinged beside): 0.015 / 0.012 and 0.030 / 0.024; to
     # TAYGA's own row (not beside): 0.015 / 0.080.
-    assert "| xlat | 1.25 / 0.19 | 1.25 / 0.19 |" in ratios, t
+    # The warm series (1 ms apart): 0.009 / 0.008, TAYGA has none.
+    assert "| xlat | 1.25 / 0.19 | 1.25 / 0.19 | 1.12 / – |" in ratios, t
     assert "| tayga | 2.00 / 1.00 | 2.00 / 1.00 |" in ratios, t  # 0.080 / 0.040
     assert "pinged beside a baseline" in t, t
     rtt = report._rtt_table(run, ["kernel-v6", "xlat"])
     assert "| xlat | 200/200 |" in rtt and "| `kernel-v6` | 0.012 | 1.25 |" in rtt, rtt
     assert rtt.splitlines()[2].endswith("| – | – | – |"), rtt  # kernel-v6: alone
+    assert "| xlat, 1 ms apart | 1000/1000 |" in rtt, rtt
+    assert "| `kernel-v6` | 0.008 | 1.12 |" in rtt, rtt

@@ -115,6 +115,10 @@ def test_smoke_every_workload_ok(smoke):
     assert 0 < b["rtt_ms"]["median"] < 5, b
     assert b["prefix"] not in run_prefixes(out), b
     assert netns.list_ns(b["prefix"] + "-") == [], "namespaces left behind"
+    # Then 50 pings 1 ms apart, both DUTs again.
+    w = r["warm"]
+    assert w["interval_ms"] == 1 and w["sent"] == w["received"] == 50, w
+    assert w["beside"]["received"] == 50 and 0 < w["rtt_ms"]["median"] < 5, w
     # The summary table is printed.
     assert "| xlat |" in cp.stdout and "Ratios to `kernel-v6`" in cp.stdout
     assert "pinged beside a baseline" in cp.stdout, cp.stdout[-3000:]
@@ -144,6 +148,7 @@ def test_smoke_report_and_plots(smoke):
         "TCP (iperf3)",
         "RTT (ping, ms)",
         "| `kernel-v6` |",  # the RTT table's "pinged beside"
+        "| xlat, 1 ms apart |",
         "Where the RTT goes",
         "HTTP transactions",
         "new TCP conn/s, c8 (ab)",
