@@ -492,11 +492,15 @@ class Run:
         """The ping workload with DUT ``other`` in its own topology pinged at
         the same time (lab/workloads/ping.py). If ``other`` cannot run, the
         DUT is pinged alone and the result says why (``beside_error``)."""
+
+        def alone(why: str) -> dict:
+            out = self.call_ping(flow, topo, p)
+            out["result"]["beside_error"] = f"{other}: {why}"
+            return out
+
         b = make_adapter(other)
         if not b.supports():
-            out = self.call_ping(flow, topo, p)
-            out["result"]["beside_error"] = f"{other}: {b.why}"
-            return out
+            return alone(b.why)
         prefix = random_prefix(LAB_PREFIX)
         with claim(prefix), TOPOLOGIES[b.topology](prefix) as btopo:
             try:
@@ -511,9 +515,7 @@ class Run:
                     raise
                 except Exception as e:  # noqa: BLE001 - the DUT's own figure still counts
                     self.progress(f"ping beside {other}: it did not start: {e}")
-                    out = self.call_ping(flow, topo, p)
-                    out["result"]["beside_error"] = f"{other}: {e}"
-                    return out
+                    return alone(str(e))
                 out = w_ping.ping(
                     flow,
                     count=p["count"],

@@ -693,3 +693,36 @@ def test_build_id_tells_two_builds_apart(tmp_path):
     assert _build_id(str(a)).startswith(" sha256:") and len(_build_id(str(a))) == 20
     assert _build_id(str(a)) != _build_id(str(b))
     assert _build_id(str(tmp_path / "missing")) == ""
+
+
+@pytest.mark.timeout(90)
+def test_a_baseline_that_does_not_start_leaves_the_dut_pinged_alone(
+    tmp_path, monkeypatch
+):
+    """The ping workload's ``beside`` DUT (pinged at the same time for the
+    RTT ratios) that does not start: the DUT is pinged alone, its figures
+    kept, the result says why, and what the other DUT started is stopped."""
+    fake = tmp_path / "xlat"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in check) echo "ok: fake"; exit 0;;\n'
+        '  -V|--version) echo "xlat 0.0.0"; exit 0;; esac\n'
+        'echo "fake xlat: refusing to run" >&2; exit 1\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("XLAT_BIN", str(fake))
+    out = tmp_path / "run"
+    Run(
+        _scenario(Part("p", ["kernel-v6"], {"ping": {**PING, "beside": "xlat"}})),
+        out,
+    ).run()
+    t = _trials(out, "kernel-v6")["ping"]
+    assert t["status"] == "ok", t
+    r = t["result"]
+    assert r["received"] == 5 and "beside" not in r, r
+    assert r["beside_error"].startswith("xlat: "), r
+    assert "refusing to run" in r["beside_error"], r
+    mine = [
+        d for d in Path(tempfile.gettempdir()).glob("xlat-lab-*") if _marked_by_me(d)
+    ]
+    assert mine == []
