@@ -250,6 +250,11 @@ _SPECS = {
 
 
 def _spec(label: str) -> str:
+    if label in _RTT_LABELS:
+        # ping's own resolution is 1 us; a median of an even count can be
+        # half of one (0.0115 ms printed as 0.011 made the ratios look off
+        # by up to 4 %; found by a probe).
+        return ".4f"
     for k, v in _SPECS.items():
         if k in label:
             return v
@@ -427,7 +432,7 @@ def summary_table(run: dict, part: dict) -> str:
         )
     ref = part.get("reference")
     bases = [ref] if ref in dict(rows) else _baselines(run, duts)
-    paired = False
+    paired: set[str] = set()  # the baselines some RTT ratio was paired with
     if bases and len(rows) > 1:
         out += [
             "",
@@ -444,7 +449,8 @@ def summary_table(run: dict, part: dict) -> str:
                 for b in bases:
                     bv = dict(rows)[b].get(lab, (None,))[0] if b in dict(rows) else None
                     if (pv := beside_value(run, d, b, lab)) is not None:
-                        bv, paired = pv, True
+                        bv = pv
+                        paired.add(b)
                     mk = _mark(run, d, lab) or _mark(run, b, lab)
                     rs.append(f"{v / bv:.2f}{mk}" if v is not None and bv else "–")
                 cells.append(" / ".join(rs))
@@ -453,8 +459,18 @@ def summary_table(run: dict, part: dict) -> str:
             out += [
                 "",
                 (
-                    "The RTT ratios of a DUT pinged beside a baseline (see the RTT table) "
-                    "are to that baseline's pings sent at the same time, not to its own row."
+                    "The RTT ratios to "
+                    + " / ".join(f"`{b}`" for b in sorted(paired))
+                    + " are to its pings sent at the same moments as the DUT's (the"
+                    " RTT table's 'pinged beside' columns), not to its own row"
+                    + (
+                        "; those to "
+                        + " / ".join(f"`{b}`" for b in bases if b not in paired)
+                        + " divide medians measured minutes apart, which drift"
+                        " with the shared host's state (docs/lab.md)."
+                        if any(b not in paired for b in bases)
+                        else "."
+                    )
                 ),
             ]
     elif len(rows) > 1:
@@ -894,18 +910,23 @@ def _rtt_table(run, duts) -> str:
             if w := r.get("warm"):
                 rows.append((f"{d}, {w['interval_ms']:g} ms apart", w))
     beside = any(r.get("beside") for _, r in rows)
-    extra = ("pinged beside", "its median", "median ratio") if beside else ()
+    extra = ("pinged beside", "its median", "its p95", "median ratio") if beside else ()
     out = _head("DUT", "replies", *stats, *extra)
     for d, r in rows:
         s = r["rtt_ms"]
-        cells = [f"{r['received']}/{r['sent']}", *(f"{s[k]:.3f}" for k in stats)]
+        cells = [f"{r['received']}/{r['sent']}", *(f"{s[k]:.4f}" for k in stats)]
         if beside:
             b = r.get("beside")
-            bm = _get(b, "rtt_ms", "median")
+            bm, bp = _get(b, "rtt_ms", "median"), _get(b, "rtt_ms", "p95")
             if b and bm:
-                cells += [f"`{b['dut']}`", f"{bm:.3f}", f"{s['median'] / bm:.2f}"]
+                cells += [
+                    f"`{b['dut']}`",
+                    f"{bm:.4f}",
+                    _f(bp, ".4f"),
+                    f"{s['median'] / bm:.2f}",
+                ]
             else:
-                cells += ["–", "–", "–"]
+                cells += ["–"] * 4
         out.append(_row(d, *cells))
     return "\n".join(out) if rows else ""
 

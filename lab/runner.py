@@ -255,14 +255,23 @@ class Run:
     # -- the run ------------------------------------------------------------------
     def run(self) -> dict:
         self.out.mkdir(parents=True, exist_ok=True)
-        meta = self._meta()
-        _write(self.out / "meta.json", meta)
-        self.started = time.monotonic()
-        self.deadline = self.started + self.budget_min * 60
         todo = [
             (dut, [t for t in trials if trial_status(self.out, t) not in DONE])
             for dut, trials in self.plan
         ]
+        done = _finished_meta(self.out)
+        if done is not None and not any(ts for _, ts in todo):
+            # A finished run with nothing left: recording a resume would
+            # replace its end time and end load (what tells whether its
+            # figures can be quoted) with an idle moment's (found by a probe).
+            log(
+                f"scenario {self.scenario.name}: every trial is done already, in {self.out}"
+            )
+            return done
+        meta = self._meta()
+        _write(self.out / "meta.json", meta)
+        self.started = time.monotonic()
+        self.deadline = self.started + self.budget_min * 60
         self.total = sum(len(ts) for _, ts in todo)
         skipped_done = sum(len(ts) for _, ts in self.plan) - self.total
         log(
@@ -623,6 +632,16 @@ class Run:
         if w == "rfc9693":
             return w_rfc9693.run(a, topo, flow, p["test"], p)
         raise ValueError(f"unknown workload {w}")
+
+
+def _finished_meta(out: Path) -> dict | None:
+    """The meta.json of run directory ``out`` if its last invocation
+    finished (not interrupted), else None."""
+    try:
+        meta = json.loads((out / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return meta if "finished" in meta and "interrupted" not in meta else None
 
 
 def _trial_head(t: Trial) -> dict:

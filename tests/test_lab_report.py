@@ -36,7 +36,7 @@ def test_summary_says_failed_for_a_dut_that_did_not_start():
     t = report.summary_table(run, {"duts": ["kernel-v6", "xlat-464", "xlat-dual"]})
     assert "| xlat-464 | FAILED: xlat exited at start (1) |" in t, t
     assert "| xlat-dual | FAILED: the DUT failed: xlat exited at start (1) |" in t
-    assert "| kernel-v6 | 0.050 |" in t, t
+    assert "| kernel-v6 | 0.0500 |" in t, t
     # Every row has the header's columns.
     lines = [ln for ln in t.splitlines() if ln.startswith("|")]
     assert len({ln.count(" |") for ln in [lines[0], *lines[2:5]]}) == 1, t
@@ -139,7 +139,7 @@ def test_each_part_shows_only_the_trials_of_its_plan():
     dual, p464 = md.split("## dual")[1].split("## 464")
     assert "TCP x1" not in dual and "### TCP" not in dual, dual
     assert "RTT median" not in p464 and "### RTT (ping" not in p464, p464
-    assert "| kernel2-v4 | 0.050 | 0.070 |" in dual, dual
+    assert "| kernel2-v4 | 0.0500 | 0.0700 |" in dual, dual
     assert "| kernel2-v4 | 9.00 (0 retr) |" in p464, p464
     assert "pending" not in md, md
     con = report.console_table(run)
@@ -240,7 +240,7 @@ def test_compare_shows_the_metrics_of_both_runs_and_says_when_they_differ(tmp_pa
     for x, y in ((a, b), (b, a)):
         out = compare(x, y)
         assert "| xlat | TCP x1 (Gbit/s) |" in out, out
-        assert "| xlat | RTT median (ms) | 0.050 | 0.050 | 1.00 |" in out, out
+        assert "| xlat | RTT median (ms) | 0.0500 | 0.0500 | 1.00 |" in out, out
         assert "Different scenarios" in out, out
     import json
 
@@ -346,9 +346,13 @@ def test_rtt_ratio_is_to_the_baseline_pinged_at_the_same_time():
     # The warm series (1 ms apart): 0.009 / 0.008, TAYGA has none.
     assert "| xlat | 1.25 / 0.19 | 1.25 / 0.19 | 1.12 / – |" in ratios, t
     assert "| tayga | 2.00 / 1.00 | 2.00 / 1.00 |" in ratios, t  # 0.080 / 0.040
-    assert "pinged beside a baseline" in t, t
+    # Which ratios are paired, and which are not.
+    assert "The RTT ratios to `kernel-v6` are to its pings sent at the same" in t, t
+    assert "those to `tayga` divide medians measured minutes apart" in t, t
     rtt = report._rtt_table(run, ["kernel-v6", "xlat"])
-    assert "| xlat | 200/200 |" in rtt and "| `kernel-v6` | 0.012 | 1.25 |" in rtt, rtt
-    assert rtt.splitlines()[2].endswith("| – | – | – |"), rtt  # kernel-v6: alone
+    # Both figures the summary's paired ratios use: the median and the p95.
+    assert "| xlat | 200/200 |" in rtt, rtt
+    assert "| `kernel-v6` | 0.0120 | 0.0240 | 1.25 |" in rtt, rtt
+    assert rtt.splitlines()[2].endswith("| – | – | – | – |"), rtt  # kernel-v6: alone
     assert "| xlat, 1 ms apart | 1000/1000 |" in rtt, rtt
-    assert "| `kernel-v6` | 0.008 | 1.12 |" in rtt, rtt
+    assert "| `kernel-v6` | 0.0080 | 0.0110 | 1.12 |" in rtt, rtt
