@@ -112,6 +112,11 @@ def failed_trials(run: dict, duts) -> list[tuple[str, str, str]]:
     ]
 
 
+# The summary's new-flow rate of a stateful DUT (RFC 9693's connection
+# establishment rate, as sessions the DUT made).
+NEW_SESSIONS = "new sessions/s (NAT)"
+
+
 def tester_warnings(run: dict) -> list[tuple[str, list[str]]]:
     """xlat-perf's warnings in the saved raw outputs (deviations from the RFC
     procedures, a figure near the tester's limit, ...): each distinct warning
@@ -121,8 +126,13 @@ def tester_warnings(run: dict) -> list[tuple[str, list[str]]]:
     for d, ts in run["trials"].items():
         for k, t in sorted(ts.items()):
             raw = t.get("raw")
-            for w in (raw.get("warnings") if isinstance(raw, dict) else None) or []:
-                seen.setdefault(str(w), []).append(f"{d} {k}")
+            # One xlat-perf output, or (searches of the stateful workloads,
+            # one run per rate or point) a list of them: the lists' warnings
+            # were left out (found by a probe).
+            for r in raw if isinstance(raw, list) else [raw]:
+                for w in (r.get("warnings") if isinstance(r, dict) else None) or []:
+                    if f"{d} {k}" not in seen.get(str(w), []):
+                        seen.setdefault(str(w), []).append(f"{d} {k}")
     return list(seen.items())
 
 
@@ -223,7 +233,14 @@ def metrics(run: dict, dut: str) -> dict[str, tuple[float | None, bool]]:
         )
     cr = res(run, dut, "conn_rate")
     if cr is not None:
-        m["new flows/s (NAT)"] = (_get(cr, "flows_per_s") or None, True)
+        # Sessions made per second in the search's passing trial, not the
+        # trial's frame rate: a trial stretched to its 0.5 s minimum repeats
+        # flows, so its frames/s was up to twice the sessions/s (found by a
+        # probe; the stateful table has both).
+        m[NEW_SESSIONS] = (
+            None if no_valid_conn_rate(cr) else _get(cr, "sessions_per_s") or None,
+            True,
+        )
     for p in _get(res(run, dut, "scale"), "points") or []:
         n = p.get("target_sessions")
         m[f"zero-loss fps, 1,000 flows of {n:,} sessions"] = (
@@ -245,6 +262,7 @@ _SPECS = {
     "req/s": ",.0f",
     "%": ".0f",
     "flows/s": ",.0f",
+    "sessions/s": ",.0f",
     "conn/s": ",.0f",
 }
 
@@ -526,7 +544,7 @@ def _mark(run: dict, dut: str, label: str) -> str:
     if label.startswith("max rate at overload"):
         r = res(run, dut, "throughput/min")
         return " †" if r and r.get("max_fps_invalid") else ""
-    if label.startswith("new flows/s"):
+    if label == NEW_SESSIONS:
         r = res(run, dut, "conn_rate")
         if not r:
             return ""
@@ -671,13 +689,10 @@ def plot_flr(run, duts, path) -> bool:
             label=d,
             **st[d],
         )
-        bad = [p for p in pts if not p["valid"]]
-        if bad:
-            # The sender fell behind: frames it never sent are no loss of the
-            # DUT's; the point shows the loss among the frames it did send.
+        if bad := flr_invalid_points(run, d):
             ax.plot(
-                [p["rate"] / 1000 for p in bad],
-                [_sent_loss(p) for p in bad],
+                [x for x, _ in bad],
+                [y for _, y in bad],
                 "o",
                 markerfacecolor="white",
                 markeredgecolor=st[d]["color"],
@@ -687,12 +702,29 @@ def plot_flr(run, duts, path) -> bool:
         return _finish(plt, fig, None)
     ax.set(
         title="Frame loss rate by offered rate (RFC 8219 7.4)\n"
-        "hollow: invalid trial (sender behind, or frames lost in the tester)",
-        xlabel="offered kframes/s",
+        "hollow: invalid trial (sender behind, or frames lost in the tester), at the rate sent",
+        xlabel="offered kframes/s (hollow: sent)",
         ylabel="FLR (%)",
     )
     ax.legend()
     return _finish(plt, fig, path)
+
+
+def flr_invalid_points(run: dict, dut: str) -> list[tuple[float, float]]:
+    """The FLR plot's invalid trials as (kframes/s sent, % of them lost).
+    The sender fell behind: frames it never sent are no loss of the DUT's,
+    so the point is the loss among the frames it did send, at the rate it
+    sent them (drawn at the rate offered, a trial that sent 64 % of it
+    read as no loss at a rate the DUT never saw; found by a probe)."""
+    r = res(run, dut, "flr")
+    trial_s = _get(run["trials"].get(dut, {}).get("flr"), "params", "trial")
+    if not r or not trial_s:
+        return []
+    return [
+        (p.get("sent", 0) / trial_s / 1000, _sent_loss(p))
+        for p in r["points"]
+        if not p["valid"]
+    ]
 
 
 def _sent_loss(p: dict) -> float:
@@ -1116,10 +1148,10 @@ def _nat_tables(run, duts) -> str:
             flows = (
                 "– ‡"
                 if no_valid_conn_rate(r)
-                else f"{_f(r['flows_per_s'])}{_mark(run, d, 'new flows/s (NAT)')}"
+                else f"{_f(r['flows_per_s'])}{_mark(run, d, NEW_SESSIONS)}"
             )
             out.append(
-                f"| {d} | {flows} | {_f(r.get('sessions_per_s'))} | {_f(r.get('new_fraction'), '.0%')} | "
+                f"| {d} | {flows} | {_f(r.get('sessions_per_s'))}{_mark(run, d, NEW_SESSIONS)} | {_f(r.get('new_fraction'), '.0%')} | "
                 f"{_f(ub)}{' (invalid trial)' if ub_invalid else ''} |"
             )
     srows = [(d, res(run, d, "scale")) for d in duts]
@@ -1180,7 +1212,9 @@ def rfc9693_rows(run, duts) -> list[list[str]]:
         )
         cells = [d]
         cells.append(
-            f"{_f(cer['cer_fps'])} ({_f(cer['connections'])} conn.)" if cer else "–"
+            f"{_f(cer['cer_fps'])}{_rfc9693_mark(run, d, 'cer')} ({_f(cer['connections'])} conn.)"
+            if cer
+            else "–"
         )
         cells.append(
             f"{_f(val['validated'])} of {_f(val['established'])}"
@@ -1189,7 +1223,8 @@ def rfc9693_rows(run, duts) -> list[list[str]]:
             else "–"
         )
         cells.append(
-            f"{_f(st['throughput_fps'])} ({st['direction']}, {_f(st['connections'])} conn.)"
+            f"{_f(st['throughput_fps'])}{_rfc9693_mark(run, d, 'state-throughput')}"
+            f" ({st['direction']}, {_f(st['connections'])} conn.)"
             if st
             else "–"
         )
@@ -1215,6 +1250,16 @@ def rfc9693_rows(run, duts) -> list[list[str]]:
     return rows
 
 
+def _rfc9693_mark(run, dut: str, test: str) -> str:
+    """`` †`` when a search of xlat-perf's ``test`` had an invalid trial at
+    its upper bound (the tester fell behind there: the figure may be the
+    tester's limit), as the lab's own searches are marked (it had no mark;
+    found by a probe)."""
+    raw = _get(run["trials"].get(dut, {}).get(f"rfc9693/{test}"), "raw")
+    reps = (raw or {}).get("repetitions") if isinstance(raw, dict) else None
+    return " †" if any(r.get("upper_bound_invalid") for r in reps or []) else ""
+
+
 def _rfc9693_table(run, duts) -> str:
     rows = rfc9693_rows(run, duts)
     if not rows:
@@ -1230,6 +1275,8 @@ def _rfc9693_table(run, duts) -> str:
         align="lrrrrll",
     )
     out += [_row(*c) for c in rows]
+    if any("†" in c for r in rows for c in r):
+        out += ["", marks_note({"†"})]
     return "\n".join(out)
 
 
@@ -1464,7 +1511,9 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
                 _rtt_table(run, duts),
                 (
                     "Pinged beside: a baseline in its own topology pinged at the same"
-                    " time, half an interval later (its own row is its pings alone):"
+                    " time, half an interval later (the baseline's own row: beside a"
+                    " second lab of its own, so that every row had the same number of"
+                    " pings going; its ratio to itself is the noise of the moment):"
                     " the ratio of two series that saw the same moments of a shared"
                     " machine, which the summary's RTT ratios to that baseline use."
                     " Pings 10 ms apart leave the CPUs idle in between, so each echo"

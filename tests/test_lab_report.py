@@ -209,7 +209,34 @@ def test_new_flow_rate_detail_keeps_the_marks_and_names_an_invalid_bound():
     }
     run = {"duts": {"xlat": {}}, "trials": {"xlat": {"conn_rate": _ok(r)}}}
     t = report._nat_tables(run, ["xlat"])
-    assert "| xlat | 5,000 † | 4,000 | 80% | 10,000 (invalid trial) |" in t, t
+    assert "| xlat | 5,000 † | 4,000 † | 80% | 10,000 (invalid trial) |" in t, t
+    # The summary's rate is the sessions made, not the frames sent: a trial
+    # stretched to its 0.5 s minimum repeats flows, and the frame rate read
+    # up to twice the sessions (found by a probe).
+    assert report.metrics(run, "xlat")[report.NEW_SESSIONS] == (4000, True)
+    assert report._mark(run, "xlat", report.NEW_SESSIONS) == " †"
+
+
+def test_warnings_of_the_stateful_searches_reach_the_report():
+    """The stateful workloads keep one xlat-perf output per run of their
+    search (a list): its warnings never reached the report's header (found
+    by a probe)."""
+    run = {
+        "duts": {"xlat": {}},
+        "trials": {
+            "xlat": {
+                "conn_rate": {
+                    **_ok({"flows_per_s": 5000}),
+                    "raw": [{"warnings": ["w1"]}, {"warnings": ["w1", "w2"]}],
+                },
+                "throughput/min": {**_ok({"fps": 1}), "raw": {"warnings": ["w1"]}},
+            }
+        },
+    }
+    assert report.tester_warnings(run) == [
+        ("w1", ["xlat conn_rate", "xlat throughput/min"]),
+        ("w2", ["xlat conn_rate"]),
+    ]
 
 
 def _run_dir(d, scenario, trials):
@@ -356,3 +383,70 @@ def test_rtt_ratio_is_to_the_baseline_pinged_at_the_same_time():
     assert rtt.splitlines()[2].endswith("| – | – | – | – |"), rtt  # kernel-v6: alone
     assert "| xlat, 1 ms apart | 1000/1000 |" in rtt, rtt
     assert "| `kernel-v6` | 0.0080 | 0.0110 | 1.12 |" in rtt, rtt
+
+
+def test_an_invalid_flr_trial_is_drawn_at_the_rate_sent():
+    """A frame-loss trial whose sender fell behind (sent 348,762 frames in
+    1 s of an offered 544,710/s, all received) was drawn at 544.7 kframes/s
+    with 0 % loss: a rate the DUT never saw (found by a probe)."""
+    pts = [
+        {
+            "rate": 300000,
+            "flr_percent": 0.0,
+            "sent": 300000,
+            "received": 300000,
+            "valid": True,
+        },
+        {
+            "rate": 544710,
+            "flr_percent": 35.97,
+            "sent": 348762,
+            "received": 348762,
+            "valid": False,
+        },
+        {
+            "rate": 600000,
+            "flr_percent": 50.0,
+            "sent": 400000,
+            "received": 300000,
+            "valid": False,
+        },
+    ]
+    run = {
+        "duts": {"kernel-v6": {}},
+        "trials": {
+            "kernel-v6": {
+                "flr": {**_ok({"points": pts}), "params": {"trial": 2.0, "steps": 5}}
+            }
+        },
+    }
+    got = report.flr_invalid_points(run, "kernel-v6")
+    assert got == [(174.381, 0.0), (200.0, 25.0)], got
+
+
+def test_an_rfc9693_figure_bounded_by_an_invalid_trial_is_marked():
+    """xlat-perf's CER search whose upper bound was an invalid trial's rate
+    (the tester fell behind there) showed a clean figure, where the lab's
+    own searches get a † (found by a probe)."""
+    cer = {
+        "cer_fps": 156250,
+        "connections": 10000,
+        "table_flushed": True,
+        "recorded_sample": ["a"],
+    }
+    run = {
+        "duts": {"nat": {}, "ok": {}},
+        "trials": {
+            d: {
+                "rfc9693/cer": {
+                    **_ok(cer),
+                    "raw": {"repetitions": [{"upper_bound_invalid": bad}]},
+                }
+            }
+            for d, bad in (("nat", True), ("ok", False))
+        },
+    }
+    t = report._rfc9693_table(run, ["nat", "ok"])
+    assert "| nat | 156,250 † (10,000 conn.) |" in t, t
+    assert "| ok | 156,250 (10,000 conn.) |" in t, t
+    assert "† the search" in t, t

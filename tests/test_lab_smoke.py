@@ -106,15 +106,15 @@ def test_smoke_every_workload_ok(smoke):
         assert 0 < h["reply_us"] < seg["wire_rtt_us"], (dut, seg)
         assert 0 < seg["far_host_us"] < seg["wire_rtt_us"], (dut, seg)
     # xlat was pinged with kernel-v6, in a topology of its own, pinged at the
-    # same time (the RTT ratio's baseline); kernel-v6's own trial alone.
-    alone = json.loads((out / "trials" / "kernel-v6" / "ping.json").read_text())
-    assert "beside" not in alone["result"], alone["result"]
-    r = json.loads((out / "trials" / "xlat" / "ping.json").read_text())["result"]
-    b = r["beside"]
-    assert b["dut"] == "kernel-v6" and b["sent"] == b["received"] == 20, b
-    assert 0 < b["rtt_ms"]["median"] < 5, b
-    assert b["prefix"] not in run_prefixes(out), b
-    assert netns.list_ns(b["prefix"] + "-") == [], "namespaces left behind"
+    # same time (the RTT ratio's baseline); kernel-v6 beside a second lab of
+    # its own (pinged alone its echoes met colder CPUs).
+    for dut in ("kernel-v6", "xlat"):
+        r = json.loads((out / "trials" / dut / "ping.json").read_text())["result"]
+        b = r["beside"]
+        assert b["dut"] == "kernel-v6" and b["sent"] == b["received"] == 20, b
+        assert 0 < b["rtt_ms"]["median"] < 5, b
+        assert b["prefix"] not in run_prefixes(out), b
+        assert netns.list_ns(b["prefix"] + "-") == [], "namespaces left behind"
     # Then 50 pings 1 ms apart, both DUTs again.
     w = r["warm"]
     assert w["interval_ms"] == 1 and w["sent"] == w["received"] == 50, w
