@@ -1120,7 +1120,7 @@ def _http_table(run, duts) -> str:
                 continue
             e = f", {r['errors']} err" if r["errors"] else ""
             cells.append(
-                f"{r['rtt_ms'].get('median', 0):.2f} / {r['rtt_ms'].get('p95', 0):.2f} ms, {r['rps']:,.0f}/s{e}"
+                f"{r['rtt_ms'].get('median', 0):.3f} / {r['rtt_ms'].get('p95', 0):.3f} ms, {r['rps']:,.0f}/s{e}"
             )
         out.append(_row(prof, c, *cells))
     return "Median / p95 RTT per request, and requests/s:\n\n" + "\n".join(out)
@@ -1554,7 +1554,20 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
                 "Stateful: new-flow rate and throughput by number of sessions (RFC 9693)",
                 "sessions",
                 _nat_tables(run, duts),
-                "",
+                (
+                    "New flows/s (zero loss): the rate of the search's last passing"
+                    " trial, of frames meant as new flows; sessions created/s: the"
+                    " sessions the DUT made per second in that trial (the summary's"
+                    " new sessions/s), and the new-session fraction: sessions / frames"
+                    " (a trial stretched to its 0.5 s minimum repeats flows); upper"
+                    " bound: the lowest rate that failed, '(invalid trial)' when the"
+                    " tester fell behind there instead. By number of sessions: the"
+                    " zero-loss rate of 1,000 established flows with the table filled"
+                    " to the target; '(DUT limit)' where the DUT's table stopped short"
+                    " of it; B/session: (RSS - RSS before the fill) / (sessions -"
+                    " sessions before the fill), the two 'before' figures in the"
+                    " JSON (base_rss_kib, base_sessions)."
+                ),
             ),
             (
                 "RFC 9693 (xlat-perf cer, validate, state-throughput, capacity)",

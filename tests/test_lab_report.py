@@ -83,7 +83,7 @@ def test_no_empty_plot_or_table_when_every_trial_failed(tmp_path):
     )
     assert report.plot_http(run, duts, png) is True and png.exists()
     assert "| xlat | 1.50 (0 retr) |" in report._tcp_table(run, duts)
-    assert "0.30 / 0.40 ms" in report._http_table(run, duts)
+    assert "0.300 / 0.400 ms" in report._http_table(run, duts)
 
 
 def test_each_part_shows_only_the_trials_of_its_plan():

@@ -68,6 +68,17 @@ def test_smoke_every_workload_ok(smoke):
     for w in ("throughput", "flr", "latency", "pdv", "tcp", "ping", "http", "tcp_cps"):
         assert ("xlat", w) in by and ("kernel-v6", w) in by, w
     assert ("xlat-nat64", "conn_rate") in by and ("xlat-nat64", "scale") in by
+    # B/session can be recomputed from the JSON: the figures before the fill
+    # are kept (found by a probe).
+    sc = json.loads((out / "trials" / "xlat-nat64" / "scale.json").read_text())
+    sc = sc["result"]
+    pt = sc["points"][0]
+    assert sc["base_rss_kib"] > 0 and sc["base_sessions"] >= 0, sc
+    assert pt["bytes_per_session"] == round(
+        (pt["rss_kib"] - sc["base_rss_kib"])
+        * 1024
+        / (pt["sessions"] - sc["base_sessions"])
+    ), sc
     assert ("xlat-nat64", "rfc9693") in by
     bad = [(t["dut"], t["key"], t.get("error")) for t in trials if t["status"] != "ok"]
     assert bad == []

@@ -280,7 +280,13 @@ def scale(
             )
         log(f"    {n}: {p}")
         points.append(p)
-    res: dict = {"points": points}
+    # What B/session is taken from, besides each point's RSS and sessions
+    # (it could not be checked from the JSON; found by a probe).
+    res: dict = {
+        "points": points,
+        "base_rss_kib": base_rss,
+        "base_sessions": base_sessions,
+    }
     if getattr(adapter, "conntrack_max", None):
         res["nf_conntrack_max"] = adapter.conntrack_max
     if len(points) >= 2 and points[0]["zero_loss_fps"]:
