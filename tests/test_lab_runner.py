@@ -432,11 +432,9 @@ def test_budget_limited_run_names_its_pending_duts(tmp_path):
 
 
 @pytest.mark.timeout(90)
-def test_a_dut_that_does_not_start_is_stopped_and_not_retried(tmp_path, monkeypatch):
-    """a.start() was outside the try/finally that stops the DUT: a DUT that did
-    not start was not stopped (its daemons piled up, duts/<dut>.json held its
-    log once per try), and a stateful DUT was started (and failed) again for
-    every stateful workload. Its message also read "xlat xlat exited"."""
+def _refusing_xlat(tmp_path: Path, monkeypatch) -> Path:
+    """XLAT_BIN: a fake xlat whose check passes and whose run exits 1 at
+    start; it writes its arguments to the returned file."""
     calls = tmp_path / "calls"
     fake = tmp_path / "xlat"
     fake.write_text(
@@ -448,6 +446,15 @@ def test_a_dut_that_does_not_start_is_stopped_and_not_retried(tmp_path, monkeypa
     )
     fake.chmod(0o755)
     monkeypatch.setenv("XLAT_BIN", str(fake))
+    return calls
+
+
+def test_a_dut_that_does_not_start_is_stopped_and_not_retried(tmp_path, monkeypatch):
+    """a.start() was outside the try/finally that stops the DUT: a DUT that did
+    not start was not stopped (its daemons piled up, duts/<dut>.json held its
+    log once per try), and a stateful DUT was started (and failed) again for
+    every stateful workload. Its message also read "xlat xlat exited"."""
+    calls = _refusing_xlat(tmp_path, monkeypatch)
     out = tmp_path / "run"
     sc = _scenario(
         Part(
@@ -702,15 +709,7 @@ def test_a_baseline_that_does_not_start_leaves_the_dut_pinged_alone(
     """The ping workload's ``beside`` DUT (pinged at the same time for the
     RTT ratios) that does not start: the DUT is pinged alone, its figures
     kept, the result says why, and what the other DUT started is stopped."""
-    fake = tmp_path / "xlat"
-    fake.write_text(
-        "#!/bin/sh\n"
-        'case "$1" in check) echo "ok: fake"; exit 0;;\n'
-        '  -V|--version) echo "xlat 0.0.0"; exit 0;; esac\n'
-        'echo "fake xlat: refusing to run" >&2; exit 1\n'
-    )
-    fake.chmod(0o755)
-    monkeypatch.setenv("XLAT_BIN", str(fake))
+    _refusing_xlat(tmp_path, monkeypatch)
     out = tmp_path / "run"
     Run(
         _scenario(Part("p", ["kernel-v6"], {"ping": {**PING, "beside": "xlat"}})),
