@@ -469,7 +469,14 @@ def summary_table(run: dict, part: dict) -> str:
                     if (pv := beside_value(run, d, b, lab)) is not None:
                         bv = pv
                         paired.add(b)
-                    mk = _mark(run, d, lab) or _mark(run, b, lab)
+                    # Both figures' marks (the baseline's † was dropped when
+                    # the DUT's figure had a ≥; found by a probe).
+                    mk = "".join(
+                        f" {x}"
+                        for x in dict.fromkeys(
+                            (_mark(run, d, lab) + _mark(run, b, lab)).split()
+                        )
+                    )
                     rs.append(f"{v / bv:.2f}{mk}" if v is not None and bv else "–")
                 cells.append(" / ".join(rs))
             out.append(_row(d, *cells))
@@ -1325,7 +1332,9 @@ def _cpu_table(run, duts) -> str:
     if len(out) == 2:  # no CPU figure at all: no table
         return ""
     return (
-        "Peak over the workload's trials: DUT processes (% of one CPU) / machine softirq (% of all CPUs):\n\n"
+        "The largest of the workload's per-trial averages (each over the whole trial, its"
+        " set-up, probes and waits included, so a burst within it reads lower): DUT"
+        " processes (% of one CPU) / machine softirq (% of all CPUs):\n\n"
         + "\n".join(out)
     )
 

@@ -450,3 +450,32 @@ def test_an_rfc9693_figure_bounded_by_an_invalid_trial_is_marked():
     assert "| nat | 156,250 † (10,000 conn.) |" in t, t
     assert "| ok | 156,250 (10,000 conn.) |" in t, t
     assert "† the search" in t, t
+
+
+def test_a_ratio_keeps_the_marks_of_both_figures():
+    """A ratio showed the DUT's mark or else the baseline's: a DUT figure
+    at the top of its range (≥) over a baseline bounded by an invalid trial
+    (†) lost the † (found by a probe)."""
+    run = {
+        "duts": {"kernel-v6": {"role": "baseline"}, "xlat": {}},
+        "trials": {
+            "kernel-v6": {
+                "throughput/min": _ok(
+                    {"fps": 200_000, "invalid_trials": 1, "trials": 4}
+                )
+            },
+            "xlat": {
+                "throughput/min": _ok(
+                    {
+                        "fps": 100_000,
+                        "invalid_trials": 0,
+                        "trials": 3,
+                        "all_passed": True,
+                    }
+                )
+            },
+        },
+    }
+    t = report.summary_table(run, {"duts": ["kernel-v6", "xlat"]})
+    ratios = t.split("Ratios to")[1]
+    assert "| xlat | 0.50 ≥ † |" in ratios, t
