@@ -469,14 +469,11 @@ def summary_table(run: dict, part: dict) -> str:
                     if (pv := beside_value(run, d, b, lab)) is not None:
                         bv = pv
                         paired.add(b)
-                    # Both figures' marks (the baseline's † was dropped when
-                    # the DUT's figure had a ≥; found by a probe).
-                    mk = "".join(
-                        f" {x}"
-                        for x in dict.fromkeys(
-                            (_mark(run, d, lab) + _mark(run, b, lab)).split()
-                        )
-                    )
+                    # Both figures' marks, each one symbol at most (the
+                    # baseline's † was dropped when the DUT's figure had a
+                    # ≥; found by a probe).
+                    mk, bmk = _mark(run, d, lab), _mark(run, b, lab)
+                    mk += bmk if bmk != mk else ""
                     rs.append(f"{v / bv:.2f}{mk}" if v is not None and bv else "–")
                 cells.append(" / ".join(rs))
             out.append(_row(d, *cells))

@@ -525,23 +525,18 @@ class Run:
                 except Exception as e:  # noqa: BLE001 - the DUT's own figure still counts
                     self.progress(f"ping beside {other}: it did not start: {e}")
                     return alone(str(e))
-                out = w_ping.ping(
-                    flow,
-                    count=p["count"],
-                    namespaces=topo.ns if p.get("segments") else None,
-                    beside=(other, bflow),
-                    warm_count=p.get("warm_count", 0),
-                )
+                out = self.call_ping(flow, topo, p, beside=(other, bflow))
                 out["result"]["beside"]["prefix"] = prefix
                 return out
             finally:
                 b.stop()
 
-    def call_ping(self, flow, topo, p: dict) -> dict:
+    def call_ping(self, flow, topo, p: dict, beside=None) -> dict:
         return w_ping.ping(
             flow,
             count=p["count"],
             namespaces=topo.ns if p.get("segments") else None,
+            beside=beside,
             warm_count=p.get("warm_count", 0),
         )
 

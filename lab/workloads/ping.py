@@ -142,13 +142,18 @@ def _ping_cmd(flow, count: int, interval: float, size: int) -> list[str]:
     ]
 
 
+def _ping_timeout(count: int, interval: float) -> float:
+    """How long ``count`` pings ``interval`` apart may take, and more."""
+    return count * max(interval, 0.002) + 15
+
+
 def _run_ping(flow, count: int, interval: float, size: int) -> str:
     """The pings from the flow's source namespace; ping's output."""
     return ns_exec(
         flow.src_ns,
         _ping_cmd(flow, count, interval, size),
         check=False,
-        timeout=count * max(interval, 0.002) + 15,
+        timeout=_ping_timeout(count, interval),
     ).stdout
 
 
@@ -231,20 +236,11 @@ def _pings_together(flows: list, count: int, interval: float, size: int) -> list
                     text=True,
                 )
             )
-        limit = count * max(interval, 0.002) + 15
+        limit = _ping_timeout(count, interval)
         return [p.communicate(timeout=limit)[0] for p in procs]
     finally:
         for p in procs:
             stop_process(p)  # a no-op once it has exited
-
-
-def ping_beside(
-    flow, other, *, count: int, interval: float = 0.01, size: int = 56
-) -> tuple[dict, dict]:
-    """:func:`parse_ping` of ``count`` pings of ``flow`` and of ``other``
-    (another DUT's flow) sent at the same time."""
-    mine, theirs = _pings_together([flow, other], count, interval, size)
-    return parse_ping(mine), parse_ping(theirs)
 
 
 def _series(flow, count: int, interval: float, size: int, beside) -> dict:
@@ -252,9 +248,10 @@ def _series(flow, count: int, interval: float, size: int, beside) -> dict:
     if beside is None:
         return parse_ping(_run_ping(flow, count, interval, size))
     name, other = beside
-    result, theirs = ping_beside(flow, other, count=count, interval=interval, size=size)
-    theirs.pop("samples_ms", None)
-    result["beside"] = {"dut": name, **theirs}
+    mine, theirs = _pings_together([flow, other], count, interval, size)
+    result, b = parse_ping(mine), parse_ping(theirs)
+    b.pop("samples_ms", None)
+    result["beside"] = {"dut": name, **b}
     return result
 
 
