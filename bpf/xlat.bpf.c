@@ -42,9 +42,18 @@
 #define F_OVERRIDE_TOS 8u
 #define F_HAIRPIN_INTRINSIC 16u
 #define F_HAIRPIN_SIMPLE 32u
-#define F_NAT64 64u        /* stateful NAT64: only flows of the flow map */
+#define F_NAT64 64u        /* stateful NAT64 (the loader checks it against xlat_nat64) */
 #define F_SRC_EAM_ONLY 128u /* CLAT, RFC 6877 section 6.3: IPv4 sources by the EAMT only */
 #define TCP_FIN_SYN_RST 0x07
+
+/* The mode, fixed when the program is loaded (crates/xlat/src/ebpf.rs
+ * writes it before the load; a change of mode needs a restart): 1 for
+ * stateful NAT64, 0 for SIIT and CLAT. The verifier knows the value of a
+ * read-only global, takes each test of it as a constant and drops the
+ * other mode's code, so a program carries only its own mode: fewer
+ * instructions and cache lines on a packet's path, which is what a packet
+ * arriving at an idle translator pays for (docs/datapaths.md). */
+const volatile __u32 xlat_nat64 SEC(".rodata.mode") = 0;
 
 struct xlat_cfg {
 	__u32 flags;
@@ -1015,7 +1024,7 @@ static __always_inline int do_6to4(struct __sk_buff *skb, const struct xlat_cfg 
 		return pass(ipv6_ext(h.nh) ? P_V6_EXT : P_PROTO);
 	if (plen == 0)
 		return pass(P_MALFORMED);
-	int nat64 = c->flags & F_NAT64;
+	int nat64 = xlat_nat64;
 	__u8 tc = (bpf_ntohl(h.vtcfl) >> 20) & 0xff;
 	/* SIIT: the kernel's route and the address mapping, cached.
 	 * NAT64: the flow map only holds flows the kernel routes to the TUN. */
@@ -1232,7 +1241,7 @@ static __always_inline int do_4to6(struct __sk_buff *skb, const struct xlat_cfg 
 	__u16 frag = bpf_ntohs(h.frag);
 	if (frag & 0x3fff) /* MF or an offset */
 		return pass(P_FRAGMENT);
-	int nat64 = c->flags & F_NAT64;
+	int nat64 = xlat_nat64;
 	struct route_val *sv = 0;
 	if (!nat64) {
 		sv = siit_decide(skb, c, cw, AF_INET, h.src, h.dst, h.tos);

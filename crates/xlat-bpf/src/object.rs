@@ -55,19 +55,44 @@ impl Object {
         NonNull::new(p).map(Object).ok_or_else(|| errstr(0))
     }
 
-    /// Sets the number of entries of the map `map` before [`Object::load`]
-    /// creates it. `Err`: the error's text (ENOENT's for no such map).
-    pub fn set_max_entries(&mut self, map: &str, entries: u32) -> Result<(), String> {
-        let m = match cname(map) {
+    /// The map `map` of this object, or null.
+    fn find_map(&self, map: &str) -> *mut ffi::bpf_map {
+        match cname(map) {
             // SAFETY: a valid object and name.
             Some(c) => unsafe { ffi::bpf_object__find_map_by_name(self.0.as_ptr(), c.as_ptr()) },
             None => std::ptr::null_mut(),
-        };
+        }
+    }
+
+    /// Sets the number of entries of the map `map` before [`Object::load`]
+    /// creates it. `Err`: the error's text (ENOENT's for no such map).
+    pub fn set_max_entries(&mut self, map: &str, entries: u32) -> Result<(), String> {
+        let m = self.find_map(map);
         let rc = if m.is_null() {
             -libc::ENOENT
         } else {
             // SAFETY: a map of this (not yet loaded) object.
             unsafe { ffi::bpf_map__set_max_entries(m, entries) }
+        };
+        if rc != 0 {
+            return Err(errstr(rc));
+        }
+        Ok(())
+    }
+
+    /// Sets the contents of the global data map `map` (a section such as
+    /// `.rodata.mode`, whole) before [`Object::load`]. `Err`: the error's
+    /// text (ENOENT's for no such map, EINVAL's for another size).
+    pub fn set_initial_value(&mut self, map: &str, data: &[u8]) -> Result<(), String> {
+        let m = self.find_map(map);
+        let rc = if m.is_null() {
+            -libc::ENOENT
+        } else {
+            // SAFETY: a map of this (not yet loaded) object; libbpf copies
+            // data.len() bytes of a valid buffer.
+            unsafe {
+                ffi::bpf_map__set_initial_value(m, data.as_ptr() as *const c_void, data.len())
+            }
         };
         if rc != 0 {
             return Err(errstr(rc));

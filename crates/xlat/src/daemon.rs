@@ -1317,7 +1317,7 @@ fn preload_fast(s: &Settings) -> PreloadedFast {
         Ok(d) => d,
         Err(e) => return Some(Err(e)),
     };
-    Some(crate::ebpf::FastPath::load_sized(s.datapath.flow_entries).map(|fp| (fp, devs)))
+    Some(crate::ebpf::FastPath::load_for(s).map(|fp| (fp, devs)))
 }
 
 /// The interfaces the fast path attaches to (`[datapath] interfaces`, else

@@ -422,6 +422,9 @@ pub struct FastPath {
     slow4_fd: c_int,
     flows_fd: c_int,
     flow_entries: u32,
+    /// The program's mode, fixed at load (`xlat_nat64`): stateful NAT64,
+    /// or SIIT and CLAT. [`FastPath::install`] refuses the other's tables.
+    nat64: bool,
     counters: std::sync::Arc<Counters>,
     /// Invalidates the program's route cache on rtnetlink changes.
     _routes: crate::route_watch::RouteWatch,
@@ -573,16 +576,23 @@ fn quiet_libbpf() {
 }
 
 impl FastPath {
-    /// Loads the programs and creates the maps (needs CAP_BPF, CAP_PERFMON
-    /// and CAP_NET_ADMIN, or root). Nothing is attached yet.
+    /// Loads the programs for SIIT and CLAT (`nat64` false) or stateful
+    /// NAT64 and creates the maps (needs CAP_BPF, CAP_PERFMON and
+    /// CAP_NET_ADMIN, or root). Nothing is attached yet.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub fn load() -> Result<FastPath, String> {
-        Self::load_sized(FLOW_MAP_ENTRIES)
+    pub fn load(nat64: bool) -> Result<FastPath, String> {
+        Self::load_sized(nat64, FLOW_MAP_ENTRIES)
+    }
+
+    /// [`FastPath::load_sized`] for the configuration's mode and
+    /// `[datapath] flow-entries`.
+    pub fn load_for(s: &Settings) -> Result<FastPath, String> {
+        Self::load_sized(s.mode == Mode::Nat64, s.datapath.flow_entries)
     }
 
     /// [`FastPath::load`] with `flow_entries` entries in the NAT64 flow
     /// map (`[datapath] flow-entries`), set before the kernel creates it.
-    pub fn load_sized(flow_entries: u32) -> Result<FastPath, String> {
+    pub fn load_sized(nat64: bool, flow_entries: u32) -> Result<FastPath, String> {
         if std::env::var_os(FORCE_FAIL_ENV).is_some_and(|v| !v.is_empty()) {
             return Err(format!(
                 "load failure forced by {FORCE_FAIL_ENV} (test hook)"
@@ -593,6 +603,9 @@ impl FastPath {
             Object::open_mem(OBJECT).map_err(|e| format!("cannot open the eBPF object: {e}"))?;
         obj.set_max_entries("xlat_flows", flow_entries)
             .map_err(|e| format!("cannot size the flow map to {flow_entries} entries: {e}"))?;
+        // The mode, a constant for the verifier (bpf/xlat.bpf.c xlat_nat64).
+        obj.set_initial_value(".rodata.mode", &u32::from(nat64).to_ne_bytes())
+            .map_err(|e| format!("cannot set the eBPF program's mode: {e}"))?;
         obj.load().map_err(|e| {
             format!(
                 "the kernel refused the eBPF programs: {e} (needs Linux >= 5.11 with BPF, and root or CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN; XLAT_BPF_DEBUG=1 prints the verifier log)"
@@ -625,6 +638,7 @@ impl FastPath {
             slow4_fd: map("xlat_slow4")?,
             flows_fd: map("xlat_flows")?,
             flow_entries,
+            nat64,
             counters: std::sync::Arc::new(Counters {
                 fd: AtomicI32::new(map("xlat_counters")?),
                 cpus: cpus as usize,
@@ -699,6 +713,16 @@ impl FastPath {
     pub fn install(&mut self, t: &Tables) -> Result<(), String> {
         if self.current.as_ref() == Some(t) {
             return Ok(());
+        }
+        if (t.cfg.flags & F_NAT64 != 0) != self.nat64 {
+            let (program, tables) = if self.nat64 {
+                ("stateful NAT64", "SIIT or CLAT")
+            } else {
+                ("SIIT and CLAT", "stateful NAT64")
+            };
+            return Err(format!(
+                "the eBPF programs were loaded for {program}, the tables are for {tables} (a change of mode needs a restart)"
+            ));
         }
         let next = self.gen ^ 1;
         let written = (|| {

@@ -476,8 +476,9 @@ const CONFIGS: [&str; 12] = [
     "pool6 = \"2001:db8:64::/64\"\nlowest-ipv6-mtu = 1400\n[tun]\nmtu = 2000\n",
 ];
 
-fn load() -> FastPath {
-    FastPath::load().unwrap_or_else(|e| {
+/// The programs for SIIT and CLAT, or (`nat64`) for stateful NAT64.
+fn load(nat64: bool) -> FastPath {
+    FastPath::load(nat64).unwrap_or_else(|e| {
         panic!("the differential test needs the eBPF fast path (root, BPF enabled): {e}")
     })
 }
@@ -485,7 +486,7 @@ fn load() -> FastPath {
 /// RFC 7915 sections 4 and 5 through both implementations.
 #[test]
 fn ebpf_matches_core_on_generated_packets() {
-    let mut fp = load();
+    let mut fp = load(false);
     let mut total = Tally::default();
     for (i, toml) in CONFIGS.iter().enumerate() {
         let c = case(toml);
@@ -519,7 +520,7 @@ fn ebpf_matches_core_on_generated_packets() {
 /// passed), the listed slow-path cases must be passed unchanged.
 #[test]
 fn ebpf_vectors_translated_or_passed_as_documented() {
-    let mut fp = load();
+    let mut fp = load(false);
     let c = case(CONFIGS[0]);
     fp.install(&c.tables).expect("install tables");
     let h4: Ipv4Addr = "198.51.100.2".parse().unwrap();
@@ -823,13 +824,8 @@ fn ebpf_vectors_translated_or_passed_as_documented() {
     assert!(n[C_V4TO6] >= 4 && n[C_V6TO4] >= 4, "{n:?}");
 }
 
-/// Table updates are atomic and complete: a second install replaces the
-/// first (an EAM removed is no longer used by the program).
-#[test]
-fn ebpf_install_replaces_tables() {
-    let mut fp = load();
-    let with = case(CONFIGS[0]);
-    let without = case("pool6 = \"2001:db8:64::/96\"\n");
+/// An empty UDP datagram from 198.51.100.2 to 192.0.2.2, in a frame.
+fn udp_to_192_0_2_2() -> Vec<u8> {
     let h4: Ipv4Addr = "198.51.100.2".parse().unwrap();
     let mut udp = vec![0u8; 8];
     udp[5] = 8;
@@ -842,7 +838,17 @@ fn ebpf_install_replaces_tables() {
     let cs = checksum::checksum(&p);
     p[10..12].copy_from_slice(&cs.to_be_bytes());
     p.extend_from_slice(&udp);
-    let f = frame(0x0800, &p);
+    frame(0x0800, &p)
+}
+
+/// Table updates are atomic and complete: a second install replaces the
+/// first (an EAM removed is no longer used by the program).
+#[test]
+fn ebpf_install_replaces_tables() {
+    let mut fp = load(false);
+    let with = case(CONFIGS[0]);
+    let without = case("pool6 = \"2001:db8:64::/96\"\n");
+    let f = udp_to_192_0_2_2();
     fp.install(&with.tables).unwrap();
     let (_, out) = fp.test_run(&f).unwrap();
     // dst 192.0.2.2 -> 2001:db8:6::2 through the EAM.
@@ -882,6 +888,42 @@ fn ebpf_install_replaces_tables() {
     );
 }
 
+/// The mode is fixed when the programs load (bpf/xlat.bpf.c
+/// `xlat_nat64`; the verifier drops the other mode's code): a program
+/// refuses the other mode's tables with an error that names both, and keeps
+/// translating with the tables it has.
+#[test]
+fn ebpf_program_refuses_the_other_modes_tables() {
+    let siit = case(CONFIGS[0]);
+    let s = config::parse(
+        "mode = \"nat64\"\npool6 = \"2001:db8:64::/96\"\n[nat64]\n[[nat64.pool4]]\nprefix = \"192.0.2.0/28\"\n",
+    )
+    .unwrap();
+    let nat64 = tables(&s, s.pool6, &[], 0, true);
+
+    let mut fp = load(false);
+    fp.install(&siit.tables).unwrap();
+    let e = fp.install(&nat64).unwrap_err();
+    assert!(
+        e.contains("loaded for SIIT and CLAT") && e.contains("tables are for stateful NAT64"),
+        "{e}"
+    );
+    // Still SIIT with its tables: 192.0.2.2 -> 2001:db8:6::2 by the EAM.
+    let (_, out) = fp.test_run(&udp_to_192_0_2_2()).unwrap();
+    assert_eq!(
+        &out[14 + 24..14 + 40],
+        &"2001:db8:6::2".parse::<Ipv6Addr>().unwrap().octets()
+    );
+
+    let mut fp = load(true);
+    fp.install(&nat64).unwrap();
+    let e = fp.install(&siit.tables).unwrap_err();
+    assert!(
+        e.contains("loaded for stateful NAT64") && e.contains("tables are for SIIT or CLAT"),
+        "{e}"
+    );
+}
+
 /// Issue 7, NAT64 (RFC 6146 §3.5.1 UDP, §3.5.3 ICMP query): packets of
 /// flows the Rust side cached (both directions of UDP and ICMP echo
 /// sessions), mixed with packets of no cached flow, TCP, ICMP errors and
@@ -900,7 +942,7 @@ fn ebpf_nat64_matches_core_on_cached_flows() {
         std::sync::Arc::new(xlat_core::nat64::Nat64State::new(s.nat64.core(), [5; 16]).unwrap());
     let tr = Nat64Translator::new(cfg, st.clone()).unwrap();
     let pool6 = tr.pool6();
-    let mut fp = load();
+    let mut fp = load(true);
     fp.install(&tables(&s, s.pool6, &[], 0, true)).unwrap();
     let fc = fp.flow_cache().unwrap();
     st.set_cache_log(1024);
@@ -1072,7 +1114,7 @@ fn ebpf_nat64_client_inside_pool6_is_never_cached() {
         std::sync::Arc::new(xlat_core::nat64::Nat64State::new(s.nat64.core(), [9; 16]).unwrap());
     let tr = Nat64Translator::new(cfg, st.clone()).unwrap();
     let pool6 = tr.pool6();
-    let fp = load();
+    let fp = load(true);
     let mut fp = fp;
     fp.install(&tables(&s, s.pool6, &[], 0, true)).unwrap();
     let fc = fp.flow_cache().unwrap();
@@ -1205,7 +1247,7 @@ fn ebpf_nat64_remote_denied_by_a_reload_is_passed() {
             "8.8.4.4",
         ),
     ];
-    let mut fp = load();
+    let mut fp = load(true);
     for (i, (before, after, denied, kept)) in cases.iter().enumerate() {
         let s = config::parse(&format!("mode = \"nat64\"\n{before}{pool4}")).unwrap();
         let s2 = config::parse(&format!("mode = \"nat64\"\n{after}{pool4}")).unwrap();
@@ -1448,7 +1490,8 @@ fn ebpf_flow_map_size_not_cached_and_reconcile_step() {
     let s = config::parse(toml).unwrap();
     let st = xlat_core::nat64::Nat64State::new(s.nat64.core(), [6; 16]).unwrap();
     let pool6 = xlat_core::addr::Pool6::new(s.pool6.unwrap()).unwrap();
-    let fp = FastPath::load_sized(8).unwrap_or_else(|e| panic!("needs the eBPF fast path: {e}"));
+    let fp =
+        FastPath::load_sized(true, 8).unwrap_or_else(|e| panic!("needs the eBPF fast path: {e}"));
     assert_eq!(fp.flow_cache().unwrap().counters()[0], 0);
     // A cache that believes it may hold 100 sessions: the kernel's map
     // (8 entries) is the limit.
@@ -1523,7 +1566,8 @@ fn flow_cache_setup() -> (
     let s = config::parse(toml).unwrap();
     let st = xlat_core::nat64::Nat64State::new(s.nat64.core(), [6; 16]).unwrap();
     let pool6 = xlat_core::addr::Pool6::new(s.pool6.unwrap()).unwrap();
-    let fp = FastPath::load_sized(64).unwrap_or_else(|e| panic!("needs the eBPF fast path: {e}"));
+    let fp =
+        FastPath::load_sized(true, 64).unwrap_or_else(|e| panic!("needs the eBPF fast path: {e}"));
     st.set_cache_log(64);
     (st, pool6, fp)
 }

@@ -220,7 +220,7 @@ fn datapath_verdict(s: &config::Settings) -> Result<String, (String, String)> {
     // as they are now (a probe read "auto: ebpf ..." for a run that then
     // fell back to tun on a missing interface).
     let missing = daemon::fast_interfaces(s).0.err();
-    match ebpf::FastPath::load_sized(s.datapath.flow_entries) {
+    match ebpf::FastPath::load_for(s) {
         Ok(_) => Ok(match missing {
             None => format!(
                 "{}: ebpf with the tun slow path (the kernel accepts the programs)",
