@@ -13,6 +13,7 @@ from lab.report import (
     load,
     marks_note,
     metrics,
+    ratio_marks,
     run_state,
 )
 
@@ -43,7 +44,8 @@ def compare(a: Path, b: Path) -> str:
             # the range) go with the figures and their ratio.
             ka, kb = _mark(ra, d, label), _mark(rb, d, label)
             marks |= {ka.strip(), kb.strip()} - {""}
-            ratio = f"{vb / va:.2f}{ka or kb}" if va and vb is not None else "–"
+            mk = ratio_marks(ka, kb)
+            ratio = f"{vb / va:.2f}{mk}" if va and vb is not None else "–"
             out.append(
                 _row(
                     d,

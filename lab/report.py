@@ -469,11 +469,7 @@ def summary_table(run: dict, part: dict) -> str:
                     if (pv := beside_value(run, d, b, lab)) is not None:
                         bv = pv
                         paired.add(b)
-                    # Both figures' marks, each one symbol at most (the
-                    # baseline's † was dropped when the DUT's figure had a
-                    # ≥; found by a probe).
-                    mk, bmk = _mark(run, d, lab), _mark(run, b, lab)
-                    mk += bmk if bmk != mk else ""
+                    mk = ratio_marks(_mark(run, d, lab), _mark(run, b, lab))
                     rs.append(f"{v / bv:.2f}{mk}" if v is not None and bv else "–")
                 cells.append(" / ".join(rs))
             out.append(_row(d, *cells))
@@ -530,6 +526,13 @@ def marks_note(marks: set[str]) -> str:
         ),
     }
     return " ".join(notes[m] for m in ("†", "‡", "≥") if m in marks)
+
+
+def ratio_marks(a: str, b: str) -> str:
+    """The marks of a ratio: both figures' (:func:`_mark`, one symbol each at
+    most), once each. Either one alone dropped the other's: a † under a ≥
+    (found by a probe)."""
+    return a + (b if b != a else "")
 
 
 def _mark(run: dict, dut: str, label: str) -> str:

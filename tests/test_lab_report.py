@@ -278,6 +278,24 @@ def test_compare_shows_the_metrics_of_both_runs_and_says_when_they_differ(tmp_pa
     assert "Different scenarios" not in compare(a, a)
 
 
+def test_compare_ratio_keeps_the_marks_of_both_runs(tmp_path):
+    """`lab compare` gave a ratio A's mark or else B's: a figure at the top of
+    its range (≥) in A over one bounded by an invalid trial (†) in B lost the
+    † (the twin of the summary's defect fixed before)."""
+    from lab.compare import compare
+
+    top = {"fps": 100_000, "invalid_trials": 0, "trials": 3, "all_passed": True}
+    bounded = {"fps": 150_000, "invalid_trials": 1, "trials": 4}
+    a = _run_dir(tmp_path / "a", "smoke", {"throughput/min": top})
+    b = _run_dir(tmp_path / "b", "smoke", {"throughput/min": bounded})
+    out = compare(a, b)
+    row = next(x for x in out.splitlines() if x.startswith("| xlat | throughput"))
+    assert row.endswith("| 1.50 ≥ † |"), out
+    same = compare(a, a)
+    row = next(x for x in same.splitlines() if x.startswith("| xlat | throughput"))
+    assert row.endswith("| 1.00 ≥ |"), same
+
+
 def test_broken_result_files_are_named_not_tracebacks(tmp_path, capsys):
     """`lab report` on a run with a truncated trial file raised a bare
     JSONDecodeError, and on a meta.json without `parts` a KeyError, leaving an
