@@ -1671,14 +1671,15 @@ pub fn run(p: &Params) -> Result<String, String> {
                         t.invalid_why()
                     ));
                 }
-                // A DUT that delivers frames twice (two relays, a loop)
-                // mixes two copies of the stream in the delays: the figures
-                // may not describe either path (found by a probe: PDV 3.2 ms
-                // of a 10 ms spike path, no warning).
+                // A DUT that delivers frames twice (two relays, a loop):
+                // each frame's delay is its first copy's (the receiver
+                // skips the later ones), which may have taken either path,
+                // so the figures may not describe either (found by a probe:
+                // PDV 3.2 ms of a 10 ms spike path, no warning).
                 let dups = t.duplicates + t.reverse.as_deref().map_or(0, |r| r.duplicates);
                 if valid && dups > 0 {
                     warnings.push(format!(
-                        "repetition {rep}: the DUT delivered {dups} duplicate frame(s) (counted as lost): the delay figures mix the copies and may not describe the path"
+                        "repetition {rep}: the DUT delivered {dups} duplicate frame(s) (counted as lost): the delay figures are each frame's first copy, which may have taken either path, and may not describe the path"
                     ));
                 }
                 let mut push_head = |name: &str, unit: &str, v: f64| {
