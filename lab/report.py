@@ -416,8 +416,9 @@ def summary_table(run: dict, part: dict) -> str:
             )
         )
     )
-    # (A part with no figure yet: one column for what the DUTs' rows say.)
-    out = _head("DUT", *(labels or [""]))
+    # (A part with no figure yet: one column, named, for what the DUTs'
+    # rows say; it had a blank header, found by a probe.)
+    out = _head("DUT", *(labels or ["result"]))
     for d in duts:
         rec = run["duts"].get(d, {})
         if "skipped" in rec:

@@ -41,8 +41,10 @@ def test_summary_says_failed_for_a_dut_that_did_not_start():
     lines = [ln for ln in t.splitlines() if ln.startswith("|")]
     assert len({ln.count(" |") for ln in [lines[0], *lines[2:5]]}) == 1, t
 
-    # No DUT of the part measured anything: one column, filled on every row.
+    # No DUT of the part measured anything: one column, named and filled on
+    # every row.
     t = report.summary_table(run, {"duts": ["xlat-464", "xlat-dual"]})
+    assert t.splitlines()[0] == "| DUT | result |", t
     assert "| xlat-dual | FAILED: the DUT failed: xlat exited at start (1) |" in t
     assert "| xlat-464 | FAILED: xlat exited at start (1) |" in t, t
 
