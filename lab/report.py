@@ -1153,13 +1153,10 @@ def _nat_tables(run, duts) -> str:
             ub_invalid = ub is not None and any(
                 t.get("invalid") and t.get("rate") == ub for t in r.get("trials") or []
             )
-            flows = (
-                "– ‡"
-                if no_valid_conn_rate(r)
-                else f"{_f(r['flows_per_s'])}{_mark(run, d, NEW_SESSIONS)}"
-            )
+            mk = _mark(run, d, NEW_SESSIONS)
+            flows = "– ‡" if no_valid_conn_rate(r) else f"{_f(r['flows_per_s'])}{mk}"
             out.append(
-                f"| {d} | {flows} | {_f(r.get('sessions_per_s'))}{_mark(run, d, NEW_SESSIONS)} | {_f(r.get('new_fraction'), '.0%')} | "
+                f"| {d} | {flows} | {_f(r.get('sessions_per_s'))}{mk} | {_f(r.get('new_fraction'), '.0%')} | "
                 f"{_f(ub)}{' (invalid trial)' if ub_invalid else ''} |"
             )
     srows = [(d, res(run, d, "scale")) for d in duts]

@@ -431,7 +431,6 @@ def test_budget_limited_run_names_its_pending_duts(tmp_path):
 # -- failures -----------------------------------------------------------------------
 
 
-@pytest.mark.timeout(90)
 def _refusing_xlat(tmp_path: Path, monkeypatch) -> Path:
     """XLAT_BIN: a fake xlat whose check passes and whose run exits 1 at
     start; it writes its arguments to the returned file."""
@@ -449,6 +448,7 @@ def _refusing_xlat(tmp_path: Path, monkeypatch) -> Path:
     return calls
 
 
+@pytest.mark.timeout(90)
 def test_a_dut_that_does_not_start_is_stopped_and_not_retried(tmp_path, monkeypatch):
     """a.start() was outside the try/finally that stops the DUT: a DUT that did
     not start was not stopped (its daemons piled up, duts/<dut>.json held its
