@@ -18,6 +18,12 @@ use std::process::Command;
 /// program, for the reader: "the eBPF fast path") and `make setup`, which
 /// installs clang, llvm and libbpf-dev.
 pub fn compile(src: impl AsRef<Path>, out: &str, what: &str) -> PathBuf {
+    compile_with(src, out, what, &[])
+}
+
+/// [`compile`] with the macro definitions `defines` (`"NAME=VALUE"`, each
+/// passed as `-D`), for one source built into several objects.
+pub fn compile_with(src: impl AsRef<Path>, out: &str, what: &str, defines: &[&str]) -> PathBuf {
     let src = PathBuf::from(
         std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR (run from a build script)"),
     )
@@ -30,6 +36,7 @@ pub fn compile(src: impl AsRef<Path>, out: &str, what: &str) -> PathBuf {
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into());
     let status = Command::new(&clang)
         .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf"])
+        .args(defines.iter().map(|d| format!("-D{d}")))
         .arg(format!("-I/usr/include/{arch}-linux-gnu"))
         .arg("-c")
         .arg(&src)

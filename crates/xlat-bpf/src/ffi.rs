@@ -90,8 +90,6 @@ extern "C" {
         name: *const c_char,
     ) -> *mut bpf_map;
     pub fn bpf_map__set_max_entries(map: *mut bpf_map, max_entries: u32) -> c_int;
-    pub fn bpf_map__set_initial_value(map: *mut bpf_map, data: *const c_void, size: usize)
-        -> c_int;
     pub fn bpf_object__find_map_fd_by_name(obj: *const bpf_object, name: *const c_char) -> c_int;
     pub fn bpf_map_update_elem(
         fd: c_int,

@@ -80,26 +80,6 @@ impl Object {
         Ok(())
     }
 
-    /// Sets the contents of the global data map `map` (a section such as
-    /// `.rodata.mode`, whole) before [`Object::load`]. `Err`: the error's
-    /// text (ENOENT's for no such map, EINVAL's for another size).
-    pub fn set_initial_value(&mut self, map: &str, data: &[u8]) -> Result<(), String> {
-        let m = self.find_map(map);
-        let rc = if m.is_null() {
-            -libc::ENOENT
-        } else {
-            // SAFETY: a map of this (not yet loaded) object; libbpf copies
-            // data.len() bytes of a valid buffer.
-            unsafe {
-                ffi::bpf_map__set_initial_value(m, data.as_ptr() as *const c_void, data.len())
-            }
-        };
-        if rc != 0 {
-            return Err(errstr(rc));
-        }
-        Ok(())
-    }
-
     /// Creates the maps and loads the programs into the kernel. `Err`: the
     /// error's text (the object stays open: dropping it closes it).
     pub fn load(&mut self) -> Result<(), String> {

@@ -25,8 +25,10 @@ use xlat_core::addr::{EamEntry, HairpinMode, Ipv4Prefix, Ipv6Prefix};
 
 use crate::config::{Mode, Settings};
 
-/// The object built from bpf/xlat.bpf.c by build.rs.
-pub static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xlat.bpf.o"));
+/// The objects built from bpf/xlat.bpf.c by build.rs, one per mode: SIIT
+/// and CLAT (XLAT_NAT64=0), stateful NAT64 (XLAT_NAT64=1).
+static OBJECT_SIIT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xlat_siit.bpf.o"));
+static OBJECT_NAT64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xlat_nat64.bpf.o"));
 
 /// Test hook (docs/datapaths.md): when set to a non-empty value, loading
 /// the eBPF programs fails as if the kernel refused them.
@@ -422,7 +424,7 @@ pub struct FastPath {
     slow4_fd: c_int,
     flows_fd: c_int,
     flow_entries: u32,
-    /// The program's mode, fixed at load (`xlat_nat64`): stateful NAT64,
+    /// The program's mode, fixed at build (`XLAT_NAT64`): stateful NAT64,
     /// or SIIT and CLAT. [`FastPath::install`] refuses the other's tables.
     nat64: bool,
     counters: std::sync::Arc<Counters>,
@@ -599,13 +601,12 @@ impl FastPath {
             ));
         }
         quiet_libbpf();
+        // The mode is compiled in (bpf/xlat.bpf.c XLAT_NAT64).
+        let object = if nat64 { OBJECT_NAT64 } else { OBJECT_SIIT };
         let mut obj =
-            Object::open_mem(OBJECT).map_err(|e| format!("cannot open the eBPF object: {e}"))?;
+            Object::open_mem(object).map_err(|e| format!("cannot open the eBPF object: {e}"))?;
         obj.set_max_entries("xlat_flows", flow_entries)
             .map_err(|e| format!("cannot size the flow map to {flow_entries} entries: {e}"))?;
-        // The mode, a constant for the verifier (bpf/xlat.bpf.c xlat_nat64).
-        obj.set_initial_value(".rodata.mode", &u32::from(nat64).to_ne_bytes())
-            .map_err(|e| format!("cannot set the eBPF program's mode: {e}"))?;
         obj.load().map_err(|e| {
             format!(
                 "the kernel refused the eBPF programs: {e} (needs Linux >= 5.11 with BPF, and root or CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN; XLAT_BPF_DEBUG=1 prints the verifier log)"

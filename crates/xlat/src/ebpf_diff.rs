@@ -888,8 +888,8 @@ fn ebpf_install_replaces_tables() {
     );
 }
 
-/// The mode is fixed when the programs load (bpf/xlat.bpf.c
-/// `xlat_nat64`; the verifier drops the other mode's code): a program
+/// The mode is fixed when the programs are built (bpf/xlat.bpf.c
+/// `XLAT_NAT64`, one object per mode): a program
 /// refuses the other mode's tables with an error that names both, and keeps
 /// translating with the tables it has.
 #[test]
