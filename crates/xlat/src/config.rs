@@ -913,6 +913,23 @@ fn key_at(text: &str, at: usize) -> Option<String> {
 /// The line (1-based) of a `key = [` above byte `at` whose array is still
 /// open at `at` (brackets outside strings and comments counted), if the
 /// error at `at` is on a later line than that.
+/// An address or prefix written without quotes on the line of byte `at`
+/// (after its `=`), such as `pool6 = 2001:db8:64::/96`: the first such
+/// word, for the syntax error's hint.
+fn unquoted_address(text: &str, at: usize) -> Option<String> {
+    let begin = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[begin..].lines().next().unwrap_or("");
+    let line = line.split('#').next().unwrap_or("");
+    let (_, value) = line.split_once('=')?;
+    value
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | '[' | ']' | '{' | '}' | '='))
+        .find(|w| {
+            let addr = w.split('/').next().unwrap_or("");
+            !w.starts_with(['"', '\'']) && (addr.parse::<std::net::IpAddr>().is_ok())
+        })
+        .map(str::to_string)
+}
+
 fn open_array_above(text: &str, at: usize) -> Option<usize> {
     let mut depth = 0i32;
     let mut opened = None;
@@ -1005,6 +1022,12 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
             if let Some(m) = start.and_then(|s| open_array_above(text, s)) {
                 reason.push_str(&format!(" (the array opened on line {m} is not closed?)"));
                 key_pos = Some(text.split_inclusive('\n').take(m - 1).map(str::len).sum());
+            } else if let Some(a) = start.and_then(|s| unquoted_address(text, s)) {
+                // TOML reads `2001:db8::/96` as a broken time and
+                // `192.0.2.1` as a broken float: say what was meant.
+                reason.push_str(&format!(
+                    " (an address or prefix is a string: write \"{a}\" in quotes)"
+                ));
             }
             return Err(vec![Problem {
                 key: key_pos
@@ -2262,6 +2285,38 @@ ipv6 = "2001:db8:6::40/122"
             "denylist4",
             "at most 4000"
         ));
+    }
+
+    #[test]
+    fn unquoted_address_is_named_in_the_syntax_error() {
+        // TOML's own message for these is "invalid time" / "invalid
+        // float" (found by a probe following the walkthroughs).
+        for (text, key, word) in [
+            ("pool6 = 2001:db8:64::/96\n", "pool6", "2001:db8:64::/96"),
+            (
+                "mode = \"siit\"\n[tun]\nipv4-routes = [198.51.100.0/24]\n",
+                "tun.ipv4-routes",
+                "198.51.100.0/24",
+            ),
+            (
+                "[[eamt]]\nipv4 = \"192.0.2.1\"\nipv6 = 2001:db8::1 # x\n",
+                "eamt[0].ipv6",
+                "2001:db8::1",
+            ),
+        ] {
+            let ps = problems(text);
+            assert_eq!(ps.len(), 1, "{text}: {ps:?}");
+            assert_eq!(ps[0].key, key, "{text}: {ps:?}");
+            assert!(
+                ps[0].reason.ends_with(&format!(
+                    "(an address or prefix is a string: write \"{word}\" in quotes)"
+                )),
+                "{text}: {ps:?}"
+            );
+        }
+        // A quoted address has no such hint; nor a syntax error elsewhere.
+        let ps = problems("pool6 = \"2001:db8:64::/96\"\nmode = siit\n");
+        assert!(!ps[0].reason.contains("in quotes"), "{ps:?}");
     }
 
     #[test]
