@@ -1518,7 +1518,8 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
                 _rtt_table(run, duts),
                 (
                     "Pinged beside: a baseline in its own topology pinged at the same"
-                    " time, half an interval later and on the same CPU (the"
+                    " time, half an interval later, in rounds taking turns at"
+                    " being first (the"
                     " baseline's own row: beside a"
                     " second lab of its own, so that every row had the same number of"
                     " pings going; its ratio to itself is the noise of the moment):"

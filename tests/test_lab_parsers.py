@@ -5,7 +5,6 @@ xlat-perf --json (throughput, frame-loss, latency, pdv), the HTTP client, Apache
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -668,17 +667,41 @@ def test_no_baseline_says_why_there_are_no_ratios():
     assert "Ratios to" not in t and "No ratios: no baseline" in t, t
 
 
-def test_pings_sent_together_run_on_one_cpu(monkeypatch):
-    """The series of a paired ping run on one CPU, the last this process
-    may use (lab/workloads/ping.py: on one CPU the two series meet the same
-    CPU's state; left to the scheduler, two identical labs read 0.73-1.63x
-    each other). Each series here reports the CPUs it may run on."""
-    monkeypatch.setattr(
-        w_ping,
-        "_ping_cmd",
-        lambda *a: ["sh", "-c", "grep Cpus_allowed_list /proc/self/status"],
-    )
-    flows = [SimpleNamespace(src_ns=None), SimpleNamespace(src_ns=None)]
-    outs = w_ping._pings_together(flows, 1, 0.01, 56)
-    cpu = str(max(os.sched_getaffinity(0)))
-    assert [o.split()[-1] for o in outs] == [cpu, cpu], outs
+def test_pings_beside_take_turns_at_being_first(monkeypatch):
+    """Pinged beside another DUT, the pings go in rounds and the two series
+    take turns at being first (lab/workloads/ping.py: over a long run the
+    second echo finds caches the first warmed). Here whichever series is
+    second reads half the RTT of the first: taking turns, the two read the
+    same, where one run read 2x."""
+    orders = []
+
+    def fake(flows, count, interval, size):
+        orders.append([f.src_ns for f in flows])
+        out = []
+        for rtt in ("0.100", "0.050"):
+            lines = [
+                f"64 bytes from x: icmp_seq={i + 1} ttl=64 time={rtt} ms"
+                for i in range(count)
+            ]
+            lines.append(f"{count} packets transmitted, {count} received, 0% loss")
+            out.append("\n".join(lines))
+        return out
+
+    monkeypatch.setattr(w_ping, "_pings_together", fake)
+    dut, base = SimpleNamespace(src_ns="dut"), SimpleNamespace(src_ns="base")
+    r = w_ping._series(dut, 200, 0.01, 56, ("kernel-v6", base))
+    assert orders == [["dut", "base"], ["base", "dut"]] * 2
+    assert (r["sent"], r["received"]) == (200, 200)
+    assert (r["beside"]["sent"], r["beside"]["received"]) == (200, 200)
+    assert r["rtt_ms"]["median"] == r["beside"]["rtt_ms"]["median"]
+    assert r["rtt_ms"]["median"] == pytest.approx(0.075)
+    assert r["rtt_ms"]["n"] == 200
+    # 1 ms apart: rounds of 500 pings.
+    assert w_ping.rounds_of(1000, 0.001) == [500, 500]
+    assert w_ping.rounds_of(5, 0.01) == [5]
+
+
+def test_ping_outputs_one_after_the_other_count_together():
+    text = (DATA / "ping.txt").read_text()
+    r = parse_ping(text + "\n" + text)
+    assert (r["sent"], r["received"], r["rtt_ms"]["n"]) == (20, 20, 20)

@@ -1,9 +1,9 @@
 """ping RTT: min / avg / median / max / stddev / p95 / p99 of every reply.
 
 With ``beside`` another DUT (a baseline, in its own topology) is pinged at
-the same time, its pings half an interval after the DUT's and on the same
-CPU: the two series see the same state of the machine, so their ratio does
-not swing with it.
+the same time, its pings half an interval after the DUT's, in rounds that
+take turns at being first: the two series see the same state of the
+machine, so their ratio does not swing with it.
 On a shared host the RTT of a quiet moment can be a third of a busy one's,
 and DUTs measured one after the other drew different moments.
 
@@ -18,7 +18,6 @@ larger than without it; they compare DUTs, they are not the headline RTT.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import statistics
 import subprocess
@@ -37,10 +36,15 @@ _CAP_RE = re.compile(
 
 
 def parse_ping(text: str) -> dict:
-    """iputils ``ping -n`` output -> RTT statistics (ms) and loss."""
+    """iputils ``ping -n`` output -> RTT statistics (ms) and loss. The
+    outputs of several runs, one after the other, count together."""
     rtts = [float(m.group(2)) for m in _TIME_RE.finditer(text)]
-    m = _SUMMARY_RE.search(text)
-    sent, recv = (int(m.group(1)), int(m.group(2))) if m else (None, len(rtts))
+    sums = [(int(m.group(1)), int(m.group(2))) for m in _SUMMARY_RE.finditer(text)]
+    sent, recv = (
+        (sum(t for t, _ in sums), sum(r for _, r in sums))
+        if sums
+        else (None, len(rtts))
+    )
     if not rtts:
         raise ValueError(f"ping: no replies ({text.strip()[-200:]!r})")
     return {
@@ -222,23 +226,14 @@ def segments(
     return split_rtt(texts, src, dst)
 
 
-def ping_cpu() -> int:
-    """The CPU that pings sent together run on: the last one this process
-    may use."""
-    return max(os.sched_getaffinity(0))
-
-
 def _pings_together(flows: list, count: int, interval: float, size: int) -> list[str]:
     """The pings of every flow at once, each series started ``interval /
-    len(flows)`` after the one before, all on one CPU (:func:`ping_cpu`);
-    their outputs. An echo's whole round trip through veth links runs in
-    the softirq of the CPU that sent it, so on one CPU the series meet the
-    same CPU's state. Left to the scheduler, the series of two identical
-    labs, 200 pings 10 ms apart, read 0.73-1.63x each other's median (8
-    rounds); on one CPU 0.81-1.09x, and a DUT's ratio to kernel-v6 spread
-    1.12-1.25x over 10 rounds where it spread 1.08-1.80x."""
+    len(flows)`` after the one before; their outputs. (Not pinned to one
+    CPU: that narrowed the spread of two identical labs' ratio, 0.81-1.09x
+    against 0.73-1.63x over 8 rounds, but it kept the scheduler from
+    waking ping where a TUN translator's reply arrives, and the TUN DUTs'
+    pings 1 ms apart read 2-3 times slower.)"""
     procs = []
-    pin = ["taskset", "-c", str(ping_cpu())]
     try:
         for i, f in enumerate(flows):
             if i:
@@ -246,7 +241,7 @@ def _pings_together(flows: list, count: int, interval: float, size: int) -> list
             procs.append(
                 ns_popen(
                     f.src_ns,
-                    pin + _ping_cmd(f, count, interval, size),
+                    _ping_cmd(f, count, interval, size),
                     stdout=subprocess.PIPE,
                     text=True,
                 )
@@ -258,15 +253,44 @@ def _pings_together(flows: list, count: int, interval: float, size: int) -> list
             stop_process(p)  # a no-op once it has exited
 
 
+# Pings sent beside another DUT's go in rounds of about this long, the two
+# series taking turns at being first.
+ROUND_S = 0.5
+
+
+def rounds_of(count: int, interval: float) -> list[int]:
+    """``count`` pings ``interval`` apart split into rounds of about
+    :data:`ROUND_S`, two at least from 20 pings on, for :func:`_series`."""
+    n = max(1, round(count * interval / ROUND_S))
+    if n == 1 and count >= 20:
+        n = 2
+    return [count // n + (1 if i < count % n else 0) for i in range(n)]
+
+
 def _series(flow, count: int, interval: float, size: int, beside) -> dict:
-    """One series of pings (with ``beside``'s at the same time)."""
+    """One series of pings (with ``beside``'s at the same time).
+
+    Beside another DUT the pings go in rounds (:func:`rounds_of`), and the
+    two series take turns at being first: each series' own timer drifts,
+    so over a long run their echoes can come close in time, and the second
+    may then find caches the first one warmed. In one run of 200 pings
+    10 ms apart the baseline beside a second lab of its own read 0.81x to
+    1.45x (`make demo`, four runs); every figure is of all rounds
+    together."""
     if beside is None:
         return parse_ping(_run_ping(flow, count, interval, size))
     name, other = beside
-    mine, theirs = _pings_together([flow, other], count, interval, size)
-    result, b = parse_ping(mine), parse_ping(theirs)
+    mine, theirs = [], []
+    for i, n in enumerate(rounds_of(count, interval)):
+        if i % 2 == 0:
+            a, b = _pings_together([flow, other], n, interval, size)
+        else:
+            b, a = _pings_together([other, flow], n, interval, size)
+        mine.append(a)
+        theirs.append(b)
+    result, b = parse_ping("\n".join(mine)), parse_ping("\n".join(theirs))
     b.pop("samples_ms", None)
-    result["beside"] = {"dut": name, "cpu": ping_cpu(), **b}
+    result["beside"] = {"dut": name, **b}
     return result
 
 
