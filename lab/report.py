@@ -1519,9 +1519,8 @@ def markdown(run: dict, plots: dict[str, dict[str, str]] | None = None) -> str:
                 (
                     "Pinged beside: a baseline in its own topology pinged at the same"
                     " time, half an interval later, in rounds taking turns at"
-                    " being first (the"
-                    " baseline's own row: beside a"
-                    " second lab of its own, so that every row had the same number of"
+                    " being first (the baseline's own row: beside a second lab"
+                    " of its own, so that every row had the same number of"
                     " pings going; its ratio to itself is the noise of the moment):"
                     " the ratio of two series that saw the same moments of a shared"
                     " machine, which the summary's RTT ratios to that baseline use."

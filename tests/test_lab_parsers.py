@@ -670,7 +670,7 @@ def test_no_baseline_says_why_there_are_no_ratios():
 def test_pings_beside_take_turns_at_being_first(monkeypatch):
     """Pinged beside another DUT, the pings go in rounds and the two series
     take turns at being first (lab/workloads/ping.py: over a long run the
-    second echo finds caches the first warmed). Here whichever series is
+    second echo may find caches the first warmed). Here whichever series is
     second reads half the RTT of the first: taking turns, the two read the
     same, where one run read 2x."""
     orders = []

@@ -910,9 +910,6 @@ fn key_at(text: &str, at: usize) -> Option<String> {
     })
 }
 
-/// The line (1-based) of a `key = [` above byte `at` whose array is still
-/// open at `at` (brackets outside strings and comments counted), if the
-/// error at `at` is on a later line than that.
 /// An address or prefix written without quotes on the line of byte `at`
 /// (after its `=`), such as `pool6 = 2001:db8:64::/96`: the first such
 /// word, for the syntax error's hint.
@@ -925,11 +922,14 @@ fn unquoted_address(text: &str, at: usize) -> Option<String> {
         .split(|c: char| c.is_whitespace() || matches!(c, ',' | '[' | ']' | '{' | '}' | '='))
         .find(|w| {
             let addr = w.split('/').next().unwrap_or("");
-            !w.starts_with(['"', '\'']) && (addr.parse::<std::net::IpAddr>().is_ok())
+            !w.starts_with(['"', '\'']) && addr.parse::<std::net::IpAddr>().is_ok()
         })
         .map(str::to_string)
 }
 
+/// The line (1-based) of a `key = [` above byte `at` whose array is still
+/// open at `at` (brackets outside strings and comments counted), if the
+/// error at `at` is on a later line than that.
 fn open_array_above(text: &str, at: usize) -> Option<usize> {
     let mut depth = 0i32;
     let mut opened = None;
