@@ -910,21 +910,45 @@ fn key_at(text: &str, at: usize) -> Option<String> {
     })
 }
 
-/// An address or prefix written without quotes on the line of byte `at`
-/// (after its `=`), such as `pool6 = 2001:db8:64::/96`: the first such
-/// word, for the syntax error's hint.
+/// An address written without quotes on the line of byte `at` (after its
+/// `=`), such as `pool6 = 2001:db8:64::/96`: the first such word, whole
+/// (a prefix, `ADDRESS#PORT`, a socket address), for the syntax error's
+/// hint.
 fn unquoted_address(text: &str, at: usize) -> Option<String> {
     let begin = text[..at].rfind('\n').map_or(0, |i| i + 1);
     let line = text[begin..].lines().next().unwrap_or("");
-    let line = line.split('#').next().unwrap_or("");
     let (_, value) = line.split_once('=')?;
-    value
-        .split(|c: char| c.is_whitespace() || matches!(c, ',' | '[' | ']' | '{' | '}' | '='))
-        .find(|w| {
-            let addr = w.split('/').next().unwrap_or("");
-            !w.starts_with(['"', '\'']) && addr.parse::<std::net::IpAddr>().is_ok()
-        })
-        .map(str::to_string)
+    for word in value.split(|c: char| c.is_whitespace() || matches!(c, ',' | '{' | '}' | '=')) {
+        if word.starts_with('#') {
+            break; // a comment (`#` inside a word is a port)
+        }
+        // An array's brackets around it, not a `[v6]:port`'s.
+        let mut w = word;
+        loop {
+            if looks_like_address(w) {
+                return Some(w.to_string());
+            }
+            let inner = w.strip_prefix('[').unwrap_or(w);
+            let inner = inner.strip_suffix(']').unwrap_or(inner);
+            if inner.len() == w.len() {
+                break;
+            }
+            w = inner;
+        }
+    }
+    None
+}
+
+/// An IP address, a prefix, `ADDRESS#PORT` or a socket address.
+fn looks_like_address(w: &str) -> bool {
+    use std::net::{IpAddr, SocketAddr};
+    let ip = |a: &str| a.parse::<IpAddr>().is_ok();
+    ip(w)
+        || w.parse::<SocketAddr>().is_ok()
+        || w.split_once('/')
+            .is_some_and(|(a, l)| ip(a) && l.parse::<u8>().is_ok())
+        || w.split_once('#')
+            .is_some_and(|(a, p)| ip(a) && p.parse::<u16>().is_ok())
 }
 
 /// The line (1-based) of a `key = [` above byte `at` whose array is still
@@ -1026,7 +1050,7 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
                 // TOML reads `2001:db8::/96` as a broken time and
                 // `192.0.2.1` as a broken float: say what was meant.
                 reason.push_str(&format!(
-                    " (an address or prefix is a string: write \"{a}\" in quotes)"
+                    " (an address is a string: write \"{a}\" in quotes)"
                 ));
             }
             return Err(vec![Problem {
@@ -2303,13 +2327,35 @@ ipv6 = "2001:db8:6::40/122"
                 "eamt[0].ipv6",
                 "2001:db8::1",
             ),
+            // Whole: a transport address (it lost its port; found by a
+            // probe), a socket address.
+            (
+                "mode = \"nat64\"\n[[nat64.bib]]\nipv4 = 203.0.113.1#8080\n",
+                "nat64.bib[0].ipv4",
+                "203.0.113.1#8080",
+            ),
+            (
+                "mode = \"nat64\"\n[[nat64.bib]]\nipv6 = [2001:db8:6::80]:80\n",
+                "nat64.bib[0].ipv6",
+                "[2001:db8:6::80]:80",
+            ),
+            (
+                "[metrics]\nlisten = 127.0.0.1:9100\n",
+                "metrics.listen",
+                "127.0.0.1:9100",
+            ),
+            (
+                "denylist4 = [\"10.0.0.0/8\", 192.168.0.0/16]\n",
+                "denylist4",
+                "192.168.0.0/16",
+            ),
         ] {
             let ps = problems(text);
             assert_eq!(ps.len(), 1, "{text}: {ps:?}");
             assert_eq!(ps[0].key, key, "{text}: {ps:?}");
             assert!(
                 ps[0].reason.ends_with(&format!(
-                    "(an address or prefix is a string: write \"{word}\" in quotes)"
+                    "(an address is a string: write \"{word}\" in quotes)"
                 )),
                 "{text}: {ps:?}"
             );
