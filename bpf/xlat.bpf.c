@@ -36,8 +36,8 @@
  * failure and to a route cache miss is unlikely: clang then lays the
  * translated packet's path out as one straight run of code and moves the
  * rest after it, so a packet reaching an idle translator pulls fewer cold
- * cache lines of the program (docs/datapaths.md: 0.93x the program's time
- * per run at pings 10 ms apart). */
+ * cache lines of the program (docs/datapaths.md: with pass() out of line,
+ * 0.88x the program's time per run at pings 10 ms apart). */
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define IPPROTO_ICMPV6_ 58
@@ -279,7 +279,9 @@ static __always_inline int count(__u32 i)
 
 /* Not ours, or for the slow path: on up the stack. TC_ACT_UNSPEC, not
  * TC_ACT_OK: the filters after ours on the hook (another xlat's, an
- * operator's) still see the packet; at the end of the chain it passes. */
+ * operator's) still see the packet; at the end of the chain it passes.
+ * A function of its own (a BPF-to-BPF call), not inlined at each of its
+ * call sites: the translated packet's path stays shorter (see likely()). */
 static __attribute__((noinline)) int pass(__u32 reason)
 {
 	count(reason);

@@ -939,16 +939,16 @@ fn unquoted_address(text: &str, at: usize) -> Option<String> {
     None
 }
 
-/// An IP address, a prefix, `ADDRESS#PORT` or a socket address.
+/// An IP address, a prefix, or a transport or socket address
+/// (`ADDRESS#PORT`, `[IPV6]:PORT`, `IPV4:PORT`, read by the static BIB's
+/// parsers; `[metrics] listen`'s two forms are among them).
 fn looks_like_address(w: &str) -> bool {
-    use std::net::{IpAddr, SocketAddr};
-    let ip = |a: &str| a.parse::<IpAddr>().is_ok();
+    let ip = |a: &str| a.parse::<std::net::IpAddr>().is_ok();
     ip(w)
-        || w.parse::<SocketAddr>().is_ok()
         || w.split_once('/')
             .is_some_and(|(a, l)| ip(a) && l.parse::<u8>().is_ok())
-        || w.split_once('#')
-            .is_some_and(|(a, p)| ip(a) && p.parse::<u16>().is_ok())
+        || ta4_parse(w).is_some()
+        || ta6_parse(w).is_some()
 }
 
 /// The line (1-based) of a `key = [` above byte `at` whose array is still
