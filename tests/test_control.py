@@ -343,6 +343,32 @@ def test_sighup_with_another_mode_is_refused_whole(siit_fn):
 
 
 @pytest.mark.timeout(40)
+def test_sighup_with_another_mode_and_errors_names_the_mode_first(siit_fn):
+    """docs/configuration.md: a file with another mode is refused whole,
+    logged with key=mode. A NAT64 file that is also invalid for NAT64 (the
+    SIIT EAMT kept, no pool4) used to be logged with its other errors only."""
+    t, x = siit_fn
+    old = x.cli("show", "config").stdout
+    text = x.conf.read_text().replace('mode = "siit"', 'mode = "nat64"', 1)
+    assert text != x.conf.read_text(), text
+    x.write_config(text)
+    x.signal(signal.SIGHUP)
+    x.wait_log("reloading configuration")
+    deadline = time.monotonic() + 5
+    while x.stats().get("config_reload_failures", 0) < 1:
+        assert time.monotonic() < deadline, "reload failure not counted:\n" + x.log()
+        time.sleep(0.05)
+    log = x.log().split("reloading configuration", 1)[1]
+    rejected = [ln for ln in log.splitlines() if "reload rejected" in ln]
+    assert len(rejected) >= 2, log
+    assert "key=mode value=nat64" in rejected[0], log
+    assert "the running mode is siit" in rejected[0], log
+    assert x.alive()
+    assert x.cli("show", "config").stdout == old
+    assert ping(t.lab, t.h6, t.h4_v6, count=2).returncode == 0
+
+
+@pytest.mark.timeout(40)
 def test_sigusr1_and_sigusr2_are_logged_and_ignored(siit_fn):
     """SIGUSR1/SIGUSR2 (sent by log rotation to many daemons) used to end xlat at once,
     unlogged and without clean-up. They are logged and ignored; it keeps translating."""

@@ -79,6 +79,66 @@ def _second(lab, ns, workdir: Path, conf: str, name: str):
     )
 
 
+# A process that listens on a unix socket, forks a child that keeps the
+# listener open for HOLD seconds, and exits at once: a zombie (its parent
+# does not reap it) whose socket still accepts connections, as a daemon's is
+# for a few hundred milliseconds after `kill -9` while the kernel closes its
+# descriptors. Prints the child's PID.
+_DYING_LISTENER = """
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1]); s.listen(8)
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    time.sleep(float(sys.argv[2]))
+    os._exit(0)
+print(pid, flush=True)
+os._exit(0)
+"""
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("hold", [0.8, 30.0])
+def test_start_waits_for_the_listener_of_an_exiting_xlat(one_ns, hold):
+    """After `kill -9` the dead daemon's listener lingers a moment: a start
+    right then waits for it to close instead of failing on "another xlat";
+    one that stays open is refused after 3 s with the listener's PID."""
+    lab, ns, d = one_ns
+    x = Xlat(lab, ns, _conf(d, "a.sock"), d, name="a")
+    # Not reaped until the end: a zombie, as the killed daemon is.
+    dying = subprocess.Popen(
+        [PY, "-c", _DYING_LISTENER, x.sock, str(hold)], stdout=subprocess.PIPE
+    )
+    holder = int(dying.stdout.readline())
+    try:
+        t0 = time.monotonic()
+        if hold < 3:
+            x.start(timeout=10)
+            took = time.monotonic() - t0
+            assert took >= 0.5, (
+                f"started after {took:.2f} s, before the listener closed"
+            )
+            assert "level=error" not in x.log(), x.log()
+            assert "translated_6to4_packets" in x.cli("stats").stdout
+            x.stop()
+        else:
+            cp = _second(lab, ns, d, _conf(d, "a.sock"), "b")
+            took = time.monotonic() - t0
+            assert cp.returncode == 1, cp.stderr
+            assert (
+                f"the xlat that listened there (pid {dying.pid}) has exited, but its "
+                "listener is still open after 3 s" in cp.stderr
+            ), cp.stderr
+            assert 2.9 < took < 8, took
+            assert sorted(lab.links(ns)) == ["lo"]
+    finally:
+        if hold > 3:  # still sleeping; the short one has exited by itself
+            os.kill(holder, signal.SIGKILL)
+        dying.wait(timeout=5)
+        dying.stdout.close()
+
+
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize(
     "case",
@@ -119,7 +179,7 @@ def test_second_instance_fails_and_first_keeps_running(one_ns, case):
         assert "level=error" in cp.stderr, cp.stderr
         why = {
             "same_tun": "xlat0 exists and is in use",
-            "same_socket": "another xlat is listening",
+            "same_socket": f"another xlat (pid {first.proc.pid}) is listening there",
             "metrics_port_taken": "cannot listen for metrics",
         }[case]
         assert why in cp.stderr, cp.stderr
@@ -668,6 +728,16 @@ def test_cli_usage_and_exit_codes(tmp_path):
         assert cp.returncode == 2, (args, cp)
         assert cp.stderr.strip(), args
     assert re.fullmatch(r"xlat \S+\n", run([xlat, "--version"]).stdout)
+    # One request line of words: an argument with white space (or none) is
+    # refused before any daemon is asked (it was sent as other words).
+    for args in (
+        ["eamt", "add", " 10.5.0.0/24", "2001:db8:6::/120"],
+        ["eamt", "remove", "10.5.0.0/24 2001:db8::"],
+        ["eamt", "add", "", "2001:db8:6::/120"],
+    ):
+        cp = run([xlat, "-s", tmp_path / "none.sock", *args], check=False)
+        assert cp.returncode == 2, (args, cp)
+        assert f"error: argument {json.dumps(args[2])}: " in cp.stderr, (args, cp)
     good = tmp_path / "good.toml"
     good.write_text(f'pool6 = "{POOL6}"\n')
     for args in (["check", "-c", good], ["check", good], ["check", f"--config={good}"]):

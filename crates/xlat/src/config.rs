@@ -1527,6 +1527,28 @@ pub fn load(path: &str) -> Result<Settings, Vec<Problem>> {
     }
 }
 
+/// The mode a file asks for (`siit` when it names none), read even when the
+/// rest of the file is invalid; `None` when the file cannot be read or
+/// parsed, or names no known mode. A reload tells a change of mode first.
+pub fn mode_of(path: &str) -> Option<Mode> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CONFIG_BYTES).read_to_string(&mut text))
+        .ok()?;
+    let root: Table = text.parse().ok()?;
+    match root.get("mode") {
+        None => Some(Mode::Siit),
+        Some(Value::String(m)) => match m.as_str() {
+            "siit" => Some(Mode::Siit),
+            "clat" => Some(Mode::Clat),
+            "nat64" => Some(Mode::Nat64),
+            _ => None,
+        },
+        Some(_) => None,
+    }
+}
+
 /// The largest configuration file read (a 65,536-entry EAMT is about 5 MiB).
 pub const MAX_CONFIG_BYTES: u64 = 64 << 20;
 

@@ -35,10 +35,18 @@ pub fn bind(path: &str) -> std::io::Result<UnixListener> {
         ));
     }
     if p.exists() {
-        if UnixStream::connect(p).is_ok() {
+        if let Some(pid) = listener_stays(p, DYING_LISTENER_WAIT) {
+            let who = match pid {
+                Some(pid) if exiting(pid) => format!(
+                    "the xlat that listened there (pid {pid}) has exited, but its listener is still open after {} s (held by a process it started?)",
+                    DYING_LISTENER_WAIT.as_secs()
+                ),
+                Some(pid) => format!("another xlat (pid {pid}) is listening there"),
+                None => "another xlat is listening there".to_string(),
+            };
             return Err(std::io::Error::new(
                 std::io::ErrorKind::AddrInUse,
-                format!("{path}: another xlat is listening there"),
+                format!("{path}: {who}"),
             ));
         }
         std::fs::remove_file(p)?;
@@ -51,6 +59,113 @@ pub fn bind(path: &str) -> std::io::Result<UnixListener> {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))?;
     l.set_nonblocking(true)?;
     Ok(l)
+}
+
+/// How long a start waits for the listener of a daemon that is exiting to
+/// close. After `kill -9` the kernel closes a dead daemon's descriptors one
+/// by one, and closing each TUN queue waits for the network stack
+/// (hundreds of milliseconds in all): until then its listener still accepts
+/// connections, though the daemon is already a zombie.
+const DYING_LISTENER_WAIT: Duration = Duration::from_secs(3);
+
+/// Whether something still listens on `path` after waiting up to `wait`
+/// for a listener whose process is exiting: `Some(pid)` (the listener's
+/// process when the kernel names it) when one answers, `None` when none
+/// does (the socket is stale).
+fn listener_stays(path: &Path, wait: Duration) -> Option<Option<libc::pid_t>> {
+    let until = std::time::Instant::now() + wait;
+    let mut pid = None;
+    loop {
+        // Each connection waits in the listener's queue until it closes:
+        // a blocking connect would hang once the queue is full.
+        if let Some(s) = connect_nonblocking(path).ok()? {
+            pid = pid.or_else(|| peer_pid(&s));
+        }
+        match pid {
+            Some(p) if exiting(p) && std::time::Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            _ => return Some(pid),
+        }
+    }
+}
+
+/// Connects without waiting: `Ok(Some)` connected, `Ok(None)` something
+/// listens but its queue is full (EAGAIN), `Err` when nothing listens
+/// (ECONNREFUSED, ENOENT, ...).
+fn connect_nonblocking(path: &Path) -> std::io::Result<Option<UnixStream>> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(std::io::ErrorKind::InvalidInput.into());
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, &b) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = b as libc::c_char;
+    }
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // Owned from here: closed on every return.
+    let s = unsafe { UnixStream::from_raw_fd(fd) };
+    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    let rc = unsafe {
+        libc::connect(
+            fd,
+            (&addr as *const libc::sockaddr_un).cast(),
+            len as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        return Ok(Some(s));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EAGAIN) {
+        return Ok(None);
+    }
+    Err(e)
+}
+
+/// The process that listens on the other end of a connected unix stream
+/// (SO_PEERCRED: the one that called listen), if the kernel names it here.
+fn peer_pid(s: &UnixStream) -> Option<libc::pid_t> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && cred.pid > 0).then_some(cred.pid)
+}
+
+/// Whether process `pid` is gone or exiting (a zombie, or dead), by
+/// `/proc/PID/stat`: the state is the field after the command's `)`.
+fn exiting(pid: libc::pid_t) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    matches!(state, Some('Z' | 'X' | 'x'))
 }
 
 /// What is at `path` when it exists and is not a socket ("a regular

@@ -603,6 +603,10 @@ impl Daemon {
         let new = match config::load(&st.path) {
             Ok(s) => s,
             Err(ps) => {
+                // Another mode is refused whatever else is wrong: say so first.
+                if let Some(m) = config::mode_of(&st.path).filter(|m| *m != st.settings.mode) {
+                    error!("reload rejected, keeping the running configuration", "key" => "mode", "value" => m.name(), "reason" => format!("the running mode is {}: a change of mode needs a restart", st.settings.mode.name()));
+                }
                 for p in &ps {
                     // A TOML syntax error has a place, not a value.
                     if let Some(line) = p.value.strip_prefix("line ") {
@@ -1203,6 +1207,12 @@ impl SocketReaper {
     }
 
     fn spawn(path: &str) -> std::io::Result<SocketReaper> {
+        fn inode(path: &str) -> Option<(u64, u64)> {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::symlink_metadata(path).ok()?;
+            Some((m.dev(), m.ino()))
+        }
+        let own = inode(path);
         let mut fds = [0; 2];
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
             return Err(std::io::Error::last_os_error());
@@ -1240,10 +1250,14 @@ impl SocketReaper {
             // Told (n = 1): the listener is closed. The daemon died (EOF):
             // the kernel may close its listener after the pipe, so a
             // listener is taken for another xlat only if it stays a second.
+            // Only the daemon's own socket is removed: a new xlat may have
+            // replaced it meanwhile (it waits for a dying listener too).
             let tries = if n == 1 { 1 } else { 20 };
             for _ in 0..tries {
                 if std::os::unix::net::UnixStream::connect(path).is_err() {
-                    let _ = std::fs::remove_file(path);
+                    if inode(path) == own {
+                        let _ = std::fs::remove_file(path);
+                    }
                     break;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(50));
@@ -1389,7 +1403,7 @@ fn start_datapath(
         }
         Err(e) if kind == DatapathKind::Auto => {
             warn!("eBPF fast path unavailable, falling back to the TUN datapath", "kind" => "auto", "reason" => e);
-            info!("datapath", "kind" => "tun", "reason" => "eBPF unavailable (kind = \"auto\")");
+            info!("datapath", "kind" => "tun", "reason" => format!("eBPF unavailable (kind = \"auto\"): {e}"));
             Ok(None)
         }
         Err(e) => {

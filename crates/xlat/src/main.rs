@@ -415,6 +415,16 @@ fn real_main() -> i32 {
         eprintln!("error: {e}\n{USAGE}");
         return 2;
     }
+    // The request is one line of words: an argument with white space in it
+    // (or none at all) would be read as other words than the ones given.
+    // The file refuses white space inside an address's quotes too.
+    if let Some(bad) = pos
+        .iter()
+        .find(|p| p.is_empty() || p.contains(char::is_whitespace))
+    {
+        eprintln!("error: argument {bad:?}: an address, prefix or word has no white space and is not empty\n{USAGE}");
+        return 2;
+    }
     let r = match pos.as_slice() {
         ["run"] | ["check"] if a.config.is_none() => {
             eprintln!("error: {} needs -c FILE", pos[0]);

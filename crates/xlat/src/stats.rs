@@ -477,7 +477,7 @@ impl Snapshot {
         if let Some(t) = STARTED_UNIX.get() {
             let _ = writeln!(
                 o,
-                "# HELP xlat_start_time_seconds When the daemon started, in seconds since the Unix epoch.\n# TYPE xlat_start_time_seconds gauge\nxlat_start_time_seconds {t:.3}"
+                "# HELP xlat_start_time_seconds When the daemon became ready, in seconds since the Unix epoch.\n# TYPE xlat_start_time_seconds gauge\nxlat_start_time_seconds {t:.3}"
             );
         }
         let _ = writeln!(
