@@ -115,6 +115,9 @@ reasons! {
     UdpChecksumZero = "udp_checksum_zero",
     /// A fragment too short to translate (first fragment without a full L4 header).
     FragmentTooShort = "fragment_too_short",
+    /// A fragment with more to follow whose length is not a multiple of 8
+    /// (RFC 791, RFC 8200 §4.5; IPv6: answered with Parameter Problem).
+    FragmentMisaligned = "fragment_misaligned",
 
     // --- ICMP -----------------------------------------------------------------
     /// ICMPv4 type with no ICMPv6 counterpart (timestamp, info, router, redirect, ...) (RFC 7915 §4.2).

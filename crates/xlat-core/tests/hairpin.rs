@@ -214,7 +214,8 @@ fn rfc7757_4_2_2_intrinsic_hairpin_icmp_error() {
 
 /// An IPv6 packet from A to pool6(192.0.2.2): UDP, `payload` bytes of
 /// datagram after the 8-byte header; with `frag`, the first fragment of a
-/// bigger datagram (Fragment Header, M=1, the UDP length the whole one's).
+/// bigger datagram (Fragment Header, M=1, the UDP length the whole one's;
+/// `8 + payload` a multiple of 8, as RFC 8200 §4.5 wants of it).
 fn big_packet(payload: usize, frag: bool) -> Vec<u8> {
     let (s, d) = (a6("2001:db8:a::1"), a6("2001:db8:64::c000:202"));
     let whole = 8 + payload + if frag { 1000 } else { 0 };
@@ -276,8 +277,8 @@ fn rfc7757_4_2_2_intrinsic_hairpin_of_fragments_and_big_datagrams() {
     cfg.ipv6_mtu = Some(1500); // the TUN MTU
     let tun = Translator::new(cfg);
     for (t, p, frag) in [
-        (&plain, big_packet(1444, true), true),
-        (&tun, big_packet(1444, true), true),
+        (&plain, big_packet(1448, true), true),
+        (&tun, big_packet(1448, true), true),
         (&tun, big_packet(2952, false), false),
     ] {
         let (v, out) = run_big(t, &p);

@@ -76,10 +76,10 @@ fn rfc7915_4_df_over_ipv6_mtu_gets_frag_needed() {
 }
 
 /// RFC 7915 §4.2: a DF fragment becomes IPv6 with a Fragment Header, 28
-/// bytes more: a first fragment of 1480 bytes does not fit an IPv6 MTU of
-/// 1500, and the MTU it is told is 1472, one it fits (it was told 1480,
-/// its own size: a black hole for a sender that obeys it). One of 1472
-/// bytes passes.
+/// bytes more: a first fragment of 1484 bytes does not fit an IPv6 MTU of
+/// 1500, and the MTU it is told is 1472, one it fits (it was told 1480: a
+/// black hole for a sender that obeys it). One of 1468 bytes (the largest
+/// under 1472 that carries a multiple of 8, RFC 791) passes.
 #[test]
 fn rfc7915_4_2_df_fragment_told_the_mtu_with_the_fragment_header() {
     let t = translator(Some(1500));
@@ -94,7 +94,7 @@ fn rfc7915_4_2_df_fragment_told_the_mtu_with_the_fragment_header() {
         p[10..12].copy_from_slice(&c.to_be_bytes());
         p
     };
-    let pkt = first_fragment(1480);
+    let pkt = first_fragment(1484);
     let (v, buf, _) = run(&t, &pkt, PacketMeta::default());
     let Verdict::Reply { start, len, reason } = v else {
         panic!("expected Reply, got {v:?}")
@@ -109,7 +109,7 @@ fn rfc7915_4_2_df_fragment_told_the_mtu_with_the_fragment_header() {
         "next-hop MTU: 1500 - 40 - 8 + 20"
     );
     assert_eq!(checksum::checksum(ip.payload()), 0);
-    let (v, _, _) = run(&t, &first_fragment(1472), PacketMeta::default());
+    let (v, _, _) = run(&t, &first_fragment(1468), PacketMeta::default());
     assert!(matches!(v, Verdict::Forward { .. }), "{v:?}");
 }
 

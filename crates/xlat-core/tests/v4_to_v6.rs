@@ -595,14 +595,23 @@ mod v4_to_v6 {
     /// A first fragment (MF set, offset 0) too short for its transport
     /// header is `fragment_too_short`, as the IPv6 -> IPv4 side and the
     /// NAT64 count it (RFC 7915 §4.5; RFC 7112 in the other family): an
-    /// operator's per-reason counters do not depend on the mode.
+    /// operator's per-reason counters do not depend on the mode. One whose
+    /// length is not a multiple of 8 is `fragment_misaligned` first (RFC
+    /// 791: no datagram has such a fragment), on every side too.
     #[test]
     fn rfc7915_4_5_first_fragment_without_its_transport_header() {
-        for (pr, len) in [(17u8, 0usize), (17, 7), (6, 0), (6, 19)] {
+        for (pr, len, reason) in [
+            (17u8, 0usize, DropReason::FragmentTooShort),
+            (6, 0, DropReason::FragmentTooShort),
+            (6, 8, DropReason::FragmentTooShort),
+            (6, 16, DropReason::FragmentTooShort),
+            (17, 7, DropReason::FragmentMisaligned),
+            (6, 19, DropReason::FragmentMisaligned),
+        ] {
             let p = ip4(H1, H6, pr, 64, 7, 0x2000, 0, &vec![0u8; len]);
             assert_eq!(
                 run(&cfg(), &p).verdict,
-                Verdict::Drop(DropReason::FragmentTooShort),
+                Verdict::Drop(reason),
                 "protocol {pr}, {len} bytes"
             );
         }

@@ -1307,17 +1307,31 @@ fn nothing_through_warning<'a>(
 /// by a frame or two.
 pub const BURST_WARN: u64 = 2 * crate::pace::START_TRAIN as u64;
 
-/// The warning for a throughput search whose upper bound is a trial that
-/// lost frames while its sender sent trains (or caught up) of more than
-/// [`BURST_WARN`] frames: a DUT with a shallow buffer or token bucket
-/// drops such bursts at a rate it passes when the frames come evenly, so
-/// the result may be low by the tester's doing (found by a probe: 76,000
-/// frames/s against an 80,000/s limit with a 10-frame bucket, trains of
-/// 16 while the sender was 87 % busy).
+/// The valid trial of lowest rate that lost frames: the one that bounds a
+/// search's result from above, or, when the bound is an invalid trial
+/// below it, the failure that sent the search down there.
+pub(crate) fn lowest_failure<'a>(
+    trials: impl Iterator<Item = &'a TrialOut>,
+) -> Option<&'a TrialOut> {
+    trials
+        .filter(|t| t.valid() && !t.zero_loss())
+        .min_by_key(|t| t.rate)
+}
+
+/// The warning for a throughput search whose lowest failing trial (see
+/// [`lowest_failure`]) lost frames while its sender sent trains (or caught
+/// up) of more than [`BURST_WARN`] frames: a DUT with a shallow buffer or
+/// token bucket drops such bursts at a rate it passes when the frames come
+/// evenly, so the result may be low by the tester's doing (found by a
+/// probe: 76,000 frames/s against an 80,000/s limit with a 10-frame
+/// bucket, trains of 16 while the sender was 87 % busy; and a later probe:
+/// 39,000 frames/s failing after a stall of 19 ms in front of a 40,000/s
+/// limit with a 200-frame bucket, the bound then an invalid trial below
+/// it, unwarned).
 pub(crate) fn bursty_bound_warning(rep: usize, t: &TrialOut) -> Option<String> {
     (!t.zero_loss() && t.send_burst > BURST_WARN).then(|| {
         format!(
-            "repetition {rep}: the failing trial at {} frames/s that bounds the result sent up to {} frames ahead of an even schedule at that rate (trains while the sender was busy, or frames made up after a stall; send_burst): a DUT whose buffer or token bucket at that rate is shallower may have dropped them, so the result may be low by the tester's doing (see 'Pacing' in docs/xlat-perf.md)",
+            "repetition {rep}: the lowest failing trial, at {} frames/s, sent up to {} frames ahead of an even schedule at that rate (trains while the sender was busy, or frames made up after a stall; send_burst): a DUT whose buffer or token bucket at that rate is shallower may have dropped them, so the result may be low by the tester's doing (see 'Pacing' in docs/xlat-perf.md)",
             t.rate, t.send_burst
         )
     })
@@ -1465,10 +1479,10 @@ pub fn run(p: &Params) -> Result<String, String> {
                 if invalid < trials.len() {
                     warnings.extend(res.invalid_bound(&format!("repetition {rep}")));
                 }
-                let bound = trials
-                    .iter()
-                    .find(|(t, retried)| !retried && t.valid() && t.rate == res.upper);
-                if let Some((t, _)) = bound {
+                // The lowest valid failure above the result: the bound, or
+                // the failure that sent the search below an invalid bound.
+                let bound = lowest_failure(trials.iter().filter(|(_, r)| !r).map(|(t, _)| t));
+                if let Some(t) = bound {
                     warnings.extend(bursty_bound_warning(rep, t));
                 }
                 reps.push(J::obj(vec![
@@ -2046,6 +2060,27 @@ mod tests {
         );
         assert!(bursty_bound_warning(1, &t(980, BURST_WARN)).is_none());
         assert!(bursty_bound_warning(1, &t(1000, 16)).is_none());
+        // The bound an invalid trial (sender behind) below a bursty
+        // failure: that failure is the one warned of; a passing trial and
+        // a failure above it are not.
+        let at = |rate, received, send_burst, invalid| TrialOut {
+            rate,
+            behind: invalid,
+            ..t(received, send_burst)
+        };
+        let trials = [
+            at(80000, 900, 30, false),
+            at(39000, 990, 750, false),
+            at(37171, 1000, 1, true),
+            at(35343, 1000, 1, false),
+        ];
+        let low = lowest_failure(trials.iter()).unwrap();
+        assert_eq!(low.rate, 39000);
+        let w = bursty_bound_warning(1, low).unwrap();
+        assert!(
+            w.contains("at 39000 frames/s") && w.contains("up to 750 frames"),
+            "{w}"
+        );
         let j = trial_json(&t(980, 16), vec![]).render();
         assert!(j.contains("\"send_burst\": 16"), "{j}");
     }

@@ -654,20 +654,16 @@ impl Nat64Translator {
                 // RFC 6146 §3.8 hairpinning of fragments: not supported.
                 return Err(DropReason::Nat64Fragment);
             }
+            // RFC 8200 §4.5 / RFC 791, decided from the fragment alone: one
+            // held until its first fragment came got no Parameter Problem
+            // (found by a probe); a first fragment of a misaligned length
+            // made a session and a fragment mapping before it was dropped.
+            if let Some(r) =
+                v6_to_v4::fragment_past_limits(&self.cfg, buf, start, pkt_len, &f, (&src6, &dst6))
+            {
+                return r;
+            }
             if f.offset != 0 {
-                // RFC 8200 §4.5 / RFC 791, decided from the fragment alone:
-                // one held until its first fragment came got no Parameter
-                // Problem (found by a probe).
-                if let Some(r) = v6_to_v4::fragment_past_limits(
-                    &self.cfg,
-                    buf,
-                    start,
-                    pkt_len,
-                    &f,
-                    (&src6, &dst6),
-                ) {
-                    return r;
-                }
                 // RFC 6146 §3.4: a non-first fragment has no ports; it
                 // takes the addresses its first fragment was given, or
                 // waits for it.
@@ -1056,6 +1052,11 @@ impl Nat64Translator {
                 // ICMPv6 checksum needs the whole message).
                 proto::ICMP => return Err(DropReason::FragmentedIcmp),
                 _ => return Err(DropReason::Nat64UnsupportedProto),
+            }
+            // RFC 791: every fragment but the last carries a multiple of 8
+            // bytes; a held one would leave a hole in its datagram.
+            if !fpiece.last && fpiece.len % 8 != 0 {
+                return Err(DropReason::FragmentMisaligned);
             }
             if !first {
                 // A fragment ending past the 65,515 bytes an IPv4 datagram

@@ -729,18 +729,31 @@ fn rfc6146_3_fragments_and_unknown_protocols() {
     let t = xlat(state_with(|_| {}));
     // RFC 6146 §3.4: a first fragment without BIB entry is handled like a
     // whole UDP packet (§3.5.1: port unreachable).
-    let mut f = udp4(a4(SERVER4), 53, Ta4::new(a4("203.0.113.1"), 2000));
-    f[6] = 0x20; // MF
-    f[10] = 0;
-    f[11] = 0;
-    let c = checksum::checksum(&f[..20]);
-    put16(&mut f, 10, c);
+    // (A fragment with MF carries a multiple of 8 bytes, RFC 791.)
+    let (src, dst) = (a4(SERVER4), a4("203.0.113.1"));
+    let first = |payload: &[u8]| {
+        let l4 = l4_v4(proto::UDP, src, dst, udp_raw(53, 2000, payload));
+        let mut f = ip4(src, dst, proto::UDP, &l4);
+        f[6] = 0x20; // MF
+        f[10] = 0;
+        f[11] = 0;
+        let c = checksum::checksum(&f[..20]);
+        put16(&mut f, 10, c);
+        f
+    };
+    let f = first(b"world!!!");
     assert!(matches!(
         run(&t, &f, 0).v,
         Verdict::Reply {
             reason: DropReason::Nat64NoBib,
             ..
         }
+    ));
+    // 13 bytes with MF: no datagram has such a fragment; dropped before
+    // anything is looked up or held.
+    assert!(matches!(
+        run(&t, &first(b"world"), 0).v,
+        Verdict::Drop(DropReason::FragmentMisaligned)
     ));
     // RFC 6146 §3.5: a protocol other than TCP, UDP or ICMPv6 from IPv6
     // is answered with ICMPv6 Destination Unreachable, Port Unreachable
@@ -2084,6 +2097,45 @@ fn icmp_errors_about_untranslatable_protocols_count_as_in_siit() {
         0,
     );
     assert_eq!(o.v, Verdict::Drop(DropReason::IcmpInnerMalformed));
+}
+
+/// RFC 8200 §4.5 / RFC 791: a NAT64 fragment with more to follow whose
+/// length is not a multiple of 8 is refused before it is held or makes
+/// state: IPv6 with Parameter Problem at its Payload Length (a later
+/// fragment, and a first one, which made a session first), IPv4 dropped.
+#[test]
+fn rfc8200_4_5_misaligned_fragments_make_no_state() {
+    let t = xlat(state_with(|_| {}));
+    let (s, d) = (a6(CLIENT), server6());
+    for offset in [0u16, 64] {
+        let mut payload = vec![0x11; 21];
+        if offset == 0 {
+            // A UDP header, so that only the length is wrong.
+            payload[..8].copy_from_slice(&[0x10, 0x00, 0x00, 0x35, 0x01, 0x00, 0, 0]);
+        }
+        let p = frag6(s, d, 0x7101, offset, true, proto::UDP, &payload);
+        let o = run(&t, &p, 0);
+        let e = replied(&o, DropReason::FragmentMisaligned);
+        assert_eq!((v6dst(e), e[40], e[41]), (s, icmp6::PARAM_PROBLEM, 0));
+        assert_eq!(&e[44..48], &4u32.to_be_bytes(), "pointer: Payload Length");
+    }
+    assert!(
+        t.state().sessions(&Default::default()).is_empty(),
+        "no session"
+    );
+    let p = frag4(
+        a4(SERVER4),
+        a4("203.0.113.1"),
+        0x7102,
+        64,
+        true,
+        proto::UDP,
+        &[0x11; 21],
+    );
+    assert_eq!(
+        run(&t, &p, 0).v,
+        Verdict::Drop(DropReason::FragmentMisaligned)
+    );
 }
 
 /// RFC 8200 §4.5 / RFC 791 for a NAT64 fragment that comes before its first

@@ -587,6 +587,12 @@ fn translate_simple(
     if f.offset() + plen > usize::from(u16::MAX) - ipv4::MIN_HEADER_LEN {
         return Err(DropReason::Ipv6PacketTooBig);
     }
+    // RFC 791: every fragment but the last carries a multiple of 8 bytes;
+    // translated, it would be an IPv6 fragment every receiver discards
+    // (RFC 8200 §4.5). IPv4 has no error for it: dropped silently.
+    if f.more() && plen % 8 != 0 {
+        return Err(DropReason::FragmentMisaligned);
+    }
     // RFC 7915 §4 / RFC 8021: a DF packet gets no Fragment Header (no
     // atomic fragments); a non-DF packet that does not fit the IPv6 side
     // (lowest-ipv6-mtu) is fragmented by the translator.

@@ -384,7 +384,10 @@ fn translate_impl(
 /// sent on; found by a probe). One whose datagram is over 65,535 bytes is
 /// invalid in IPv6 already (RFC 8200 §4.5): answered with Parameter
 /// Problem code 0 pointing at its Fragment Offset field, later fragments
-/// included, whether or not its first fragment was seen. None: within both.
+/// included, whether or not its first fragment was seen. So is one with
+/// the M flag whose length is not a multiple of 8 (RFC 8200 §4.5: pointing
+/// at its Payload Length; it was translated into an IPv4 fragment that
+/// leaves a hole in its datagram). None: a fragment within the limits.
 pub(crate) fn fragment_past_limits(
     cfg: &Config,
     buf: &mut [u8],
@@ -395,9 +398,16 @@ pub(crate) fn fragment_past_limits(
 ) -> Option<Result<Verdict, DropReason>> {
     let max4 = usize::from(u16::MAX) - ipv4::MIN_HEADER_LEN;
     let unfragmentable = f.header_offset - ipv6::HEADER_LEN;
-    let end = usize::from(f.offset) + pkt_len.saturating_sub(f.header_offset + 8);
-    if unfragmentable + end > usize::from(u16::MAX) {
-        let ptr = (f.header_offset + 2) as u32;
+    let data = pkt_len.saturating_sub(f.header_offset + 8);
+    let end = usize::from(f.offset) + data;
+    let problem = if f.more && data % 8 != 0 {
+        Some((4, DropReason::FragmentMisaligned))
+    } else if unfragmentable + end > usize::from(u16::MAX) {
+        Some(((f.header_offset + 2) as u32, DropReason::Ipv6PacketTooBig))
+    } else {
+        None
+    };
+    if let Some((ptr, reason)) = problem {
         let may = !src6.is_unspecified() && !src6.is_multicast();
         return Some(Ok(reply(
             cfg,
@@ -408,7 +418,7 @@ pub(crate) fn fragment_past_limits(
             (icmp6::PARAM_PROBLEM, icmp6::ERRONEOUS_HEADER, ptr),
             src6,
             dst6,
-            DropReason::Ipv6PacketTooBig,
+            reason,
         )));
     }
     (end > max4).then_some(Err(DropReason::Ipv6PacketTooBig))

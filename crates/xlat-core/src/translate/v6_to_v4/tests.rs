@@ -626,6 +626,48 @@ fn rfc8200_4_5_fragments_past_the_datagram_limits() {
     assert_eq!(&r[48..], &p[..]);
 }
 
+/// RFC 8200 §4.5: a fragment with M = 1 whose length is not a multiple of
+/// 8 is discarded and answered with Parameter Problem code 0 pointing at
+/// its Payload Length (it was translated into an IPv4 fragment that leaves
+/// a hole in its datagram; found by a probe). The last fragment may have
+/// any length.
+#[test]
+fn rfc8200_4_5_misaligned_fragment_with_more_to_follow() {
+    let frag = |offset: u16, more: bool, n: usize| {
+        ip6(
+            h6(),
+            h4_as6(),
+            0,
+            64,
+            proto::IPV6_FRAG,
+            &frag_hdr(proto::UDP, offset, more, 0x7002),
+            &vec![0x11; n],
+        )
+    };
+    for offset in [0u16, 24] {
+        let p = frag(offset, true, 21);
+        let (v, buf) = run(&p);
+        let Verdict::Reply { start, len, reason } = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(reason, DropReason::FragmentMisaligned);
+        let r = &buf[start..start + len];
+        assert_eq!(
+            (r[40], r[41]),
+            (icmp6::PARAM_PROBLEM, icmp6::ERRONEOUS_HEADER)
+        );
+        assert_eq!(be32(r, 44), 4, "pointer: the Payload Length field");
+        assert_eq!(&r[48..], &p[..]);
+    }
+    // 24 bytes with M = 1, and 21 as the last fragment: translated.
+    let (v, buf) = run(&frag(24, true, 24));
+    let out = fwd(v, &buf);
+    assert_eq!(out.len(), 20 + 24);
+    let (v, buf) = run(&frag(24, false, 21));
+    let out = fwd(v, &buf);
+    assert_eq!(out.len(), 20 + 21);
+}
+
 /// RFC 7915 §5.1.1: an atomic fragment (offset 0, M = 0) still has a
 /// Fragment Header: Identification = its low 16 bits, DF = 0 even above
 /// 1260 bytes (the sender asked for fragmentation), MF = 0, offset 0. Its
