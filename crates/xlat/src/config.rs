@@ -50,6 +50,12 @@ impl Mode {
             Mode::Nat64 => "nat64",
         }
     }
+    /// The mode of a `mode = "..."` value.
+    pub fn from_name(name: &str) -> Option<Mode> {
+        [Mode::Siit, Mode::Clat, Mode::Nat64]
+            .into_iter()
+            .find(|m| m.name() == name)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -1067,14 +1073,15 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
     ctx.unknown_keys(&root, "", TOP_KEYS);
 
     match ctx.string(&root, "", "mode").as_deref() {
-        None | Some("siit") => s.mode = Mode::Siit,
-        Some("clat") => s.mode = Mode::Clat,
-        Some("nat64") => s.mode = Mode::Nat64,
-        Some(m) => ctx.err(
-            "mode",
-            m,
-            "unknown mode (expected \"siit\", \"clat\" or \"nat64\")",
-        ),
+        None => s.mode = Mode::Siit,
+        Some(m) => match Mode::from_name(m) {
+            Some(mode) => s.mode = mode,
+            None => ctx.err(
+                "mode",
+                m,
+                "unknown mode (expected \"siit\", \"clat\" or \"nat64\")",
+            ),
+        },
     }
 
     if let Some(p) = ctx.string(&root, "", "pool6") {
@@ -1539,12 +1546,7 @@ pub fn mode_of(path: &str) -> Option<Mode> {
     let root: Table = text.parse().ok()?;
     match root.get("mode") {
         None => Some(Mode::Siit),
-        Some(Value::String(m)) => match m.as_str() {
-            "siit" => Some(Mode::Siit),
-            "clat" => Some(Mode::Clat),
-            "nat64" => Some(Mode::Nat64),
-            _ => None,
-        },
+        Some(Value::String(m)) => Mode::from_name(m),
         Some(_) => None,
     }
 }
