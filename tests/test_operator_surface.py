@@ -83,7 +83,8 @@ def _second(lab, ns, workdir: Path, conf: str, name: str):
 # listener open for HOLD seconds, and exits at once: a zombie (its parent
 # does not reap it) whose socket still accepts connections, as a daemon's is
 # for a few hundred milliseconds after `kill -9` while the kernel closes its
-# descriptors. Prints the child's PID.
+# descriptors. With UNLINK the child removes the socket before it closes it,
+# as the dead daemon's SocketReaper may. Prints the child's PID.
 _DYING_LISTENER = """
 import os, socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -92,6 +93,8 @@ pid = os.fork()
 if pid == 0:
     os.setsid()
     time.sleep(float(sys.argv[2]))
+    if sys.argv[3] == "unlink":
+        os.unlink(sys.argv[1])
     os._exit(0)
 print(pid, flush=True)
 os._exit(0)
@@ -99,16 +102,20 @@ os._exit(0)
 
 
 @pytest.mark.timeout(40)
-@pytest.mark.parametrize("hold", [0.8, 30.0])
-def test_start_waits_for_the_listener_of_an_exiting_xlat(one_ns, hold):
+@pytest.mark.parametrize(
+    "hold, end", [(0.8, "close"), (0.8, "unlink"), (30.0, "close")]
+)
+def test_start_waits_for_the_listener_of_an_exiting_xlat(one_ns, hold, end):
     """After `kill -9` the dead daemon's listener lingers a moment: a start
-    right then waits for it to close instead of failing on "another xlat";
-    one that stays open is refused after 3 s with the listener's PID."""
+    right then waits for it to close instead of failing on "another xlat",
+    also when the dead daemon's helper removes the socket meanwhile (the
+    start failed on "No such file or directory"); one that stays open is
+    refused after 3 s with the listener's PID."""
     lab, ns, d = one_ns
     x = Xlat(lab, ns, _conf(d, "a.sock"), d, name="a")
     # Not reaped until the end: a zombie, as the killed daemon is.
     dying = subprocess.Popen(
-        [PY, "-c", _DYING_LISTENER, x.sock, str(hold)], stdout=subprocess.PIPE
+        [PY, "-c", _DYING_LISTENER, x.sock, str(hold), end], stdout=subprocess.PIPE
     )
     holder = int(dying.stdout.readline())
     try:

@@ -49,7 +49,11 @@ pub fn bind(path: &str) -> std::io::Result<UnixListener> {
                 format!("{path}: {who}"),
             ));
         }
-        std::fs::remove_file(p)?;
+        // The dead daemon's helper (`SocketReaper`) may have removed it.
+        match std::fs::remove_file(p) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            r => r?,
+        }
     }
     // Create with a restrictive umask so that no other user can ever connect.
     let old = unsafe { libc::umask(0o177) };
@@ -156,16 +160,31 @@ fn peer_pid(s: &UnixStream) -> Option<libc::pid_t> {
     (rc == 0 && cred.pid > 0).then_some(cred.pid)
 }
 
-/// Whether process `pid` is gone or exiting (a zombie, or dead), by
-/// `/proc/PID/stat`: the state is the field after the command's `)`.
+/// Whether process `pid` is gone or exiting, by `/proc/PID/stat`.
 fn exiting(pid: libc::pid_t) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat_says_exiting(&stat),
+        Err(_) => true,
+    }
+}
+
+/// The kernel's task flag of a task in `do_exit` (`PF_EXITING`).
+const PF_EXITING: u64 = 0x4;
+
+/// Whether a `/proc/PID/stat` line is that of a process that is exiting:
+/// a zombie or dead (state Z, X), or still closing its descriptors in
+/// `do_exit` (PF_EXITING in the flags, the 9th field; its state is then
+/// often D, found by a probe). The fields are counted after the command's
+/// `)`, which may itself hold spaces and parentheses.
+fn stat_says_exiting(stat: &str) -> bool {
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
     };
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    matches!(state, Some('Z' | 'X' | 'x'))
+    let mut f = rest.split_whitespace();
+    let state = f.next();
+    // ppid, pgrp, session, tty_nr, tpgid, then flags.
+    let flags = f.nth(5).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    matches!(state, Some("Z" | "X" | "x")) || flags & PF_EXITING != 0
 }
 
 /// What is at `path` when it exists and is not a socket ("a regular
@@ -502,6 +521,32 @@ pub fn request(path: &str, req: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A killed daemon is exiting while it is still in `do_exit` closing
+    /// its descriptors (PF_EXITING, state often D: a start right after
+    /// `kill -9` took it for a live xlat, found by a probe), and as a
+    /// zombie; a running process is not.
+    #[test]
+    fn exiting_by_proc_stat() {
+        // Flags 0x40050c (PF_EXITING set), 0x400100 and 0x400000 (not).
+        assert!(stat_says_exiting(
+            "4242 (xlat) D 1 4242 4242 0 -1 4195596 120 0 0 0"
+        ));
+        assert!(!stat_says_exiting(
+            "4242 (xlat) S 1 4242 4242 0 -1 4194560 120 0 0 0"
+        ));
+        assert!(!stat_says_exiting(
+            "4242 (xlat) R 1 4242 4242 0 -1 4194304 120 0 0 0"
+        ));
+        // A command with spaces and parentheses; a zombie.
+        assert!(stat_says_exiting(
+            "4242 (x) S (y)) Z 1 4242 4242 0 -1 4194304 0"
+        ));
+        assert!(!stat_says_exiting(
+            "4242 (x) S (y)) S 1 4242 4242 0 -1 4194304 0"
+        ));
+        assert!(!exiting(std::process::id() as libc::pid_t));
+    }
 
     /// A request whose handler takes longer than ANSWER_LIMIT (it waited
     /// for the state lock behind other changes to a large EAMT) was carried
