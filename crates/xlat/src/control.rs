@@ -69,7 +69,7 @@ pub fn bind(path: &str) -> std::io::Result<UnixListener> {
 /// close. After `kill -9` the kernel closes a dead daemon's descriptors one
 /// by one, and closing each TUN queue waits for the network stack
 /// (hundreds of milliseconds in all): until then its listener still accepts
-/// connections, though the daemon is already a zombie.
+/// connections, though the daemon is exiting (in `do_exit`, or a zombie).
 const DYING_LISTENER_WAIT: Duration = Duration::from_secs(3);
 
 /// Whether something still listens on `path` after waiting up to `wait`

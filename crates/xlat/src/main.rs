@@ -422,7 +422,11 @@ fn real_main() -> i32 {
         .iter()
         .find(|p| p.is_empty() || p.contains(char::is_whitespace))
     {
-        eprintln!("error: argument {bad:?}: an address, prefix or word has no white space and is not empty\n{USAGE}");
+        if bad.is_empty() {
+            eprintln!("error: an argument is empty\n{USAGE}");
+        } else {
+            eprintln!("error: argument {bad:?} has white space in it (an address or prefix has none)\n{USAGE}");
+        }
         return 2;
     }
     let r = match pos.as_slice() {
