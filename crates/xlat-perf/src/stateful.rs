@@ -1514,6 +1514,22 @@ pub fn capacity_search<E>(
     }))
 }
 
+/// The bursty-sender warning of the stateless throughput search
+/// ([`crate::measure::bursty_bound_warning`]) for `state-throughput`: its
+/// lowest valid trial whose phase 2 lost frames, when the sender's
+/// departures there were burstier than `BURST_WARN` (a probe: 9,765
+/// frames/s found against a 10,000/s limit with a 5-frame bucket, the
+/// failing trial's sender 4 ms behind at one moment, unwarned).
+fn bursty_phase2_warning(rep: usize, log: &[Trial]) -> Option<String> {
+    let outs: Vec<engine::TrialOut> = log
+        .iter()
+        .filter(|t| !t.retried && t.valid())
+        .flat_map(|t| t.phase2.iter().map(|(_, d)| d.as_trial(t.phase2_rate)))
+        .collect();
+    let low = crate::measure::lowest_failure(outs.iter())?;
+    crate::measure::bursty_bound_warning(rep, low)
+}
+
 fn trial_json(t: &Trial) -> J {
     let d = |o: &DirOut| {
         J::obj(vec![
@@ -1529,6 +1545,7 @@ fn trial_json(t: &Trial) -> J {
             ("rx_ring_drops", J::u(o.rx_drops)),
             ("valid", J::Bool(o.valid())),
             ("max_lag_us", J::u(o.max_lag_us)),
+            ("send_burst", J::u(o.send_burst)),
             ("elapsed", J::f(o.elapsed)),
         ])
     };
@@ -1783,6 +1800,7 @@ pub fn run(p: &SParams) -> Result<String, String> {
                     },
                 )?;
                 warnings.extend(search_warnings(p, rep, &s, p.connections));
+                warnings.extend(bursty_phase2_warning(rep, &log));
                 let lo = s.lo;
                 // Bidirectional: each direction at the rate (RFC 8219
                 // section 7.1 reports it per direction; the sum is given too).
@@ -2482,6 +2500,39 @@ mod tests {
             phase2_rate: 0,
             retried: false,
         }
+    }
+
+    /// state-throughput warns of a bursty sender in its lowest failing
+    /// valid trial, as the stateless search does; not of a passing or an
+    /// invalid one, nor of even departures. The JSON gives send_burst.
+    #[test]
+    fn rfc9693_state_throughput_bursty_failure_is_warned_of() {
+        let p2 = |received, send_burst, behind| DirOut {
+            received,
+            send_burst,
+            behind,
+            ..phase(0, 1.0)
+        };
+        let at = |rate, d: DirOut| Trial {
+            phase2: vec![("forward", d)],
+            phase2_rate: rate,
+            ..trial(phase(0, 1.0), None)
+        };
+        let log = [
+            at(20000, p2(500, 40, false)),
+            at(9843, p2(968, 35, false)),
+            at(9500, p2(1000, 1, true)),
+            at(9765, p2(1000, 1, false)),
+        ];
+        let w = bursty_phase2_warning(1, &log).unwrap();
+        assert!(
+            w.contains("at 9843 frames/s") && w.contains("up to 35 frames"),
+            "{w}"
+        );
+        // Even departures in the failing trial: nothing to warn of.
+        let even = [at(9843, p2(968, 2, false)), at(9765, p2(1000, 1, false))];
+        assert!(bursty_phase2_warning(1, &even).is_none());
+        assert!(trial_json(&log[1]).render().contains("\"send_burst\": 35"));
     }
 
     // The CSV gives each trial's largest lag (a phase that fell more than
