@@ -44,7 +44,7 @@ def compare(a: Path, b: Path) -> str:
             # the range) go with the figures and their ratio.
             ka, kb = _mark(ra, d, label), _mark(rb, d, label)
             marks |= {ka.strip(), kb.strip()} - {""}
-            mk = ratio_marks(ka, kb)
+            mk = ratio_marks(kb, ka)  # the ratio is B / A
             ratio = f"{vb / va:.2f}{mk}" if va and vb is not None else "–"
             out.append(
                 _row(

@@ -470,7 +470,12 @@ def summary_table(run: dict, part: dict) -> str:
                     if (pv := beside_value(run, d, b, lab)) is not None:
                         bv = pv
                         paired.add(b)
-                    mk = ratio_marks(_mark(run, d, lab), _mark(run, b, lab))
+                    # (A baseline's own row is 1 exactly.)
+                    mk = (
+                        ""
+                        if d == b
+                        else ratio_marks(_mark(run, d, lab), _mark(run, b, lab))
+                    )
                     rs.append(f"{v / bv:.2f}{mk}" if v is not None and bv else "–")
                 cells.append(" / ".join(rs))
             out.append(_row(d, *cells))
@@ -523,17 +528,26 @@ def marks_note(marks: set[str]) -> str:
         ),
         "≥": (
             "≥ every trial passed: the figure is the top of the range tried, the "
-            "DUT may do more."
+            "DUT may do more (a ratio with ≥ is at least that; with ≤, over such "
+            "a figure, at most that; with ≶, of two such figures, either)."
         ),
     }
     return " ".join(notes[m] for m in ("†", "‡", "≥") if m in marks)
 
 
-def ratio_marks(a: str, b: str) -> str:
-    """The marks of a ratio: both figures' (:func:`_mark`, one symbol each at
-    most), once each. Either one alone dropped the other's: a † under a ≥
-    (found by a probe)."""
-    return a + (b if b != a else "")
+def ratio_marks(num: str, den: str) -> str:
+    """The marks of the ratio ``num / den`` of two figures with the marks
+    ``num`` and ``den`` (:func:`_mark`, one symbol each at most): † and ‡ of
+    either figure; and for a lower bound (≥), the bound of the ratio, which
+    points the other way when the divisor is the lower bound (≤: the ratio
+    is at most that) and nowhere when both are (≶). Either figure's mark
+    alone dropped the other's (a † under a ≥), and a ratio over a lower
+    bound read ≥ (found by probes)."""
+    n, d = num.strip(), den.strip()
+    bound = {(True, False): " ≥", (False, True): " ≤", (True, True): " ≶"}.get(
+        (n == "≥", d == "≥"), ""
+    )
+    return bound + "".join(f" {m}" for m in ("†", "‡") if m in (n, d))
 
 
 def _mark(run: dict, dut: str, label: str) -> str:

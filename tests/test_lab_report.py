@@ -292,10 +292,14 @@ def test_compare_ratio_keeps_the_marks_of_both_runs(tmp_path):
     b = _run_dir(tmp_path / "b", "smoke", {"throughput/min": bounded})
     out = compare(a, b)
     row = next(x for x in out.splitlines() if x.startswith("| xlat | throughput"))
-    assert row.endswith("| 1.50 ≥ † |"), out
+    # B / A over A's lower bound: at most 1.50 (it read "1.50 ≥").
+    assert row.endswith("| 1.50 ≤ † |"), out
+    out = compare(b, a)
+    row = next(x for x in out.splitlines() if x.startswith("| xlat | throughput"))
+    assert row.endswith("| 0.67 ≥ † |"), out
     same = compare(a, a)
     row = next(x for x in same.splitlines() if x.startswith("| xlat | throughput"))
-    assert row.endswith("| 1.00 ≥ |"), same
+    assert row.endswith("| 1.00 ≶ |"), same
 
 
 def test_broken_result_files_are_named_not_tracebacks(tmp_path, capsys):
@@ -499,3 +503,29 @@ def test_a_ratio_keeps_the_marks_of_both_figures():
     t = report.summary_table(run, {"duts": ["kernel-v6", "xlat"]})
     ratios = t.split("Ratios to")[1]
     assert "| xlat | 0.50 ≥ † |" in ratios, t
+    # The baseline's own ratio is 1 exactly: no marks.
+    assert "| kernel-v6 | 1.00 |" in ratios, t
+
+
+def test_a_ratio_over_a_lower_bound_is_at_most_that():
+    """The baseline at the top of its range (≥, a lower bound): the DUT's
+    ratio to it is at most the figure shown. It read "0.26 ≥" (found by a
+    probe); both lower bounds bound the ratio neither way."""
+    top = {"fps": 400_000, "invalid_trials": 0, "trials": 3, "all_passed": True}
+    run = {
+        "duts": {"kernel-v6": {"role": "baseline"}, "xlat": {}, "xlat-ebpf": {}},
+        "trials": {
+            "kernel-v6": {"throughput/min": _ok(top)},
+            "xlat": {
+                "throughput/min": _ok(
+                    {"fps": 100_000, "invalid_trials": 0, "trials": 4}
+                )
+            },
+            "xlat-ebpf": {"throughput/min": _ok({**top, "fps": 380_000})},
+        },
+    }
+    t = report.summary_table(run, {"duts": ["kernel-v6", "xlat", "xlat-ebpf"]})
+    ratios = t.split("Ratios to")[1]
+    assert "| xlat | 0.25 ≤ |" in ratios, t
+    assert "| xlat-ebpf | 0.95 ≶ |" in ratios, t
+    assert "with ≤, over such a figure, at most that" in t, t
