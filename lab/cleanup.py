@@ -107,6 +107,22 @@ def claim(prefix: str):
         f.unlink(missing_ok=True)
 
 
+def other_runs() -> list[int]:
+    """The PIDs of the other live lab runs that have a topology up now (their
+    owner files, :func:`claim`): measuring at the same time as this one, on
+    the same CPUs."""
+    me = os.getpid()
+    pids = set()
+    for f in OWNERS.glob("*.owner"):
+        try:
+            pid = mark_alive(f.read_text())
+        except OSError:
+            continue
+        if pid is not None and pid != me:
+            pids.add(pid)
+    return sorted(pids)
+
+
 TMP_MARK = ".lab-owner"
 
 

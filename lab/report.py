@@ -136,6 +136,38 @@ def tester_warnings(run: dict) -> list[tuple[str, list[str]]]:
     return list(seen.items())
 
 
+def _concurrent_lines(run: dict) -> list[str]:
+    """The trials measured while another lab run had a topology up (the
+    runner records its PIDs in each such trial)."""
+    hit = [
+        f"{d} {k}"
+        for d, ts in run["trials"].items()
+        for k, r in ts.items()
+        if r.get("concurrent_lab_runs")
+    ]
+    if not hit:
+        return []
+    pids = sorted(
+        {
+            p
+            for ts in run["trials"].values()
+            for r in ts.values()
+            for p in r.get("concurrent_lab_runs") or []
+        }
+    )
+    shown = ", ".join(f"`{x}`" for x in hit[:6])
+    more = f" and {len(hit) - 6} more" if len(hit) > 6 else ""
+    return [
+        "",
+        (
+            f"**Another lab run** (pid {', '.join(map(str, pids))}) was measuring at the same "
+            f"time as {len(hit)} trial(s) of this run ({shown}{more}): both shared the CPUs, "
+            "so those figures are disturbed; run them again alone (delete their files under "
+            "trials/ and resume)."
+        ),
+    ]
+
+
 def _warnings_lines(run: dict) -> list[str]:
     ws = tester_warnings(run)
     if not ws:
@@ -1402,6 +1434,7 @@ def header(run: dict) -> list[str]:
             "ratios more than absolute figures (the machine is shared and noisy). See docs/lab.md "
             "for how to read this report."
         ),
+        *_concurrent_lines(run),
         *_warnings_lines(run),
     ]
     return lines
@@ -1430,7 +1463,8 @@ def _resume_lines(m: dict) -> list[str]:
             else (
                 f" (after the run had finished {r['finished']})"
                 if r.get("finished")
-                else ""
+                # Neither: the invocation before left no end (kill -9, a crash).
+                else " (after an invocation that left no record of its end: killed, or crashed)"
             )
         )
         out.append(

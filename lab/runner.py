@@ -32,7 +32,7 @@ from pathlib import Path
 
 from lab import hostinfo, netns
 from lab.adapters import ADAPTERS, Unsupported, make_adapter, repo_root
-from lab.cleanup import claim
+from lab.cleanup import claim, other_runs
 from lab.netns import random_prefix
 from lab.scenarios import SCENARIOS, Scenario
 from lab.topologies import TOPOLOGIES
@@ -477,6 +477,10 @@ class Run:
         head = _trial_head(t)
         head["direction"] = flow.direction
         t0 = time.monotonic()
+        # Another lab run measuring at the same time shares the CPUs: its
+        # trials and this one's disturb each other, which nothing in the
+        # figures shows (two runs at once were not told; found by a probe).
+        others = set(other_runs())
         try:
             with CpuSampler(a.cpu_pids()) as cpu:
                 out = self.call(a, topo, flow, t, servers)
@@ -493,6 +497,13 @@ class Run:
             }
         rec["elapsed_s"] = round(time.monotonic() - t0, 2)
         rec["finished"] = _now()
+        others |= set(other_runs())
+        if others:
+            rec["concurrent_lab_runs"] = sorted(others)
+            self.progress(
+                f"{t.dut} {t.key}: another lab run (pid {', '.join(map(str, sorted(others)))}) "
+                "was measuring at the same time: this trial's figures are disturbed"
+            )
         _write(self.out / "trials" / t.dut / t.file, rec)
         if rec["status"] == "ok":
             self.progress(f"{t.dut} {t.key}: {_brief(rec)}")

@@ -725,3 +725,62 @@ def test_a_baseline_that_does_not_start_leaves_the_dut_pinged_alone(
         d for d in Path(tempfile.gettempdir()).glob("xlat-lab-*") if _marked_by_me(d)
     ]
     assert mine == []
+
+
+@pytest.mark.timeout(60)
+def test_a_lab_run_measuring_at_the_same_time_is_named(tmp_path, monkeypatch):
+    """Two lab runs at once share the CPUs and disturb each other's figures,
+    and neither said so (found by a probe: a zero-loss rate of 242,550
+    against 373,667 alone). `other_runs` names the live runs with a
+    topology up, not this process nor a dead run; a trial measured beside
+    one records it, the console and the report's header say so."""
+    from lab.cleanup import OWNERS, claim, other_runs, owner_mark
+
+    other = subprocess.Popen(["sleep", "30"])
+    names = [netns.random_prefix("xlab") for _ in range(3)]
+    try:
+        OWNERS.mkdir(parents=True, exist_ok=True)
+        (OWNERS / f"{names[0]}.owner").write_text(owner_mark(other.pid))
+        (OWNERS / f"{names[1]}.owner").write_text(f"{_gone_pid()} 1\n")
+        with claim(names[2]):  # this process's own
+            pids = other_runs()
+        assert other.pid in pids and os.getpid() not in pids, pids
+        assert len(pids) == len(set(pids)), pids
+    finally:
+        _kill(other)
+        for n in names:
+            (OWNERS / f"{n}.owner").unlink(missing_ok=True)
+
+    out = tmp_path / "run"
+    sc = _scenario(Part("first", ["kernel-v6"], {"ping": PING}))
+    monkeypatch.setattr("lab.runner.other_runs", lambda: [4242])
+
+    def call(self, a, topo, flow, t, servers):
+        raise RuntimeError("no figure needed here")
+
+    monkeypatch.setattr(Run, "call", call)
+    Run(sc, out).run()
+    rec = json.loads(next((out / "trials" / "kernel-v6").glob("*.json")).read_text())
+    assert rec["concurrent_lab_runs"] == [4242], rec
+    md = report.markdown(report.load(out))
+    assert (
+        "**Another lab run** (pid 4242) was measuring at the same time as 1 trial(s)"
+        in md
+    ), md
+
+
+def test_a_resume_after_a_kill_says_so():
+    """A resume after `kill -9` recorded nothing of how the invocation
+    before it ended, and the report said nothing either (found by a probe)."""
+    m = {
+        "host": _host(1),
+        "resumed": [
+            {"started": "t1", "interrupted": {"at": "t0", "by": "SIGINT"}},
+            {"started": "t2"},
+        ],
+    }
+    lines = report._resume_lines(m)
+    assert "(after an interruption at t0 by SIGINT)" in lines[0], lines
+    assert "after an invocation that left no record of its end: killed" in lines[1], (
+        lines
+    )
