@@ -186,6 +186,25 @@ class Cleaned:
     tmpdirs: list[str] = field(default_factory=list)
 
 
+def _runs(prefix: str) -> list[str]:
+    """The lab runs under ``prefix``: from their namespaces, and from their
+    owner files (a run whose namespaces are gone may still have a tester
+    flooding them)."""
+    owned = (
+        [f.name.removesuffix(".owner") for f in OWNERS.glob(f"{prefix}*.owner")]
+        if OWNERS.is_dir()
+        else []
+    )
+    return sorted({ns.split("-", 1)[0] for ns in list_ns(prefix)} | set(owned))
+
+
+def dead_runs(prefix: str = "xlab") -> list[str]:
+    """The runs whose owner is gone but whose owner file or namespaces are
+    left (a run killed with ``kill -9``): what ``lab cleanup`` would remove,
+    with the DUTs and servers still running in them."""
+    return [p for p in _runs(prefix) if _alive_owner(p) is None]
+
+
 def clean(prefix: str = "xlab") -> Cleaned:
     """Remove the leftovers of the dead lab runs under ``prefix`` (see the module)."""
     if not prefix.startswith("xlab"):
@@ -198,16 +217,8 @@ def clean(prefix: str = "xlab") -> Cleaned:
             "(the start of the names, not a pattern)"
         )
     res = Cleaned()
-    # The runs: from their namespaces, and from their owner files (a run whose
-    # namespaces are gone may still have a tester flooding them).
-    owned = (
-        [f.name.removesuffix(".owner") for f in OWNERS.glob(f"{prefix}*.owner")]
-        if OWNERS.is_dir()
-        else []
-    )
-    runs = sorted({ns.split("-", 1)[0] for ns in list_ns(prefix)} | set(owned))
     dead = []
-    for p in runs:
+    for p in _runs(prefix):
         pid = _alive_owner(p)
         if pid is not None:
             res.alive[p] = pid

@@ -13,6 +13,7 @@ from lab.report import (
     load,
     marks_note,
     metrics,
+    pending_trials,
     ratio_marks,
     run_state,
 )
@@ -70,6 +71,13 @@ def compare(a: Path, b: Path) -> str:
     for name, r in (("A", ra), ("B", rb)):
         if (st := run_state(r)) != "finished":
             out += ["", f"{name} is {st}: its missing figures are trials not run (–)."]
+        elif n := sum(len(ts) for ts in pending_trials(r).values()):
+            out += [
+                "",
+                f"{name} left {n} trial(s) not run (the time budget ran out): –.",
+            ]
+        if restricted := r["meta"].get("only"):
+            out += ["", f"{name} measured only {', '.join(restricted)} (--duts)."]
     if note := marks_note(marks):
         out += ["", note]
     out += [

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from lab import hostinfo, netns
 from lab.adapters import ADAPTERS, Unsupported, make_adapter, repo_root
-from lab.cleanup import claim, other_runs
+from lab.cleanup import claim, dead_runs, other_runs
 from lab.netns import random_prefix
 from lab.scenarios import SCENARIOS, Scenario
 from lab.topologies import TOPOLOGIES
@@ -279,6 +279,15 @@ class Run:
             + (f", {skipped_done} already done (resumed)" if skipped_done else "")
             + f", budget {self.budget_min:g} min, results in {self.out}"
         )
+        # A killed run's DUTs and servers go on running in its namespaces
+        # and share the CPUs (a rerun after kill -9 said nothing; found by a
+        # probe).
+        if left := dead_runs():
+            log(
+                f"warning: leftovers of a lab run that was killed ({', '.join(left)}): "
+                "its DUTs and servers may still be running and disturb this run's figures; "
+                "`python -m lab cleanup` removes them"
+            )
         elapsed0 = meta.get("elapsed_s", 0)
         try:
             for dut, trials in todo:

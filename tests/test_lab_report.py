@@ -529,3 +529,30 @@ def test_a_ratio_over_a_lower_bound_is_at_most_that():
     assert "| xlat | 0.25 ≤ |" in ratios, t
     assert "| xlat-ebpf | 0.95 ≶ |" in ratios, t
     assert "with ≤, over such a figure, at most that" in t, t
+
+
+def test_compare_says_what_a_run_left_out(tmp_path, monkeypatch):
+    """`lab compare` said nothing of a run cut by its time budget (it counts
+    as finished) or limited with --duts (found by a probe)."""
+    import json
+
+    import lab.compare
+    from lab.compare import compare
+
+    ping = {"rtt_ms": {"median": 0.05, "p95": 0.07}}
+    a = _run_dir(tmp_path / "a", "smoke", {"ping": ping})
+    b = _run_dir(tmp_path / "b", "smoke", {"ping": ping})
+    m = json.loads((b / "meta.json").read_text())
+    m["only"] = ["xlat"]
+    (b / "meta.json").write_text(json.dumps(m))
+    out = compare(a, b)
+    assert "B measured only xlat (--duts)." in out, out
+    assert "A measured only" not in out and "not run" not in out, out
+    monkeypatch.setattr(
+        lab.compare,
+        "pending_trials",
+        lambda r: {"xlat": [1, 2, 3]} if r["meta"].get("only") else {},
+    )
+    out = compare(a, b)
+    assert "B left 3 trial(s) not run (the time budget ran out)" in out, out
+    assert "A left" not in out, out

@@ -784,3 +784,20 @@ def test_a_resume_after_a_kill_says_so():
     assert "after an invocation that left no record of its end: killed" in lines[1], (
         lines
     )
+
+
+def test_dead_runs_names_a_killed_runs_leftovers():
+    """A run after a `kill -9` ran beside the dead run's DUT and nginx without
+    a word (found by a probe): `dead_runs` names the runs whose owner is gone
+    (what `lab cleanup` removes), not a live one."""
+    from lab.cleanup import OWNERS, claim, dead_runs
+
+    dead, live = (netns.random_prefix("xlab") for _ in range(2))
+    try:
+        OWNERS.mkdir(parents=True, exist_ok=True)
+        (OWNERS / f"{dead}.owner").write_text(f"{_gone_pid()} 1\n")
+        with claim(live):
+            left = dead_runs()
+        assert dead in left and live not in left, left
+    finally:
+        (OWNERS / f"{dead}.owner").unlink(missing_ok=True)
