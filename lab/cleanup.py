@@ -112,15 +112,9 @@ def other_runs() -> list[int]:
     owner files, :func:`claim`): measuring at the same time as this one, on
     the same CPUs."""
     me = os.getpid()
-    pids = set()
-    for f in OWNERS.glob("*.owner"):
-        try:
-            pid = mark_alive(f.read_text())
-        except OSError:
-            continue
-        if pid is not None and pid != me:
-            pids.add(pid)
-    return sorted(pids)
+    return sorted(
+        {pid for p in _owned("") if (pid := _alive_owner(p)) not in (None, me)}
+    )
 
 
 TMP_MARK = ".lab-owner"
@@ -186,16 +180,20 @@ class Cleaned:
     tmpdirs: list[str] = field(default_factory=list)
 
 
+def _owned(prefix: str) -> list[str]:
+    """The prefixes under ``prefix`` that have an owner file (:func:`claim`)."""
+    if not OWNERS.is_dir():
+        return []
+    return sorted(
+        f.name.removesuffix(".owner") for f in OWNERS.glob(f"{prefix}*.owner")
+    )
+
+
 def _runs(prefix: str) -> list[str]:
     """The lab runs under ``prefix``: from their namespaces, and from their
     owner files (a run whose namespaces are gone may still have a tester
     flooding them)."""
-    owned = (
-        [f.name.removesuffix(".owner") for f in OWNERS.glob(f"{prefix}*.owner")]
-        if OWNERS.is_dir()
-        else []
-    )
-    return sorted({ns.split("-", 1)[0] for ns in list_ns(prefix)} | set(owned))
+    return sorted({ns.split("-", 1)[0] for ns in list_ns(prefix)} | set(_owned(prefix)))
 
 
 def dead_runs(prefix: str = "xlab") -> list[str]:
@@ -203,12 +201,7 @@ def dead_runs(prefix: str = "xlab") -> list[str]:
     killed with ``kill -9``): what ``lab cleanup`` would remove, with the
     DUTs and servers still running in their namespaces. (Namespaces without
     an owner file, such as the test suite's, are not named.)"""
-    if not OWNERS.is_dir():
-        return []
-    owned = sorted(
-        f.name.removesuffix(".owner") for f in OWNERS.glob(f"{prefix}*.owner")
-    )
-    return [p for p in owned if _alive_owner(p) is None]
+    return [p for p in _owned(prefix) if _alive_owner(p) is None]
 
 
 def clean(prefix: str = "xlab") -> Cleaned:

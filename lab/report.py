@@ -139,23 +139,16 @@ def tester_warnings(run: dict) -> list[tuple[str, list[str]]]:
 def _concurrent_lines(run: dict) -> list[str]:
     """The trials measured while another lab run had a topology up (the
     runner records its PIDs in each such trial)."""
-    hit = [
-        f"{d} {k}"
+    hit = {
+        f"{d} {k}": r["concurrent_lab_runs"]
         for d, ts in run["trials"].items()
         for k, r in ts.items()
         if r.get("concurrent_lab_runs")
-    ]
+    }
     if not hit:
         return []
-    pids = sorted(
-        {
-            p
-            for ts in run["trials"].values()
-            for r in ts.values()
-            for p in r.get("concurrent_lab_runs") or []
-        }
-    )
-    shown = ", ".join(f"`{x}`" for x in hit[:6])
+    pids = sorted({p for ps in hit.values() for p in ps})
+    shown = ", ".join(f"`{x}`" for x in list(hit)[:6])
     more = f" and {len(hit) - 6} more" if len(hit) > 6 else ""
     return [
         "",

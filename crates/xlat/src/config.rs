@@ -1511,6 +1511,13 @@ pub fn parse(text: &str) -> Result<Settings, Vec<Problem>> {
 
 /// Reads and validates a file; an unreadable file is one problem.
 pub fn load(path: &str) -> Result<Settings, Vec<Problem>> {
+    parse(&read(path)?)
+}
+
+/// Reads a file, at most MAX_CONFIG_BYTES (+1 to tell): a path such as
+/// /dev/zero must not take the machine's memory. An unreadable or longer
+/// file is one problem.
+pub fn read(path: &str) -> Result<String, Vec<Problem>> {
     use std::io::Read;
     let problem = |reason: String| {
         Err(vec![Problem {
@@ -1519,8 +1526,6 @@ pub fn load(path: &str) -> Result<Settings, Vec<Problem>> {
             reason,
         }])
     };
-    // Read at most MAX_CONFIG_BYTES (+1 to tell): a path such as /dev/zero
-    // must not take the machine's memory.
     let mut text = String::new();
     let read = std::fs::File::open(path)
         .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text));
@@ -1529,20 +1534,15 @@ pub fn load(path: &str) -> Result<Settings, Vec<Problem>> {
             "longer than {} MiB: not a configuration file",
             MAX_CONFIG_BYTES >> 20
         )),
-        Ok(_) => parse(&text),
+        Ok(_) => Ok(text),
         Err(e) => problem(e.to_string()),
     }
 }
 
-/// The mode a file asks for (`siit` when it names none), read even when the
-/// rest of the file is invalid; `None` when the file cannot be read or
-/// parsed, or names no known mode. A reload tells a change of mode first.
-pub fn mode_of(path: &str) -> Option<Mode> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_CONFIG_BYTES).read_to_string(&mut text))
-        .ok()?;
+/// The mode a file's text asks for (`siit` when it names none), read even
+/// when the rest of it is invalid; `None` when it is no TOML or names no
+/// known mode. A reload tells a change of mode first.
+pub fn mode_in(text: &str) -> Option<Mode> {
     let root: Table = text.parse().ok()?;
     match root.get("mode") {
         None => Some(Mode::Siit),

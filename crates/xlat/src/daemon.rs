@@ -600,11 +600,17 @@ impl Daemon {
     pub fn reload(&self) {
         let mut st = self.state.lock().unwrap();
         info!("reloading configuration", "file" => st.path);
-        let new = match config::load(&st.path) {
+        let text = config::read(&st.path);
+        let new = match text
+            .as_deref()
+            .map_err(Clone::clone)
+            .and_then(config::parse)
+        {
             Ok(s) => s,
             Err(ps) => {
                 // Another mode is refused whatever else is wrong: say so first.
-                if let Some(m) = config::mode_of(&st.path).filter(|m| *m != st.settings.mode) {
+                let mode = text.as_deref().ok().and_then(config::mode_in);
+                if let Some(m) = mode.filter(|m| *m != st.settings.mode) {
                     error!("reload rejected, keeping the running configuration", "key" => "mode", "value" => m.name(), "reason" => format!("the running mode is {}: a change of mode needs a restart", st.settings.mode.name()));
                 }
                 for p in &ps {
